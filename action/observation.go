@@ -1,0 +1,120 @@
+package action
+
+import (
+	"bytes"
+	"image"
+	"image/png"
+	"sync"
+	"time"
+)
+
+// Result is what executing one action produced. Errors that the agent caused
+// (a validation error, a window that never appeared) are reported here and
+// the run goes on; infrastructure errors end the run instead.
+type Result struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Cursor is the pointer position after the action.
+	Cursor *Point `json:"cursor,omitempty"`
+	// Met reports whether a wait-until condition held before its deadline.
+	Met *bool `json:"met,omitempty"`
+	// Elapsed is how long the action took inside the environment.
+	ElapsedUS int64 `json:"elapsed_us,omitempty"`
+}
+
+// Frame is one screenshot: RGBA pixels, row-major, stride 4×Width.
+type Frame struct {
+	Width, Height int
+	Pix           []byte
+	// Hash identifies the pixels; equal hashes mean equal frames.
+	Hash uint64
+
+	once sync.Once
+	png  []byte
+	err  error
+}
+
+// Image returns the frame as an image sharing its pixels. Callers must not
+// modify it.
+func (f *Frame) Image() *image.RGBA {
+	return &image.RGBA{Pix: f.Pix, Stride: 4 * f.Width, Rect: image.Rect(0, 0, f.Width, f.Height)}
+}
+
+// At returns the colour at (x, y) as r, g, b.
+func (f *Frame) At(x, y int) (r, g, b uint8) {
+	i := 4 * (y*f.Width + x)
+	return f.Pix[i], f.Pix[i+1], f.Pix[i+2]
+}
+
+// PNG encodes the frame once (fast compression) and caches the bytes; every
+// consumer — the trace, a model adapter — shares one encoding.
+func (f *Frame) PNG() ([]byte, error) {
+	f.once.Do(func() {
+		var b bytes.Buffer
+		b.Grow(len(f.Pix) / 8)
+		enc := png.Encoder{CompressionLevel: png.BestSpeed}
+		f.err = enc.Encode(&b, opaque{f.Image()})
+		f.png = b.Bytes()
+	})
+	return f.png, f.err
+}
+
+// opaque lets the PNG encoder write RGB without an alpha channel.
+type opaque struct{ *image.RGBA }
+
+// Opaque tells image/png the image has no transparency.
+func (opaque) Opaque() bool { return true }
+
+// Window is a top-level window on the screen.
+type Window struct {
+	ID      uint32 `json:"id"`
+	Title   string `json:"title"`
+	X       int    `json:"x"`
+	Y       int    `json:"y"`
+	Width   int    `json:"width"`
+	Height  int    `json:"height"`
+	Focused bool   `json:"focused,omitempty"`
+}
+
+// Stream names one of the app's output streams.
+type Stream string
+
+// Output streams.
+const (
+	Stdout Stream = "stdout"
+	Stderr Stream = "stderr"
+)
+
+// LogLine is one line the app printed. T is the time since the run began.
+type LogLine struct {
+	Stream Stream        `json:"stream"`
+	Text   string        `json:"text"`
+	T      time.Duration `json:"t_ns"`
+}
+
+// Exit describes how the app ended.
+type Exit struct {
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"`
+	OOM    bool   `json:"oom_killed,omitempty"`
+}
+
+// Crashed reports whether the app died of a signal or exited non-zero.
+func (e *Exit) Crashed() bool { return e != nil && (e.Signal != "" || e.Code != 0) }
+
+// Observation is everything the decision-maker may know before one decision.
+type Observation struct {
+	Step    int           // 1 for the first decision
+	Elapsed time.Duration // since the app was launched
+	Task    string
+	Screen  *Frame
+	Cursor  Point
+	Windows []Window
+	// Output holds the app's lines printed since the previous observation.
+	Output []LogLine
+	// Running is false once the app has exited; Exit then says how.
+	Running bool
+	Exit    *Exit
+	// Last is the result of the previous action (nil before the first).
+	Last *Result
+}

@@ -1,0 +1,248 @@
+package action
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/codegirl-games/agentbox/internal/keysym"
+)
+
+// Limits bounds what Validate accepts.
+type Limits struct {
+	Width, Height int // the screen; coordinates must lie inside it
+	MaxText       int // characters in one type action
+	MaxWaitMS     int // one wait action
+	MaxPath       int // points in one drag
+	MaxRepeat     int // key repeat
+	MaxScroll     int // wheel clicks per axis
+	MaxDelayMS    int // per-character typing delay
+}
+
+// DefaultLimits returns the limits for a screen of the given size.
+func DefaultLimits(width, height int) Limits {
+	return Limits{
+		Width: width, Height: height,
+		MaxText:    10000,
+		MaxWaitMS:  120_000,
+		MaxPath:    1000,
+		MaxRepeat:  100,
+		MaxScroll:  100,
+		MaxDelayMS: 1000,
+	}
+}
+
+// Validate checks a parsed action against the limits: required fields are
+// present, numbers are in range, coordinates are on the screen and key names
+// are known. It never modifies a.
+func Validate(a Action, l Limits) error {
+	k := a.Kind
+	need := func(field string, ok bool) error {
+		if !ok {
+			return errorf(k, field, "required")
+		}
+		return nil
+	}
+	switch k {
+	case Screenshot:
+		if a.Region != nil {
+			r := *a.Region
+			if r[0] < 0 || r[1] < 0 || r[2] > l.Width || r[3] > l.Height || r.Dx() <= 0 || r.Dy() <= 0 {
+				return errorf(k, "region", "%v is not a non-empty region inside the %dx%d screen", r, l.Width, l.Height)
+			}
+		}
+		if a.Scale < 0 || a.Scale > 1 {
+			return errorf(k, "scale", "must be in (0, 1], got %g", a.Scale)
+		}
+		if a.MaxWidth < 0 {
+			return errorf(k, "max_width", "must be positive, got %d", a.MaxWidth)
+		}
+	case Key:
+		if err := need("keys", a.Keys != ""); err != nil {
+			return err
+		}
+		if _, err := keysym.ParseChord(a.Keys); err != nil {
+			return &Error{Kind: k, Field: "keys", Msg: err.Error()}
+		}
+		if a.Repeat < 0 || a.Repeat > l.MaxRepeat {
+			return errorf(k, "repeat", "must be between 1 and %d, got %d", l.MaxRepeat, a.Repeat)
+		}
+	case KeyDown, KeyUp:
+		if err := need("key", a.Key != ""); err != nil {
+			return err
+		}
+		if _, err := keysym.Lookup(a.Key); err != nil {
+			return &Error{Kind: k, Field: "key", Msg: err.Error()}
+		}
+	case Type:
+		if err := need("text", a.Text != ""); err != nil {
+			return err
+		}
+		if !utf8.ValidString(a.Text) {
+			return errorf(k, "text", "is not valid UTF-8")
+		}
+		if n := utf8.RuneCountInString(a.Text); n > l.MaxText {
+			return errorf(k, "text", "has %d characters; the limit is %d", n, l.MaxText)
+		}
+		for i, r := range a.Text {
+			if _, err := keysym.ForRune(r); err != nil {
+				return errorf(k, "text", "character %U at byte %d cannot be typed: %v", r, i, err)
+			}
+		}
+		if a.DelayMS < 0 || a.DelayMS > l.MaxDelayMS {
+			return errorf(k, "delay_ms", "must be between 0 and %d, got %d", l.MaxDelayMS, a.DelayMS)
+		}
+	case MouseMove:
+		abs := a.X != nil || a.Y != nil
+		rel := a.DX != nil || a.DY != nil
+		switch {
+		case abs && rel:
+			return errorf(k, "", "give x and y (absolute) or dx and dy (relative), not both")
+		case abs:
+			if err := checkPoint(k, a.X, a.Y, l); err != nil {
+				return err
+			}
+		case rel:
+			if err := checkDelta(k, "dx", a.DX, l.Width); err != nil {
+				return err
+			}
+			if err := checkDelta(k, "dy", a.DY, l.Height); err != nil {
+				return err
+			}
+		default:
+			return errorf(k, "", "needs x and y, or dx and dy")
+		}
+	case Click:
+		if err := checkOptionalPoint(k, a.X, a.Y, l); err != nil {
+			return err
+		}
+		if err := checkButton(k, a.Button); err != nil {
+			return err
+		}
+		if a.Count < 0 || a.Count > 3 {
+			return errorf(k, "count", "must be 1, 2 or 3, got %d", a.Count)
+		}
+		if err := checkModifiers(k, a.Keys); err != nil {
+			return err
+		}
+	case MouseDown, MouseUp:
+		if err := checkButton(k, a.Button); err != nil {
+			return err
+		}
+	case Drag:
+		if len(a.Path) < 2 {
+			return errorf(k, "path", "needs at least two points, got %d", len(a.Path))
+		}
+		if len(a.Path) > l.MaxPath {
+			return errorf(k, "path", "has %d points; the limit is %d", len(a.Path), l.MaxPath)
+		}
+		for i, p := range a.Path {
+			if !onScreen(p.X, p.Y, l) {
+				return errorf(k, fmt.Sprintf("path[%d]", i), "(%d,%d) is outside the %dx%d screen", p.X, p.Y, l.Width, l.Height)
+			}
+		}
+		if err := checkButton(k, a.Button); err != nil {
+			return err
+		}
+	case Scroll:
+		if err := checkOptionalPoint(k, a.X, a.Y, l); err != nil {
+			return err
+		}
+		if a.DX == nil && a.DY == nil {
+			return errorf(k, "", "needs dx or dy (wheel clicks; positive dy scrolls down)")
+		}
+		for _, f := range []struct {
+			name string
+			v    *int
+		}{{"dx", a.DX}, {"dy", a.DY}} {
+			if f.v != nil && (*f.v > l.MaxScroll || *f.v < -l.MaxScroll) {
+				return errorf(k, f.name, "must be between -%d and %d clicks, got %d", l.MaxScroll, l.MaxScroll, *f.v)
+			}
+		}
+		if err := checkModifiers(k, a.Keys); err != nil {
+			return err
+		}
+	case Wait:
+		if a.MS < 0 || a.MS > l.MaxWaitMS {
+			return errorf(k, "ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.MS)
+		}
+		switch a.Until {
+		case "":
+			if a.Title != "" || a.StableMS != 0 {
+				return errorf(k, "until", "title and stable_ms need until")
+			}
+		case UntilStable:
+			if a.StableMS < 0 || a.StableMS > l.MaxWaitMS {
+				return errorf(k, "stable_ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.StableMS)
+			}
+		case UntilWindow:
+			if a.Title == "" {
+				return errorf(k, "title", "required with until: window")
+			}
+		case UntilChange:
+		default:
+			return errorf(k, "until", "unknown condition %q; known: stable, window, change", a.Until)
+		}
+	case CursorPosition, Done:
+	default:
+		return errorf("", "action", "unknown action %q; known: %s", k, kindList())
+	}
+	return nil
+}
+
+func onScreen(x, y int, l Limits) bool {
+	return x >= 0 && y >= 0 && x < l.Width && y < l.Height
+}
+
+func checkPoint(k Kind, x, y *int, l Limits) error {
+	if x == nil {
+		return errorf(k, "x", "required with y")
+	}
+	if y == nil {
+		return errorf(k, "y", "required with x")
+	}
+	if !onScreen(*x, *y, l) {
+		return errorf(k, "", "(%d,%d) is outside the %dx%d screen", *x, *y, l.Width, l.Height)
+	}
+	return nil
+}
+
+func checkOptionalPoint(k Kind, x, y *int, l Limits) error {
+	if x == nil && y == nil {
+		return nil
+	}
+	return checkPoint(k, x, y, l)
+}
+
+func checkDelta(k Kind, field string, v *int, limit int) error {
+	if v != nil && (*v > limit || *v < -limit) {
+		return errorf(k, field, "%d is larger than the screen", *v)
+	}
+	return nil
+}
+
+func checkButton(k Kind, b Button) error {
+	if b.Number() == 0 {
+		return errorf(k, "button", "unknown button %q; known: left, middle, right, back, forward", b)
+	}
+	return nil
+}
+
+func checkModifiers(k Kind, keys string) error {
+	if keys == "" {
+		return nil
+	}
+	syms, err := keysym.ParseChord(keys)
+	if err != nil {
+		return &Error{Kind: k, Field: "keys", Msg: err.Error()}
+	}
+	for _, s := range syms {
+		if !keysym.IsModifier(s) {
+			return errorf(k, "keys", "%q is not a modifier; click and scroll hold modifiers only", keysym.Name(s))
+		}
+	}
+	return nil
+}
+
+// IsInvalid reports whether err is a validation error.
+func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }

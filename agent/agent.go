@@ -1,0 +1,120 @@
+// Package agent defines the decision-maker: anything that turns an
+// observation into the next action. Agents never see Docker or X11; they get
+// pixels, the desktop's windows and the app's output, and answer with
+// backend-neutral actions.
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/codegirl-games/agentbox/action"
+)
+
+// Decision is an agent's answer to one observation.
+type Decision struct {
+	Action action.Action
+	// Message is the agent's own words about the decision (recorded).
+	Message string
+	// Meta is recorded with the step: model, token usage, raw exchanges.
+	Meta map[string]any
+}
+
+// Agent decides one action at a time. Decide is called from one goroutine.
+type Agent interface {
+	Decide(ctx context.Context, obs *action.Observation) (Decision, error)
+}
+
+// Task is what an agent is asked to do, given once before the first step.
+type Task struct {
+	Text          string
+	Width, Height int // the screen
+	MaxSteps      int
+}
+
+// Starter is implemented by agents that want the task before the first
+// observation.
+type Starter interface {
+	Start(ctx context.Context, task Task) error
+}
+
+// Closer is implemented by agents holding resources (processes, clients).
+type Closer interface {
+	Close() error
+}
+
+// Options are an agent's settings from the command line (--agent-opt k=v).
+type Options map[string]string
+
+// Factory makes an agent from its options. It must reject unknown options
+// with an error that names them.
+type Factory func(opts Options) (Agent, error)
+
+var (
+	mu        sync.RWMutex
+	factories = map[string]Factory{}
+)
+
+// Register makes an agent available by name; it panics on duplicates.
+func Register(name string, f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := factories[name]; dup {
+		panic("agent: Register called twice for " + name)
+	}
+	factories[name] = f
+}
+
+// Names lists registered agents, sorted.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	names := make([]string, 0, len(factories))
+	for n := range factories {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// New makes the named agent.
+func New(name string, opts Options) (Agent, error) {
+	mu.RLock()
+	f, ok := factories[name]
+	mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	a, err := f(opts)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	return a, nil
+}
+
+// CheckOptions returns an error naming the first option not in known.
+func CheckOptions(opts Options, known ...string) error {
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		found := false
+		for _, kn := range known {
+			if k == kn {
+				found = true
+			}
+		}
+		if !found {
+			if len(known) == 0 {
+				return fmt.Errorf("unknown option %q: this agent takes no options", k)
+			}
+			return fmt.Errorf("unknown option %q (known: %s)", k, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}

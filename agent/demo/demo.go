@@ -1,0 +1,132 @@
+// Package demo is the deterministic agent of the mover demo: it holds a key,
+// waits one second, and succeeds only if the green square's pixel centroid
+// moved at least 100 px to the right. It exists to test the whole system
+// without a model.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+)
+
+func init() {
+	agent.Register("demo", func(opts agent.Options) (agent.Agent, error) { return New(opts) })
+}
+
+// Agent is the demo agent.
+type Agent struct {
+	key      string
+	hold     time.Duration
+	minMove  float64
+	phase    int
+	start    Centroid
+	moved    float64
+	verdict  string
+	succeeds bool
+}
+
+// New makes a demo agent. Options: key (default Right: the key to hold —
+// Left breaks the demo on purpose), hold_ms (default 1000), min_px (100).
+func New(opts agent.Options) (*Agent, error) {
+	if err := agent.CheckOptions(opts, "key", "hold_ms", "min_px"); err != nil {
+		return nil, err
+	}
+	a := &Agent{key: "Right", hold: time.Second, minMove: 100}
+	if k, ok := opts["key"]; ok {
+		a.key = k
+	}
+	if v, ok := opts["hold_ms"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 60000 {
+			return nil, fmt.Errorf("option hold_ms: want 0–60000, got %q", v)
+		}
+		a.hold = time.Duration(n) * time.Millisecond
+	}
+	if v, ok := opts["min_px"]; ok {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("option min_px: want a number, got %q", v)
+		}
+		a.minMove = n
+	}
+	return a, nil
+}
+
+// Decide implements agent.Agent.
+func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+	a.phase++
+	switch a.phase {
+	case 1:
+		c := GreenCentroid(obs.Screen)
+		if c.N == 0 {
+			return done(false, "no green square on the first screenshot"), nil
+		}
+		a.start = c
+		return agent.Decision{
+			Action:  action.Action{Kind: action.KeyDown, Key: a.key},
+			Message: fmt.Sprintf("green square at (%.0f, %.0f); holding %s", c.X, c.Y, a.key),
+		}, nil
+	case 2:
+		return agent.Decision{
+			Action:  action.Action{Kind: action.Wait, MS: int(a.hold / time.Millisecond)},
+			Message: fmt.Sprintf("waiting %v with %s held", a.hold, a.key),
+		}, nil
+	case 3:
+		c := GreenCentroid(obs.Screen)
+		switch {
+		case c.N == 0:
+			a.verdict = "the green square is gone"
+		default:
+			a.moved = c.X - a.start.X
+			a.succeeds = a.moved >= a.minMove
+			a.verdict = fmt.Sprintf("the square moved %+.0f px (from x=%.0f to x=%.0f; need ≥ %.0f)", a.moved, a.start.X, c.X, a.minMove)
+		}
+		return agent.Decision{
+			Action:  action.Action{Kind: action.KeyUp, Key: a.key},
+			Message: a.verdict + "; releasing " + a.key,
+		}, nil
+	default:
+		return done(a.succeeds, a.verdict), nil
+	}
+}
+
+func done(ok bool, msg string) agent.Decision {
+	return agent.Decision{Action: action.Action{Kind: action.Done, Success: &ok, Message: msg}, Message: msg}
+}
+
+// Centroid is the mean position of N matching pixels.
+type Centroid struct {
+	X, Y float64
+	N    int
+}
+
+// GreenCentroid finds the centroid of clearly green pixels (g > 180,
+// r < 80, b < 80).
+func GreenCentroid(f *action.Frame) Centroid {
+	if f == nil {
+		return Centroid{}
+	}
+	var sx, sy float64
+	n := 0
+	pix := f.Pix
+	for y := 0; y < f.Height; y++ {
+		row := pix[4*y*f.Width : 4*(y+1)*f.Width]
+		for x := 0; x < f.Width; x++ {
+			r, g, b := row[4*x], row[4*x+1], row[4*x+2]
+			if g > 180 && r < 80 && b < 80 {
+				sx += float64(x)
+				sy += float64(y)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return Centroid{}
+	}
+	return Centroid{X: sx / float64(n), Y: sy / float64(n), N: n}
+}

@@ -1,0 +1,52 @@
+// Package idle is the simplest agent: it watches the app for a while and
+// finishes. It is useful to smoke-test an app ("does it start, what does it
+// print, what does it show") and in tests.
+package idle
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+)
+
+func init() {
+	agent.Register("idle", func(opts agent.Options) (agent.Agent, error) { return New(opts) })
+}
+
+// Agent waits, then says done.
+type Agent struct {
+	ms    int
+	waits int
+}
+
+// New makes an idle agent. Option ms (default 1000): how long to watch.
+func New(opts agent.Options) (*Agent, error) {
+	if err := agent.CheckOptions(opts, "ms"); err != nil {
+		return nil, err
+	}
+	a := &Agent{ms: 1000}
+	if v, ok := opts["ms"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 3_600_000 {
+			return nil, fmt.Errorf("option ms: want 0–3600000, got %q", v)
+		}
+		a.ms = n
+	}
+	return a, nil
+}
+
+// Decide implements agent.Agent.
+func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+	if a.waits == 0 && a.ms > 0 && obs.Running {
+		a.waits++
+		return agent.Decision{Action: action.Action{Kind: action.Wait, MS: a.ms}, Message: fmt.Sprintf("watching for %dms", a.ms)}, nil
+	}
+	msg := "watched the app"
+	if !obs.Running {
+		msg = "the app has exited"
+	}
+	return agent.Decision{Action: action.Action{Kind: action.Done, Message: msg}, Message: msg}, nil
+}

@@ -1,0 +1,236 @@
+package app
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+const elf = "\x7fELF\x02\x01\x01"
+
+func write(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseManifest(t *testing.T) {
+	tests := []struct {
+		name, in, wantErr string
+	}{
+		{"minimal", `{"command":"game"}`, ""},
+		{"full", `{"command":"bin/game","args":["-x"],"env":{"A_1":"b"},"window_title":"/^G.*$/","ready_timeout":"5s","wait_for_window":false,"files":["bin","data/x"]}`, ""},
+		{"ms timeout", `{"command":"g","ready_timeout":1500}`, ""},
+		{"no command", `{"args":[]}`, `"command" is required`},
+		{"unknown field", `{"command":"g","comand":"x"}`, `unknown field "comand"`},
+		{"traversal command", `{"command":"../g"}`, `leaves the app directory`},
+		{"absolute command path", `{"command":"/usr/bin/../../etc/x"}`, `absolute path`},
+		{"traversal files", `{"command":"g","files":["a/../../b"]}`, `leaves the app directory`},
+		{"absolute files", `{"command":"g","files":["/etc"]}`, `absolute path`},
+		{"bad env", `{"command":"g","env":{"A-B":"x"}}`, `not a valid variable name`},
+		{"bad regex", `{"command":"g","window_title":"/(/"}`, `bad regular expression`},
+		{"bad duration", `{"command":"g","ready_timeout":"soon"}`, `bad duration`},
+		{"type error", `{"command":"g","args":"x"}`, `field "args" must be []string`},
+		{"syntax error", "{\n  \"command\": \"g\",\n}", `line 3, column 1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseManifest("agentbox.json", []byte(tt.in))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tt.wantErr)
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "agentbox.json") {
+				t.Errorf("error must wrap ErrInvalid and name the file: %v", err)
+			}
+		})
+	}
+}
+
+func TestTitleMatcher(t *testing.T) {
+	tests := []struct {
+		pattern, title string
+		want           bool
+	}{
+		{"", "anything", true},
+		{"mover", "mover", true},
+		{"mover", "mover 2", false},
+		{"mover*", "mover 2", true},
+		{"m?ver", "mover", true},
+		{"a.b", "axb", false},
+		{"/^xterm/", "xterm: bash", true},
+		{"/calc$/", "xcalc", true},
+	}
+	for _, tt := range tests {
+		m, err := TitleMatcher(tt.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m(tt.title); got != tt.want {
+			t.Errorf("TitleMatcher(%q)(%q) = %v", tt.pattern, tt.title, got)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "ok", ManifestName), `{"command":"bin/game","window_title":"Game"}`, 0o644)
+	write(t, filepath.Join(dir, "ok", "bin", "game"), elf, 0o755)
+	write(t, filepath.Join(dir, "ok", "data", "level1"), "x", 0o644)
+	if err := os.Symlink("level1", filepath.Join(dir, "ok", "data", "current")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Load(filepath.Join(dir, "ok"), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var rels []string
+	for _, f := range b.Files {
+		rels = append(rels, f.Rel)
+	}
+	want := "agentbox.json bin bin/game data data/current data/level1"
+	if got := strings.Join(rels, " "); got != want {
+		t.Errorf("files = %q, want %q", got, want)
+	}
+	if b.InImage || b.Manifest.Command != "bin/game" {
+		t.Errorf("bundle = %+v", b)
+	}
+
+	// A bare command missing from the directory is a program of the image.
+	write(t, filepath.Join(dir, "img", ManifestName), `{"command":"xterm","args":["-T","t"]}`, 0o644)
+	b2, err := Load(filepath.Join(dir, "img", ManifestName), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2.Close()
+	if !b2.InImage {
+		t.Error("xterm should be in the image")
+	}
+
+	// A single executable.
+	write(t, filepath.Join(dir, "single", "mover"), elf, 0o755)
+	b3, err := Load(filepath.Join(dir, "single", "mover"), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b3.Close()
+	if len(b3.Files) != 1 || b3.Manifest.Command != "mover" {
+		t.Errorf("single = %+v", b3)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name, manifest string) string {
+		p := filepath.Join(dir, name)
+		write(t, filepath.Join(p, ManifestName), manifest, 0o644)
+		write(t, filepath.Join(p, "game"), elf, 0o755)
+		return p
+	}
+	tests := []struct {
+		name    string
+		setup   func() string
+		wantErr string
+	}{
+		{"manifest traversal", func() string { return mk("trav", `{"command":"../../bin/sh"}`) }, "leaves the app directory"},
+		{"symlink to /etc/passwd", func() string {
+			p := mk("link", `{"command":"game"}`)
+			os.Symlink("/etc/passwd", filepath.Join(p, "passwd"))
+			return p
+		}, "absolute target"},
+		{"relative symlink out", func() string {
+			p := mk("rlink", `{"command":"game"}`)
+			os.Symlink("../../../../etc/passwd", filepath.Join(p, "x"))
+			return p
+		}, "leaves the app directory"},
+		{"fifo", func() string {
+			p := mk("fifo", `{"command":"game"}`)
+			if err := syscall.Mkfifo(filepath.Join(p, "pipe"), 0o644); err != nil {
+				t.Skip(err)
+			}
+			return p
+		}, "is a FIFO"},
+		{"hardlink", func() string {
+			p := mk("hard", `{"command":"game"}`)
+			os.Link(filepath.Join(p, "game"), filepath.Join(p, "game2"))
+			return p
+		}, "hard links"},
+		{"not executable", func() string {
+			p := mk("noexec", `{"command":"data"}`)
+			write(t, filepath.Join(p, "data"), "x", 0o644)
+			return p
+		}, "not executable"},
+		{"missing command path", func() string { return mk("missing", `{"command":"bin/nope"}`) }, "is not a file in"},
+		{"too large", func() string {
+			p := mk("big", `{"command":"game"}`)
+			write(t, filepath.Join(p, "blob"), strings.Repeat("x", 2048), 0o644)
+			return p
+		}, "exceed"},
+		{"too many files", func() string {
+			p := mk("many", `{"command":"game"}`)
+			for i := 0; i < 12; i++ {
+				write(t, filepath.Join(p, "d", string(rune('a'+i))), "", 0o644)
+			}
+			return p
+		}, "more than"},
+		{"dir without manifest", func() string {
+			p := filepath.Join(dir, "empty")
+			os.MkdirAll(p, 0o755)
+			return p
+		}, "without agentbox.json"},
+		{"not an executable file", func() string {
+			p := filepath.Join(dir, "txt", "notes")
+			write(t, p, "hello", 0o755)
+			return p
+		}, "not a Linux executable"},
+		{"listed file missing", func() string { return mk("listed", `{"command":"game","files":["game","nope"]}`) }, `lists "nope"`},
+	}
+	lim := Limits{MaxFiles: 10, MaxBytes: 1024}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := Load(tt.setup(), lim)
+			if err == nil {
+				b.Close()
+				t.Fatalf("Load succeeded, want error %q", tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalid) {
+				t.Errorf("err = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(`{"command":"game","args":["-x"],"env":{"A":"b"},"window_title":"G*","ready_timeout":"5s"}`))
+	f.Add([]byte(`{"command":"../x","files":["/a"]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseManifest("m.json", data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		if m.Command == "" {
+			t.Fatal("accepted a manifest without command")
+		}
+		for _, f := range m.Files {
+			if checkRel(f) != nil {
+				t.Fatalf("accepted unsafe path %q", f)
+			}
+		}
+	})
+}

@@ -1,0 +1,237 @@
+// Package app turns a TARGET (an executable, a directory holding
+// agentbox.json, or a manifest file) into a Bundle: the files to stream into
+// the sandbox and how to start them. It checks every path before anything
+// starts: no "..", no absolute paths, no links that leave the directory, no
+// hard links, devices, FIFOs or sockets, and caps on size and file count.
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ManifestName is the manifest file looked for in an app directory.
+const ManifestName = "agentbox.json"
+
+// ErrInvalid is wrapped by every error about a target, manifest or file.
+var ErrInvalid = errors.New("invalid app")
+
+// Manifest says how to start an app. It is the JSON document agentbox.json.
+type Manifest struct {
+	// Command is a file in the app directory, or a program already in the
+	// image (a bare name not present in the directory, looked up in PATH).
+	Command string   `json:"command"`
+	Args    []string `json:"args,omitempty"`
+	// Env adds variables to the app's environment.
+	Env map[string]string `json:"env,omitempty"`
+	// WindowTitle waits until a window with this title is mapped: a glob
+	// ("mover*") or a regular expression between slashes ("/^mover$/").
+	WindowTitle string `json:"window_title,omitempty"`
+	// WaitForWindow, when false, starts the run without waiting for any
+	// window. Default: wait for WindowTitle, or for any window.
+	WaitForWindow *bool `json:"wait_for_window,omitempty"`
+	// ReadyTimeout bounds the wait for the window ("10s"; default 30s).
+	ReadyTimeout Duration `json:"ready_timeout,omitempty"`
+	// Files limits staging to these paths (files or directories) relative
+	// to the app directory; default: the whole directory.
+	Files []string `json:"files,omitempty"`
+}
+
+// Waits reports whether launching waits for a window.
+func (m *Manifest) Waits() bool { return m.WaitForWindow == nil || *m.WaitForWindow }
+
+// DefaultReadyTimeout bounds the wait for the app's window.
+const DefaultReadyTimeout = 30 * time.Second
+
+// Duration is a time.Duration that reads "10s" or a number of milliseconds.
+type Duration time.Duration
+
+// UnmarshalJSON accepts "1m30s" or 1500 (milliseconds).
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("bad duration %q: use a form like \"10s\" or \"1m30s\"", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var ms float64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("duration must be a string like \"10s\" or milliseconds, got %s", b)
+	}
+	*d = Duration(time.Duration(ms * float64(time.Millisecond)))
+	return nil
+}
+
+// MarshalJSON writes the string form.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseManifest decodes and checks a manifest. name is used in errors.
+func ParseManifest(name string, data []byte) (*Manifest, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, name, fmt.Sprintf(format, args...))
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fail("%s", jsonError(data, err))
+	}
+	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_timeout", "files"}
+	var unknown []string
+	for k := range raw {
+		if !containsString(known, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fail("unknown field %q (known: %s)", unknown[0], strings.Join(known, ", "))
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fail("%s", jsonError(data, err))
+	}
+	if strings.TrimSpace(m.Command) == "" {
+		return nil, fail("field \"command\" is required: the program to start")
+	}
+	if err := checkRel(m.Command); err != nil && strings.Contains(m.Command, "/") {
+		return nil, fail("field \"command\": %v", err)
+	}
+	if strings.ContainsRune(m.Command, 0) {
+		return nil, fail("field \"command\" contains a NUL byte")
+	}
+	for i, a := range m.Args {
+		if strings.ContainsRune(a, 0) {
+			return nil, fail("field \"args\"[%d] contains a NUL byte", i)
+		}
+	}
+	for k, v := range m.Env {
+		if !envName.MatchString(k) {
+			return nil, fail("field \"env\": %q is not a valid variable name", k)
+		}
+		if strings.ContainsRune(v, 0) {
+			return nil, fail("field \"env\"[%q] contains a NUL byte", k)
+		}
+	}
+	if _, err := TitleMatcher(m.WindowTitle); err != nil {
+		return nil, fail("field \"window_title\": %v", err)
+	}
+	if m.ReadyTimeout < 0 {
+		return nil, fail("field \"ready_timeout\" is negative")
+	}
+	for i, f := range m.Files {
+		if err := checkRel(f); err != nil {
+			return nil, fail("field \"files\"[%d]: %v", i, err)
+		}
+	}
+	return &m, nil
+}
+
+// checkRel accepts a relative, slash-separated path that stays inside its
+// directory.
+func checkRel(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("%q is an absolute path; paths are relative to the app directory", p)
+	case strings.Contains(p, "\\"):
+		return fmt.Errorf("%q contains a backslash; use /", p)
+	case strings.ContainsRune(p, 0):
+		return fmt.Errorf("%q contains a NUL byte", p)
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return fmt.Errorf("%q leaves the app directory (..)", p)
+		}
+	}
+	if c := path.Clean(p); c == "." {
+		return fmt.Errorf("%q names the directory itself", p)
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into "line L, column C: …".
+func jsonError(data []byte, err error) string {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+		if te.Field != "" {
+			return fmt.Sprintf("%s: field %q must be %s, not %s", lineCol(data, off), te.Field, te.Type, te.Value)
+		}
+	}
+	if off < 0 {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s: %v", lineCol(data, off), err)
+}
+
+// lineCol locates the byte before offset off (encoding/json reports the
+// count of bytes read, including the offending one).
+func lineCol(data []byte, off int64) string {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	if off > 0 {
+		off--
+	}
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := int(off) - bytes.LastIndexByte(data[:off], '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TitleMatcher compiles a window-title pattern: "/re/" is a regular
+// expression, anything else a glob where * and ? are wildcards. An empty
+// pattern matches every title.
+func TitleMatcher(pattern string) (func(string) bool, error) {
+	if pattern == "" {
+		return func(string) bool { return true }, nil
+	}
+	if len(pattern) >= 2 && strings.HasPrefix(pattern, "/") && strings.HasSuffix(pattern, "/") {
+		re, err := regexp.Compile(pattern[1 : len(pattern)-1])
+		if err != nil {
+			return nil, fmt.Errorf("bad regular expression %s: %w", pattern, err)
+		}
+		return re.MatchString, nil
+	}
+	var b strings.Builder
+	b.WriteString("^")
+	for _, r := range pattern {
+		switch r {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString("$")
+	re := regexp.MustCompile(b.String())
+	return re.MatchString, nil
+}

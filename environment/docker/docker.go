@@ -1,0 +1,240 @@
+// Package docker is the Docker backend: one hardened container per
+// environment, created through the Engine API Go client. The container's
+// main process is the agentbox binary itself (`agentbox guest`),
+// bind-mounted read-only, speaking the wire protocol over the attached
+// stdio. Only this package may import the Docker SDK.
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/client"
+
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestconn"
+)
+
+// Name is the backend's registered name.
+const Name = "docker"
+
+// DefaultImage is the runtime image `agentbox image build` makes.
+const DefaultImage = RuntimeImageRef
+
+// guestPath is where the agentbox binary is mounted in the container.
+const guestPath = "/opt/agentbox/agentbox"
+
+func init() {
+	environment.Register(Name, func() (environment.Backend, error) { return &Backend{}, nil })
+}
+
+// Backend creates Docker environments.
+type Backend struct{}
+
+var _ environment.Backend = (*Backend)(nil)
+
+// Name implements environment.Backend.
+func (*Backend) Name() string { return Name }
+
+// NewClient connects to the Docker daemon named by the environment
+// (DOCKER_HOST, …) and checks that it answers.
+func NewClient(ctx context.Context) (*client.Client, error) {
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: docker: %w", environment.ErrUnavailable, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%w: no Docker daemon answers at %s (%v); start dockerd, or see `agentbox doctor`", environment.ErrUnavailable, cli.DaemonHost(), err)
+	}
+	return cli, nil
+}
+
+// Create implements environment.Backend: it creates and starts a hardened
+// container, performs the guest handshake and brings up the display. On
+// error the container is removed.
+func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environment.Environment, retErr error) {
+	timings := map[string]int64{}
+	t0 := time.Now()
+	cli, err := NewClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	image := cfg.Image
+	if image == "" {
+		image = DefaultImage
+	}
+	img, err := cli.ImageInspect(ctx, image)
+	if err != nil {
+		cli.Close()
+		if cerrdefs.IsNotFound(err) {
+			hint := "run `agentbox image build`"
+			if image != DefaultImage {
+				hint = "build or load it, or drop --image to use " + DefaultImage
+			}
+			return nil, fmt.Errorf("%w: image %s is not present: %s", environment.ErrImage, image, hint)
+		}
+		return nil, fmt.Errorf("%w: inspect %s: %w", environment.ErrImage, image, err)
+	}
+	guestBin, err := GuestBinary(cfg.GuestBinary)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+
+	res := cfg.Resources.WithDefaults()
+	if res.TmpfsMB+res.ShmMB >= res.MemoryMB {
+		cli.Close()
+		return nil, fmt.Errorf("tmpfs (%d MiB) + shm (%d MiB) must stay below the memory limit (%d MiB): tmpfs pages count against it", res.TmpfsMB, res.ShmMB, res.MemoryMB)
+	}
+	e := &env{cli: cli, cfg: cfg, image: image, imageID: img.ID, timings: timings}
+	defer func() {
+		if retErr != nil {
+			e.Close(context.WithoutCancel(ctx))
+		}
+	}()
+
+	create := createOptions(cfg, image, guestBin, res)
+	t := time.Now()
+	cr, err := cli.ContainerCreate(ctx, create)
+	if err != nil {
+		return nil, fmt.Errorf("%w: create container: %w", environment.ErrUnavailable, err)
+	}
+	e.id = cr.ID
+	timings["container_create"] = time.Since(t).Milliseconds()
+
+	// Attach before start so no byte of the guest's hello is lost.
+	att, err := cli.ContainerAttach(ctx, e.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return nil, fmt.Errorf("%w: attach: %w", environment.ErrUnavailable, err)
+	}
+	e.hijack = &att.HijackedResponse
+	stdout := e.demux(cfg.GuestLog)
+
+	t = time.Now()
+	if _, err := cli.ContainerStart(ctx, e.id, client.ContainerStartOptions{}); err != nil {
+		return nil, fmt.Errorf("%w: start container: %w", environment.ErrUnavailable, err)
+	}
+	timings["container_start"] = time.Since(t).Milliseconds()
+
+	t = time.Now()
+	gc, err := guestconn.Dial(ctx, stdout, att.Conn, cfg.Events, cfg.GuestLog)
+	if err != nil {
+		return nil, e.explain(ctx, err)
+	}
+	e.guest = gc
+	timings["guest_hello"] = time.Since(t).Milliseconds()
+
+	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, 30*time.Second)
+	if err != nil {
+		return nil, e.explain(ctx, err)
+	}
+	e.start = sr
+	timings["xvfb"], timings["wm"] = sr.XvfbMS, sr.WMMS
+	timings["total"] = time.Since(t0).Milliseconds()
+	return e, nil
+}
+
+// createOptions is the hardened container: no network, read-only root,
+// bounded tmpfs with exec, non-root, no capabilities, no new privileges,
+// CPU/memory/PID limits, an init that reaps, logs off, ownership labels.
+func createOptions(cfg environment.Config, image, guestBin string, res environment.Resources) client.ContainerCreateOptions {
+	yes := true
+	mem := int64(res.MemoryMB) << 20
+	pids := int64(res.PIDs)
+	cmd := []string{guestPath, "guest", "--sandboxed"}
+	return client.ContainerCreateOptions{
+		Name: "agentbox-" + sanitize(cfg.RunID),
+		Config: &container.Config{
+			Image:        image,
+			Cmd:          cmd,
+			Entrypoint:   []string{},
+			User:         "1000:1000",
+			WorkingDir:   "/tmp",
+			Env:          []string{"HOME=" + guestconn.Home, "LANG=C.UTF-8", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			OpenStdin:    true,
+			StdinOnce:    true,
+			AttachStdin:  true,
+			AttachStdout: true,
+			AttachStderr: true,
+			Tty:          false,
+			Labels:       Labels(cfg.RunID),
+		},
+		HostConfig: &container.HostConfig{
+			NetworkMode:    "none",
+			ReadonlyRootfs: true,
+			Tmpfs: map[string]string{
+				"/tmp": fmt.Sprintf("rw,exec,nosuid,nodev,size=%dm,mode=1777", res.TmpfsMB),
+			},
+			ShmSize:     int64(res.ShmMB) << 20,
+			CapDrop:     []string{"ALL"},
+			SecurityOpt: []string{"no-new-privileges"},
+			IpcMode:     "private",
+			Init:        &yes,
+			AutoRemove:  true,
+			LogConfig:   container.LogConfig{Type: "none"},
+			Runtime:     cfg.Runtime,
+			Resources: container.Resources{
+				NanoCPUs:   int64(res.CPUs * 1e9),
+				Memory:     mem,
+				MemorySwap: mem, // no swap beyond the limit
+				PidsLimit:  &pids,
+			},
+			Mounts: []mount.Mount{{
+				Type:     mount.TypeBind,
+				Source:   guestBin,
+				Target:   guestPath,
+				ReadOnly: true,
+			}},
+		},
+	}
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	if b.Len() == 0 {
+		return strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	return b.String()
+}
+
+// Labels are the ownership labels put on every container, so `agentbox gc`
+// can find what a killed agentbox left behind.
+func Labels(runID string) map[string]string {
+	host, _ := os.Hostname()
+	return map[string]string{
+		LabelTool:       "agentbox",
+		LabelRun:        runID,
+		LabelOwnerPID:   strconv.Itoa(os.Getpid()),
+		LabelOwnerHost:  host,
+		LabelOwnerStart: strconv.FormatUint(processStart(os.Getpid()), 10),
+		LabelCreated:    time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+// Label keys.
+const (
+	LabelTool       = "dev.agentbox.tool"
+	LabelRun        = "dev.agentbox.run"
+	LabelOwnerPID   = "dev.agentbox.owner.pid"
+	LabelOwnerHost  = "dev.agentbox.owner.host"
+	LabelOwnerStart = "dev.agentbox.owner.start"
+	LabelCreated    = "dev.agentbox.created"
+)

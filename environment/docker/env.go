@@ -1,0 +1,238 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// env is one container.
+type env struct {
+	cli     *client.Client
+	cfg     environment.Config
+	id      string
+	image   string
+	imageID string
+	hijack  *client.HijackedResponse
+	guest   *guestconn.Client
+	start   wire.StartResponse
+	timings map[string]int64
+
+	tailMu sync.Mutex
+	tail   []string // the guest's last stderr lines, for error messages
+
+	closeOnce sync.Once
+	closeErr  error
+	demuxDone chan struct{}
+}
+
+var (
+	_ environment.Environment = (*env)(nil)
+	_ environment.Freezer     = (*env)(nil)
+)
+
+// demux splits the attached stream: stdout carries wire frames, stderr the
+// guest's diagnostics.
+func (e *env) demux(logf func(string)) io.Reader {
+	pr, pw := io.Pipe()
+	lr, lw := io.Pipe()
+	e.demuxDone = make(chan struct{})
+	go func() {
+		defer close(e.demuxDone)
+		_, err := stdcopy.StdCopy(pw, lw, e.hijack.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		pw.CloseWithError(err)
+		lw.Close()
+	}()
+	go func() {
+		sc := bufio.NewScanner(lr)
+		sc.Buffer(make([]byte, 64<<10), 64<<10)
+		for sc.Scan() {
+			line := sc.Text()
+			e.tailMu.Lock()
+			e.tail = append(e.tail, line)
+			if len(e.tail) > 20 {
+				e.tail = e.tail[len(e.tail)-20:]
+			}
+			e.tailMu.Unlock()
+			if logf != nil {
+				logf(line)
+			}
+		}
+		io.Copy(io.Discard, lr)
+	}()
+	return pr
+}
+
+// explain adds what the container said and how it ended to a start error.
+func (e *env) explain(ctx context.Context, err error) error {
+	var parts []string
+	if e.id != "" {
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		// Give the guest a moment to flush its last words.
+		select {
+		case <-e.demuxDone:
+		case <-time.After(200 * time.Millisecond):
+		}
+		if ir, ierr := e.cli.ContainerInspect(ictx, e.id, client.ContainerInspectOptions{}); ierr == nil && ir.Container.State != nil {
+			st := ir.Container.State
+			if !st.Running && st.Status != "created" {
+				parts = append(parts, fmt.Sprintf("container %s (exit code %d%s)", st.Status, st.ExitCode, oomNote(st.OOMKilled)))
+			}
+			if st.Error != "" {
+				parts = append(parts, "docker: "+st.Error)
+			}
+		}
+	}
+	e.tailMu.Lock()
+	tail := strings.Join(e.tail, "\n  ")
+	e.tailMu.Unlock()
+	if tail != "" {
+		parts = append(parts, "guest said:\n  "+tail)
+	}
+	if len(parts) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, strings.Join(parts, "; "))
+}
+
+func oomNote(oom bool) string {
+	if oom {
+		return ", OOM-killed"
+	}
+	return ""
+}
+
+// Info implements environment.Environment.
+func (e *env) Info() environment.Info {
+	return environment.Info{
+		Backend: Name,
+		ID:      e.id,
+		Image:   e.image,
+		ImageID: e.imageID,
+		Runtime: e.cfg.Runtime,
+		Display: e.start.Display,
+		WM:      e.start.WM,
+		SHM:     e.start.SHM,
+		Timings: e.timings,
+	}
+}
+
+// Launch implements environment.Environment.
+func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
+	if err := e.guest.Stage(ctx, spec.App); err != nil {
+		return environment.LaunchResult{}, e.explain(ctx, fmt.Errorf("stage the app: %w", err))
+	}
+	r, err := e.guest.Launch(ctx, spec, nil)
+	if err != nil {
+		return r, e.explain(ctx, err)
+	}
+	return r, nil
+}
+
+// Observe implements environment.Environment.
+func (e *env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
+	return e.guest.Observe(ctx)
+}
+
+// Act implements environment.Environment.
+func (e *env) Act(ctx context.Context, a action.Action) (action.Result, error) {
+	return e.guest.Act(ctx, a)
+}
+
+// Freeze pauses every process in the container (cgroup freezer).
+func (e *env) Freeze(ctx context.Context) error {
+	_, err := e.cli.ContainerPause(ctx, e.id, client.ContainerPauseOptions{})
+	return err
+}
+
+// Thaw resumes a frozen container.
+func (e *env) Thaw(ctx context.Context) error {
+	_, err := e.cli.ContainerUnpause(ctx, e.id, client.ContainerUnpauseOptions{})
+	return err
+}
+
+// Close implements environment.Environment: the guest stops the app and the
+// display, its stdin closes, and the container is removed (it is also
+// AutoRemove, and labelled for `agentbox gc`).
+func (e *env) Close(ctx context.Context) error {
+	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
+	return e.closeErr
+}
+
+func (e *env) close(ctx context.Context) error {
+	var errs []error
+	if e.guest != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, err := e.guest.Stop(sctx, 2*time.Second); err != nil && !errors.Is(err, environment.ErrGuest) {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if e.hijack != nil {
+		_ = e.hijack.CloseWrite() // the guest sees EOF and exits
+	}
+	if e.id != "" {
+		if err := e.remove(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.hijack != nil {
+		e.hijack.Close()
+	}
+	if e.cli != nil {
+		e.cli.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// remove waits briefly for the container to exit on its own, then removes it
+// by force; it verifies the container is gone.
+func (e *env) remove(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	wr := e.cli.ContainerWait(wctx, e.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case <-wr.Result:
+	case <-wr.Error:
+	case <-wctx.Done():
+	}
+	cancel()
+	_, err := e.cli.ContainerRemove(ctx, e.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+		return fmt.Errorf("remove container %.12s: %w", e.id, err)
+	}
+	// AutoRemove may still be in progress: wait until it is really gone.
+	for i := 0; i < 50; i++ {
+		_, err := e.cli.ContainerInspect(ctx, e.id, client.ContainerInspectOptions{})
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("container %.12s still exists after removal", e.id)
+}
+
+func isRemovalInProgress(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "is already in progress")
+}

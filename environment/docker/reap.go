@@ -1,0 +1,88 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+var _ environment.Reaper = (*Backend)(nil)
+
+// Reap implements environment.Reaper: it finds containers labelled as
+// agentbox's whose owning process is gone (on this host), and removes them.
+// Containers owned by live processes, or by other hosts, are left alone
+// unless All is set.
+func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]environment.Reaped, error) {
+	cli, err := NewClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	filters := make(client.Filters).Add("label", LabelTool+"=agentbox")
+	if opts.RunID != "" {
+		filters.Add("label", LabelRun+"="+opts.RunID)
+	}
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	if err != nil {
+		return nil, fmt.Errorf("%w: list containers: %w", environment.ErrUnavailable, err)
+	}
+	host, _ := os.Hostname()
+	var out []environment.Reaped
+	for _, c := range list.Items {
+		l := c.Labels
+		r := environment.Reaped{ID: c.ID, RunID: l[LabelRun], Owner: l[LabelOwnerHost] + "/" + l[LabelOwnerPID], Created: l[LabelCreated]}
+		if len(c.Names) > 0 {
+			r.Name = c.Names[0]
+		}
+		switch {
+		case opts.All:
+			r.Reason = "--all"
+		case opts.RunID != "":
+			r.Reason = "run " + opts.RunID
+		case l[LabelOwnerHost] != host:
+			continue // another machine's; its own gc will see to it
+		default:
+			alive, why := ownerAlive(l[LabelOwnerPID], l[LabelOwnerStart])
+			if alive {
+				continue
+			}
+			r.Reason = why
+		}
+		if !opts.DryRun {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err := cli.ContainerRemove(rctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			cancel()
+			if err != nil && !cerrdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+				r.Err = err
+			} else {
+				r.Removed = true
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ownerAlive reports whether the process that created a container still
+// runs: same PID and same start time.
+func ownerAlive(pidLabel, startLabel string) (bool, string) {
+	pid, err := strconv.Atoi(pidLabel)
+	if err != nil || pid <= 0 {
+		return false, "no owner recorded"
+	}
+	start := processStart(pid)
+	if start == 0 {
+		return false, fmt.Sprintf("owner pid %d is gone", pid)
+	}
+	if want, err := strconv.ParseUint(startLabel, 10, 64); err == nil && want != 0 && want != start {
+		return false, fmt.Sprintf("owner pid %d was reused by another process", pid)
+	}
+	return true, ""
+}

@@ -1,0 +1,236 @@
+// Package environment defines "the computer": a disposable sandbox with a
+// virtual display and one application, driven through backend-neutral
+// actions. Backends (Docker, …) live in their own packages and register
+// themselves here; only a backend's package may know its tricks.
+//
+// A typical life:
+//
+//	b, _ := environment.Lookup("docker")
+//	env, err := b.Create(ctx, cfg)      // sandbox up, display up
+//	if err != nil { … }
+//	defer env.Close(context.WithoutCancel(ctx))
+//	_, err = env.Launch(ctx, spec)      // stage files, start the app, wait for its window
+//	frame, state, err := env.Observe(ctx)
+//	res, err := env.Act(ctx, action.Action{Kind: action.KeyDown, Key: "Right"})
+//	env.Close(ctx)                      // app, display and sandbox gone
+package environment
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+)
+
+// Screen is the virtual display's geometry.
+type Screen struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+	Depth  int `json:"depth"`
+}
+
+// DefaultScreen is 640×480×24.
+var DefaultScreen = Screen{Width: 640, Height: 480, Depth: 24}
+
+// Resources bounds the sandbox. Zero fields take the defaults.
+type Resources struct {
+	CPUs     float64 `json:"cpus"`      // default 1
+	MemoryMB int     `json:"memory_mb"` // default 1024
+	PIDs     int     `json:"pids"`      // default 256
+	TmpfsMB  int     `json:"tmpfs_mb"`  // writable /tmp (app, home); default 256
+	ShmMB    int     `json:"shm_mb"`    // /dev/shm; default 64
+}
+
+// WithDefaults fills zero fields.
+func (r Resources) WithDefaults() Resources {
+	if r.CPUs == 0 {
+		r.CPUs = 1
+	}
+	if r.MemoryMB == 0 {
+		r.MemoryMB = 1024
+	}
+	if r.PIDs == 0 {
+		r.PIDs = 256
+	}
+	if r.TmpfsMB == 0 {
+		r.TmpfsMB = 256
+	}
+	if r.ShmMB == 0 {
+		r.ShmMB = 64
+	}
+	return r
+}
+
+// Config describes the sandbox to create.
+type Config struct {
+	// RunID names the run; backends label what they create with it.
+	RunID string
+	// Image is the root filesystem to use (a Docker image reference for the
+	// docker backend).
+	Image string
+	// Runtime selects an alternative OCI runtime (e.g. "runsc"), where the
+	// backend supports it.
+	Runtime   string
+	Screen    Screen
+	Resources Resources
+	// NoWM starts no window manager.
+	NoWM bool
+	// Events receives what the app does; nil discards.
+	Events Events
+	// GuestBinary is the agentbox binary delivered into the sandbox as its
+	// supervisor; empty means the running executable.
+	GuestBinary string
+	// GuestLog receives the guest's own diagnostics (stderr); nil discards.
+	GuestLog func(line string)
+}
+
+// Events receives the app's output and life events. Calls come from one
+// goroutine per environment, in order, and must not block for long.
+type Events interface {
+	// Output delivers bytes the app wrote. dropped > 0 says the stream hit
+	// its cap and that many bytes were discarded.
+	Output(stream action.Stream, data []byte, dropped int64)
+	// Exited reports that the app ended.
+	Exited(exit action.Exit)
+	// Window reports a window mapped ("mapped"), retitled ("title") or
+	// unmapped ("unmapped").
+	Window(kind string, w action.Window)
+}
+
+// LaunchSpec says how to start the app.
+type LaunchSpec struct {
+	App *app.Bundle
+	// ReadyTimeout bounds waiting for the app's window.
+	ReadyTimeout time.Duration
+	// LogCap bounds the bytes of each output stream the guest forwards.
+	LogCap int64
+}
+
+// LaunchResult reports the started app.
+type LaunchResult struct {
+	PID    int
+	Window *action.Window // the window waited for, if any
+	Ready  time.Duration  // from launch to window (or to start)
+}
+
+// State is the desktop's state next to a screenshot.
+type State struct {
+	Cursor  action.Point
+	Windows []action.Window
+	Running bool
+	Exit    *action.Exit
+}
+
+// Info describes a created environment.
+type Info struct {
+	Backend string            `json:"backend"`
+	ID      string            `json:"id"` // container ID, …
+	Image   string            `json:"image,omitempty"`
+	ImageID string            `json:"image_id,omitempty"`
+	Runtime string            `json:"runtime,omitempty"`
+	Display string            `json:"display"`
+	WM      bool              `json:"wm"`
+	SHM     bool              `json:"shm"`
+	Timings map[string]int64  `json:"timings_ms,omitempty"` // create, guest, xvfb, wm …
+	Extra   map[string]string `json:"extra,omitempty"`
+}
+
+// Environment is one live sandbox. Methods may be called from one goroutine
+// at a time, except Close, which may be called concurrently to abort.
+type Environment interface {
+	// Info describes the sandbox.
+	Info() Info
+	// Launch stages the app's files, starts it and waits for its window.
+	Launch(ctx context.Context, spec LaunchSpec) (LaunchResult, error)
+	// Observe takes a screenshot and reads the desktop's state.
+	Observe(ctx context.Context) (*action.Frame, State, error)
+	// Act performs one validated action. Errors the action caused (a window
+	// that never appeared) are in the Result; a returned error means the
+	// environment failed.
+	Act(ctx context.Context, a action.Action) (action.Result, error)
+	// Close stops the app and the desktop and removes the sandbox. It is
+	// idempotent and safe to call at any time; callers pass a context that
+	// is not cancelled (context.WithoutCancel) with a deadline.
+	Close(ctx context.Context) error
+}
+
+// Backend creates environments.
+type Backend interface {
+	// Name is the name the backend registered under.
+	Name() string
+	// Create brings up a sandbox with its display. On error nothing is left
+	// behind.
+	Create(ctx context.Context, cfg Config) (Environment, error)
+}
+
+// Freezer is implemented by environments whose processes can be frozen
+// while the agent thinks.
+type Freezer interface {
+	Freeze(ctx context.Context) error
+	Thaw(ctx context.Context) error
+}
+
+// Errors. Backends wrap these with %w so callers can classify failures.
+var (
+	// ErrUnavailable: the backend cannot run here (no daemon, no binary).
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrImage: the image is missing or unusable.
+	ErrImage = errors.New("image problem")
+	// ErrGuest: the in-sandbox supervisor failed or broke the protocol.
+	ErrGuest = errors.New("guest failure")
+	// ErrAppStart: the app could not be started (missing command, exec error).
+	ErrAppStart = errors.New("app did not start")
+	// ErrNoWindow: the app started but its window did not appear in time.
+	ErrNoWindow = errors.New("app window did not appear")
+	// ErrAppExited: the app exited before it was ready.
+	ErrAppExited = errors.New("app exited")
+	// ErrClosed: the environment was closed.
+	ErrClosed = errors.New("environment closed")
+)
+
+// Reaper is implemented by backends that can find and remove sandboxes a
+// killed agentbox left behind (they label what they create with the owner's
+// host, PID and start time).
+type Reaper interface {
+	Reap(ctx context.Context, opts ReapOptions) ([]Reaped, error)
+}
+
+// ReapOptions selects what Reap removes. By default: sandboxes whose owning
+// process on this host is gone.
+type ReapOptions struct {
+	// All removes every agentbox sandbox, owners alive or not.
+	All bool
+	// RunID limits reaping to one run, owner alive or not (the forced
+	// teardown after a second Ctrl-C).
+	RunID string
+	// DryRun lists without removing.
+	DryRun bool
+}
+
+// Reaped describes one sandbox Reap found.
+type Reaped struct {
+	ID      string
+	Name    string
+	RunID   string
+	Owner   string // "host/pid"
+	Created string
+	Reason  string
+	Removed bool
+	Err     error
+}
+
+// Checker is implemented by backends that can say what they need and what
+// is missing on this machine (`agentbox doctor`).
+type Checker interface {
+	Check(ctx context.Context, cfg Config) []Check
+}
+
+// Check is one finding of a Checker.
+type Check struct {
+	Name   string // what was checked
+	OK     bool
+	Detail string // what was found
+	Fix    string // how to fix it, when not OK
+}

@@ -1,0 +1,54 @@
+package environment
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Factory makes a backend. It should be cheap and must not contact a daemon;
+// Create does that.
+type Factory func() (Backend, error)
+
+var (
+	regMu    sync.RWMutex
+	registry = map[string]Factory{}
+)
+
+// Register makes a backend available by name. It panics if the name is taken,
+// like database/sql.Register; call it from an init function.
+func Register(name string, f Factory) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if f == nil {
+		panic("environment: Register factory is nil")
+	}
+	if _, dup := registry[name]; dup {
+		panic("environment: Register called twice for backend " + name)
+	}
+	registry[name] = f
+}
+
+// Backends lists the registered backend names, sorted.
+func Backends() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Lookup makes the named backend.
+func Lookup(name string) (Backend, error) {
+	regMu.RLock()
+	f, ok := registry[name]
+	regMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown backend %q (known: %s)", name, strings.Join(Backends(), ", "))
+	}
+	return f()
+}

@@ -1,0 +1,195 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+func versionString() string { return version.Version }
+
+// loop runs observe → decide → validate → record → act.
+func (r *run) loop(parent context.Context) *ending {
+	cfg := r.cfg
+	ctx, cancel := context.WithTimeout(parent, cfg.Timeout)
+	defer cancel()
+	env := r.env
+	screen := cfg.Env.Screen
+	limits := action.DefaultLimits(screen.Width, screen.Height)
+
+	if s, ok := cfg.Agent.(agent.Starter); ok {
+		err := s.Start(ctx, agent.Task{Text: cfg.Task, Width: screen.Width, Height: screen.Height, MaxSteps: cfg.MaxSteps})
+		if err != nil {
+			return r.loopError(ctx, parent, "agent start", err, trace.ReasonAgent)
+		}
+	}
+
+	var last *action.Result
+	appGone := false // the agent has seen one observation with the app gone
+	for step := 1; ; step++ {
+		obs, rec, err := r.observe(ctx, step)
+		if err != nil {
+			return r.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
+		}
+		if step == 1 {
+			r.timing("first_screenshot", time.Since(r.started))
+		}
+		obs.Task, obs.Last = cfg.Task, last
+		if !obs.Running {
+			if appGone {
+				return r.appExited()
+			}
+			appGone = true
+		}
+		if step > cfg.MaxSteps {
+			r.final(rec)
+			return &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", cfg.MaxSteps)}
+		}
+
+		t := time.Now()
+		d, err := cfg.Agent.Decide(ctx, obs)
+		latency := time.Since(t)
+		if err != nil {
+			r.final(rec)
+			return r.loopError(ctx, parent, "agent", err, trace.ReasonAgent)
+		}
+		a := d.Action
+		rec.Decision = &trace.Decision{LatencyMS: msOf(latency), Message: d.Message, Meta: d.Meta}
+		rec.Action = &a
+		verr := action.Validate(a, limits)
+		if verr != nil {
+			rec.Invalid = verr.Error()
+		}
+		// The step is on disk before its action runs.
+		if err := r.tw.Record(*rec); err != nil {
+			return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: %v", err)}
+		}
+		r.steps = step
+		if cfg.Verbose {
+			fmt.Fprintf(cfg.Progress, "step %d: %s", step, a)
+			if d.Message != "" {
+				fmt.Fprintf(cfg.Progress, " — %s", d.Message)
+			}
+			fmt.Fprintln(cfg.Progress)
+		}
+		if verr != nil {
+			last = &action.Result{OK: false, Error: verr.Error()}
+			r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: last})
+			if cfg.Verbose {
+				fmt.Fprintf(cfg.Progress, "step %d: rejected: %v\n", step, verr)
+			}
+			continue
+		}
+		if a.Kind == action.Done {
+			res := action.Result{OK: true}
+			r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res})
+			r.finalObservation(ctx, step+1)
+			msg := a.Message
+			if a.Succeeded() {
+				if msg == "" {
+					msg = "the agent finished"
+				}
+				return &ending{trace.Success, trace.ReasonDone, msg}
+			}
+			if msg == "" {
+				msg = "the agent gave up"
+			}
+			return &ending{trace.Failure, trace.ReasonGaveUp, msg}
+		}
+		if appGone {
+			// The agent saw the app gone and did not finish: that ends it.
+			return r.appExited()
+		}
+		t = time.Now()
+		res, err := env.Act(ctx, a)
+		dur := time.Since(t)
+		if err != nil {
+			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
+		}
+		last = &res
+		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur)})
+		if !res.OK && cfg.Verbose {
+			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, res.Error)
+		}
+	}
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// observe takes a screenshot and builds the agent's observation and the
+// step's record.
+func (r *run) observe(ctx context.Context, step int) (*action.Observation, *trace.Record, error) {
+	frame, st, err := r.env.Observe(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	lines := r.events.takeLines()
+	exit := r.events.exit()
+	running := st.Running && exit == nil
+	if exit == nil && st.Exit != nil {
+		exit = st.Exit
+	}
+	obs := &action.Observation{
+		Step: step, Elapsed: time.Since(r.started), Screen: frame,
+		Cursor: st.Cursor, Windows: st.Windows, Output: lines,
+		Running: running, Exit: exit,
+	}
+	rec := &trace.Record{
+		Type: trace.TypeStep, Step: step,
+		Observation: &trace.Observation{
+			Screenshot: r.tw.Screenshot(step, frame),
+			FrameHash:  trace.FrameHash(frame.Hash),
+			Width:      frame.Width, Height: frame.Height,
+			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
+		},
+	}
+	return obs, rec, nil
+}
+
+// final records the observation of a step that was never decided.
+func (r *run) final(rec *trace.Record) {
+	if rec == nil {
+		return
+	}
+	rec.Type = trace.TypeFinal
+	r.tw.Record(*rec)
+}
+
+// finalObservation takes one more screenshot after the last action, for the
+// record; failures here do not change the outcome.
+func (r *run) finalObservation(ctx context.Context, step int) {
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, rec, err := r.observe(octx, step)
+	if err == nil {
+		r.final(rec)
+	}
+}
+
+func (r *run) appExited() *ending {
+	ex := r.events.exit()
+	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + describeExit(ex)}
+}
+
+// loopError classifies an error inside the loop: the user's interrupt, the
+// run's deadline, the app dying under us, or a real failure.
+func (r *run) loopError(ctx, parent context.Context, what string, err error, reason string) *ending {
+	if e := interrupted(parent); e != nil {
+		return e
+	}
+	if ctx.Err() != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &ending{trace.Failure, trace.ReasonTimeout, fmt.Sprintf("the run's %v deadline passed (during %s)", r.cfg.Timeout, what)}
+	}
+	if errors.Is(err, environment.ErrGuest) && r.events.exit() != nil {
+		// The sandbox went away because the app did.
+		return r.appExited()
+	}
+	return &ending{trace.Error, reason, fmt.Sprintf("%s: %v", what, err)}
+}

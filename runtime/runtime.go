@@ -1,0 +1,292 @@
+// Package runtime is the referee: it creates an environment, starts the app,
+// runs observe → decide → validate → record → act until the run ends, writes
+// the trace, and always tears the environment down. It owns deadlines,
+// outcomes and the trace; it connects the environment and the agent without
+// either knowing the other.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// ErrInterrupted is the cancellation cause callers set when the user asked
+// the run to stop (SIGINT/SIGTERM): context.WithCancelCause(ctx) and
+// cancel(runtime.ErrInterrupted).
+var ErrInterrupted = errors.New("interrupted")
+
+// Config is one run.
+type Config struct {
+	RunID   string
+	Backend environment.Backend
+	Env     environment.Config
+	App     *app.Bundle
+
+	Agent     agent.Agent
+	AgentInfo trace.AgentInfo
+	Task      string
+
+	MaxSteps int           // default 100
+	Timeout  time.Duration // the loop's deadline, from launch; default 5m
+	// StartTimeout bounds creating the sandbox and launching the app
+	// (default 60s); ReadyTimeout, the app's window (default: manifest's).
+	StartTimeout time.Duration
+	ReadyTimeout time.Duration
+	// TeardownTimeout bounds Close (default 30s).
+	TeardownTimeout time.Duration
+
+	TraceDir string
+	LogCap   int64 // per stream; default trace.DefaultLogCap
+	// Progress receives human-readable lines; nil discards.
+	Progress io.Writer
+	Verbose  bool
+}
+
+func (c *Config) defaults() {
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = 100
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Minute
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 60 * time.Second
+	}
+	if c.TeardownTimeout <= 0 {
+		c.TeardownTimeout = 30 * time.Second
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = time.Duration(c.App.Manifest.ReadyTimeout)
+		if c.ReadyTimeout <= 0 {
+			c.ReadyTimeout = app.DefaultReadyTimeout
+		}
+	}
+	if c.LogCap <= 0 {
+		c.LogCap = trace.DefaultLogCap
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.Env.Screen.Width == 0 {
+		c.Env.Screen = environment.DefaultScreen
+	}
+	if c.Env.Screen.Depth == 0 {
+		c.Env.Screen.Depth = 24
+	}
+	c.Env.RunID = c.RunID
+}
+
+// Result is how a run ended.
+type Result struct {
+	Outcome  trace.Outcome
+	Reason   string
+	Message  string
+	TraceDir string
+	Steps    int
+	Duration time.Duration
+	AppExit  *action.Exit
+}
+
+// ExitCode is the process exit code for the outcome.
+func (r Result) ExitCode() int { return r.Outcome.ExitCode() }
+
+// ending is how the loop ended, before it is recorded.
+type ending struct {
+	outcome trace.Outcome
+	reason  string
+	msg     string
+}
+
+func (e *ending) String() string { return fmt.Sprintf("%s (%s): %s", e.outcome, e.reason, e.msg) }
+
+// Run performs one run. The returned error is non-nil only when no trace
+// could be written at all; every other failure is an outcome in Result.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg.defaults()
+	r := &run{cfg: cfg, started: time.Now()}
+	tw, err := trace.Create(cfg.TraceDir, r.initialRecord(), trace.Options{LogCap: cfg.LogCap})
+	if err != nil {
+		return Result{}, err
+	}
+	r.tw = tw
+	r.events = newSink(tw, r.started)
+	r.cfg.Env.Events = r.events
+
+	end := r.execute(ctx)
+
+	res := Result{Outcome: end.outcome, Reason: end.reason, Message: end.msg, TraceDir: cfg.TraceDir, Steps: r.steps}
+	res.AppExit = r.events.exit()
+	ferr := tw.Finish(func(run *trace.Run) {
+		run.Outcome, run.Reason, run.Message = end.outcome, end.reason, end.msg
+		run.AppExit = res.AppExit
+		run.Ended = time.Now()
+		if run.Timings == nil {
+			run.Timings = map[string]float64{}
+		}
+		for k, v := range r.timings {
+			run.Timings[k] = v
+		}
+	})
+	res.Duration = time.Since(r.started)
+	if ferr != nil {
+		fmt.Fprintf(cfg.Progress, "agentbox: trace: %v\n", ferr)
+	}
+	return res, nil
+}
+
+type run struct {
+	cfg     Config
+	started time.Time
+	tw      *trace.Writer
+	events  *sink
+	env     environment.Environment
+	steps   int
+	timings map[string]float64
+}
+
+func (r *run) timing(name string, d time.Duration) {
+	if r.timings == nil {
+		r.timings = map[string]float64{}
+	}
+	r.timings[name] = float64(d.Microseconds()) / 1000
+}
+
+func (r *run) initialRecord() trace.Run {
+	b := r.cfg.App
+	return trace.Run{
+		ID:       r.cfg.RunID,
+		Agentbox: versionString(),
+		Task:     r.cfg.Task,
+		Agent:    r.cfg.AgentInfo,
+		App: trace.AppInfo{
+			Target: b.Target, Command: b.Manifest.Command, Args: b.Manifest.Args,
+			InImage: b.InImage, WindowTitle: b.Manifest.WindowTitle,
+			Files: len(b.Files), Bytes: b.TotalBytes,
+		},
+		Env: trace.EnvInfo{
+			Backend: r.cfg.Backend.Name(),
+			Image:   r.cfg.Env.Image,
+			Runtime: r.cfg.Env.Runtime,
+			Screen:  trace.ScreenInfo{Width: r.cfg.Env.Screen.Width, Height: r.cfg.Env.Screen.Height, Depth: r.cfg.Env.Screen.Depth},
+			Limits:  limitsMap(r.cfg.Env.Resources.WithDefaults()),
+		},
+		Started: r.started,
+	}
+}
+
+func limitsMap(l environment.Resources) map[string]any {
+	return map[string]any{"cpus": l.CPUs, "memory_mb": l.MemoryMB, "pids": l.PIDs, "tmpfs_mb": l.TmpfsMB, "shm_mb": l.ShmMB}
+}
+
+// execute runs everything after the trace exists and returns how it ended.
+// Teardown always happens here.
+func (r *run) execute(ctx context.Context) (end *ending) {
+	cfg := r.cfg
+	defer func() {
+		// A panic anywhere below still tears down (the deferred teardown
+		// has run by now) and is recorded as an error with its stack.
+		if p := recover(); p != nil {
+			fmt.Fprintf(r.cfg.Progress, "agentbox: panic: %v\n%s", p, debug.Stack())
+			end = &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("agentbox panicked: %v", p)}
+		}
+	}()
+	defer r.teardown(ctx)
+
+	startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+
+	t0 := time.Now()
+	env, err := cfg.Backend.Create(startCtx, cfg.Env)
+	if err != nil {
+		return r.startFailure(ctx, "create the sandbox", err)
+	}
+	r.env = env
+	r.timing("create", time.Since(t0))
+	info := env.Info()
+	_ = r.tw.Update(func(run *trace.Run) {
+		run.Env.ID, run.Env.ImageID, run.Env.Display = info.ID, info.ImageID, info.Display
+		run.Env.WM, run.Env.SHM, run.Env.Timings = info.WM, info.SHM, info.Timings
+		if info.Image != "" {
+			run.Env.Image = info.Image
+		}
+	})
+
+	t1 := time.Now()
+	lr, err := env.Launch(startCtx, environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap})
+	if err != nil {
+		return r.startFailure(ctx, "launch the app", err)
+	}
+	r.timing("launch", time.Since(t1))
+	r.timing("app_ready", lr.Ready)
+	_ = r.tw.Update(func(run *trace.Run) { run.App.PID = lr.PID })
+	if lr.Window != nil {
+		fmt.Fprintf(cfg.Progress, "agentbox: app window %q is up after %v\n", lr.Window.Title, lr.Ready.Round(time.Millisecond))
+	}
+
+	return r.loop(ctx)
+}
+
+// startFailure classifies an error before the loop began.
+func (r *run) startFailure(ctx context.Context, what string, err error) *ending {
+	if e := interrupted(ctx); e != nil {
+		return e
+	}
+	msg := fmt.Sprintf("could not %s: %v", what, err)
+	switch {
+	case errors.Is(err, environment.ErrNoWindow):
+		return &ending{trace.Error, trace.ReasonNoWindow, msg}
+	case errors.Is(err, environment.ErrAppStart), errors.Is(err, environment.ErrAppExited), errors.Is(err, app.ErrInvalid):
+		if ex := r.events.exit(); ex != nil {
+			msg += fmt.Sprintf(" (%s)", describeExit(ex))
+		}
+		return &ending{trace.Error, trace.ReasonAppStart, msg}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &ending{trace.Error, trace.ReasonEnvironment, msg + fmt.Sprintf(" (start timeout %v)", r.cfg.StartTimeout)}
+	}
+	return &ending{trace.Error, trace.ReasonEnvironment, msg}
+}
+
+func interrupted(ctx context.Context) *ending {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrInterrupted) {
+		return &ending{trace.Interrupted, trace.ReasonSignal, "interrupted by a signal"}
+	}
+	return nil
+}
+
+func (r *run) teardown(ctx context.Context) {
+	if r.env == nil {
+		return
+	}
+	env := r.env
+	r.env = nil
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TeardownTimeout)
+	defer cancel()
+	t := time.Now()
+	if err := env.Close(tctx); err != nil {
+		fmt.Fprintf(r.cfg.Progress, "agentbox: teardown: %v\n", err)
+		r.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "teardown_error", Data: map[string]any{"error": err.Error()}})
+	}
+	r.timing("teardown", time.Since(t))
+}
+
+func describeExit(e *action.Exit) string {
+	switch {
+	case e == nil:
+		return "still running"
+	case e.OOM:
+		return fmt.Sprintf("killed by the OOM killer (signal %s)", e.Signal)
+	case e.Signal != "":
+		return "killed by signal " + e.Signal
+	}
+	return fmt.Sprintf("exit code %d", e.Code)
+}

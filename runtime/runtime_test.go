@@ -1,0 +1,319 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/agent/demo"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// fakeBackend simulates the mover: a green square that moves right at
+// 200 px/s while Right is held.
+type fakeBackend struct {
+	createErr error
+	launchErr error
+	exitAfter int // the app exits after this many observations (0: never)
+	actErr    error
+
+	mu     sync.Mutex
+	envs   []*fakeEnv
+	closed int
+}
+
+func (b *fakeBackend) Name() string { return "fake" }
+
+func (b *fakeBackend) Create(_ context.Context, cfg environment.Config) (environment.Environment, error) {
+	if b.createErr != nil {
+		return nil, b.createErr
+	}
+	e := &fakeEnv{b: b, cfg: cfg, x: 40}
+	b.mu.Lock()
+	b.envs = append(b.envs, e)
+	b.mu.Unlock()
+	return e, nil
+}
+
+type fakeEnv struct {
+	b        *fakeBackend
+	cfg      environment.Config
+	x        float64
+	held     time.Time
+	observed int
+	exited   bool
+	actions  []action.Action
+}
+
+func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fake", ID: "f1"} }
+
+func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.LaunchResult, error) {
+	if e.b.launchErr != nil {
+		return environment.LaunchResult{}, e.b.launchErr
+	}
+	e.cfg.Events.Output(action.Stdout, []byte("mover: ready\npartial"), 0)
+	e.cfg.Events.Window("mapped", action.Window{ID: 1, Title: "mover"})
+	return environment.LaunchResult{PID: 7, Window: &action.Window{Title: "mover"}}, nil
+}
+
+func (e *fakeEnv) pos() float64 {
+	if e.held.IsZero() {
+		return e.x
+	}
+	return e.x + 200*time.Since(e.held).Seconds()
+}
+
+func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, error) {
+	e.observed++
+	if e.b.exitAfter > 0 && e.observed > e.b.exitAfter && !e.exited {
+		e.exited = true
+		e.cfg.Events.Exited(action.Exit{Code: -1, Signal: "SIGSEGV"})
+	}
+	w, h := 640, 480
+	pix := make([]byte, 4*w*h)
+	x0 := int(e.pos())
+	for y := 220; y < 260; y++ {
+		for x := x0; x < x0+40 && x < w; x++ {
+			pix[4*(y*w+x)+1] = 255
+		}
+	}
+	return &action.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(x0) + 1}, environment.State{Running: !e.exited}, nil
+}
+
+func (e *fakeEnv) Act(ctx context.Context, a action.Action) (action.Result, error) {
+	if e.b.actErr != nil {
+		return action.Result{}, e.b.actErr
+	}
+	e.actions = append(e.actions, a)
+	switch {
+	case a.Kind == action.KeyDown && a.Key == "Right":
+		e.held = time.Now()
+	case a.Kind == action.KeyUp && a.Key == "Right":
+		e.x, e.held = e.pos(), time.Time{}
+	case a.Kind == action.Wait:
+		select {
+		case <-time.After(time.Duration(a.MS) * time.Millisecond):
+		case <-ctx.Done():
+			return action.Result{}, ctx.Err()
+		}
+	}
+	return action.Result{OK: true}, nil
+}
+
+func (e *fakeEnv) Close(context.Context) error {
+	e.b.mu.Lock()
+	e.b.closed++
+	e.b.mu.Unlock()
+	return nil
+}
+
+// scripted answers with fixed decisions, then waits.
+type scripted struct {
+	steps []agent.Decision
+	seen  []*action.Observation
+	panic bool
+}
+
+func (s *scripted) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+	s.seen = append(s.seen, obs)
+	if s.panic {
+		panic("agent bug")
+	}
+	if len(s.steps) == 0 {
+		return agent.Decision{Action: action.Action{Kind: action.Wait, MS: 20}}, nil
+	}
+	d := s.steps[0]
+	s.steps = s.steps[1:]
+	return d, nil
+}
+
+func newDemo(t *testing.T, key string) agent.Agent {
+	a, err := demo.New(agent.Options{"key": key, "hold_ms": "600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func runFake(t *testing.T, b *fakeBackend, ag agent.Agent, mod func(*Config)) (Result, *trace.Trace) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "trace")
+	cfg := Config{
+		RunID: "test", Backend: b, Agent: ag, TraceDir: dir, Task: "move",
+		App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}},
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Incomplete {
+		t.Errorf("trace incomplete after Run returned")
+	}
+	if tr.Run.Outcome != res.Outcome || tr.Run.Reason != res.Reason {
+		t.Errorf("run.json says %s/%s, result %s/%s", tr.Run.Outcome, tr.Run.Reason, res.Outcome, res.Reason)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed != len(b.envs) {
+		t.Errorf("%d environments created, %d closed", len(b.envs), b.closed)
+	}
+	return res, tr
+}
+
+func TestDemoAgentSucceeds(t *testing.T) {
+	b := &fakeBackend{}
+	res, tr := runFake(t, b, newDemo(t, "Right"), nil)
+	if res.Outcome != trace.Success || res.ExitCode() != 0 {
+		t.Fatalf("result = %+v", res)
+	}
+	if len(tr.Steps) != 4 || tr.Final == nil {
+		t.Errorf("steps = %d, final = %v", len(tr.Steps), tr.Final != nil)
+	}
+	kinds := []action.Kind{}
+	for _, s := range tr.Steps {
+		kinds = append(kinds, s.Action.Kind)
+	}
+	if got := strings.Join(toStrings(kinds), " "); got != "key_down wait key_up done" {
+		t.Errorf("actions = %q", got)
+	}
+	// The first observation carried the app's first lines.
+	if out := tr.Steps[0].Observation.Output; len(out) != 2 || out[0].Text != "mover: ready" || out[1].Text != "partial" {
+		t.Errorf("first observation output = %+v", out)
+	}
+	// Events were recorded.
+	var events []string
+	for _, r := range tr.Records {
+		if r.Type == trace.TypeEvent {
+			events = append(events, r.Event)
+		}
+	}
+	if strings.Join(events, ",") != "window_mapped" {
+		t.Errorf("events = %v", events)
+	}
+	if tr.Run.Timings["first_screenshot"] <= 0 {
+		t.Errorf("timings = %v", tr.Run.Timings)
+	}
+	stdout, _ := os.ReadFile(filepath.Join(tr.Dir, trace.StdoutFile))
+	if string(stdout) != "mover: ready\npartial" {
+		t.Errorf("stdout.log = %q", stdout)
+	}
+}
+
+func toStrings(ks []action.Kind) []string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return s
+}
+
+func TestOutcomes(t *testing.T) {
+	no := false
+	tests := []struct {
+		name       string
+		b          *fakeBackend
+		ag         func(t *testing.T) agent.Agent
+		mod        func(*Config)
+		outcome    trace.Outcome
+		reason     string
+		msgContain string
+	}{
+		{"broken input", &fakeBackend{}, func(t *testing.T) agent.Agent { return newDemo(t, "Left") }, nil,
+			trace.Failure, trace.ReasonGaveUp, "moved +0 px"},
+		{"gave up", &fakeBackend{}, func(*testing.T) agent.Agent {
+			return &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Done, Success: &no, Message: "stuck"}}}}
+		}, nil, trace.Failure, trace.ReasonGaveUp, "stuck"},
+		{"max steps", &fakeBackend{}, func(*testing.T) agent.Agent { return &scripted{} },
+			func(c *Config) { c.MaxSteps = 3 }, trace.Failure, trace.ReasonMaxSteps, "3 steps"},
+		{"timeout", &fakeBackend{}, func(*testing.T) agent.Agent { return &scripted{} },
+			func(c *Config) { c.Timeout = 150 * time.Millisecond }, trace.Failure, trace.ReasonTimeout, "deadline"},
+		{"app exits mid-run", &fakeBackend{exitAfter: 2}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
+			trace.Failure, trace.ReasonAppExited, "signal SIGSEGV"},
+		{"image missing", &fakeBackend{createErr: environment.ErrImage}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
+			trace.Error, trace.ReasonEnvironment, "create the sandbox"},
+		{"no window", &fakeBackend{launchErr: environment.ErrNoWindow}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
+			trace.Error, trace.ReasonNoWindow, "launch"},
+		{"app does not start", &fakeBackend{launchErr: environment.ErrAppStart}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
+			trace.Error, trace.ReasonAppStart, "launch"},
+		{"guest dies", &fakeBackend{actErr: environment.ErrGuest}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
+			trace.Error, trace.ReasonEnvironment, "guest failure"},
+		{"agent panics", &fakeBackend{}, func(*testing.T) agent.Agent { return &scripted{panic: true} }, nil,
+			trace.Error, trace.ReasonEnvironment, "panicked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, _ := runFake(t, tt.b, tt.ag(t), tt.mod)
+			if res.Outcome != tt.outcome || res.Reason != tt.reason || !strings.Contains(res.Message, tt.msgContain) {
+				t.Errorf("got %s/%s %q, want %s/%s containing %q", res.Outcome, res.Reason, res.Message, tt.outcome, tt.reason, tt.msgContain)
+			}
+		})
+	}
+}
+
+func TestInvalidActionIsShownToTheAgent(t *testing.T) {
+	ag := &scripted{steps: []agent.Decision{
+		{Action: action.Action{Kind: action.KeyDown, Key: "NoSuchKey"}},
+		{Action: action.Action{Kind: action.Done}},
+	}}
+	res, tr := runFake(t, &fakeBackend{}, ag, nil)
+	if res.Outcome != trace.Success {
+		t.Fatalf("result = %+v", res)
+	}
+	if len(ag.seen) != 2 || ag.seen[1].Last == nil || ag.seen[1].Last.OK || !strings.Contains(ag.seen[1].Last.Error, "unknown key") {
+		t.Errorf("second observation's Last = %+v", ag.seen[1].Last)
+	}
+	if tr.Steps[0].Invalid == "" {
+		t.Error("the invalid action is not marked in the trace")
+	}
+}
+
+func TestInterrupted(t *testing.T) {
+	b := &fakeBackend{}
+	dir := filepath.Join(t.TempDir(), "trace")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		cancel(ErrInterrupted)
+	}()
+	res, err := Run(ctx, Config{
+		RunID: "i", Backend: b, Agent: &scripted{}, TraceDir: dir,
+		App: &app.Bundle{Target: "x", Manifest: app.Manifest{Command: "x"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != trace.Interrupted || res.ExitCode() != 130 {
+		t.Errorf("result = %+v", res)
+	}
+	if b.closed != 1 {
+		t.Errorf("closed = %d", b.closed)
+	}
+	tr, _ := trace.Open(dir)
+	if tr.Run.ExitCode != 130 {
+		t.Errorf("run.json exit code = %d", tr.Run.ExitCode)
+	}
+}
+
+func TestCreateErrorIsClassified(t *testing.T) {
+	err := errors.Join(environment.ErrUnavailable)
+	res, _ := runFake(t, &fakeBackend{createErr: err}, &scripted{}, nil)
+	if res.ExitCode() != 3 {
+		t.Errorf("exit = %d", res.ExitCode())
+	}
+}

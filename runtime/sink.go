@@ -1,0 +1,118 @@
+package runtime
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// Bounds on what the agent is shown of the app's output per observation.
+const (
+	maxLineBytes    = 4096 // longer lines are cut with a marker
+	maxPendingLines = 200  // older pending lines are dropped, counted
+)
+
+// sink receives the environment's events: it writes output to the trace
+// logs, records window and exit events, and splits output into lines for
+// the next observation.
+type sink struct {
+	tw    *trace.Writer
+	start time.Time
+
+	mu       sync.Mutex
+	partial  map[action.Stream][]byte
+	pending  []action.LogLine
+	skipped  int
+	appExit  *action.Exit
+	exitedAt time.Time
+}
+
+func newSink(tw *trace.Writer, start time.Time) *sink {
+	return &sink{tw: tw, start: start, partial: map[action.Stream][]byte{}}
+}
+
+// Output implements environment.Events.
+func (s *sink) Output(stream action.Stream, data []byte, dropped int64) {
+	s.tw.Output(stream, data, dropped)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	buf := append(s.partial[stream], data...)
+	for {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			break
+		}
+		s.addLine(stream, buf[:i])
+		buf = buf[i+1:]
+	}
+	if len(buf) > maxLineBytes {
+		s.addLine(stream, buf)
+		buf = nil
+	}
+	s.partial[stream] = append([]byte(nil), buf...)
+}
+
+func (s *sink) addLine(stream action.Stream, b []byte) {
+	text := string(bytes.TrimRight(b, "\r"))
+	if len(text) > maxLineBytes {
+		text = text[:maxLineBytes] + " …[line truncated]"
+	}
+	s.pending = append(s.pending, action.LogLine{Stream: stream, Text: text, T: time.Since(s.start)})
+	if len(s.pending) > maxPendingLines {
+		n := len(s.pending) - maxPendingLines
+		s.skipped += n
+		s.pending = append(s.pending[:0], s.pending[n:]...)
+	}
+}
+
+// takeLines returns the lines since the previous call, flushing partial
+// lines, with a marker if some were dropped.
+func (s *sink) takeLines() []action.LogLine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for stream, buf := range s.partial {
+		if len(buf) > 0 {
+			s.addLine(stream, buf)
+			s.partial[stream] = nil
+		}
+	}
+	lines := s.pending
+	if s.skipped > 0 {
+		marker := action.LogLine{Stream: action.Stderr, Text: "[agentbox: " + strconv.Itoa(s.skipped) + " earlier lines not shown]", T: time.Since(s.start)}
+		lines = append([]action.LogLine{marker}, lines...)
+		s.skipped = 0
+	}
+	s.pending = nil
+	return lines
+}
+
+// Exited implements environment.Events.
+func (s *sink) Exited(e action.Exit) {
+	s.mu.Lock()
+	if s.appExit == nil {
+		ex := e
+		s.appExit = &ex
+		s.exitedAt = time.Now()
+	}
+	s.mu.Unlock()
+	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "app_exited", Data: map[string]any{
+		"code": e.Code, "signal": e.Signal, "oom_killed": e.OOM,
+	}})
+}
+
+// Window implements environment.Events.
+func (s *sink) Window(kind string, w action.Window) {
+	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "window_" + kind, Data: map[string]any{
+		"id": w.ID, "title": w.Title, "x": w.X, "y": w.Y, "width": w.Width, "height": w.Height,
+	}})
+}
+
+func (s *sink) exit() *action.Exit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appExit
+}

@@ -1,0 +1,217 @@
+// Package trace writes and reads agentbox's run record: a versioned
+// directory a person can read with a text editor and a program can replay.
+//
+//	run.json          what ran and how it ended (rewritten via temp + rename)
+//	steps.jsonl       one record per line: step, result, event, final
+//	actions.jsonl     the actions alone, with their times
+//	screenshots/      NNNNNN.png, one per distinct frame
+//	stdout.log        the app's output, capped, with a truncation marker
+//	stderr.log
+//
+// Durability: every record is written with one write(2) before the action it
+// describes runs, so a killed agentbox leaves a readable trace; run.json says
+// "running" until the run is finalised, and readers report such a trace as
+// incomplete. A torn last line is discarded by the reader. Screenshots are
+// encoded in the background and appear under their final name only when
+// complete (temp + rename).
+package trace
+
+import (
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+)
+
+// Format identifies a trace directory; Version is its schema version.
+const (
+	Format  = "agentbox-trace"
+	Version = 1
+)
+
+// File names inside a trace directory.
+const (
+	RunFile        = "run.json"
+	StepsFile      = "steps.jsonl"
+	ActionsFile    = "actions.jsonl"
+	ScreenshotsDir = "screenshots"
+	StdoutFile     = "stdout.log"
+	StderrFile     = "stderr.log"
+)
+
+// Status of a run record.
+const (
+	StatusRunning  = "running"  // being written, or the writer died
+	StatusComplete = "complete" // finalised
+)
+
+// Outcome is how a run ended; each maps to an exit code.
+type Outcome string
+
+// Outcomes.
+const (
+	Success     Outcome = "success"     // exit 0
+	Failure     Outcome = "failure"     // exit 1: the agent gave up or a check failed
+	Error       Outcome = "error"       // exit 3: infrastructure failed
+	Interrupted Outcome = "interrupted" // exit 130
+)
+
+// ExitCode maps an outcome to the process exit code.
+func (o Outcome) ExitCode() int {
+	switch o {
+	case Success:
+		return 0
+	case Failure:
+		return 1
+	case Interrupted:
+		return 130
+	}
+	return 3
+}
+
+// Reasons refine an outcome.
+const (
+	ReasonDone        = "done"         // the agent finished
+	ReasonGaveUp      = "gave_up"      // the agent finished unsuccessfully
+	ReasonCheckFailed = "check_failed" // a check did not hold
+	ReasonMaxSteps    = "max_steps"    // the step limit was reached
+	ReasonTimeout     = "timeout"      // the run's deadline passed
+	ReasonAppExited   = "app_exited"   // the app exited during the run
+	ReasonAppStart    = "app_start"    // the app could not be started
+	ReasonNoWindow    = "no_window"    // the app's window never appeared
+	ReasonAgent       = "agent_error"  // the agent failed
+	ReasonEnvironment = "environment"  // the sandbox, image or guest failed
+	ReasonSignal      = "signal"       // SIGINT/SIGTERM
+)
+
+// Run is run.json.
+type Run struct {
+	Format   string `json:"format"`
+	Version  int    `json:"version"`
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	Agentbox string `json:"agentbox_version"`
+
+	Outcome  Outcome `json:"outcome,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Message  string  `json:"message,omitempty"`
+	ExitCode int     `json:"exit_code"`
+
+	Task  string    `json:"task,omitempty"`
+	Agent AgentInfo `json:"agent"`
+	App   AppInfo   `json:"app"`
+	Env   EnvInfo   `json:"environment"`
+
+	Started    time.Time `json:"started"`
+	Ended      time.Time `json:"ended,omitzero"`
+	DurationMS float64   `json:"duration_ms,omitempty"`
+	Steps      int       `json:"steps"`
+	// Timings holds named durations in milliseconds: create, launch,
+	// first_screenshot, cold_start, teardown, ….
+	Timings map[string]float64 `json:"timings_ms,omitempty"`
+
+	AppExit *action.Exit `json:"app_exit,omitempty"`
+	Logs    LogInfo      `json:"logs"`
+	// Screenshots counts files written; Frames counts observations.
+	Screenshots int `json:"screenshots"`
+}
+
+// AgentInfo names the decision-maker.
+type AgentInfo struct {
+	Name    string            `json:"name"`
+	Options map[string]string `json:"options,omitempty"`
+}
+
+// AppInfo says what ran.
+type AppInfo struct {
+	Target      string   `json:"target"`
+	Command     string   `json:"command"`
+	Args        []string `json:"args,omitempty"`
+	InImage     bool     `json:"in_image,omitempty"`
+	WindowTitle string   `json:"window_title,omitempty"`
+	Files       int      `json:"files"`
+	Bytes       int64    `json:"bytes"`
+	PID         int      `json:"pid,omitempty"`
+}
+
+// EnvInfo says where it ran.
+type EnvInfo struct {
+	Backend string           `json:"backend"`
+	ID      string           `json:"id,omitempty"`
+	Image   string           `json:"image,omitempty"`
+	ImageID string           `json:"image_id,omitempty"`
+	Runtime string           `json:"runtime,omitempty"`
+	Screen  ScreenInfo       `json:"screen"`
+	Display string           `json:"display,omitempty"`
+	WM      bool             `json:"wm"`
+	SHM     bool             `json:"shm"`
+	Limits  map[string]any   `json:"limits,omitempty"`
+	Timings map[string]int64 `json:"timings_ms,omitempty"`
+}
+
+// ScreenInfo is the display geometry.
+type ScreenInfo struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+	Depth  int `json:"depth"`
+}
+
+// LogInfo accounts for the app's output.
+type LogInfo struct {
+	StdoutBytes   int64 `json:"stdout_bytes"`
+	StderrBytes   int64 `json:"stderr_bytes"`
+	StdoutDropped int64 `json:"stdout_dropped,omitempty"`
+	StderrDropped int64 `json:"stderr_dropped,omitempty"`
+}
+
+// Record types in steps.jsonl.
+const (
+	TypeStep   = "step"   // an observation, a decision and an action (before it runs)
+	TypeResult = "result" // what the action did
+	TypeEvent  = "event"  // something happened outside the loop: window, exit
+	TypeFinal  = "final"  // the last observation, after the loop
+)
+
+// Observation is the recorded part of what the agent saw.
+type Observation struct {
+	Screenshot string           `json:"screenshot"` // path relative to the trace
+	FrameHash  string           `json:"frame_hash"`
+	Width      int              `json:"width"`
+	Height     int              `json:"height"`
+	Cursor     action.Point     `json:"cursor"`
+	Windows    []action.Window  `json:"windows,omitempty"`
+	Running    bool             `json:"running"`
+	Output     []action.LogLine `json:"output,omitempty"`
+}
+
+// Decision is the recorded part of how the agent decided.
+type Decision struct {
+	LatencyMS float64        `json:"latency_ms"`
+	Message   string         `json:"message,omitempty"`
+	Meta      map[string]any `json:"meta,omitempty"` // model, usage, raw request/response refs
+}
+
+// Record is one line of steps.jsonl.
+type Record struct {
+	Type string  `json:"type"`
+	Step int     `json:"step,omitempty"`
+	TMS  float64 `json:"t_ms"` // since the run started
+
+	Observation *Observation   `json:"observation,omitempty"`
+	Decision    *Decision      `json:"decision,omitempty"`
+	Action      *action.Action `json:"action,omitempty"`
+	// Invalid holds the validation error of an action that was not run.
+	Invalid string `json:"invalid,omitempty"`
+
+	Result     *action.Result `json:"result,omitempty"`
+	DurationMS float64        `json:"duration_ms,omitempty"`
+
+	Event string         `json:"event,omitempty"` // window_mapped, app_exited, …
+	Data  map[string]any `json:"data,omitempty"`
+}
+
+// ActionRecord is one line of actions.jsonl.
+type ActionRecord struct {
+	Step   int           `json:"step"`
+	TMS    float64       `json:"t_ms"`
+	Action action.Action `json:"action"`
+}

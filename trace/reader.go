@@ -1,0 +1,138 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Trace is a trace directory read back.
+type Trace struct {
+	Dir string
+	Run Run
+	// Records holds steps.jsonl in order.
+	Records []Record
+	// Steps pairs each step with its result (nil if it never came back).
+	Steps []Step
+	// Final is the last observation after the loop, if recorded.
+	Final *Record
+	// Incomplete is true when the writer never finalised the run (it was
+	// killed); the records up to the kill are still here.
+	Incomplete bool
+	// TornTail is true when the last line of steps.jsonl was cut off
+	// mid-write and was discarded.
+	TornTail bool
+	// Missing lists referenced screenshots that are not on disk (the
+	// writer died before encoding them).
+	Missing []string
+}
+
+// Step is one decision with its outcome.
+type Step struct {
+	Record
+	Result *Record
+}
+
+// MaxLine bounds one line of steps.jsonl.
+const MaxLine = 64 << 20
+
+// Open reads a trace directory. It fails only when the directory is not a
+// trace; damage from a crash is reported in the Trace's fields.
+func Open(dir string) (*Trace, error) {
+	t := &Trace{Dir: dir}
+	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		return nil, fmt.Errorf("trace: %s is not a trace directory: %w", dir, err)
+	}
+	if err := json.Unmarshal(data, &t.Run); err != nil {
+		return nil, fmt.Errorf("trace: %s: %w", filepath.Join(dir, RunFile), err)
+	}
+	if t.Run.Format != Format {
+		return nil, fmt.Errorf("trace: %s: format %q is not %q", dir, t.Run.Format, Format)
+	}
+	if t.Run.Version > Version {
+		return nil, fmt.Errorf("trace: %s: version %d is newer than this agentbox reads (%d)", dir, t.Run.Version, Version)
+	}
+	t.Incomplete = t.Run.Status != StatusComplete
+
+	f, err := os.Open(filepath.Join(dir, StepsFile))
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	defer f.Close()
+	recs, torn, err := ReadRecords(f)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %s: %w", filepath.Join(dir, StepsFile), err)
+	}
+	t.Records, t.TornTail = recs, torn
+	if torn {
+		t.Incomplete = true
+	}
+	index := map[int]int{}
+	for i := range t.Records {
+		r := t.Records[i]
+		switch r.Type {
+		case TypeStep:
+			index[r.Step] = len(t.Steps)
+			t.Steps = append(t.Steps, Step{Record: r})
+		case TypeResult:
+			if j, ok := index[r.Step]; ok {
+				t.Steps[j].Result = &t.Records[i]
+			}
+		case TypeFinal:
+			t.Final = &t.Records[i]
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range t.Records {
+		if r.Observation == nil || r.Observation.Screenshot == "" || seen[r.Observation.Screenshot] {
+			continue
+		}
+		seen[r.Observation.Screenshot] = true
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(r.Observation.Screenshot))); err != nil {
+			t.Missing = append(t.Missing, r.Observation.Screenshot)
+		}
+	}
+	return t, nil
+}
+
+// ReadRecords reads JSON lines. A last line without its newline, or one that
+// does not parse, is a torn tail: it is dropped and torn is true. A bad line
+// anywhere else is an error.
+func ReadRecords(r io.Reader) (recs []Record, torn bool, err error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	lineNo := 0
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > MaxLine {
+			return recs, torn, fmt.Errorf("line %d is longer than %d bytes", lineNo+1, MaxLine)
+		}
+		if errors.Is(err, io.EOF) {
+			if len(bytes.TrimSpace(line)) > 0 {
+				torn = true // no newline: the write was cut off
+			}
+			return recs, torn, nil
+		}
+		if err != nil {
+			return recs, torn, err
+		}
+		lineNo++
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			// A complete but garbled line is only tolerated at the end.
+			if _, perr := br.Peek(1); errors.Is(perr, io.EOF) {
+				return recs, true, nil
+			}
+			return recs, torn, fmt.Errorf("line %d: %w", lineNo, err)
+		}
+		recs = append(recs, rec)
+	}
+}

@@ -1,0 +1,425 @@
+package trace
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+)
+
+// Options tunes a Writer.
+type Options struct {
+	// LogCap bounds each of stdout.log and stderr.log (default 8 MiB).
+	LogCap int64
+	// Encoders is the number of background PNG encoders (default: CPUs).
+	Encoders int
+	// Queue bounds frames waiting for encoding; when full, Screenshot
+	// blocks, so encoding keeps up instead of memory growing (default 16).
+	Queue int
+}
+
+// DefaultLogCap bounds each log file.
+const DefaultLogCap = 8 << 20
+
+// Writer records one run. Its methods are safe for concurrent use.
+type Writer struct {
+	dir   string
+	start time.Time
+	opts  Options
+
+	mu      sync.Mutex
+	run     Run
+	steps   *os.File
+	actions *os.File
+	logs    map[action.Stream]*logFile
+	err     error // first write error; later writes are skipped
+	closed  bool
+
+	// Screenshots: one file per distinct frame.
+	shots    map[uint64]string
+	names    map[string]bool
+	sendMu   sync.RWMutex // held for reading while queueing; Finish closes jobs under it
+	jobs     chan pngJob
+	wg       sync.WaitGroup
+	shotErr  error
+	shotMu   sync.Mutex
+	nShots   int
+	finished bool
+}
+
+type pngJob struct {
+	frame *action.Frame
+	path  string
+}
+
+type logFile struct {
+	f       *os.File
+	written int64
+	dropped int64
+	cap     int64
+	marked  bool
+}
+
+// Create makes the trace directory (which must not exist, or be empty) and
+// writes run.json with status "running".
+func Create(dir string, run Run, opts Options) (*Writer, error) {
+	if opts.LogCap <= 0 {
+		opts.LogCap = DefaultLogCap
+	}
+	if opts.Encoders <= 0 {
+		opts.Encoders = runtime.GOMAXPROCS(0)
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = 16
+	}
+	if err := ensureEmptyDir(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ScreenshotsDir), 0o755); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	w := &Writer{
+		dir:   dir,
+		start: time.Now(),
+		opts:  opts,
+		run:   run,
+		logs:  map[action.Stream]*logFile{},
+		shots: map[uint64]string{},
+		names: map[string]bool{},
+		jobs:  make(chan pngJob, opts.Queue),
+	}
+	w.run.Format, w.run.Version, w.run.Status = Format, Version, StatusRunning
+	if w.run.Started.IsZero() {
+		w.run.Started = w.start
+	}
+	open := func(name string) (*os.File, error) {
+		return os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
+	}
+	var err error
+	if w.steps, err = open(StepsFile); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if w.actions, err = open(ActionsFile); err != nil {
+		w.steps.Close()
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	for stream, name := range map[action.Stream]string{action.Stdout: StdoutFile, action.Stderr: StderrFile} {
+		f, err := open(name)
+		if err != nil {
+			w.closeFiles()
+			return nil, fmt.Errorf("trace: %w", err)
+		}
+		w.logs[stream] = &logFile{f: f, cap: opts.LogCap}
+	}
+	if err := w.writeRun(); err != nil {
+		w.closeFiles()
+		return nil, err
+	}
+	for i := 0; i < opts.Encoders; i++ {
+		w.wg.Add(1)
+		go w.encoder()
+	}
+	return w, nil
+}
+
+func ensureEmptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return os.MkdirAll(dir, 0o755)
+	case err != nil:
+		return fmt.Errorf("trace: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("trace: %s exists and is not empty; choose a new directory (nothing was overwritten)", dir)
+	}
+	return nil
+}
+
+// Dir is the trace directory.
+func (w *Writer) Dir() string { return w.dir }
+
+// Since is the time since the writer was created, in milliseconds: the t_ms
+// of records.
+func (w *Writer) Since() float64 { return ms(time.Since(w.start)) }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Update changes run.json's in-memory state (for example, environment info
+// once known) and rewrites it.
+func (w *Writer) Update(f func(r *Run)) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(&w.run)
+	return w.writeRunLocked()
+}
+
+func (w *Writer) writeRun() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writeRunLocked()
+}
+
+func (w *Writer) writeRunLocked() error {
+	data, err := json.MarshalIndent(w.run, "", "  ")
+	if err != nil {
+		return fmt.Errorf("trace: encode run: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(w.dir, RunFile), append(data, '\n'), w.finished)
+}
+
+// writeFileAtomic writes via a temp file in the same directory and renames
+// it over the target; with sync it also fsyncs the file and the directory.
+func writeFileAtomic(path string, data []byte, sync bool) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("trace: %w", err)
+	}
+	if sync {
+		if err := tmp.Sync(); err != nil {
+			tmp.Close()
+			return fmt.Errorf("trace: %w", err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if sync {
+		return syncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Screenshot queues a frame for encoding and returns its path relative to
+// the trace. A frame equal to an earlier one (same hash) is not written
+// again; its first file is reused.
+func (w *Writer) Screenshot(step int, f *action.Frame) string {
+	if f == nil {
+		return ""
+	}
+	w.sendMu.RLock()
+	defer w.sendMu.RUnlock()
+	w.mu.Lock()
+	if p, ok := w.shots[f.Hash]; ok {
+		w.mu.Unlock()
+		return p
+	}
+	if w.closed {
+		w.mu.Unlock()
+		return ""
+	}
+	rel := filepath.ToSlash(filepath.Join(ScreenshotsDir, fmt.Sprintf("%06d.png", step)))
+	for n := 1; w.names[rel]; n++ {
+		rel = filepath.ToSlash(filepath.Join(ScreenshotsDir, fmt.Sprintf("%06d-%d.png", step, n)))
+	}
+	w.shots[f.Hash] = rel
+	w.names[rel] = true
+	w.nShots++
+	w.mu.Unlock()
+	w.jobs <- pngJob{frame: f, path: filepath.Join(w.dir, filepath.FromSlash(rel))}
+	return rel
+}
+
+func (w *Writer) encoder() {
+	defer w.wg.Done()
+	for j := range w.jobs {
+		err := func() error {
+			data, err := j.frame.PNG()
+			if err != nil {
+				return err
+			}
+			return writeFileAtomic(j.path, data, false)
+		}()
+		if err != nil {
+			w.shotMu.Lock()
+			if w.shotErr == nil {
+				w.shotErr = fmt.Errorf("trace: screenshot %s: %w", filepath.Base(j.path), err)
+			}
+			w.shotMu.Unlock()
+		}
+	}
+}
+
+// FrameHash formats a frame hash for records.
+func FrameHash(h uint64) string { return strconv.FormatUint(h, 16) }
+
+// Record appends one line to steps.jsonl (and, for a step with a valid
+// action, to actions.jsonl) with a single write each.
+func (w *Writer) Record(r Record) error {
+	if r.TMS == 0 {
+		r.TMS = w.Since()
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("trace: encode record: %w", err)
+	}
+	var aline []byte
+	if r.Type == TypeStep && r.Action != nil && r.Invalid == "" {
+		aline, err = json.Marshal(ActionRecord{Step: r.Step, TMS: r.TMS, Action: *r.Action})
+		if err != nil {
+			return fmt.Errorf("trace: encode action: %w", err)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errors.New("trace: writer is closed")
+	}
+	if _, err := w.steps.Write(append(line, '\n')); err != nil {
+		w.err = fmt.Errorf("trace: write %s: %w", StepsFile, err)
+		return w.err
+	}
+	if aline != nil {
+		if _, err := w.actions.Write(append(aline, '\n')); err != nil {
+			w.err = fmt.Errorf("trace: write %s: %w", ActionsFile, err)
+			return w.err
+		}
+	}
+	if r.Type == TypeStep && r.Step > w.run.Steps {
+		w.run.Steps = r.Step
+	}
+	return nil
+}
+
+// Output appends app output to stdout.log or stderr.log, up to the cap;
+// beyond it bytes are counted, not written. dropped adds bytes the guest
+// already discarded.
+func (w *Writer) Output(stream action.Stream, data []byte, dropped int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lf := w.logs[stream]
+	if lf == nil || w.closed {
+		return
+	}
+	lf.dropped += dropped
+	room := lf.cap - lf.written
+	if room < 0 {
+		room = 0
+	}
+	n := int64(len(data))
+	if n > room {
+		lf.dropped += n - room
+		data = data[:room]
+	}
+	if len(data) > 0 {
+		if _, err := lf.f.Write(data); err == nil {
+			lf.written += int64(len(data))
+		}
+	}
+}
+
+// Finish waits for the screenshots, writes the truncation markers, syncs
+// everything and rewrites run.json with status "complete". The update
+// function fills in the outcome. Finish is idempotent.
+func (w *Writer) Finish(update func(r *Run)) error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	w.mu.Unlock()
+
+	w.sendMu.Lock()
+	close(w.jobs)
+	w.sendMu.Unlock()
+	w.wg.Wait()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for stream, lf := range w.logs {
+		if lf.dropped > 0 && !lf.marked {
+			fmt.Fprintf(lf.f, "\n[agentbox: %s truncated at %d bytes; %d more bytes were dropped]\n", stream, lf.written, lf.dropped)
+			lf.marked = true
+		}
+		switch stream {
+		case action.Stdout:
+			w.run.Logs.StdoutBytes, w.run.Logs.StdoutDropped = lf.written, lf.dropped
+		case action.Stderr:
+			w.run.Logs.StderrBytes, w.run.Logs.StderrDropped = lf.written, lf.dropped
+		}
+	}
+	w.shotMu.Lock()
+	if w.shotErr != nil {
+		errs = append(errs, w.shotErr)
+	}
+	w.shotMu.Unlock()
+	w.run.Screenshots = w.nShots
+	for _, f := range w.files() {
+		if err := f.Sync(); err != nil {
+			errs = append(errs, fmt.Errorf("trace: sync %s: %w", filepath.Base(f.Name()), err))
+		}
+	}
+	w.closeFiles()
+	if update != nil {
+		update(&w.run)
+	}
+	w.run.Status = StatusComplete
+	if w.run.Ended.IsZero() {
+		w.run.Ended = time.Now()
+	}
+	w.run.DurationMS = ms(w.run.Ended.Sub(w.run.Started))
+	w.run.ExitCode = w.run.Outcome.ExitCode()
+	w.finished = true
+	if err := w.writeRunLocked(); err != nil {
+		errs = append(errs, err)
+	}
+	if w.err != nil {
+		errs = append(errs, w.err)
+	}
+	_ = syncDir(filepath.Join(w.dir, ScreenshotsDir))
+	return errors.Join(errs...)
+}
+
+// Run returns a copy of the current run record.
+func (w *Writer) Run() Run {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.run
+}
+
+func (w *Writer) files() []*os.File {
+	fs := []*os.File{w.steps, w.actions}
+	for _, lf := range w.logs {
+		fs = append(fs, lf.f)
+	}
+	return fs
+}
+
+func (w *Writer) closeFiles() {
+	for _, f := range w.files() {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

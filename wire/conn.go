@@ -1,0 +1,238 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// ErrClosed is returned by calls on a connection whose stream has ended.
+var ErrClosed = errors.New("wire: connection closed")
+
+// Handler receives the frames a Conn does not route to a pending call:
+// events on the host, requests on the guest. It runs on the read loop, so it
+// must not block for long; the guest queues requests to a worker.
+type Handler func(m *Message)
+
+// Conn is one end of the stream. Writes are serialised; reads happen in
+// Serve.
+type Conn struct {
+	r *bufio.Reader
+	w io.Writer
+
+	wmu sync.Mutex
+
+	mu      sync.Mutex
+	nextID  uint32
+	pending map[uint32]chan *Message
+	err     error // why the stream ended; set once
+	done    chan struct{}
+}
+
+// NewConn wraps a stream. Call Serve (usually in a goroutine) to read.
+func NewConn(r io.Reader, w io.Writer) *Conn {
+	return &Conn{
+		r:       bufio.NewReaderSize(r, 256<<10),
+		w:       w,
+		pending: make(map[uint32]chan *Message),
+		done:    make(chan struct{}),
+	}
+}
+
+// ReadFrame reads one frame directly; use it only before Serve, for the
+// handshake.
+func (c *Conn) ReadFrame() (*Message, error) { return ReadFrame(c.r) }
+
+// Serve reads frames until the stream ends, delivering responses to their
+// callers and everything else to h. It returns the reason the stream ended
+// (nil for a clean EOF) and fails every pending call.
+func (c *Conn) Serve(h Handler) error {
+	var err error
+	for {
+		var m *Message
+		m, err = ReadFrame(c.r)
+		if err != nil {
+			break
+		}
+		if m.Type == Response {
+			c.mu.Lock()
+			ch := c.pending[m.ID]
+			delete(c.pending, m.ID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- m // buffered
+			}
+			continue
+		}
+		if h != nil {
+			h(m)
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	c.close(err)
+	return err
+}
+
+func (c *Conn) close(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	if err == nil {
+		err = ErrClosed
+	} else {
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	c.err = err
+	close(c.done)
+	for id, ch := range c.pending {
+		close(ch)
+		delete(c.pending, id)
+	}
+}
+
+// Done is closed when the stream has ended.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err returns why the stream ended, or nil while it is open.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Write sends one frame.
+func (c *Conn) Write(h *Header, payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := WriteFrame(c.w, h, payload); err != nil {
+		return fmt.Errorf("wire: write %s %s: %w", h.Type, h.Method, err)
+	}
+	return nil
+}
+
+// Call sends a request and waits for its response. The response body is
+// decoded into out (if non-nil); its payload is returned. A RemoteError from
+// the peer is returned as is. If ctx ends first, Call returns ctx's error and
+// the late response is dropped.
+func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []byte) ([]byte, error) {
+	body, err := marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("wire: %s: %w", method, err)
+	}
+	ch := make(chan *Message, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, err
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = ch
+	c.mu.Unlock()
+
+	if err := c.Write(&Header{Type: Request, ID: id, Method: method, Body: body}, payload); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("wire: %s: %w", method, c.Err())
+		}
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		if out != nil && len(m.Body) > 0 {
+			if err := json.Unmarshal(m.Body, out); err != nil {
+				return nil, fmt.Errorf("wire: %s: decode response: %w", method, err)
+			}
+		}
+		return m.Payload, nil
+	case <-ctx.Done():
+		c.forget(id)
+		// Tell the peer to stop working on it; the answer is dropped.
+		_ = c.Write(&Header{Type: Request, Method: MethodCancel, Body: cancelBody(id)}, nil)
+		return nil, fmt.Errorf("wire: %s: %w", method, ctx.Err())
+	}
+}
+
+// MethodCancel asks the peer to abandon request CancelRequest.ID. It has no
+// ID of its own and gets no response.
+const MethodCancel = "cancel"
+
+// CancelRequest is the body of a cancel request.
+type CancelRequest struct {
+	ID uint32 `json:"id"`
+}
+
+func cancelBody(id uint32) json.RawMessage {
+	b, _ := json.Marshal(CancelRequest{ID: id})
+	return b
+}
+
+func (c *Conn) forget(id uint32) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// Reply answers request id. A non-nil err is sent as a RemoteError (its Code
+// is CodeInternal unless err is or wraps a *RemoteError).
+func (c *Conn) Reply(id uint32, method string, out any, payload []byte, err error) error {
+	h := &Header{Type: Response, ID: id, Method: method}
+	if err != nil {
+		var re *RemoteError
+		if !errors.As(err, &re) {
+			re = &RemoteError{Code: CodeInternal, Message: err.Error()}
+		} else if re.Message != err.Error() {
+			re = &RemoteError{Code: re.Code, Message: err.Error()}
+		}
+		h.Error = re
+		payload = nil
+	} else {
+		body, merr := marshal(out)
+		if merr != nil {
+			h.Error = &RemoteError{Code: CodeInternal, Message: merr.Error()}
+		}
+		h.Body = body
+	}
+	return c.Write(h, payload)
+}
+
+// Notify sends an event.
+func (c *Conn) Notify(event string, body any, payload []byte) error {
+	b, err := marshal(body)
+	if err != nil {
+		return fmt.Errorf("wire: %s: %w", event, err)
+	}
+	return c.Write(&Header{Type: Event, Method: event, Body: b}, payload)
+}
+
+func marshal(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// Errorf builds a RemoteError with a code.
+func Errorf(code, format string, args ...any) error {
+	return &RemoteError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// IsCode reports whether err carries a RemoteError with the given code.
+func IsCode(err error, code string) bool {
+	var re *RemoteError
+	return errors.As(err, &re) && re.Code == code
+}

@@ -1,0 +1,167 @@
+// Package wire is the host↔guest protocol: one long-lived byte stream (the
+// guest's stdin and stdout) carrying length-prefixed frames.
+//
+// A frame is
+//
+//	u32 length of the rest (big endian), at most MaxFrame
+//	u32 length H of the JSON header
+//	H bytes of JSON header (a Header)
+//	the rest: an opaque binary payload (screen pixels, file bytes, app output)
+//
+// The guest speaks first: a "hello" event whose header carries Magic and the
+// protocol version; the host answers with a "hello" request naming its own.
+// After that the host sends requests (each with an ID) and the guest answers
+// each with a response carrying the same ID; the guest also sends events
+// (app output, app exit, windows) at any time.
+package wire
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Protocol is the wire protocol version. Peers with different versions
+// refuse to talk; the guest is the same binary as the host, so they match
+// unless a user points agentbox at a foreign guest.
+const Protocol = 1
+
+// Magic starts the guest's hello, so a stream polluted by something else
+// (a shell error, a wrong entrypoint) is recognised at once.
+const Magic = "agentbox-guest"
+
+// MaxFrame bounds one frame. A 3840×2160 raw frame is 33 MB.
+const MaxFrame = 64 << 20
+
+// MaxHeader bounds the JSON header of one frame.
+const MaxHeader = 4 << 20
+
+// Type is the kind of a frame.
+type Type string
+
+// Frame types.
+const (
+	Request  Type = "req"
+	Response Type = "res"
+	Event    Type = "evt"
+)
+
+// Header is the JSON part of a frame.
+type Header struct {
+	Type   Type            `json:"t"`
+	ID     uint32          `json:"id,omitempty"`
+	Method string          `json:"m,omitempty"` // request method or event name
+	Body   json.RawMessage `json:"b,omitempty"`
+	Error  *RemoteError    `json:"err,omitempty"` // responses only
+}
+
+// Message is one decoded frame.
+type Message struct {
+	Header
+	Payload []byte
+}
+
+// RemoteError is an error reported by the other side.
+type RemoteError struct {
+	Code    string `json:"code"` // see the Code constants
+	Message string `json:"msg"`
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Error codes carried by RemoteError. They let the host tell errors the
+// agent caused from infrastructure failures.
+const (
+	CodeInvalid   = "invalid"    // bad request or action; the run goes on
+	CodeTimeout   = "timeout"    // a deadline passed inside the guest
+	CodeNotFound  = "not_found"  // e.g. the app's command does not exist
+	CodeAppExited = "app_exited" // the app exited while it was waited for
+	CodeInternal  = "internal"   // anything else: the guest is broken
+)
+
+// ErrFrameTooLarge reports a frame above MaxFrame.
+var ErrFrameTooLarge = errors.New("wire: frame too large")
+
+// ErrProtocol reports bytes on the stream that are not a valid frame.
+var ErrProtocol = errors.New("wire: protocol error")
+
+// WriteFrame writes one frame. It buffers the whole frame and issues a single
+// Write, so a reader never sees a torn header on a healthy stream.
+func WriteFrame(w io.Writer, h *Header, payload []byte) error {
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("wire: encode header: %w", err)
+	}
+	if len(hdr) > MaxHeader {
+		return fmt.Errorf("%w: header is %d bytes", ErrFrameTooLarge, len(hdr))
+	}
+	n := 4 + len(hdr) + len(payload)
+	if n > MaxFrame {
+		return fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+	}
+	buf := make([]byte, 8, 8+len(hdr)+len(payload))
+	binary.BigEndian.PutUint32(buf[0:4], uint32(n))
+	binary.BigEndian.PutUint32(buf[4:8], uint32(len(hdr)))
+	buf = append(buf, hdr...)
+	buf = append(buf, payload...)
+	_, err = w.Write(buf)
+	return err
+}
+
+// ReadFrame reads one frame. io.EOF is returned only for a clean end between
+// frames; a stream that ends inside a frame yields io.ErrUnexpectedEOF.
+func ReadFrame(r *bufio.Reader) (*Message, error) {
+	var pre [8]byte
+	if _, err := io.ReadFull(r, pre[:4]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(pre[:4])
+	if n > MaxFrame {
+		return nil, fmt.Errorf("%w: %d bytes (stream starts %q)", ErrFrameTooLarge, n, pre[:4])
+	}
+	if n < 4 {
+		return nil, fmt.Errorf("%w: frame of %d bytes is shorter than its header length", ErrProtocol, n)
+	}
+	if _, err := io.ReadFull(r, pre[4:8]); err != nil {
+		return nil, noEOF(err)
+	}
+	hn := binary.BigEndian.Uint32(pre[4:8])
+	if hn > n-4 || hn > MaxHeader {
+		return nil, fmt.Errorf("%w: header length %d exceeds frame length %d", ErrProtocol, hn, n)
+	}
+	body := make([]byte, n-4)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, noEOF(err)
+	}
+	m := &Message{}
+	if err := json.Unmarshal(body[:hn], &m.Header); err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrProtocol, err)
+	}
+	switch m.Type {
+	case Request, Response, Event:
+	default:
+		return nil, fmt.Errorf("%w: unknown frame type %q", ErrProtocol, m.Type)
+	}
+	if int(hn) < len(body) {
+		m.Payload = body[hn:]
+	}
+	return m, nil
+}
+
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Hello is the body of the guest's first event and of the host's answer.
+type Hello struct {
+	Magic    string `json:"magic"`
+	Protocol int    `json:"protocol"`
+	Version  string `json:"version"` // agentbox version of the sender
+	PID      int    `json:"pid,omitempty"`
+}

@@ -1,0 +1,159 @@
+package wire
+
+import "github.com/codegirl-games/agentbox/action"
+
+// Request methods (host → guest).
+const (
+	MethodHello      = "hello"      // HelloRequest → Hello
+	MethodStart      = "start"      // StartRequest → StartResponse
+	MethodWriteFile  = "write_file" // WriteFileRequest + payload → nothing
+	MethodLaunch     = "launch"     // LaunchRequest → LaunchResponse
+	MethodScreenshot = "screenshot" // ScreenshotRequest → ScreenshotResponse + payload
+	MethodAct        = "act"        // ActRequest → action.Result
+	MethodState      = "state"      // nothing → State
+	MethodStop       = "stop"       // StopRequest → StopResponse
+	MethodPing       = "ping"       // nothing → nothing
+)
+
+// Events (guest → host).
+const (
+	EventHello  = "hello"  // Hello
+	EventOutput = "output" // OutputEvent + payload (the bytes)
+	EventExit   = "exit"   // action.Exit
+	EventWindow = "window" // WindowEvent
+	EventLog    = "log"    // LogEvent: the guest's own diagnostics
+)
+
+// Screen is the virtual display's geometry.
+type Screen struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+	Depth  int `json:"depth"`
+}
+
+// StartRequest asks the guest to bring up the desktop.
+type StartRequest struct {
+	Screen Screen `json:"screen"`
+	// NoWM skips the window manager.
+	NoWM bool `json:"no_wm,omitempty"`
+	// Home is the writable home directory (on tmpfs) for the app.
+	Home string `json:"home"`
+	// AppDir is where staged files go.
+	AppDir string `json:"app_dir"`
+	// TimeoutMS bounds bringing up the display and window manager.
+	TimeoutMS int `json:"timeout_ms"`
+}
+
+// StartResponse reports the desktop that came up.
+type StartResponse struct {
+	Display string `json:"display"`
+	WM      bool   `json:"wm"`      // a window manager is running
+	SHM     bool   `json:"shm"`     // MIT-SHM capture is in use
+	XvfbMS  int64  `json:"xvfb_ms"` // display ready after
+	WMMS    int64  `json:"wm_ms"`
+}
+
+// WriteFileRequest stores one chunk of a staged file under the app
+// directory; the payload holds the bytes. Path is slash-separated and local
+// (validated again by the guest).
+type WriteFileRequest struct {
+	Path   string `json:"path"`
+	Mode   uint32 `json:"mode"`
+	Append bool   `json:"append,omitempty"`
+	Dir    bool   `json:"dir,omitempty"`
+	Link   string `json:"link,omitempty"` // a symlink to this relative target
+}
+
+// LaunchRequest starts the app.
+type LaunchRequest struct {
+	// Command is a path relative to the app directory (a staged file) or,
+	// with InImage, a program in the image's PATH.
+	Command string   `json:"command"`
+	InImage bool     `json:"in_image,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	Env     []string `json:"env,omitempty"` // KEY=VALUE, added to the base environment
+	// WindowTitle, if set, makes Launch wait until a window whose title
+	// matches it (a glob, or /regex/) is mapped.
+	WindowTitle string `json:"window_title,omitempty"`
+	// WaitWindow waits for any window when WindowTitle is empty.
+	WaitWindow bool `json:"wait_window,omitempty"`
+	ReadyMS    int  `json:"ready_ms"` // deadline for the window
+	// LogCap bounds the bytes of each output stream forwarded to the host;
+	// beyond it the guest drains and counts.
+	LogCap int64 `json:"log_cap"`
+}
+
+// LaunchResponse reports the running app.
+type LaunchResponse struct {
+	PID     int            `json:"pid"`
+	Window  *action.Window `json:"window,omitempty"`
+	ReadyUS int64          `json:"ready_us"`
+}
+
+// ScreenshotRequest asks for the current screen.
+type ScreenshotRequest struct {
+	// IfNot names the hash the host already holds: if the screen is
+	// unchanged, the guest answers Unchanged with no payload.
+	IfNot uint64 `json:"if_not,omitempty"`
+	// WithState asks for the cursor, windows and app state as well.
+	WithState bool `json:"with_state,omitempty"`
+}
+
+// Pixel encodings of a screenshot payload.
+const (
+	EncodingBGRXS2 = "bgrx+s2" // 32-bit BGRX rows, s2-compressed
+)
+
+// ScreenshotResponse describes the payload.
+type ScreenshotResponse struct {
+	Width     int    `json:"w"`
+	Height    int    `json:"h"`
+	Hash      uint64 `json:"hash"`
+	Unchanged bool   `json:"unchanged,omitempty"`
+	Encoding  string `json:"enc,omitempty"`
+	CaptureUS int64  `json:"capture_us"`
+	State     *State `json:"state,omitempty"`
+}
+
+// ActRequest asks the guest to perform one validated action.
+type ActRequest struct {
+	Action action.Action `json:"action"`
+}
+
+// State is the desktop's state.
+type State struct {
+	Cursor  action.Point    `json:"cursor"`
+	Windows []action.Window `json:"windows"`
+	Running bool            `json:"running"`
+	Exit    *action.Exit    `json:"exit,omitempty"`
+}
+
+// StopRequest ends the app and the desktop.
+type StopRequest struct {
+	GraceMS int `json:"grace_ms"` // SIGTERM → SIGKILL
+}
+
+// StopResponse reports what the stop found.
+type StopResponse struct {
+	Exit *action.Exit `json:"exit,omitempty"`
+}
+
+// OutputEvent accompanies app output bytes.
+type OutputEvent struct {
+	Stream action.Stream `json:"stream"`
+	// Dropped, when set, says the stream hit its cap and how many bytes
+	// were discarded since the previous event.
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
+// WindowEvent reports a window appearing, changing title or going away.
+type WindowEvent struct {
+	Kind   string        `json:"kind"` // "mapped", "title", "unmapped"
+	Window action.Window `json:"window"`
+}
+
+// LogEvent is a diagnostic line from the guest itself.
+type LogEvent struct {
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
+}

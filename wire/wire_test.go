@@ -1,0 +1,191 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	tests := []struct {
+		name    string
+		h       Header
+		payload []byte
+	}{
+		{"event no payload", Header{Type: Event, Method: EventHello, Body: []byte(`{"magic":"agentbox-guest"}`)}, nil},
+		{"request with payload", Header{Type: Request, ID: 7, Method: MethodWriteFile}, []byte("hello\x00world")},
+		{"response error", Header{Type: Response, ID: 9, Error: &RemoteError{Code: CodeInvalid, Message: "bad"}}, nil},
+		{"large payload", Header{Type: Response, ID: 1}, bytes.Repeat([]byte{0xAB}, 3<<20)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteFrame(&buf, &tt.h, tt.payload); err != nil {
+				t.Fatal(err)
+			}
+			m, err := ReadFrame(bufio.NewReader(&buf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Type != tt.h.Type || m.ID != tt.h.ID || m.Method != tt.h.Method {
+				t.Errorf("header = %+v, want %+v", m.Header, tt.h)
+			}
+			if !bytes.Equal(m.Payload, tt.payload) {
+				t.Errorf("payload differs: %d bytes, want %d", len(m.Payload), len(tt.payload))
+			}
+			if (m.Error == nil) != (tt.h.Error == nil) {
+				t.Errorf("error = %v, want %v", m.Error, tt.h.Error)
+			}
+			if _, err := ReadFrame(bufio.NewReader(&buf)); err != io.EOF {
+				t.Errorf("after last frame: err = %v, want io.EOF", err)
+			}
+		})
+	}
+}
+
+func TestReadFrameRejects(t *testing.T) {
+	frame := func(n, hn uint32, rest string) []byte {
+		b := make([]byte, 8)
+		binary.BigEndian.PutUint32(b, n)
+		binary.BigEndian.PutUint32(b[4:], hn)
+		return append(b, rest...)
+	}
+	var good bytes.Buffer
+	if err := WriteFrame(&good, &Header{Type: Event, Method: "x"}, []byte("payload")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		want error
+	}{
+		{"torn inside frame", good.Bytes()[:good.Len()-3], io.ErrUnexpectedEOF},
+		{"torn inside prefix", good.Bytes()[:6], io.ErrUnexpectedEOF},
+		{"too large", frame(MaxFrame+1, 2, "{}"), ErrFrameTooLarge},
+		{"shell noise", []byte("exec /opt/agentbox: no such file or directory\n"), ErrFrameTooLarge},
+		{"header longer than frame", frame(6, 5, "{}"), ErrProtocol},
+		{"bad json", frame(6, 2, "{["), ErrProtocol},
+		{"unknown type", frame(4+10, 10, `{"t":"zz"}`), ErrProtocol},
+		{"short frame", frame(2, 0, ""), ErrProtocol},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadFrame(bufio.NewReader(bytes.NewReader(tt.in)))
+			if !errors.Is(err, tt.want) {
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// pipePair returns two connected Conns.
+func pipePair(t *testing.T) (host, guest *Conn) {
+	t.Helper()
+	hr, gw := io.Pipe()
+	gr, hw := io.Pipe()
+	host = NewConn(hr, hw)
+	guest = NewConn(gr, gw)
+	t.Cleanup(func() { hw.Close(); gw.Close() })
+	return host, guest
+}
+
+func TestCallReply(t *testing.T) {
+	host, guest := pipePair(t)
+	events := make(chan *Message, 1)
+	go host.Serve(func(m *Message) { events <- m })
+	go guest.Serve(func(m *Message) {
+		switch m.Method {
+		case "echo":
+			var in map[string]string
+			_ = jsonUnmarshal(m.Body, &in)
+			_ = guest.Notify("seen", in, nil)
+			_ = guest.Reply(m.ID, m.Method, in, append([]byte("p:"), m.Payload...), nil)
+		case "fail":
+			_ = guest.Reply(m.ID, m.Method, nil, nil, Errorf(CodeInvalid, "no such %s", "thing"))
+		}
+	})
+	ctx := context.Background()
+	var out map[string]string
+	p, err := host.Call(ctx, "echo", map[string]string{"a": "b"}, &out, []byte("xyz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out["a"] != "b" || string(p) != "p:xyz" {
+		t.Errorf("got %v %q", out, p)
+	}
+	select {
+	case m := <-events:
+		if m.Method != "seen" {
+			t.Errorf("event = %q", m.Method)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no event")
+	}
+	_, err = host.Call(ctx, "fail", nil, nil, nil)
+	if !IsCode(err, CodeInvalid) || !strings.Contains(err.Error(), "no such thing") {
+		t.Errorf("err = %v, want invalid remote error", err)
+	}
+}
+
+func TestCallContextAndClose(t *testing.T) {
+	host, guest := pipePair(t)
+	go host.Serve(nil)
+	reqs := make(chan *Message, 4)
+	go guest.Serve(func(m *Message) { reqs <- m }) // never replies
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := host.Call(ctx, "slow", nil, nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want deadline", err)
+	}
+	<-reqs
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := host.Call(context.Background(), "slow", nil, nil, nil)
+		errc <- err
+	}()
+	<-reqs
+	guest.w.(*io.PipeWriter).Close() // the guest dies
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("err = %v, want ErrClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("pending call not failed when the stream ended")
+	}
+	if _, err := host.Call(context.Background(), "after", nil, nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("call after close: err = %v", err)
+	}
+}
+
+func FuzzReadFrame(f *testing.F) {
+	var b bytes.Buffer
+	_ = WriteFrame(&b, &Header{Type: Request, ID: 1, Method: "act", Body: []byte(`{"action":{"action":"key","keys":"a"}}`)}, []byte("x"))
+	f.Add(b.Bytes())
+	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 0})
+	f.Add([]byte("\x00\x00\x00\x0e\x00\x00\x00\x0a{\"t\":\"evt\"}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := bufio.NewReader(bytes.NewReader(data))
+		for i := 0; i < 8; i++ {
+			m, err := ReadFrame(r)
+			if err != nil {
+				return
+			}
+			var out bytes.Buffer
+			if err := WriteFrame(&out, &m.Header, m.Payload); err != nil {
+				t.Fatalf("re-encode: %v", err)
+			}
+		}
+	})
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
