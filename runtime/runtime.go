@@ -244,12 +244,9 @@ func (r *run) startFailure(ctx context.Context, what string, err error) *ending 
 	msg := fmt.Sprintf("could not %s: %v", what, err)
 	switch {
 	case errors.Is(err, environment.ErrNoWindow):
-		return &ending{trace.Error, trace.ReasonNoWindow, msg}
+		return &ending{trace.Error, trace.ReasonNoWindow, msg + r.events.tail(5)}
 	case errors.Is(err, environment.ErrAppStart), errors.Is(err, environment.ErrAppExited), errors.Is(err, app.ErrInvalid):
-		if ex := r.events.exit(); ex != nil {
-			msg += fmt.Sprintf(" (%s)", describeExit(ex))
-		}
-		return &ending{trace.Error, trace.ReasonAppStart, msg}
+		return &ending{trace.Error, trace.ReasonAppStart, msg + r.events.tail(5)}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &ending{trace.Error, trace.ReasonEnvironment, msg + fmt.Sprintf(" (start timeout %v)", r.cfg.StartTimeout)}
 	}

@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,4 +117,29 @@ func (s *sink) exit() *action.Exit {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.appExit
+}
+
+// tail renders the app's last n lines of output (without consuming them)
+// for an error message: "; the app printed: …".
+func (s *sink) tail(n int) string {
+	s.mu.Lock()
+	lines := append([]action.LogLine(nil), s.pending...)
+	for stream, buf := range s.partial {
+		if len(buf) > 0 {
+			lines = append(lines, action.LogLine{Stream: stream, Text: string(buf)})
+		}
+	}
+	s.mu.Unlock()
+	if len(lines) == 0 {
+		return "; the app printed nothing"
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	var b strings.Builder
+	b.WriteString("; the app's last output:")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "\n  %s: %s", l.Stream, l.Text)
+	}
+	return b.String()
 }

@@ -38,15 +38,13 @@ func New(opts agent.Options) (*Agent, error) {
 	return a, nil
 }
 
-// Decide implements agent.Agent.
+// Decide implements agent.Agent. It never claims success for an app that
+// exited: it keeps waiting, and the runtime ends the run as app_exited.
 func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
-	if a.waits == 0 && a.ms > 0 && obs.Running {
+	if !obs.Running || (a.waits == 0 && a.ms > 0) {
 		a.waits++
 		return agent.Decision{Action: action.Action{Kind: action.Wait, MS: a.ms}, Message: fmt.Sprintf("watching for %dms", a.ms)}, nil
 	}
-	msg := "watched the app"
-	if !obs.Running {
-		msg = "the app has exited"
-	}
+	msg := fmt.Sprintf("watched the app for %dms", a.ms)
 	return agent.Decision{Action: action.Action{Kind: action.Done, Message: msg}, Message: msg}, nil
 }

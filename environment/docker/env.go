@@ -142,10 +142,10 @@ func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 		return environment.LaunchResult{}, e.explain(ctx, fmt.Errorf("stage the app: %w", err))
 	}
 	r, err := e.guest.Launch(ctx, spec, nil)
-	if err != nil {
+	if errors.Is(err, environment.ErrGuest) {
 		return r, e.explain(ctx, err)
 	}
-	return r, nil
+	return r, err // the app's own failure: its output is in the trace
 }
 
 // Observe implements environment.Environment.

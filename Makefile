@@ -1,0 +1,45 @@
+# agentbox — make help lists the targets.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/codegirl-games/agentbox/internal/version.Version=$(VERSION)
+export CGO_ENABLED = 0
+
+GOFILES := $(shell find . -name '*.go' -not -path './examples/*' 2>/dev/null) go.mod go.sum
+
+.PHONY: help build images demo test test-short lint bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: bin/agentbox examples/mover/mover ## build agentbox (static) and the mover demo
+
+bin/agentbox: $(GOFILES) image/Dockerfile image/Dockerfile.test
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/agentbox
+
+examples/mover/mover: $(wildcard examples/mover/*.go)
+	$(GO) build -trimpath -o $@ ./examples/mover
+
+images: bin/agentbox ## build the runtime and test images (instant when up to date)
+	bin/agentbox image build
+	bin/agentbox image build --test
+
+demo: build ## build what is missing and run the mover demo
+	bin/agentbox image build
+	bin/agentbox run examples/mover --task "Move the character right." --agent demo
+
+test: build images ## run every test (unit, integration, end to end)
+	$(GO) test -count=1 -timeout 45m ./...
+
+test-short: ## unit tests only (no Docker, no Xvfb needed)
+	$(GO) test -short -count=1 ./...
+
+lint: ## gofmt, go vet, staticcheck
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$$(go env GOPATH)/bin/staticcheck ./...
+
+bench: build images ## measure step latency, a 200-step run and cold start on the real stack
+	bin/agentbox bench
+
+clean: ## remove build outputs (not traces, not images)
+	rm -rf bin examples/mover/mover

@@ -1,0 +1,459 @@
+// Package e2e drives the real agentbox binary against real Docker, the real
+// runtime image and real apps, the way a user does from a terminal.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.CleanupBuilds()
+	os.Exit(code)
+}
+
+// result is one finished agentbox invocation.
+type result struct {
+	code           int
+	stdout, stderr string
+	dir            string // the trace directory (--out)
+}
+
+func (r result) String() string {
+	return "exit " + itoa(r.code) + "\nstdout:\n" + r.stdout + "\nstderr:\n" + r.stderr
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// agentbox runs the CLI to completion with a trace directory of its own.
+func agentbox(t *testing.T, args ...string) result {
+	t.Helper()
+	bin := testenv.Build(t, "./cmd/agentbox")
+	dir := filepath.Join(t.TempDir(), "trace")
+	if args[0] == "run" {
+		args = append(args[:2:2], append([]string{"--out", dir}, args[2:]...)...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := result{stdout: so.String(), stderr: se.String(), dir: dir}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("agentbox %v: %v", args, err)
+	}
+	return r
+}
+
+// moverApp builds the mover demo into a fresh app directory with a manifest.
+func moverApp(t *testing.T, manifest string) string {
+	t.Helper()
+	bin := testenv.Build(t, "./examples/mover")
+	dir := t.TempDir()
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mover"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if manifest == "" {
+		manifest = `{"command": "mover", "window_title": "mover", "ready_timeout": "20s"}`
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func openTrace(t *testing.T, dir string) *trace.Trace {
+	t.Helper()
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// assertNoContainers fails if any container of the run is left.
+func assertNoContainers(t *testing.T, runID string) {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	f := make(client.Filters).Add("label", "dev.agentbox.tool=agentbox")
+	if runID != "" {
+		f.Add("label", "dev.agentbox.run="+runID)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d container(s) of run %q left behind: %s", len(list.Items), runID, list.Items[0].ID[:12])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func centroid(t *testing.T, path string) (float64, int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	b := img.Bounds()
+	var sx float64
+	n := 0
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if g>>8 > 180 && r>>8 < 80 && bl>>8 < 80 {
+				sx += float64(x)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sx / float64(n), n
+}
+
+func TestMoverDemo(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	r := agentbox(t, "run", moverApp(t, ""), "--task", "Move the character right.", "--agent", "demo")
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "trace: "+r.dir) {
+		t.Errorf("stdout does not say where the trace is:\n%s", r.stdout)
+	}
+	tr := openTrace(t, r.dir)
+	if tr.Incomplete || tr.Run.Outcome != trace.Success || len(tr.Missing) > 0 {
+		t.Fatalf("trace: incomplete=%v outcome=%s missing=%v", tr.Incomplete, tr.Run.Outcome, tr.Missing)
+	}
+	if len(tr.Steps) != 4 {
+		t.Fatalf("%d steps, want 4 (key_down, wait, key_up, done)", len(tr.Steps))
+	}
+	// Computed by the test from the PNGs: before holding Right, and after
+	// the one-second wait.
+	before, n0 := centroid(t, filepath.Join(r.dir, tr.Steps[0].Observation.Screenshot))
+	after, n1 := centroid(t, filepath.Join(r.dir, tr.Steps[2].Observation.Screenshot))
+	if n0 == 0 || n1 == 0 {
+		t.Fatalf("no green square in the screenshots (%d, %d pixels)", n0, n1)
+	}
+	if after-before < 100 {
+		t.Errorf("centroid moved %.1f px (%.1f → %.1f), want ≥ 100", after-before, before, after)
+	}
+	t.Logf("centroid %.1f → %.1f (+%.1f px); timings %v", before, after, after-before, tr.Run.Timings)
+	for _, f := range []string{trace.StdoutFile, trace.StderrFile, trace.ActionsFile} {
+		if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	stdout, _ := os.ReadFile(filepath.Join(r.dir, trace.StdoutFile))
+	if !strings.Contains(string(stdout), "mover: key Right down") {
+		t.Errorf("stdout.log lacks the app's key report:\n%s", stdout)
+	}
+	assertNoContainers(t, tr.Run.ID)
+}
+
+func TestMoverBrokenInput(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	r := agentbox(t, "run", moverApp(t, ""), "--agent", "demo", "--agent-opt", "key=Left")
+	if r.code != 1 {
+		t.Fatalf("want exit 1:\n%s", r)
+	}
+	tr := openTrace(t, r.dir)
+	if tr.Run.Outcome != trace.Failure || tr.Incomplete {
+		t.Errorf("outcome %s, incomplete %v", tr.Run.Outcome, tr.Incomplete)
+	}
+	assertNoContainers(t, tr.Run.ID)
+}
+
+func TestPosture(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	probe := testenv.Build(t, "./e2e/testdata/probe")
+	dir := t.TempDir()
+	data, _ := os.ReadFile(probe)
+	os.WriteFile(filepath.Join(dir, "probe"), data, 0o755)
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"probe","wait_for_window":false}`), 0o644)
+	t.Setenv("AGENTBOX_TEST_SECRET", "do-not-leak")
+	r := agentbox(t, "run", dir, "--agent", "idle", "--agent-opt", "ms=300", "--tmpfs", "128m")
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	out, _ := os.ReadFile(filepath.Join(r.dir, trace.StdoutFile))
+	_, js, ok := strings.Cut(string(out), "POSTURE ")
+	if !ok {
+		t.Fatalf("no posture in stdout.log: %q", out)
+	}
+	var p struct {
+		UID, GID                                                      int
+		CapEff, NoNewPrivs, Seccomp                                   string
+		Interfaces                                                    []string
+		RootWriteErr, UsrWriteErr, TmpWriteErr, HomeWritableErr, Home string
+		TmpSizeBytes, ShmSizeBytes                                    uint64
+		TmpExecOK                                                     bool
+		EnvKeys                                                       []string
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(js, "\n", 2)[0]), &p); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		what string
+		ok   bool
+		got  any
+	}{
+		{"uid is not 0", p.UID != 0, p.UID},
+		{"CapEff is 0", p.CapEff == "0000000000000000", p.CapEff},
+		{"NoNewPrivs is 1", p.NoNewPrivs == "1", p.NoNewPrivs},
+		{"seccomp filter on", p.Seccomp == "2", p.Seccomp},
+		{"only lo", len(p.Interfaces) == 1 && p.Interfaces[0] == "lo", p.Interfaces},
+		{"root read-only", p.RootWriteErr == syscall.EROFS.Error(), p.RootWriteErr},
+		{"/usr read-only", p.UsrWriteErr == syscall.EROFS.Error(), p.UsrWriteErr},
+		{"tmpfs writable", p.TmpWriteErr == "", p.TmpWriteErr},
+		{"home writable", p.HomeWritableErr == "", p.HomeWritableErr},
+		{"tmpfs capped at 128 MiB", p.TmpSizeBytes == 128<<20, p.TmpSizeBytes},
+		{"shm capped", p.ShmSizeBytes > 0 && p.ShmSizeBytes <= 64<<20, p.ShmSizeBytes},
+		{"app runs from tmpfs", p.TmpExecOK, p.TmpExecOK},
+		{"host env not visible", !contains(p.EnvKeys, "AGENTBOX_TEST_SECRET"), p.EnvKeys},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("%s: got %v", c.what, c.got)
+		}
+	}
+	assertNoContainers(t, openTrace(t, r.dir).Run.ID)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCleanupOnAppFailures(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	tests := []struct {
+		name     string
+		manifest string
+		code     int
+		reason   string
+	}{
+		{"crash at start", `{"command":"mover","args":["-crash-after","1ms"],"window_title":"mover","ready_timeout":"20s"}`, 3, trace.ReasonAppStart},
+		{"never opens its window", `{"command":"mover","args":["-no-window"],"window_title":"mover","ready_timeout":"2s"}`, 3, trace.ReasonNoWindow},
+		{"crash mid-run", `{"command":"mover","args":["-crash-after","1500ms"],"window_title":"mover","ready_timeout":"20s"}`, 1, trace.ReasonAppExited},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := agentbox(t, "run", moverApp(t, tt.manifest), "--agent", "idle", "--agent-opt", "ms=4000")
+			if r.code != tt.code {
+				t.Fatalf("want exit %d:\n%s", tt.code, r)
+			}
+			tr := openTrace(t, r.dir)
+			if tr.Run.Reason != tt.reason || tr.Incomplete {
+				t.Errorf("reason %q (%s), incomplete %v", tr.Run.Reason, tr.Run.Message, tr.Incomplete)
+			}
+			if tt.reason == trace.ReasonAppExited && (tr.Run.AppExit == nil || tr.Run.AppExit.Code != 3) {
+				t.Errorf("app exit = %+v, want code 3", tr.Run.AppExit)
+			}
+			assertNoContainers(t, tr.Run.ID)
+		})
+	}
+}
+
+func TestSIGINT(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	bin := testenv.Build(t, "./cmd/agentbox")
+	dir := filepath.Join(t.TempDir(), "trace")
+	cmd := exec.Command(bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the loop runs: the first step is on disk.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, trace.StepsFile))
+		if bytes.Contains(b, []byte(`"type":"step"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the run never reached its first step:\n%s", se.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("agentbox did not stop within 30 s of SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d, want 130\n%s", code, se.String())
+	}
+	tr := openTrace(t, dir)
+	if tr.Run.Outcome != trace.Interrupted || tr.Incomplete {
+		t.Errorf("outcome %s, incomplete %v", tr.Run.Outcome, tr.Incomplete)
+	}
+	assertNoContainers(t, tr.Run.ID)
+}
+
+func TestStagingRejects(t *testing.T) {
+	testenv.RequireDocker(t)
+	trav := t.TempDir()
+	os.WriteFile(filepath.Join(trav, "agentbox.json"), []byte(`{"command":"../../bin/sh"}`), 0o644)
+	link := moverApp(t, "")
+	os.Symlink("/etc/passwd", filepath.Join(link, "passwd"))
+	tests := []struct {
+		name, dir, want string
+	}{
+		{"manifest with ../", trav, "leaves the app directory"},
+		{"symlink to /etc/passwd", link, "passwd"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := agentbox(t, "run", tt.dir, "--agent", "demo")
+			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
+				t.Fatalf("want exit 2 naming %q:\n%s", tt.want, r)
+			}
+			if _, err := os.Stat(r.dir); err == nil {
+				t.Errorf("a trace was started for a rejected app")
+			}
+		})
+	}
+}
+
+// TestGC starts labelled containers whose owner is dead and one whose owner
+// is alive (this test), and checks that gc removes exactly the dead one.
+func TestGC(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	host, _ := os.Hostname()
+	mk := func(run, pid string) string {
+		cr, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{
+			Config: &container.Config{
+				Image: testenv.RuntimeImage, Cmd: []string{"sleep", "600"},
+				Labels: map[string]string{
+					"dev.agentbox.tool": "agentbox", "dev.agentbox.run": run,
+					"dev.agentbox.owner.pid": pid, "dev.agentbox.owner.host": host,
+				},
+			},
+			HostConfig: &container.HostConfig{NetworkMode: "none"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cli.ContainerRemove(context.Background(), cr.ID, client.ContainerRemoveOptions{Force: true})
+		})
+		if _, err := cli.ContainerStart(context.Background(), cr.ID, client.ContainerStartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return cr.ID
+	}
+	deadRun := "gc-dead-" + itoa(os.Getpid())
+	liveRun := "gc-live-" + itoa(os.Getpid())
+	mk(deadRun, "999999999")
+	mk(liveRun, itoa(os.Getpid()))
+
+	r := agentbox(t, "gc", "--dry-run")
+	if r.code != 0 || !strings.Contains(r.stdout, "would remove") || !strings.Contains(r.stdout, deadRun) {
+		t.Fatalf("gc --dry-run:\n%s", r)
+	}
+	r = agentbox(t, "gc")
+	if r.code != 0 || !strings.Contains(r.stdout, deadRun) || strings.Contains(r.stdout, liveRun) {
+		t.Fatalf("gc:\n%s", r)
+	}
+	assertNoContainers(t, deadRun)
+	list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", "dev.agentbox.run="+liveRun)})
+	if len(list.Items) != 1 {
+		t.Errorf("gc removed the container of a live owner")
+	}
+}
+
+// TestSIGKILL: a killed agentbox leaves nothing running for long: the
+// guest sees its stdin close and exits, and the container removes itself;
+// what would remain is gc's.
+func TestSIGKILL(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	bin := testenv.Build(t, "./cmd/agentbox")
+	dir := filepath.Join(t.TempDir(), "trace")
+	cmd := exec.Command(bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(filepath.Join(dir, trace.StepsFile))
+		if bytes.Contains(b, []byte(`"type":"step"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the run never reached its first step")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	tr := openTrace(t, dir)
+	if !tr.Incomplete {
+		t.Error("a killed run's trace is not marked incomplete")
+	}
+	if len(tr.Steps) == 0 {
+		t.Error("the killed run's first step is not readable")
+	}
+	r := agentbox(t, "gc")
+	if r.code != 0 {
+		t.Fatalf("gc: %s", r)
+	}
+	assertNoContainers(t, tr.Run.ID)
+}

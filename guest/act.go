@@ -1,0 +1,283 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// Defaults for waits that do not say.
+const (
+	defaultStableMS  = 500
+	defaultUntilMS   = 10_000
+	pollInterval     = 25 * time.Millisecond
+	dragStepPixels   = 16
+	dragStepInterval = 2 * time.Millisecond
+)
+
+// act performs one action. The host validated it; the guest validates
+// again against its own screen, because it trusts no input.
+func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error) {
+	if g.x == nil {
+		return action.Result{}, wire.Errorf(wire.CodeInvalid, "act: the display is not up")
+	}
+	if err := action.Validate(a, action.DefaultLimits(g.screen.Width, g.screen.Height)); err != nil {
+		return action.Result{}, wire.Errorf(wire.CodeInvalid, "%v", err)
+	}
+	t := time.Now()
+	res := action.Result{OK: true}
+	err := g.perform(ctx, a, &res)
+	if err != nil {
+		return action.Result{}, err
+	}
+	res.ElapsedUS = time.Since(t).Microseconds()
+	switch a.Kind {
+	case action.MouseMove, action.Click, action.MouseDown, action.MouseUp, action.Drag, action.Scroll, action.CursorPosition:
+		x, y, err := g.x.Cursor(ctx)
+		if err != nil {
+			return res, fmt.Errorf("cursor: %w", err)
+		}
+		res.Cursor = &action.Point{X: x, Y: y}
+	}
+	return res, nil
+}
+
+func (g *Guest) perform(ctx context.Context, a action.Action, res *action.Result) error {
+	x := g.x
+	switch a.Kind {
+	case action.Screenshot, action.CursorPosition, action.Done:
+		return nil // the observation after the step carries the answer
+	case action.Key:
+		syms, err := chord(a.Keys)
+		if err != nil {
+			return err
+		}
+		return x.Chord(ctx, syms, max(a.Repeat, 1))
+	case action.KeyDown, action.KeyUp:
+		ks, err := keysym.Lookup(a.Key)
+		if err != nil {
+			return wire.Errorf(wire.CodeInvalid, "%v", err)
+		}
+		if a.Kind == action.KeyDown {
+			return x.KeyDown(ctx, uint32(ks))
+		}
+		return x.KeyUp(ctx, uint32(ks))
+	case action.Type:
+		return x.TypeText(ctx, a.Text, time.Duration(a.DelayMS)*time.Millisecond)
+	case action.MouseMove:
+		if a.X != nil {
+			return x.MouseMove(ctx, *a.X, *a.Y)
+		}
+		return x.MouseMoveRelative(ctx, deref(a.DX), deref(a.DY))
+	case action.Click:
+		return g.withModifiers(ctx, a.Keys, func() error {
+			if a.X != nil {
+				if err := x.MouseMove(ctx, *a.X, *a.Y); err != nil {
+					return err
+				}
+			}
+			return x.Click(ctx, a.Button.Number(), max(a.Count, 1))
+		})
+	case action.MouseDown:
+		return x.ButtonDown(ctx, a.Button.Number())
+	case action.MouseUp:
+		return x.ButtonUp(ctx, a.Button.Number())
+	case action.Drag:
+		return g.drag(ctx, a)
+	case action.Scroll:
+		return g.withModifiers(ctx, a.Keys, func() error {
+			if a.X != nil {
+				if err := x.MouseMove(ctx, *a.X, *a.Y); err != nil {
+					return err
+				}
+			}
+			return x.Scroll(ctx, deref(a.DX), deref(a.DY))
+		})
+	case action.Wait:
+		met, err := g.wait(ctx, a)
+		if err != nil {
+			return err
+		}
+		if a.Until != "" {
+			res.Met = &met
+			if !met {
+				res.OK = false
+				res.Error = fmt.Sprintf("wait until %s: not met within %dms", a.Until, untilMS(a))
+			}
+		}
+		return nil
+	}
+	return wire.Errorf(wire.CodeInvalid, "unknown action %q", a.Kind)
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func chord(s string) ([]uint32, error) {
+	ks, err := keysym.ParseChord(s)
+	if err != nil {
+		return nil, wire.Errorf(wire.CodeInvalid, "%v", err)
+	}
+	out := make([]uint32, len(ks))
+	for i, k := range ks {
+		out[i] = uint32(k)
+	}
+	return out, nil
+}
+
+// withModifiers holds the modifier chord keys around f.
+func (g *Guest) withModifiers(ctx context.Context, keys string, f func() error) error {
+	if keys == "" {
+		return f()
+	}
+	syms, err := chord(keys)
+	if err != nil {
+		return err
+	}
+	for i, s := range syms {
+		if err := g.x.KeyDown(ctx, s); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				_ = g.x.KeyUp(ctx, syms[j])
+			}
+			return err
+		}
+	}
+	ferr := f()
+	for i := len(syms) - 1; i >= 0; i-- {
+		if err := g.x.KeyUp(ctx, syms[i]); err != nil && ferr == nil {
+			ferr = err
+		}
+	}
+	return ferr
+}
+
+// drag presses at the first point, moves through the others in small steps
+// (so apps see motion events as from a hand), and releases at the last.
+func (g *Guest) drag(ctx context.Context, a action.Action) error {
+	x := g.x
+	b := a.Button.Number()
+	p0 := a.Path[0]
+	if err := x.MouseMove(ctx, p0.X, p0.Y); err != nil {
+		return err
+	}
+	if err := x.ButtonDown(ctx, b); err != nil {
+		return err
+	}
+	cur := p0
+	for _, p := range a.Path[1:] {
+		dx, dy := p.X-cur.X, p.Y-cur.Y
+		steps := max(abs(dx), abs(dy)) / dragStepPixels
+		for i := 1; i <= steps; i++ {
+			if err := x.MouseMove(ctx, cur.X+dx*i/(steps+1), cur.Y+dy*i/(steps+1)); err != nil {
+				_ = x.ButtonUp(ctx, b)
+				return err
+			}
+			time.Sleep(dragStepInterval)
+		}
+		if err := x.MouseMove(ctx, p.X, p.Y); err != nil {
+			_ = x.ButtonUp(ctx, b)
+			return err
+		}
+		cur = p
+	}
+	return x.ButtonUp(ctx, b)
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func untilMS(a action.Action) int {
+	if a.MS > 0 {
+		return a.MS
+	}
+	return defaultUntilMS
+}
+
+// wait sleeps, or polls a condition cheaply (frame hashes, the window
+// cache) until it holds or its deadline passes.
+func (g *Guest) wait(ctx context.Context, a action.Action) (bool, error) {
+	if a.Until == "" {
+		t := time.NewTimer(time.Duration(a.MS) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(untilMS(a))*time.Millisecond)
+	defer cancel()
+	switch a.Until {
+	case action.UntilWindow:
+		match, err := app.TitleMatcher(a.Title)
+		if err != nil {
+			return false, wire.Errorf(wire.CodeInvalid, "title: %v", err)
+		}
+		_, err = g.waitWindow(wctx, match, nil)
+		return g.waitResult(ctx, err)
+	case action.UntilStable, action.UntilChange:
+		stable := time.Duration(a.StableMS) * time.Millisecond
+		if stable <= 0 {
+			stable = defaultStableMS * time.Millisecond
+		}
+		first, err := g.frameHash(wctx)
+		if err != nil {
+			return g.waitResult(ctx, err)
+		}
+		last, since := first, time.Now()
+		tick := time.NewTicker(pollInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-wctx.Done():
+				return g.waitResult(ctx, wctx.Err())
+			}
+			h, err := g.frameHash(wctx)
+			if err != nil {
+				return g.waitResult(ctx, err)
+			}
+			if a.Until == action.UntilChange {
+				if h != first {
+					return true, nil
+				}
+				continue
+			}
+			if h != last {
+				last, since = h, time.Now()
+			} else if time.Since(since) >= stable {
+				return true, nil
+			}
+		}
+	}
+	return false, wire.Errorf(wire.CodeInvalid, "unknown wait condition %q", a.Until)
+}
+
+// waitResult turns the end of a wait into (met, error): the wait's own
+// deadline is "not met", the request's cancellation an error.
+func (g *Guest) waitResult(ctx context.Context, err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		return false, nil
+	}
+	return false, err
+}

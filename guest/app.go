@@ -1,0 +1,334 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+var errAppExited = errors.New("the app exited")
+
+// writeFile stores one staged entry under the app directory. The host
+// checked the paths already; the guest checks again, since it trusts no
+// input.
+func (g *Guest) writeFile(req wire.WriteFileRequest, data []byte) error {
+	if g.appDir == "" {
+		return wire.Errorf(wire.CodeInvalid, "write_file: the display is not started")
+	}
+	rel := req.Path
+	if !filepath.IsLocal(rel) || strings.Contains(rel, "\\") {
+		return wire.Errorf(wire.CodeInvalid, "write_file: %q is not a local path", rel)
+	}
+	root, err := os.OpenRoot(g.appDir)
+	if err != nil {
+		return fmt.Errorf("write_file: %w", err)
+	}
+	defer root.Close()
+	name := filepath.FromSlash(rel)
+	perm := os.FileMode(req.Mode).Perm()
+	switch {
+	case req.Dir:
+		if err := root.Mkdir(name, perm|0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return wire.Errorf(wire.CodeInvalid, "write_file: %v", err)
+		}
+		return nil
+	case req.Link != "":
+		resolved := path.Join(path.Dir(rel), req.Link)
+		if path.IsAbs(req.Link) || resolved == ".." || strings.HasPrefix(resolved, "../") {
+			return wire.Errorf(wire.CodeInvalid, "write_file: link %s → %s leaves the app directory", rel, req.Link)
+		}
+		if err := root.Symlink(req.Link, name); err != nil {
+			return wire.Errorf(wire.CodeInvalid, "write_file: %v", err)
+		}
+		return nil
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if req.Append {
+		flags = os.O_WRONLY | os.O_APPEND
+	}
+	f, err := root.OpenFile(name, flags, perm|0o600)
+	if err != nil {
+		return wire.Errorf(wire.CodeInvalid, "write_file: %v", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.ENOSPC) {
+			return wire.Errorf(wire.CodeInvalid, "write_file: %s: the sandbox's tmpfs is full (raise --tmpfs)", rel)
+		}
+		return fmt.Errorf("write_file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write_file: %w", err)
+	}
+	return nil
+}
+
+// appProc is the running app.
+type appProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited and its output is drained
+
+	mu   sync.Mutex
+	exit *action.Exit
+}
+
+func (p *appProc) status() (running bool, exit *action.Exit) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit == nil, p.exit
+}
+
+// terminate sends SIGTERM to the app's process group, then SIGKILL after
+// grace. It returns the exit, or nil if the app was already gone before.
+func (p *appProc) terminate(grace time.Duration) *action.Exit {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	_, e := p.status()
+	return e
+}
+
+// launch starts the app and waits for its window.
+func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.LaunchResponse, error) {
+	var resp wire.LaunchResponse
+	if g.x == nil {
+		return resp, wire.Errorf(wire.CodeInvalid, "launch: the display is not up")
+	}
+	if g.app != nil {
+		return resp, wire.Errorf(wire.CodeInvalid, "launch: an app is already running")
+	}
+	match, err := app.TitleMatcher(req.WindowTitle)
+	if err != nil {
+		return resp, wire.Errorf(wire.CodeInvalid, "launch: window_title: %v", err)
+	}
+	var bin string
+	if req.InImage {
+		bin, err = exec.LookPath(req.Command)
+		if err != nil {
+			return resp, wire.Errorf(wire.CodeNotFound, "command %q is not in the app directory and not a program of the image (PATH=%s)", req.Command, os.Getenv("PATH"))
+		}
+	} else {
+		if !filepath.IsLocal(req.Command) {
+			return resp, wire.Errorf(wire.CodeInvalid, "command %q is not a local path", req.Command)
+		}
+		bin = filepath.Join(g.appDir, filepath.FromSlash(req.Command))
+		if _, err := os.Stat(bin); err != nil {
+			return resp, wire.Errorf(wire.CodeNotFound, "command %q was not staged: %v", req.Command, err)
+		}
+	}
+
+	cmd := exec.Command(bin, req.Args...)
+	cmd.Dir = g.appDir
+	cmd.Env = g.appEnv(req.Env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return resp, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return resp, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.Stdin = nil // /dev/null
+	oomBefore := oomKills()
+	t := time.Now()
+	if err := cmd.Start(); err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return resp, wire.Errorf(wire.CodeNotFound, "start %s: %v", req.Command, err)
+	}
+	outW.Close()
+	errW.Close()
+	p := &appProc{cmd: cmd, done: make(chan struct{})}
+	g.app = p
+	resp.PID = cmd.Process.Pid
+
+	logCap := req.LogCap
+	if logCap <= 0 {
+		logCap = 8 << 20
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go g.forward(&readers, action.Stdout, outR, logCap)
+	go g.forward(&readers, action.Stderr, errR, logCap)
+	go func() {
+		err := cmd.Wait()
+		e := exitOf(cmd.ProcessState, err)
+		if e.Signal == "SIGKILL" && oomKills() > oomBefore {
+			e.OOM = true
+		}
+		// Give the readers a moment to drain what the app wrote last;
+		// detached children may hold the pipes open for longer.
+		drained := make(chan struct{})
+		go func() { readers.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(300 * time.Millisecond):
+		}
+		p.mu.Lock()
+		p.exit = &e
+		p.mu.Unlock()
+		_ = g.conn.Notify(wire.EventExit, e, nil)
+		close(p.done)
+	}()
+
+	if !req.WaitWindow && req.WindowTitle == "" {
+		resp.ReadyUS = time.Since(t).Microseconds()
+		return resp, nil
+	}
+	wctx := ctx
+	if req.ReadyMS > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, time.Duration(req.ReadyMS)*time.Millisecond)
+		defer cancel()
+	}
+	w, err := g.waitWindow(wctx, match, p.done)
+	switch {
+	case errors.Is(err, errAppExited):
+		_, e := p.status()
+		return resp, wire.Errorf(wire.CodeAppExited, "the app exited before its window appeared (%s)", describe(e))
+	case errors.Is(err, context.DeadlineExceeded):
+		what := "any window"
+		if req.WindowTitle != "" {
+			what = fmt.Sprintf("a window titled %q", req.WindowTitle)
+		}
+		seen := []string{}
+		for _, w := range g.windowList() {
+			seen = append(seen, fmt.Sprintf("%q", w.Title))
+		}
+		return resp, wire.Errorf(wire.CodeTimeout, "%s did not appear within %v (windows now: [%s])", what,
+			time.Duration(req.ReadyMS)*time.Millisecond, strings.Join(seen, ", "))
+	case err != nil:
+		return resp, err
+	}
+	resp.Window = w
+	resp.ReadyUS = time.Since(t).Microseconds()
+	return resp, nil
+}
+
+func describe(e *action.Exit) string {
+	switch {
+	case e == nil:
+		return "unknown status"
+	case e.OOM:
+		return "killed by the OOM killer"
+	case e.Signal != "":
+		return "killed by signal " + e.Signal
+	}
+	return fmt.Sprintf("exit code %d", e.Code)
+}
+
+// appEnv is the app's environment: a clean base plus the request's.
+func (g *Guest) appEnv(extra []string) []string {
+	env := []string{
+		"DISPLAY=" + g.server.Display(),
+		"HOME=" + g.home,
+		"PATH=" + pathOr("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+		"LANG=" + envOr("LANG", "C.UTF-8"),
+		"TMPDIR=/tmp",
+		"XDG_RUNTIME_DIR=" + filepath.Join(g.home, ".run"),
+		"XDG_CONFIG_HOME=" + filepath.Join(g.home, ".config"),
+		"XDG_CACHE_HOME=" + filepath.Join(g.home, ".cache"),
+		"LIBGL_ALWAYS_SOFTWARE=1",
+		"NO_AT_BRIDGE=1",
+	}
+	_ = os.MkdirAll(filepath.Join(g.home, ".run"), 0o700)
+	return append(env, extra...)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func pathOr(def string) string { return envOr("PATH", def) }
+
+// forward copies one output stream to the host, up to cap bytes; beyond
+// it, output is drained and counted so the app never blocks on a full pipe.
+func (g *Guest) forward(wg *sync.WaitGroup, stream action.Stream, r io.ReadCloser, cap int64) {
+	defer wg.Done()
+	defer r.Close()
+	buf := make([]byte, 32<<10)
+	var sent, dropped int64
+	lastReport := time.Now()
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			room := cap - sent
+			switch {
+			case room >= int64(n):
+				_ = g.conn.Notify(wire.EventOutput, wire.OutputEvent{Stream: stream}, buf[:n])
+				sent += int64(n)
+			default:
+				if room > 0 {
+					_ = g.conn.Notify(wire.EventOutput, wire.OutputEvent{Stream: stream}, buf[:room])
+					sent += room
+				}
+				dropped += int64(n) - max(room, 0)
+				if time.Since(lastReport) > time.Second {
+					_ = g.conn.Notify(wire.EventOutput, wire.OutputEvent{Stream: stream, Dropped: dropped}, nil)
+					dropped, lastReport = 0, time.Now()
+				}
+			}
+		}
+		if err != nil {
+			if dropped > 0 {
+				_ = g.conn.Notify(wire.EventOutput, wire.OutputEvent{Stream: stream, Dropped: dropped}, nil)
+			}
+			return
+		}
+	}
+}
+
+// exitOf turns a process state into an Exit.
+func exitOf(ps *os.ProcessState, err error) action.Exit {
+	if ps == nil {
+		return action.Exit{Code: -1, Signal: fmt.Sprint(err)}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return action.Exit{Code: -1, Signal: signalName(ws.Signal())}
+	}
+	return action.Exit{Code: ps.ExitCode()}
+}
+
+func signalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return s.String()
+}

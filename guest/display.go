@@ -1,0 +1,159 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/s2"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/guest/x11"
+	"github.com/codegirl-games/agentbox/guest/xserver"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// start brings up Xvfb, the window manager and the X connection.
+func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartResponse, error) {
+	var resp wire.StartResponse
+	if g.server != nil {
+		return resp, wire.Errorf(wire.CodeInvalid, "start: the display is already up")
+	}
+	s := req.Screen
+	if s.Width <= 0 || s.Height <= 0 || s.Width > 8192 || s.Height > 8192 {
+		return resp, wire.Errorf(wire.CodeInvalid, "start: bad screen %dx%d", s.Width, s.Height)
+	}
+	if s.Depth == 0 {
+		s.Depth = 24
+	}
+	if req.TimeoutMS > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
+		defer cancel()
+	}
+	g.screen, g.home, g.appDir = s, req.Home, req.AppDir
+	for _, d := range []string{g.home, g.appDir, filepath.Join(g.home, ".config")} {
+		if d == "" {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return resp, fmt.Errorf("start: %w", err)
+		}
+	}
+
+	t := time.Now()
+	srv, err := xserver.Start(ctx, xserver.Config{
+		Width: s.Width, Height: s.Height, Depth: s.Depth,
+		Stderr: newLimitedWriter(g.logw, 64<<10),
+	})
+	if err != nil {
+		return resp, fmt.Errorf("start Xvfb: %w", err)
+	}
+	g.server = srv
+	resp.Display = srv.Display()
+	resp.XvfbMS = time.Since(t).Milliseconds()
+
+	// The X connection comes before the window manager and the app, so the
+	// guest sees every window appear.
+	xc, err := x11.Open(ctx, srv.Display())
+	if err != nil {
+		return resp, fmt.Errorf("connect to %s: %w", srv.Display(), err)
+	}
+	g.x = xc
+	resp.SHM = xc.SHM()
+
+	if !req.NoWM {
+		t = time.Now()
+		wm, err := xserver.StartWM(ctx, srv.Display(), xserver.WMConfig{Dir: filepath.Join(g.home, ".config", "openbox")})
+		switch {
+		case errors.Is(err, xserver.ErrNoWM):
+			g.logf("warn", "no window manager in the image (%v); continuing without one", err)
+		case err != nil:
+			return resp, fmt.Errorf("start the window manager: %w", err)
+		default:
+			g.wm = wm
+			resp.WM = true
+			resp.WMMS = time.Since(t).Milliseconds()
+		}
+	}
+	go g.watchWindows()
+	return resp, nil
+}
+
+// screenshot captures the screen; an unchanged screen (same hash as the
+// host's) is answered without pixels.
+func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wire.ScreenshotResponse, []byte, error) {
+	var resp wire.ScreenshotResponse
+	if g.x == nil {
+		return resp, nil, wire.Errorf(wire.CodeInvalid, "screenshot: the display is not up")
+	}
+	t := time.Now()
+	f, err := g.x.Capture(ctx, g.capBuf)
+	if err != nil {
+		return resp, nil, fmt.Errorf("capture: %w", err)
+	}
+	g.capBuf = f.Pix[:cap(f.Pix)]
+	pix := packed(f)
+	resp.Width, resp.Height = f.Width, f.Height
+	resp.Hash = xxhash.Sum64(pix)
+	resp.CaptureUS = time.Since(t).Microseconds()
+	if req.WithState {
+		st, err := g.state(ctx)
+		if err != nil {
+			return resp, nil, err
+		}
+		resp.State = &st
+	}
+	if req.IfNot != 0 && req.IfNot == resp.Hash {
+		resp.Unchanged = true
+		return resp, nil, nil
+	}
+	resp.Encoding = wire.EncodingBGRXS2
+	g.encBuf = s2.Encode(g.encBuf[:cap(g.encBuf)], pix)
+	return resp, g.encBuf, nil
+}
+
+// packed returns the frame's rows without padding.
+func packed(f x11.Frame) []byte {
+	row := 4 * f.Width
+	if f.Stride == row {
+		return f.Pix[:row*f.Height]
+	}
+	out := make([]byte, row*f.Height)
+	for y := 0; y < f.Height; y++ {
+		copy(out[y*row:(y+1)*row], f.Pix[y*f.Stride:y*f.Stride+row])
+	}
+	return out
+}
+
+// frameHash captures the screen and hashes it, for waits.
+func (g *Guest) frameHash(ctx context.Context) (uint64, error) {
+	f, err := g.x.Capture(ctx, g.capBuf)
+	if err != nil {
+		return 0, err
+	}
+	g.capBuf = f.Pix[:cap(f.Pix)]
+	return xxhash.Sum64(packed(f)), nil
+}
+
+// state reports cursor, windows and the app's state.
+func (g *Guest) state(ctx context.Context) (wire.State, error) {
+	var st wire.State
+	if g.x == nil {
+		return st, wire.Errorf(wire.CodeInvalid, "state: the display is not up")
+	}
+	x, y, err := g.x.Cursor(ctx)
+	if err != nil {
+		return st, fmt.Errorf("cursor: %w", err)
+	}
+	st.Cursor = action.Point{X: x, Y: y}
+	st.Windows = g.windowList()
+	if g.app != nil {
+		st.Running, st.Exit = g.app.status()
+	}
+	return st, nil
+}

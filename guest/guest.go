@@ -1,0 +1,265 @@
+// Package guest is the in-sandbox supervisor, run as `agentbox guest`: the
+// container's main process (under an init that reaps). It speaks the wire
+// protocol on stdin/stdout, starts Xvfb, Openbox and the app, holds one X
+// connection for screenshots (MIT-SHM) and input (XTEST), forwards the app's
+// output and exit, and ends everything when its stdin closes.
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/codegirl-games/agentbox/guest/x11"
+	"github.com/codegirl-games/agentbox/guest/xserver"
+	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// Options configure the guest process.
+type Options struct {
+	// Sandboxed allows the guest, when it stops, to kill every process it
+	// can see (detached daemons the app left behind). Backends set it; it is
+	// refused unless the guest runs in its own PID namespace.
+	Sandboxed bool
+}
+
+// Guest is the supervisor's state.
+type Guest struct {
+	opts Options
+	conn *wire.Conn
+	logw io.Writer // diagnostics (stderr)
+
+	server *xserver.Server
+	wm     *xserver.WM
+	x      *x11.Conn
+	screen wire.Screen
+	home   string
+	appDir string
+
+	app *appProc
+
+	winMu   sync.Mutex
+	windows []windowInfo // cache, refreshed on X notifications
+	winCh   chan struct{}
+
+	capBuf []byte
+	encBuf []byte
+
+	curMu     sync.Mutex
+	curID     uint32
+	curCancel context.CancelFunc
+
+	stopOnce sync.Once
+}
+
+type request struct {
+	m *wire.Message
+}
+
+// Main runs the guest on the given stdio until stdin closes. It returns the
+// process exit code.
+func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int {
+	g := &Guest{opts: opts, conn: wire.NewConn(stdin, stdout), logw: stderr, winCh: make(chan struct{}, 1)}
+	if err := g.conn.Notify(wire.EventHello, wire.Hello{
+		Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version, PID: os.Getpid(),
+	}, nil); err != nil {
+		fmt.Fprintf(stderr, "agentbox guest: %v\n", err)
+		return 1
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	go func() {
+		s := <-sigs
+		g.logf("warn", "received %v; stopping", s)
+		g.shutdown(2 * time.Second)
+		os.Exit(0)
+	}()
+
+	reqs := make(chan request, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for r := range reqs {
+			g.handle(r.m)
+		}
+	}()
+	err := g.conn.Serve(func(m *wire.Message) {
+		if m.Type != wire.Request {
+			return
+		}
+		if m.Method == wire.MethodCancel {
+			g.cancel(m)
+			return
+		}
+		reqs <- request{m}
+	})
+	close(reqs)
+	// The host is gone (stdin closed): end everything, quickly.
+	g.cancelCurrent()
+	g.shutdown(500 * time.Millisecond)
+	<-done
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox guest: stream: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func (g *Guest) logf(level, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(g.logw, "agentbox guest: %s: %s\n", level, msg)
+	_ = g.conn.Notify(wire.EventLog, wire.LogEvent{Level: level, Msg: msg}, nil)
+}
+
+func (g *Guest) cancel(m *wire.Message) {
+	var c wire.CancelRequest
+	if json.Unmarshal(m.Body, &c) != nil {
+		return
+	}
+	g.curMu.Lock()
+	defer g.curMu.Unlock()
+	if g.curID == c.ID && g.curCancel != nil {
+		g.curCancel()
+	}
+}
+
+func (g *Guest) cancelCurrent() {
+	g.curMu.Lock()
+	defer g.curMu.Unlock()
+	if g.curCancel != nil {
+		g.curCancel()
+	}
+}
+
+// maxRequest bounds any single request inside the guest.
+const maxRequest = 10 * time.Minute
+
+func (g *Guest) handle(m *wire.Message) {
+	ctx, cancel := context.WithTimeout(context.Background(), maxRequest)
+	g.curMu.Lock()
+	g.curID, g.curCancel = m.ID, cancel
+	g.curMu.Unlock()
+	defer func() {
+		g.curMu.Lock()
+		g.curID, g.curCancel = 0, nil
+		g.curMu.Unlock()
+		cancel()
+	}()
+
+	var (
+		out     any
+		payload []byte
+		err     error
+	)
+	decode := func(v any) error {
+		if len(m.Body) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(m.Body, v); err != nil {
+			return wire.Errorf(wire.CodeInvalid, "%s: bad request: %v", m.Method, err)
+		}
+		return nil
+	}
+	switch m.Method {
+	case wire.MethodHello:
+		var h wire.Hello
+		if err = decode(&h); err == nil && h.Protocol != wire.Protocol {
+			err = wire.Errorf(wire.CodeInvalid, "host speaks protocol %d, guest %d", h.Protocol, wire.Protocol)
+		}
+		out = wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version, PID: os.Getpid()}
+	case wire.MethodPing:
+	case wire.MethodStart:
+		var req wire.StartRequest
+		if err = decode(&req); err == nil {
+			out, err = g.start(ctx, req)
+		}
+	case wire.MethodWriteFile:
+		var req wire.WriteFileRequest
+		if err = decode(&req); err == nil {
+			err = g.writeFile(req, m.Payload)
+		}
+	case wire.MethodLaunch:
+		var req wire.LaunchRequest
+		if err = decode(&req); err == nil {
+			out, err = g.launch(ctx, req)
+		}
+	case wire.MethodScreenshot:
+		var req wire.ScreenshotRequest
+		if err = decode(&req); err == nil {
+			out, payload, err = g.screenshot(ctx, req)
+		}
+	case wire.MethodAct:
+		var req wire.ActRequest
+		if err = decode(&req); err == nil {
+			out, err = g.act(ctx, req.Action)
+		}
+	case wire.MethodState:
+		out, err = g.state(ctx)
+	case wire.MethodStop:
+		var req wire.StopRequest
+		if err = decode(&req); err == nil {
+			out = g.stop(ctx, req)
+		}
+	default:
+		err = wire.Errorf(wire.CodeInvalid, "unknown method %q", m.Method)
+	}
+	if err != nil && errors.Is(err, context.Canceled) {
+		err = wire.Errorf(wire.CodeTimeout, "%s: cancelled", m.Method)
+	}
+	if rerr := g.conn.Reply(m.ID, m.Method, out, payload, err); rerr != nil {
+		fmt.Fprintf(g.logw, "agentbox guest: reply: %v\n", rerr)
+	}
+}
+
+// stop ends the app and the desktop but keeps the stream open so the host
+// hears the answer.
+func (g *Guest) stop(ctx context.Context, req wire.StopRequest) wire.StopResponse {
+	grace := time.Duration(req.GraceMS) * time.Millisecond
+	if grace <= 0 {
+		grace = 2 * time.Second
+	}
+	var resp wire.StopResponse
+	if g.x != nil {
+		_ = g.x.ReleaseAll(ctx)
+	}
+	if g.app != nil {
+		resp.Exit = g.app.terminate(grace)
+	}
+	g.shutdown(grace)
+	return resp
+}
+
+// shutdown stops everything the guest started; it is idempotent.
+func (g *Guest) shutdown(grace time.Duration) {
+	g.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
+		defer cancel()
+		if g.x != nil {
+			_ = g.x.ReleaseAll(ctx)
+		}
+		if g.app != nil {
+			g.app.terminate(grace)
+		}
+		if g.opts.Sandboxed {
+			killOthers()
+		}
+		if g.x != nil {
+			g.x.Close()
+		}
+		if g.wm != nil {
+			_ = g.wm.Stop(ctx)
+		}
+		if g.server != nil {
+			_ = g.server.Stop(ctx)
+		}
+	})
+}

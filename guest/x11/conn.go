@@ -1,0 +1,340 @@
+package x11
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/shm"
+	"github.com/jezek/xgb/xfixes"
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+)
+
+func init() {
+	// xgb logs protocol noise to stderr by default; the guest's stderr is
+	// part of its protocol with the host.
+	xgb.Logger = log.New(io.Discard, "", 0)
+}
+
+// DefaultClickInterval is the pause between the clicks of a multi-click. It
+// is well inside every toolkit's double-click time (Xt 200 ms, GTK and Qt
+// 400 ms, Tk and SDL 500 ms) and long enough for applications that poll input
+// once per frame at 30 fps to see separate clicks.
+const DefaultClickInterval = 40 * time.Millisecond
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	coreCapture   bool
+	clickInterval time.Duration
+}
+
+// WithCoreCapture makes the Conn capture with core GetImage even when MIT-SHM
+// is available (for tests and benchmarks).
+func WithCoreCapture() Option { return func(o *options) { o.coreCapture = true } }
+
+// WithClickInterval sets the pause between the clicks of Click with count > 1
+// (default DefaultClickInterval).
+func WithClickInterval(d time.Duration) Option {
+	return func(o *options) { o.clickInterval = d }
+}
+
+// Conn is the guest's connection to an X server. Its methods are safe for
+// concurrent use; calls of one kind (capture, input, window queries) are
+// serialised among themselves.
+type Conn struct {
+	xc      *xgb.Conn
+	nc      net.Conn
+	display string
+	opts    options
+
+	root           xproto.Window
+	width, height  int
+	format         error // nil if captures are possible (ErrUnsupportedFormat otherwise)
+	minKC, maxKC   xproto.Keycode
+	hasSHM, hasFix bool
+	atoms          atoms
+
+	// lanes serialise operations of one kind; see op.
+	input, capture, query lane
+
+	kb      keyboard     // guarded by the input lane, except the fields noted
+	ptr     pointerState // guarded by the input lane
+	wm      wmSyncState
+	capt    captureState // guarded by the capture lane
+	heldMu  sync.Mutex   // guards heldKey and heldBtn
+	heldKey []uint32     // snapshot for Held, updated under the input lane
+	heldBtn []int
+
+	subMu  sync.Mutex
+	subs   map[*subscriber]struct{}
+	shared *subscriber // WindowsChanged's channel
+
+	selectq chan xproto.Window // windows to select PropertyChange on
+
+	closeOnce  sync.Once
+	closedOnce sync.Once
+	closed     chan struct{} // closed by Close or when the server goes away
+	eventsDone chan struct{}
+}
+
+// Open connects to display (":N"), initialises XTEST (required), MIT-SHM and
+// XFixes (optional), selects PropertyChange and SubstructureNotify on the root
+// window and starts the goroutine that drains events. ctx bounds the whole
+// open.
+func Open(ctx context.Context, display string, opts ...Option) (c *Conn, err error) {
+	o := options{clickInterval: DefaultClickInterval}
+	for _, f := range opts {
+		f(&o)
+	}
+	path, err := socketPath(display)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxError(ctx, "connect to "+display)
+		}
+		return nil, fmt.Errorf("x11: connect to %s: %w", display, err)
+	}
+	// The handshake is synchronous inside xgb; bound it with the socket
+	// deadline, and make cancellation poison the deadline too.
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
+	xc, err := xgb.NewConnNet(nc)
+	if !stop() || err != nil {
+		if xc != nil {
+			closeXgb(xc, nc)
+		}
+		nc.Close()
+		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			// The socket deadline is ctx's; it may fire a moment before ctx.
+			<-ctx.Done()
+			return nil, ctxError(ctx, "connect to "+display)
+		}
+		return nil, fmt.Errorf("x11: connect to %s: %w", display, err)
+	}
+	_ = nc.SetDeadline(time.Time{})
+
+	c = &Conn{
+		xc:         xc,
+		nc:         nc,
+		display:    display,
+		opts:       o,
+		input:      newLane(),
+		capture:    newLane(),
+		query:      newLane(),
+		subs:       map[*subscriber]struct{}{},
+		selectq:    make(chan xproto.Window, 1024),
+		wm:         wmSyncState{answer: make(chan struct{}, 1)},
+		closed:     make(chan struct{}),
+		eventsDone: make(chan struct{}),
+	}
+	go c.drainEvents()
+	go c.selectWindows()
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+
+	setup := xproto.Setup(xc)
+	scr := setup.DefaultScreen(xc)
+	c.root = scr.Root
+	c.width, c.height = int(scr.WidthInPixels), int(scr.HeightInPixels)
+	c.minKC, c.maxKC = setup.MinKeycode, setup.MaxKeycode
+	c.format = checkFormat(setup, scr)
+
+	o1, err := c.begin(ctx, &c.query, "open")
+	if err != nil {
+		return nil, err
+	}
+	defer o1.end()
+	err = o1.do(func() error {
+		ok, err := initExtension(xc, "XTEST", xtest.Init)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return ErrNoXTEST
+		}
+		if _, err := xtest.GetVersion(xc, 2, 2).Reply(); err != nil {
+			return err
+		}
+		if c.hasSHM, err = initExtension(xc, "MIT-SHM", shm.Init); err != nil {
+			return err
+		}
+		if c.hasSHM {
+			if _, err := shm.QueryVersion(xc).Reply(); err != nil {
+				return err
+			}
+		}
+		if c.hasFix, err = initExtension(xc, "XFIXES", xfixes.Init); err != nil {
+			return err
+		}
+		if c.hasFix {
+			// XFixes requires the version handshake before any other request.
+			if _, err := xfixes.QueryVersion(xc, 5, 0).Reply(); err != nil {
+				return err
+			}
+		}
+		if err := c.atoms.intern(xc); err != nil {
+			return err
+		}
+		return xproto.ChangeWindowAttributesChecked(xc, c.root, xproto.CwEventMask, []uint32{
+			xproto.EventMaskPropertyChange | xproto.EventMaskSubstructureNotify,
+		}).Check()
+	})
+	if err != nil {
+		if err == ErrNoXTEST {
+			return nil, err
+		}
+		return nil, o1.wrap("open "+display, err)
+	}
+	return c, nil
+}
+
+// socketPath maps ":N", ":N.S" or "unix:N" to /tmp/.X11-unix/XN.
+func socketPath(display string) (string, error) {
+	i := strings.LastIndex(display, ":")
+	if i < 0 || (display[:i] != "" && display[:i] != "unix") {
+		return "", fmt.Errorf("x11: unsupported display %q (want \":N\"): %w", display, ErrBadArgument)
+	}
+	d := display[i+1:]
+	if j := strings.IndexByte(d, '.'); j >= 0 {
+		d = d[:j]
+	}
+	n, err := strconv.Atoi(d)
+	if err != nil || n < 0 {
+		return "", fmt.Errorf("x11: bad display %q: %w", display, ErrBadArgument)
+	}
+	return "/tmp/.X11-unix/X" + strconv.Itoa(n), nil
+}
+
+// extMu serialises extension initialisation: xgb's Init functions write
+// process-wide maps of event and error constructors.
+var (
+	extMu   sync.Mutex
+	extInit = map[string]bool{}
+)
+
+// initExtension reports whether the server has extension name and registers
+// it on xc. The first connection in the process runs xgb's Init (which fills
+// the global constructor maps); later ones only record the opcode, so that no
+// global map is written while other connections read it.
+func initExtension(xc *xgb.Conn, name string, initFn func(*xgb.Conn) error) (bool, error) {
+	r, err := xproto.QueryExtension(xc, uint16(len(name)), name).Reply()
+	if err != nil {
+		return false, err
+	}
+	if !r.Present {
+		return false, nil
+	}
+	extMu.Lock()
+	defer extMu.Unlock()
+	if !extInit[name] {
+		if err := initFn(xc); err != nil {
+			return false, err
+		}
+		extInit[name] = true
+		return true, nil
+	}
+	xc.ExtLock.Lock()
+	xc.Extensions[name] = r.MajorOpcode
+	xc.ExtLock.Unlock()
+	return true, nil
+}
+
+// Display returns the display string the Conn was opened with.
+func (c *Conn) Display() string { return c.display }
+
+// ScreenSize returns the size of the screen in pixels.
+func (c *Conn) ScreenSize() (width, height int) { return c.width, c.height }
+
+// HasXFixes reports whether the server offers XFixes 5 (cursor image).
+func (c *Conn) HasXFixes() bool { return c.hasFix }
+
+// Root returns the root window.
+func (c *Conn) Root() WindowID { return WindowID(c.root) }
+
+// Sync makes a round trip to the server: when it returns, every request sent
+// before has been processed.
+func (c *Conn) Sync(ctx context.Context) error {
+	o, err := c.begin(ctx, &c.query, "sync")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	return o.wrap("sync", o.do(c.syncX))
+}
+
+// syncX is the GetInputFocus round trip used after input.
+func (c *Conn) syncX() error {
+	_, err := xproto.GetInputFocus(c.xc).Reply()
+	return err
+}
+
+// Done is closed when the Conn is closed or its server has gone away.
+func (c *Conn) Done() <-chan struct{} { return c.closed }
+
+// Close closes the connection and frees the shared-memory segment. It does
+// not release held keys or buttons (call ReleaseAll first) and never blocks
+// for long, even if the server is grabbed or hung.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.markClosed()
+		closeXgb(c.xc, c.nc)
+		<-c.eventsDone
+		// Every in-flight request has now failed with EOF, so the lanes drain
+		// quickly; the capture lane guards the mapped segment.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if o, err := c.beginClosing(ctx, &c.capture); err == nil {
+			c.capt.free()
+			o.end()
+		}
+	})
+	return nil
+}
+
+// closeXgb closes xgb's connection. xgb's own Close waits for a round trip,
+// which never comes from a grabbed server, so the socket is closed under it
+// after a short grace.
+func closeXgb(xc *xgb.Conn, nc net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		xc.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
+	nc.Close()
+}
+
+func (c *Conn) markClosed() { c.closedOnce.Do(func() { close(c.closed) }) }
+
+func (c *Conn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,365 @@
+package x11
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+
+	"github.com/codegirl-games/agentbox/guest/xserver"
+	"github.com/codegirl-games/agentbox/guest/xserver/xservertest"
+)
+
+// testCtx returns a context that ends with the test (or after d).
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type env struct {
+	srv *xserver.Server
+	c   *Conn
+}
+
+// newEnv starts Xvfb (and Openbox when wm), then opens a Conn, closed at the
+// end of the test. The Conn is opened before the window manager, as the
+// guest does.
+func newEnv(t testing.TB, cfg xserver.Config, wm bool, opts ...Option) env {
+	t.Helper()
+	srv := xservertest.Start(t, cfg)
+	c, err := Open(testCtx(t, 10*time.Second), srv.Display(), opts...)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", srv.Display(), err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if wm {
+		xservertest.StartWM(t, srv.Display())
+	}
+	return env{srv: srv, c: c}
+}
+
+// startApp runs an X client on display for the test, killed when the test
+// ends, and returns its stdout; stderr goes to the test log.
+func startApp(t testing.TB, display string, env []string, name string, args ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	xservertest.Require(t, name)
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "DISPLAY="+display)
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &testLog{t: t, prefix: name + ": "}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, out
+}
+
+type testLog struct {
+	mu     sync.Mutex
+	t      testing.TB
+	prefix string
+}
+
+func (l *testLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	defer func() { _ = recover() }() // logging after the test ended panics
+	l.t.Log(l.prefix + strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// xevEvent is one event block printed by xev.
+type xevEvent struct {
+	Type       string // KeyPress, ButtonRelease, …
+	Keycode    int
+	Keysym     uint32
+	KeysymName string
+	Lookup     string // XLookupString
+	MbLookup   string // XmbLookupString (KeyPress only)
+	HasMb      bool
+	Button     int
+	X, Y       int // event window coordinates
+	RootX      int
+	RootY      int
+	State      uint32
+	Time       uint32
+}
+
+// xev runs `xev` with a unique title and parses what it prints.
+type xev struct {
+	title string
+	win   Window
+	mu    sync.Mutex
+	cond  *sync.Cond
+	evs   []xevEvent
+	eof   bool
+}
+
+var (
+	reHeader = regexp.MustCompile(`^(\w+) event, serial \d+, synthetic (YES|NO), window 0x[0-9a-f]+,`)
+	reKey    = regexp.MustCompile(`state 0x([0-9a-f]+), keycode (\d+) \(keysym 0x([0-9a-f]+), ([^)]*)\)`)
+	reLookX  = regexp.MustCompile(`^\s*X(mb)?LookupString gives (\d+) bytes: (?:\(([0-9a-f ]*)\) )?"`)
+	rePos    = regexp.MustCompile(`time (\d+), \((-?\d+),(-?\d+)\), root:\((-?\d+),(-?\d+)\)`)
+	reButton = regexp.MustCompile(`state 0x([0-9a-f]+), button (\d+)`)
+)
+
+// startXev starts xev on display in a UTF-8 locale and waits for its window
+// to be listed by c.
+func startXev(t testing.TB, c *Conn, display string) *xev {
+	t.Helper()
+	xservertest.Require(t, "xev")
+	x := &xev{title: fmt.Sprintf("agentbox-xev-%d", time.Now().UnixNano())}
+	x.cond = sync.NewCond(&x.mu)
+	cmd, out := startApp(t, display, []string{"LC_ALL=C.UTF-8"}, "stdbuf", "-oL", "xev",
+		"-geometry", "400x300+20+20", "-name", x.title,
+		"-event", "keyboard", "-event", "button", "-event", "mouse")
+	go x.parse(out)
+	w, err := c.WaitWindow(testCtx(t, 20*time.Second), func(w Window) bool { return w.Title == x.title && w.Mapped })
+	if err != nil {
+		ws, _ := c.Windows(testCtx(t, 5*time.Second))
+		dc := exec.Command("sh", "-c", "xwininfo -root -tree | grep -v 'has no name'; xprop -root _NET_CLIENT_LIST _NET_ACTIVE_WINDOW; xwininfo -name "+x.title+" | grep -E 'Map State|Override'; xprop -name "+x.title+"; ps -o pid,stat,etimes,time,args -C openbox; cat /proc/"+strconv.Itoa(cmd.Process.Pid)+"/status | head -3")
+		dc.Env = append(os.Environ(), "DISPLAY="+display)
+		diag, _ := dc.CombinedOutput()
+		t.Fatalf("xev window: %v\nWindows: %+v\n%s", err, ws, diag)
+	}
+	x.win = w
+	return x
+}
+
+func (x *xev) parse(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	var cur *xevEvent
+	// An event is published when its last line has been read (so waiters
+	// never see half an event), or at the next blank line or header.
+	flush := func() {
+		if cur != nil {
+			x.mu.Lock()
+			x.evs = append(x.evs, *cur)
+			x.cond.Broadcast()
+			x.mu.Unlock()
+			cur = nil
+		}
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.TrimSpace(line) == "" {
+			flush()
+			continue
+		}
+		if m := reHeader.FindStringSubmatch(line); m != nil {
+			flush()
+			cur = &xevEvent{Type: m[1]}
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		if m := rePos.FindStringSubmatch(line); m != nil {
+			t, _ := strconv.ParseUint(m[1], 10, 32)
+			cur.Time = uint32(t)
+			cur.X, _ = strconv.Atoi(m[2])
+			cur.Y, _ = strconv.Atoi(m[3])
+			cur.RootX, _ = strconv.Atoi(m[4])
+			cur.RootY, _ = strconv.Atoi(m[5])
+		}
+		if m := reKey.FindStringSubmatch(line); m != nil {
+			st, _ := strconv.ParseUint(m[1], 16, 32)
+			cur.State = uint32(st)
+			cur.Keycode, _ = strconv.Atoi(m[2])
+			ks, _ := strconv.ParseUint(m[3], 16, 32)
+			cur.Keysym = uint32(ks)
+			cur.KeysymName = m[4]
+		}
+		if m := reButton.FindStringSubmatch(line); m != nil {
+			st, _ := strconv.ParseUint(m[1], 16, 32)
+			cur.State = uint32(st)
+			cur.Button, _ = strconv.Atoi(m[2])
+		}
+		if m := reLookX.FindStringSubmatch(line); m != nil {
+			// Decode the hex bytes: the quoted text is not escaped by xev.
+			var b []byte
+			for _, h := range strings.Fields(m[3]) {
+				v, _ := strconv.ParseUint(h, 16, 8)
+				b = append(b, byte(v))
+			}
+			if m[1] == "mb" {
+				cur.MbLookup, cur.HasMb = string(b), true
+			} else {
+				cur.Lookup = string(b)
+			}
+		}
+		switch cur.Type {
+		case "KeyPress", "KeyRelease":
+			if strings.Contains(line, "XFilterEvent returns") {
+				flush()
+			}
+		case "ButtonPress", "ButtonRelease", "MotionNotify":
+			if strings.Contains(line, "same_screen") {
+				flush()
+			}
+		}
+	}
+	flush()
+	x.mu.Lock()
+	x.eof = true
+	x.cond.Broadcast()
+	x.mu.Unlock()
+}
+
+// waitFor waits until pred holds for the events seen so far.
+func (x *xev) waitFor(t testing.TB, what string, pred func([]xevEvent) bool) []xevEvent {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	timer := time.AfterFunc(10*time.Second, func() {
+		x.mu.Lock()
+		x.cond.Broadcast()
+		x.mu.Unlock()
+	})
+	defer timer.Stop()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for !pred(x.evs) {
+		if x.eof || time.Now().After(deadline) {
+			t.Fatalf("xev: timed out waiting for %s; got %d events: %s", what, len(x.evs), summarize(x.evs))
+		}
+		x.cond.Wait()
+	}
+	return append([]xevEvent(nil), x.evs...)
+}
+
+// reset forgets the events seen so far.
+func (x *xev) reset() {
+	x.mu.Lock()
+	x.evs = nil
+	x.mu.Unlock()
+}
+
+func count(evs []xevEvent, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func filter(evs []xevEvent, types ...string) []xevEvent {
+	var out []xevEvent
+	for _, e := range evs {
+		for _, t := range types {
+			if e.Type == t {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+func summarize(evs []xevEvent) string {
+	var sb strings.Builder
+	for i, e := range evs {
+		if i == 60 {
+			sb.WriteString(" …")
+			break
+		}
+		switch e.Type {
+		case "KeyPress", "KeyRelease":
+			fmt.Fprintf(&sb, " %s(%s/%#x)", e.Type, e.KeysymName, e.Keysym)
+		case "ButtonPress", "ButtonRelease":
+			fmt.Fprintf(&sb, " %s(%d@%d,%d)", e.Type, e.Button, e.RootX, e.RootY)
+		default:
+			sb.WriteString(" " + e.Type)
+		}
+	}
+	return sb.String()
+}
+
+// focusXev activates the xev window and puts the pointer in it.
+func focusXev(t testing.TB, c *Conn, x *xev) {
+	t.Helper()
+	ctx := testCtx(t, 10*time.Second)
+	if err := c.Activate(ctx, x.win.ID); err != nil {
+		t.Fatalf("Activate: %v", err)
+	}
+	cx, cy := x.win.X+x.win.Width/2, x.win.Y+x.win.Height/2
+	if err := c.MouseMove(ctx, cx-1, cy-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MouseMove(ctx, cx, cy); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until xev has processed everything so far: a motion event at the
+	// pointer position shows the window is receiving.
+	x.waitFor(t, "motion into the xev window", func(evs []xevEvent) bool { return count(evs, "MotionNotify") > 0 })
+	x.reset()
+}
+
+// serverInputState returns the keycodes the server reports as down and the
+// pointer's modifier/button mask.
+func serverInputState(t testing.TB, c *Conn) (down []int, mask uint16) {
+	t.Helper()
+	km, err := xproto.QueryKeymap(c.xc).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for code := range len(km.Keys) * 8 {
+		if km.Keys[code/8]&(1<<(code%8)) != 0 {
+			down = append(down, code)
+		}
+	}
+	p, err := xproto.QueryPointer(c.xc, c.root).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return down, p.Mask
+}
+
+// client is a second, plain xgb connection (another X client).
+func client(t testing.TB, display string) *xgb.Conn {
+	t.Helper()
+	xc, err := xgb.NewConnDisplay(display)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			if ev, err := xc.WaitForEvent(); ev == nil && err == nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(xc.Close)
+	return xc
+}
+
+// warmKeyboard types one key and waits until xev has seen it: Xlib loads
+// the keyboard mapping when it handles its first key event (see prebind).
+func warmKeyboard(t testing.TB, c *Conn, x *xev) {
+	t.Helper()
+	if err := c.TypeText(testCtx(t, 10*time.Second), "x", 0); err != nil {
+		t.Fatal(err)
+	}
+	x.waitFor(t, "the warm-up key", func(evs []xevEvent) bool { return count(evs, "KeyRelease") > 0 })
+	x.reset()
+}

@@ -1,0 +1,234 @@
+package x11
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/jezek/xgb/xproto"
+)
+
+// Buttons by their X numbers.
+const (
+	ButtonLeft       = 1
+	ButtonMiddle     = 2
+	ButtonRight      = 3
+	ButtonWheelUp    = 4
+	ButtonWheelDown  = 5
+	ButtonWheelLeft  = 6
+	ButtonWheelRight = 7
+	ButtonBack       = 8
+	ButtonForward    = 9
+)
+
+// pointerState is guarded by the input lane.
+type pointerState struct {
+	held []int // buttons pressed by ButtonDown, in press order
+}
+
+func checkButton(button int) error {
+	if button < 1 || button > 255 {
+		return fmt.Errorf("x11: button %d (want 1–255): %w", button, ErrBadArgument)
+	}
+	return nil
+}
+
+func checkCoord(what string, v int) error {
+	if v < math.MinInt16 || v > math.MaxInt16 {
+		return fmt.Errorf("x11: %s %d out of range: %w", what, v, ErrBadArgument)
+	}
+	return nil
+}
+
+// MouseMove moves the pointer to (x, y) on the root window. The server
+// clamps positions outside the screen to its edge.
+func (c *Conn) MouseMove(ctx context.Context, x, y int) error {
+	if err := checkCoord("x", x); err != nil {
+		return err
+	}
+	if err := checkCoord("y", y); err != nil {
+		return err
+	}
+	o, err := c.begin(ctx, &c.input, "mouse move")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	return o.wrap("mouse move", o.do(func() error {
+		c.fake(xproto.MotionNotify, 0, int16(x), int16(y))
+		return c.syncX()
+	}))
+}
+
+// MouseMoveRelative moves the pointer by (dx, dy) pixels. It reads the
+// pointer position and moves it absolutely, so the distance is exact: a
+// relative XTEST motion would go through the server's pointer acceleration.
+func (c *Conn) MouseMoveRelative(ctx context.Context, dx, dy int) error {
+	if err := checkCoord("dx", dx); err != nil {
+		return err
+	}
+	if err := checkCoord("dy", dy); err != nil {
+		return err
+	}
+	o, err := c.begin(ctx, &c.input, "mouse move relative")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	return o.wrap("mouse move relative", o.do(func() error {
+		p, err := xproto.QueryPointer(c.xc, c.root).Reply()
+		if err != nil {
+			return err
+		}
+		x := min(max(int(p.RootX)+dx, math.MinInt16), math.MaxInt16)
+		y := min(max(int(p.RootY)+dy, math.MinInt16), math.MaxInt16)
+		c.fake(xproto.MotionNotify, 0, int16(x), int16(y))
+		return c.syncX()
+	}))
+}
+
+// ButtonDown presses button (1 left, 2 middle, 3 right, 4/5 wheel up/down,
+// 6/7 wheel left/right, 8/9 back/forward) and keeps it held until ButtonUp or
+// ReleaseAll.
+func (c *Conn) ButtonDown(ctx context.Context, button int) error {
+	if err := checkButton(button); err != nil {
+		return err
+	}
+	o, err := c.begin(ctx, &c.input, "button down")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	if !slices.Contains(c.ptr.held, button) {
+		c.ptr.held = append(c.ptr.held, button)
+		c.publishHeld()
+	}
+	err = o.do(func() error {
+		c.fake(xproto.ButtonPress, byte(button), 0, 0)
+		return c.syncX()
+	})
+	if err == nil {
+		err = c.wmSync(o)
+	}
+	return o.wrap("button down", err)
+}
+
+// ButtonUp releases button.
+func (c *Conn) ButtonUp(ctx context.Context, button int) error {
+	if err := checkButton(button); err != nil {
+		return err
+	}
+	o, err := c.begin(ctx, &c.input, "button up")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	if i := slices.Index(c.ptr.held, button); i >= 0 {
+		c.ptr.held = slices.Delete(c.ptr.held, i, i+1)
+		c.publishHeld()
+	}
+	return o.wrap("button up", o.do(func() error {
+		c.fake(xproto.ButtonRelease, byte(button), 0, 0)
+		return c.syncX()
+	}))
+}
+
+// Click presses and releases button count times (count ≥ 1) at the current
+// pointer position, pausing the click interval (WithClickInterval, default
+// DefaultClickInterval) between clicks, so count 2 is a double click and 3 a
+// triple click in every toolkit.
+//
+// Like every method that presses a button, Click returns only when the
+// window manager, if one runs, has handled the press too (see wmsync.go), so
+// a following move cannot shift where the click lands.
+func (c *Conn) Click(ctx context.Context, button, count int) error {
+	if err := checkButton(button); err != nil {
+		return err
+	}
+	if count < 1 {
+		return fmt.Errorf("x11: click count %d: %w", count, ErrBadArgument)
+	}
+	o, err := c.begin(ctx, &c.input, "click")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	for i := range count {
+		if i > 0 {
+			if err := o.sleep(c.opts.clickInterval); err != nil {
+				return err
+			}
+		}
+		err := o.do(func() error {
+			c.fake(xproto.ButtonPress, byte(button), 0, 0)
+			c.fake(xproto.ButtonRelease, byte(button), 0, 0)
+			return c.syncX()
+		})
+		if err == nil {
+			err = c.wmSync(o)
+		}
+		if err != nil {
+			return o.wrap("click", err)
+		}
+	}
+	return nil
+}
+
+// Scroll turns the wheel: dy clicks down (negative: up, buttons 5/4) and dx
+// clicks right (negative: left, buttons 7/6), vertical first.
+func (c *Conn) Scroll(ctx context.Context, dx, dy int) error {
+	const maxClicks = 10000
+	if dx < -maxClicks || dx > maxClicks || dy < -maxClicks || dy > maxClicks {
+		return fmt.Errorf("x11: scroll %d,%d: %w", dx, dy, ErrBadArgument)
+	}
+	if dx == 0 && dy == 0 {
+		return nil
+	}
+	o, err := c.begin(ctx, &c.input, "scroll")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	err = o.do(func() error {
+		wheel := func(n int, neg, pos byte) {
+			b := pos
+			if n < 0 {
+				b, n = neg, -n
+			}
+			for range n {
+				c.fake(xproto.ButtonPress, b, 0, 0)
+				c.fake(xproto.ButtonRelease, b, 0, 0)
+			}
+		}
+		wheel(dy, ButtonWheelUp, ButtonWheelDown)
+		wheel(dx, ButtonWheelLeft, ButtonWheelRight)
+		return c.syncX()
+	})
+	if err == nil {
+		err = c.wmSync(o)
+	}
+	return o.wrap("scroll", err)
+}
+
+// Cursor returns the pointer position on the root window.
+func (c *Conn) Cursor(ctx context.Context) (x, y int, err error) {
+	o, err := c.begin(ctx, &c.query, "cursor")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer o.end()
+	var rx, ry int16
+	err = o.do(func() error {
+		p, err := xproto.QueryPointer(c.xc, c.root).Reply()
+		if err != nil {
+			return err
+		}
+		rx, ry = p.RootX, p.RootY
+		return nil
+	})
+	if err != nil {
+		return 0, 0, o.wrap("cursor", err)
+	}
+	return int(rx), int(ry), nil
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+func newGCCmd() *cobra.Command {
+	var (
+		all, dryRun bool
+		backendName string
+	)
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove sandboxes that a killed agentbox left behind",
+		Long: `gc finds the sandboxes agentbox labelled as its own and removes those whose
+owning agentbox process (on this host) is gone. --all removes every agentbox
+sandbox, including those of runs still in progress.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := environment.Lookup(backendName)
+			if err != nil {
+				return usageErrorf("--backend: %v", err)
+			}
+			r, ok := b.(environment.Reaper)
+			if !ok {
+				return usageErrorf("backend %s leaves nothing behind to collect", backendName)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			reaped, err := r.Reap(ctx, environment.ReapOptions{All: all, DryRun: dryRun})
+			if err != nil {
+				return failErr(err)
+			}
+			out := cmd.OutOrStdout()
+			failed := 0
+			for _, x := range reaped {
+				verb := "removed"
+				switch {
+				case x.Err != nil:
+					verb, failed = "failed to remove", failed+1
+				case dryRun:
+					verb = "would remove"
+				}
+				fmt.Fprintf(out, "%s %s %s (run %s, owner %s, created %s): %s", verb, shortID(x.ID), x.Name, x.RunID, x.Owner, x.Created, x.Reason)
+				if x.Err != nil {
+					fmt.Fprintf(out, ": %v", x.Err)
+				}
+				fmt.Fprintln(out)
+			}
+			if len(reaped) == 0 {
+				fmt.Fprintln(out, "nothing to collect")
+			}
+			if failed > 0 {
+				return failErr(fmt.Errorf("%d sandboxes could not be removed", failed))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "remove every agentbox sandbox, even of live runs")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed")
+	cmd.Flags().StringVar(&backendName, "backend", "docker", "backend to collect from")
+	return cmd
+}

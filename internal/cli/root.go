@@ -1,0 +1,95 @@
+// Package cli implements the agentbox command line: one file per verb.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	// Built-in backends and agents register themselves.
+	_ "github.com/codegirl-games/agentbox/agent/demo"
+	_ "github.com/codegirl-games/agentbox/agent/idle"
+	_ "github.com/codegirl-games/agentbox/environment/docker"
+)
+
+// Exit codes shared by every command (see README: exit codes).
+const (
+	ExitSuccess     = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitError       = 3
+	ExitInterrupted = 130
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf reports bad input: exit code 2.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: ExitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// failErr reports an infrastructure error: exit code 3.
+func failErr(err error) error { return &exitError{code: ExitError, err: err} }
+
+// silentExit ends with a code after the command printed its own report.
+type silentExit int
+
+func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
+
+// Main runs the command line and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitSuccess
+	}
+	var se silentExit
+	if errors.As(err, &se) {
+		return int(se)
+	}
+	fmt.Fprintf(stderr, "agentbox: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	// Errors cobra raises itself are about flags and arguments.
+	return ExitUsage
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agentbox",
+		Short: "Run a GUI app in a disposable, isolated desktop and let an agent drive it",
+		Long: `agentbox gives a decision-maker — a test script, a model, a person — its own
+disposable Linux desktop (a hardened container with Xvfb and Openbox) with one
+graphical application in it. It can only look at the screen, press keys, move
+and click the mouse, and read what the program prints. Every run is recorded
+in a versioned trace directory.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErrorf("%v (see `%s --help`)", err, c.CommandPath())
+	})
+	root.AddCommand(
+		newRunCmd(),
+		newImageCmd(),
+		newGCCmd(),
+		newDoctorCmd(),
+		newVersionCmd(),
+		newGuestCmd(),
+	)
+	return root
+}
