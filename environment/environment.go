@@ -84,6 +84,9 @@ type Config struct {
 	GuestBinary string
 	// GuestLog receives the guest's own diagnostics (stderr); nil discards.
 	GuestLog func(line string)
+	// FullFrames transfers every screenshot in full even when the screen
+	// is unchanged (benchmarks use it to measure the worst case).
+	FullFrames bool
 }
 
 // Events receives the app's output and life events. Calls come from one

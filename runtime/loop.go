@@ -20,6 +20,11 @@ func (r *run) loop(parent context.Context) *ending {
 	cfg := r.cfg
 	ctx, cancel := context.WithTimeout(parent, cfg.Timeout)
 	defer cancel()
+	loopStart := time.Now()
+	defer func() {
+		r.timing("loop", time.Since(loopStart))
+		r.timing("trace_write", r.traceTime)
+	}()
 	env := r.env
 	screen := cfg.Env.Screen
 	limits := action.DefaultLimits(screen.Width, screen.Height)
@@ -68,7 +73,10 @@ func (r *run) loop(parent context.Context) *ending {
 			rec.Invalid = verr.Error()
 		}
 		// The step is on disk before its action runs.
-		if err := r.tw.Record(*rec); err != nil {
+		tw := time.Now()
+		err = r.tw.Record(*rec)
+		r.traceTime += time.Since(tw)
+		if err != nil {
 			return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: %v", err)}
 		}
 		r.steps = step
@@ -114,7 +122,9 @@ func (r *run) loop(parent context.Context) *ending {
 			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
 		}
 		last = &res
+		tw = time.Now()
 		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur)})
+		r.traceTime += time.Since(tw)
 		if !res.OK && cfg.Verbose {
 			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, res.Error)
 		}
@@ -141,10 +151,13 @@ func (r *run) observe(ctx context.Context, step int) (*action.Observation, *trac
 		Cursor: st.Cursor, Windows: st.Windows, Output: lines,
 		Running: running, Exit: exit,
 	}
+	tw := time.Now()
+	shot := r.tw.Screenshot(step, frame) // queues the PNG; blocks only if encoding falls behind
+	r.traceTime += time.Since(tw)
 	rec := &trace.Record{
 		Type: trace.TypeStep, Step: step,
 		Observation: &trace.Observation{
-			Screenshot: r.tw.Screenshot(step, frame),
+			Screenshot: shot,
 			FrameHash:  trace.FrameHash(frame.Hash),
 			Width:      frame.Width, Height: frame.Height,
 			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,

@@ -126,7 +126,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	res := Result{Outcome: end.outcome, Reason: end.reason, Message: end.msg, TraceDir: cfg.TraceDir, Steps: r.steps}
 	res.AppExit = r.events.exit()
+	tf := time.Now()
 	ferr := tw.Finish(func(run *trace.Run) {
+		r.timing("trace_finish", time.Since(tf)) // waits for queued screenshots
 		run.Outcome, run.Reason, run.Message = end.outcome, end.reason, end.msg
 		run.AppExit = res.AppExit
 		run.Ended = time.Now()
@@ -152,6 +154,8 @@ type run struct {
 	env     environment.Environment
 	steps   int
 	timings map[string]float64
+	// traceTime is the time the loop spent writing the trace.
+	traceTime time.Duration
 }
 
 func (r *run) timing(name string, d time.Duration) {

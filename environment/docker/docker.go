@@ -132,6 +132,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, e.explain(ctx, err)
 	}
 	e.guest = gc
+	gc.FullFrames = cfg.FullFrames
 	timings["guest_hello"] = time.Since(t).Milliseconds()
 
 	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, 30*time.Second)

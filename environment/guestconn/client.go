@@ -43,6 +43,9 @@ type Client struct {
 
 	served chan struct{}
 	logf   func(string)
+
+	// FullFrames disables the unchanged-frame shortcut.
+	FullFrames bool
 }
 
 // Dial performs the handshake on a guest's stdio: it reads the guest's
@@ -262,6 +265,9 @@ func (c *Client) Observe(ctx context.Context) (*action.Frame, environment.State,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	req := wire.ScreenshotRequest{IfNot: c.lastHash, WithState: true}
+	if c.FullFrames {
+		req.IfNot = 0
+	}
 	var resp wire.ScreenshotResponse
 	payload, err := c.conn.Call(ctx, wire.MethodScreenshot, req, &resp, nil)
 	if err != nil {

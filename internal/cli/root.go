@@ -90,6 +90,7 @@ in a versioned trace directory.`,
 		newDoctorCmd(),
 		newVersionCmd(),
 		newGuestCmd(),
+		newBenchCmd(),
 	)
 	return root
 }
