@@ -1,0 +1,253 @@
+// Package envtest is the conformance suite every environment backend runs:
+// lifecycle, staging, every action kind checked against real X11
+// applications nobody here wrote (xev, xterm, xcalc), screenshots, output,
+// exit reporting, deadlines and cleanup. A new backend starts from this
+// failing list, not from a blank page:
+//
+//	func TestConformance(t *testing.T) {
+//		envtest.Run(t, envtest.Options{Backend: &mybackend.Backend{}, Config: …})
+//	}
+//
+// The apps come from the test image (agentbox image build --test) or, for a
+// backend without images, from the host.
+package envtest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+// Options configure the suite.
+type Options struct {
+	Backend environment.Backend
+	// Config is the base configuration of every environment the suite
+	// creates (image, guest binary, …); Events and RunID are set per test.
+	Config environment.Config
+	// Mover is the path of a built mover demo binary.
+	Mover string
+	// Gone reports whether the sandbox described by info no longer exists
+	// (checked after Close); nil skips the check.
+	Gone func(ctx context.Context, info environment.Info) (bool, error)
+}
+
+// Run runs every conformance test as a subtest of t.
+func Run(t *testing.T, o Options) {
+	s := &suite{o: o}
+	for _, c := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"Lifecycle", s.testLifecycle},
+		{"StagingAndOutput", s.testStagingAndOutput},
+		{"LaunchErrors", s.testLaunchErrors},
+		{"Waits", s.testWaits},
+		{"TypeEveryCharacter", s.testTypeEveryCharacter},
+		{"KeysAndChords", s.testKeysAndChords},
+		{"Mouse", s.testMouse},
+		{"Xterm", s.testXterm},
+		{"Xcalc", s.testXcalc},
+	} {
+		t.Run(c.name, c.f)
+	}
+}
+
+type suite struct{ o Options }
+
+// sink collects an environment's events.
+type sink struct {
+	mu      sync.Mutex
+	out     map[action.Stream]*bytes.Buffer
+	exit    *action.Exit
+	windows []string
+	changed chan struct{}
+}
+
+func newSink() *sink {
+	return &sink{out: map[action.Stream]*bytes.Buffer{action.Stdout: {}, action.Stderr: {}}, changed: make(chan struct{}, 1)}
+}
+
+func (s *sink) poke() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sink) Output(st action.Stream, d []byte, _ int64) {
+	s.mu.Lock()
+	s.out[st].Write(d)
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *sink) Exited(e action.Exit) {
+	s.mu.Lock()
+	s.exit = &e
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *sink) Window(kind string, w action.Window) {
+	s.mu.Lock()
+	s.windows = append(s.windows, kind+":"+w.Title)
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *sink) stdout() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out[action.Stdout].String()
+}
+
+func (s *sink) stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out[action.Stderr].String()
+}
+
+func (s *sink) exited() *action.Exit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exit
+}
+
+// waitFor polls cond until it holds or d passes.
+func (s *sink) waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.After(d)
+	for !cond() {
+		select {
+		case <-s.changed:
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			return cond()
+		}
+	}
+	return true
+}
+
+// box is one environment under test.
+type box struct {
+	t    *testing.T
+	env  environment.Environment
+	sink *sink
+	ctx  context.Context
+}
+
+// newBox creates an environment; it is closed (and checked gone) when the
+// test ends.
+func (s *suite) newBox(t *testing.T) *box {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	cfg := s.o.Config
+	cfg.Events = newSink()
+	cfg.RunID = "envtest-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + time.Now().Format("150405.000")
+	if cfg.Screen.Width == 0 {
+		cfg.Screen = environment.DefaultScreen
+	}
+	env, err := s.o.Backend.Create(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	b := &box{t: t, env: env, sink: cfg.Events.(*sink), ctx: ctx}
+	t.Cleanup(func() {
+		cctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+		defer c()
+		info := env.Info()
+		if err := env.Close(cctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if s.o.Gone != nil {
+			gone, err := s.o.Gone(cctx, info)
+			if err != nil || !gone {
+				t.Errorf("the sandbox %s still exists after Close (%v)", info.ID, err)
+			}
+		}
+	})
+	return b
+}
+
+// inImage launches a program of the image.
+func (b *box) inImage(cmd string, args []string, title string) environment.LaunchResult {
+	b.t.Helper()
+	m := app.Manifest{Command: cmd, Args: args, WindowTitle: title}
+	r, err := b.env.Launch(b.ctx, environment.LaunchSpec{App: &app.Bundle{Target: cmd, InImage: true, Manifest: m}, ReadyTimeout: 20 * time.Second})
+	if err != nil {
+		b.t.Fatalf("launch %s: %v\nstderr: %s", cmd, err, b.sink.stderr())
+	}
+	return r
+}
+
+// staged launches an app directory built by the test.
+func (b *box) staged(dir string, timeout time.Duration) (environment.LaunchResult, error) {
+	b.t.Helper()
+	bundle, err := app.Load(dir, app.DefaultLimits)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { bundle.Close() })
+	return b.env.Launch(b.ctx, environment.LaunchSpec{App: bundle, ReadyTimeout: timeout, LogCap: 1 << 20})
+}
+
+// do performs actions and fails the test on any error.
+func (b *box) do(acts ...action.Action) []action.Result {
+	b.t.Helper()
+	var out []action.Result
+	for _, a := range acts {
+		if err := action.Validate(a, action.DefaultLimits(640, 480)); err != nil {
+			b.t.Fatalf("test bug: %v", err)
+		}
+		r, err := b.env.Act(b.ctx, a)
+		if err != nil {
+			b.t.Fatalf("%s: %v", a, err)
+		}
+		if !r.OK {
+			b.t.Fatalf("%s: %s", a, r.Error)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (b *box) observe() (*action.Frame, environment.State) {
+	b.t.Helper()
+	f, st, err := b.env.Observe(b.ctx)
+	if err != nil {
+		b.t.Fatalf("Observe: %v", err)
+	}
+	return f, st
+}
+
+// writeApp makes an app directory with a manifest and files.
+func writeApp(t *testing.T, manifest string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(content, "#!") || strings.HasPrefix(content, "\x7fELF") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, app.ManifestName), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func pt(x, y int) (*int, *int) { return &x, &y }
