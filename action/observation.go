@@ -108,6 +108,10 @@ type Observation struct {
 	Elapsed time.Duration // since the app was launched
 	Task    string
 	Screen  *Frame
+	// View is what the agent asked to see with its last screenshot action
+	// (a region, scaled down), with exact coordinate mapping; nil when it
+	// asked for nothing special: Screen is the whole screen.
+	View    *View
 	Cursor  Point
 	Windows []Window
 	// Output holds the app's lines printed since the previous observation.

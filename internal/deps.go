@@ -10,5 +10,6 @@ import (
 	_ "github.com/moby/moby/client"
 	_ "github.com/spf13/cobra"
 	_ "go.yaml.in/yaml/v3"
+	_ "golang.org/x/image/draw"
 	_ "golang.org/x/sys/unix"
 )

@@ -37,11 +37,28 @@ func (r *run) loop(parent context.Context) *ending {
 	}
 
 	var last *action.Result
-	appGone := false // the agent has seen one observation with the app gone
+	var viewReq *action.Action // the last screenshot action with options
+	appGone := false           // the agent has seen one observation with the app gone
 	for step := 1; ; step++ {
+		var settled time.Duration
+		if step > 1 {
+			var err error
+			if settled, err = r.settle(ctx); err != nil {
+				return r.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
+			}
+		}
 		obs, rec, err := r.observe(ctx, step)
 		if err != nil {
 			return r.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
+		}
+		rec.Observation.SettleMS = msOf(settled)
+		if viewReq != nil {
+			v, err := action.NewView(obs.Screen, viewReq.Region, viewReq.Scale, viewReq.MaxWidth, 0)
+			if err == nil && (v.Scaled() || viewReq.Region != nil) {
+				obs.View = v
+				rec.Observation.View = &trace.ViewInfo{Region: v.Region, Width: v.Frame.Width, Height: v.Frame.Height}
+			}
+			viewReq = nil
 		}
 		if step == 1 {
 			r.timing("first_screenshot", time.Since(r.started))
@@ -122,6 +139,9 @@ func (r *run) loop(parent context.Context) *ending {
 			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
 		}
 		last = &res
+		if a.Kind == action.Screenshot && (a.Region != nil || a.Scale > 0 || a.MaxWidth > 0) {
+			viewReq = &a
+		}
 		tw = time.Now()
 		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur)})
 		r.traceTime += time.Since(tw)
@@ -129,6 +149,31 @@ func (r *run) loop(parent context.Context) *ending {
 			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, res.Error)
 		}
 	}
+}
+
+// settle lets the screen settle before a screenshot, as configured.
+func (r *run) settle(ctx context.Context) (time.Duration, error) {
+	s := r.cfg.Settle
+	t := time.Now()
+	switch s.Mode {
+	case SettleFixed:
+		select {
+		case <-time.After(s.Duration):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	case SettleStable:
+		timeout := s.Timeout
+		if timeout <= 0 {
+			timeout = 2 * time.Second
+		}
+		_, err := r.env.Act(ctx, action.Action{Kind: action.Wait, Until: action.UntilStable,
+			StableMS: int(s.Duration / time.Millisecond), MS: int(timeout / time.Millisecond)})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(t), nil
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

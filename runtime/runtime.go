@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -44,6 +45,11 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// TeardownTimeout bounds Close (default 30s).
 	TeardownTimeout time.Duration
+
+	// Settle says how to let the screen settle before each screenshot
+	// after an action (default: take it at once; input is synchronous, so
+	// the X server has already processed it).
+	Settle Settle
 
 	TraceDir string
 	LogCap   int64 // per stream; default trace.DefaultLogCap
@@ -86,11 +92,55 @@ func (c *Config) defaults() {
 	c.Env.RunID = c.RunID
 }
 
+// Settle modes.
+const (
+	SettleNone   = "none"   // screenshot at once
+	SettleFixed  = "fixed"  // sleep Duration
+	SettleStable = "stable" // until the screen is unchanged for Duration (at most Timeout)
+)
+
+// Settle is the settle-before-screenshot behaviour.
+type Settle struct {
+	Mode     string
+	Duration time.Duration
+	Timeout  time.Duration // stable only; default 2s
+}
+
+// ParseSettle reads "none", "fixed:200ms" or "stable:150ms" (stable alone
+// means stable:200ms).
+func ParseSettle(s string) (Settle, error) {
+	mode, arg, _ := strings.Cut(s, ":")
+	st := Settle{Mode: mode}
+	switch mode {
+	case "", SettleNone:
+		return Settle{Mode: SettleNone}, nil
+	case SettleFixed, SettleStable:
+	default:
+		return st, fmt.Errorf("settle %q: want none, fixed:DURATION or stable[:DURATION]", s)
+	}
+	st.Duration = 200 * time.Millisecond
+	if arg != "" {
+		d, err := time.ParseDuration(arg)
+		if err != nil || d < 0 || d > time.Minute {
+			return st, fmt.Errorf("settle %q: bad duration %q", s, arg)
+		}
+		st.Duration = d
+	} else if mode == SettleFixed {
+		return st, fmt.Errorf("settle %q: fixed needs a duration, e.g. fixed:200ms", s)
+	}
+	return st, nil
+}
+
 // Result is how a run ended.
 type Result struct {
-	Outcome  trace.Outcome
-	Reason   string
-	Message  string
+	Outcome trace.Outcome
+	Reason  string
+	Message string
+	// Settle says how to let the screen settle before each screenshot
+	// after an action (default: take it at once; input is synchronous, so
+	// the X server has already processed it).
+	Settle Settle
+
 	TraceDir string
 	Steps    int
 	Duration time.Duration

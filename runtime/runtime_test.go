@@ -317,3 +317,50 @@ func TestCreateErrorIsClassified(t *testing.T) {
 		t.Errorf("exit = %d", res.ExitCode())
 	}
 }
+
+func TestSettleAndView(t *testing.T) {
+	ag := &scripted{steps: []agent.Decision{
+		{Action: action.Action{Kind: action.Screenshot, Region: &action.Rect{100, 100, 420, 340}, MaxWidth: 160}},
+		{Action: action.Action{Kind: action.Done}},
+	}}
+	res, tr := runFake(t, &fakeBackend{}, ag, func(c *Config) { c.Settle = Settle{Mode: SettleFixed, Duration: 60 * time.Millisecond} })
+	if res.Outcome != trace.Success {
+		t.Fatalf("result = %+v", res)
+	}
+	if ag.seen[0].View != nil {
+		t.Error("the first observation has a view nobody asked for")
+	}
+	v := ag.seen[1].View
+	if v == nil || v.Frame.Width != 160 || v.Frame.Height != 120 || v.Region != (action.Rect{100, 100, 420, 340}) {
+		t.Fatalf("view = %+v", v)
+	}
+	if x, y := v.ToScreen(0, 0); x != 101 || y != 101 {
+		t.Errorf("view (0,0) maps to (%d,%d)", x, y)
+	}
+	o := tr.Steps[1].Observation
+	if o.View == nil || o.View.Width != 160 || o.SettleMS < 60 {
+		t.Errorf("recorded observation = %+v", o)
+	}
+	if tr.Steps[0].Observation.SettleMS != 0 {
+		t.Error("the first screenshot waited to settle")
+	}
+}
+
+func TestParseSettle(t *testing.T) {
+	for in, want := range map[string]Settle{
+		"none": {Mode: SettleNone}, "": {Mode: SettleNone},
+		"fixed:250ms": {Mode: SettleFixed, Duration: 250 * time.Millisecond},
+		"stable":      {Mode: SettleStable, Duration: 200 * time.Millisecond},
+		"stable:1s":   {Mode: SettleStable, Duration: time.Second},
+	} {
+		got, err := ParseSettle(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSettle(%q) = %+v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"fixed", "soon", "stable:x", "fixed:-1s"} {
+		if _, err := ParseSettle(bad); err == nil {
+			t.Errorf("ParseSettle(%q) accepted", bad)
+		}
+	}
+}

@@ -181,6 +181,19 @@ type Observation struct {
 	Windows    []action.Window  `json:"windows,omitempty"`
 	Running    bool             `json:"running"`
 	Output     []action.LogLine `json:"output,omitempty"`
+	// View is the region and size the agent was shown, when it asked for
+	// one with a screenshot action.
+	View *ViewInfo `json:"view,omitempty"`
+	// SettleMS is how long the runtime waited for the screen to settle
+	// before taking this screenshot.
+	SettleMS float64 `json:"settle_ms,omitempty"`
+}
+
+// ViewInfo describes a view of the screen.
+type ViewInfo struct {
+	Region action.Rect `json:"region"`
+	Width  int         `json:"width"`
+	Height int         `json:"height"`
 }
 
 // Decision is the recorded part of how the agent decided.

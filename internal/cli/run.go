@@ -45,6 +45,7 @@ type runFlags struct {
 	noWM         bool
 	verbose      bool
 	guestBinary  string
+	settle       string
 }
 
 func newRunCmd() *cobra.Command {
@@ -99,6 +100,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringArrayVar(&f.env, "env", nil, "extra app environment variable KEY=VALUE (repeatable)")
 	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print every step")
+	fl.StringVar(&f.settle, "settle", "none", "before each screenshot after an action: none, fixed:DURATION, or stable[:DURATION] (unchanged that long)")
 	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandbox (default: this one)")
 	_ = fl.MarkHidden("guest-binary")
 	return cmd
@@ -133,6 +135,10 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	env, err := parseKV("--env", f.env)
 	if err != nil {
 		return err
+	}
+	settle, err := runtime.ParseSettle(f.settle)
+	if err != nil {
+		return usageErrorf("--settle: %v", err)
 	}
 	if f.maxSteps <= 0 {
 		return usageErrorf("--max-steps must be positive, got %d", f.maxSteps)
@@ -213,6 +219,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Timeout:      f.timeout,
 		StartTimeout: f.startTimeout,
 		ReadyTimeout: f.readyTimeout,
+		Settle:       settle,
 		TraceDir:     dir,
 		LogCap:       logCap,
 		Progress:     stderr,
