@@ -21,7 +21,14 @@ type Decision struct {
 	Message string
 	// Meta is recorded with the step: model, token usage, raw exchanges.
 	Meta map[string]any
+	// Reason, for an unsuccessful done, says why the run ends (recorded as
+	// the run's reason): ReasonCheckFailed; empty means the agent gave up.
+	Reason string
 }
+
+// ReasonCheckFailed is the Reason of a done that ends the run because a
+// check did not hold.
+const ReasonCheckFailed = "check_failed"
 
 // Agent decides one action at a time. Decide is called from one goroutine.
 type Agent interface {

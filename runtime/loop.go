@@ -126,7 +126,11 @@ func (r *run) loop(parent context.Context) *ending {
 			if msg == "" {
 				msg = "the agent gave up"
 			}
-			return &ending{trace.Failure, trace.ReasonGaveUp, msg}
+			reason := trace.ReasonGaveUp
+			if d.Reason == agent.ReasonCheckFailed {
+				reason = trace.ReasonCheckFailed
+			}
+			return &ending{trace.Failure, reason, msg}
 		}
 		if appGone {
 			// The agent saw the app gone and did not finish: that ends it.

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/runtime"
@@ -46,6 +47,7 @@ type runFlags struct {
 	verbose      bool
 	guestBinary  string
 	settle       string
+	script       string
 }
 
 func newRunCmd() *cobra.Command {
@@ -82,6 +84,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl := cmd.Flags()
 	fl.StringVar(&f.task, "task", "", "what the agent should do (given to the agent, recorded in the trace)")
 	fl.StringVar(&f.agentName, "agent", "", "the agent: "+strings.Join(agent.Names(), ", "))
+	fl.StringVar(&f.script, "script", "", "play a script (YAML or JSON: actions and checks) instead of --agent")
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.StringVar(&f.backend, "backend", "docker", "sandbox backend: "+strings.Join(environment.Backends(), ", "))
 	fl.StringVar(&f.image, "image", "", "runtime image (default agentbox/runtime:bookworm; any image with Xvfb works)")
@@ -109,8 +112,13 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 // runRun validates everything before anything starts, then runs.
 func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, argsGiven bool) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	if f.agentName == "" {
-		return usageErrorf("choose an agent with --agent (%s)", strings.Join(agent.Names(), ", "))
+	switch {
+	case f.agentName == "" && f.script == "":
+		return usageErrorf("choose an agent with --agent (%s) or a script with --script FILE", strings.Join(agent.Names(), ", "))
+	case f.agentName != "" && f.script != "":
+		return usageErrorf("--agent and --script are exclusive: a script is its own agent")
+	case f.script != "" && len(f.agentOpts) > 0:
+		return usageErrorf("--agent-opt applies to --agent, not to --script")
 	}
 	opts, err := parseKV("--agent-opt", f.agentOpts)
 	if err != nil {
@@ -167,9 +175,29 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	for k, v := range env {
 		bundle.Manifest.Env[k] = v
 	}
-	ag, err := agent.New(f.agentName, agent.Options(opts))
-	if err != nil {
-		return usageErrorf("%v", err)
+	var ag agent.Agent
+	agentInfo := trace.AgentInfo{Name: f.agentName, Options: opts}
+	if f.script != "" {
+		sc, err := script.Load(f.script, screen.Width, screen.Height)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		if sc.Width != 0 && !cmd.Flags().Changed("screen") {
+			screen.Width, screen.Height = sc.Width, sc.Height
+		}
+		if f.task == "" {
+			f.task = sc.Task
+		}
+		if !cmd.Flags().Changed("max-steps") {
+			f.maxSteps = scriptMaxSteps // waits poll; --timeout bounds the run
+		}
+		ag = script.New(sc)
+		agentInfo = trace.AgentInfo{Name: "script", Options: map[string]string{"file": f.script}}
+	} else {
+		ag, err = agent.New(f.agentName, agent.Options(opts))
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
 	}
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
@@ -197,7 +225,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		rcancel()
 	}
 
-	fmt.Fprintf(stderr, "agentbox: run %s: %s with agent %s on %s\n", runID, target, f.agentName, backend.Name())
+	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", runID, target, describeAgent(agentInfo), backend.Name())
 	res, err := runtime.Run(ctx, runtime.Config{
 		RunID:   runID,
 		Backend: backend,
@@ -213,7 +241,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		},
 		App:          bundle,
 		Agent:        ag,
-		AgentInfo:    trace.AgentInfo{Name: f.agentName, Options: opts},
+		AgentInfo:    agentInfo,
 		Task:         f.task,
 		MaxSteps:     f.maxSteps,
 		Timeout:      f.timeout,
@@ -230,6 +258,17 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	report(stdout, res)
 	return silentExitOrNil(res.ExitCode())
+}
+
+// scriptMaxSteps is the step limit of a script run unless --max-steps says
+// otherwise: wait_for polls take steps, so the script's length is no bound.
+const scriptMaxSteps = 100_000
+
+func describeAgent(a trace.AgentInfo) string {
+	if a.Name == "script" {
+		return "script " + a.Options["file"]
+	}
+	return "agent " + a.Name
 }
 
 func silentExitOrNil(code int) error {

@@ -1,0 +1,210 @@
+package script
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/codegirl-games/agentbox/action"
+)
+
+// world is what a check looks at.
+type world struct {
+	obs   *action.Observation
+	ref   *action.Frame // the reference screenshot (since, or the previous one)
+	lines []action.LogLine
+}
+
+// Verdict is the outcome of one check.
+type Verdict struct {
+	OK       bool   `json:"ok"`
+	Expected string `json:"expected"`
+	Seen     string `json:"seen"`
+}
+
+// Evaluate checks c against the world.
+func (c *Check) evaluate(w world) Verdict {
+	f := w.obs.Screen
+	switch c.Kind {
+	case CheckPixel:
+		r, g, b := f.At(c.X, c.Y)
+		ok := near(r, c.Color[0], c.Tolerance) && near(g, c.Color[1], c.Tolerance) && near(b, c.Color[2], c.Tolerance)
+		return Verdict{ok, fmt.Sprintf("pixel (%d,%d) is %s ± %d", c.X, c.Y, c.ColorText, c.Tolerance), fmt.Sprintf("#%02x%02x%02x", r, g, b)}
+	case CheckMoved:
+		exp := fmt.Sprintf("the %s centroid moved%s%s since %s", c.ColorText, bound(" dx", c.MinDX), bound(" dy", c.MinDY), c.sinceName())
+		if w.ref == nil {
+			return Verdict{false, exp, "no earlier screenshot to compare with"}
+		}
+		x0, y0, n0 := centroid(w.ref, c.Color, c.Tolerance)
+		x1, y1, n1 := centroid(f, c.Color, c.Tolerance)
+		switch {
+		case n0 == 0:
+			return Verdict{false, exp, fmt.Sprintf("no %s pixels in the earlier screenshot", c.ColorText)}
+		case n1 == 0:
+			return Verdict{false, exp, fmt.Sprintf("no %s pixels on the screen now", c.ColorText)}
+		}
+		dx, dy := x1-x0, y1-y0
+		ok := meets(dx, c.MinDX) && meets(dy, c.MinDY)
+		return Verdict{ok, exp, fmt.Sprintf("moved dx %+.1f, dy %+.1f (from (%.1f,%.1f) to (%.1f,%.1f))", dx, dy, x0, y0, x1, y1)}
+	case CheckChanged, CheckUnchanged:
+		r := c.region(f)
+		if w.ref == nil {
+			return Verdict{false, c.Kind + " since " + c.sinceName(), "no earlier screenshot to compare with"}
+		}
+		n := differing(w.ref, f, r, c.Tolerance)
+		if c.Kind == CheckChanged {
+			return Verdict{n >= c.MinPixels, fmt.Sprintf("at least %d pixels of %v changed since %s", c.MinPixels, r, c.sinceName()), fmt.Sprintf("%d changed", n)}
+		}
+		return Verdict{n <= c.MaxPixels, fmt.Sprintf("at most %d pixels of %v changed since %s", c.MaxPixels, r, c.sinceName()), fmt.Sprintf("%d changed", n)}
+	case CheckImage:
+		r := *c.Region
+		total := r.Dx() * r.Dy()
+		diff := 0
+		for y := 0; y < r.Dy(); y++ {
+			for x := 0; x < r.Dx(); x++ {
+				i := c.Image.PixOffset(x, y)
+				fr, fg, fb := f.At(r[0]+x, r[1]+y)
+				p := c.Image.Pix[i : i+3]
+				if !near(fr, p[0], c.Tolerance) || !near(fg, p[1], c.Tolerance) || !near(fb, p[2], c.Tolerance) {
+					diff++
+				}
+			}
+		}
+		frac := float64(diff) / float64(total)
+		return Verdict{frac <= c.MaxDiff, fmt.Sprintf("%v matches %s (at most %.2f%% of pixels differ by more than %d)", r, c.File, 100*c.MaxDiff, c.Tolerance),
+			fmt.Sprintf("%d of %d pixels differ (%.2f%%)", diff, total, 100*frac)}
+	case CheckWindow:
+		var titles []string
+		for _, win := range w.obs.Windows {
+			titles = append(titles, fmt.Sprintf("%q", win.Title))
+			if c.match(win.Title) {
+				return Verdict{true, fmt.Sprintf("a window titled %s", c.Title), fmt.Sprintf("%q", win.Title)}
+			}
+		}
+		return Verdict{false, fmt.Sprintf("a window titled %s", c.Title), "windows: [" + strings.Join(titles, ", ") + "]"}
+	case CheckLog:
+		exp := "the app printed "
+		if c.Regex != nil {
+			exp += "a line matching /" + c.Regex.String() + "/"
+		} else {
+			exp += fmt.Sprintf("%q", c.Contains)
+		}
+		if c.Stream != "" {
+			exp += " on " + c.Stream
+		}
+		n := 0
+		for _, l := range w.lines {
+			if c.Stream != "" && string(l.Stream) != c.Stream {
+				continue
+			}
+			n++
+			if c.Regex != nil && c.Regex.MatchString(l.Text) || c.Regex == nil && strings.Contains(l.Text, c.Contains) {
+				return Verdict{true, exp, fmt.Sprintf("%s: %q", l.Stream, l.Text)}
+			}
+		}
+		seen := fmt.Sprintf("%d lines, none matching", n)
+		if n > 0 {
+			last := w.lines[len(w.lines)-1]
+			seen += fmt.Sprintf("; the last: %q", last.Text)
+		}
+		return Verdict{false, exp, seen}
+	case CheckRunning:
+		return Verdict{w.obs.Running, "the app is running", describeState(w.obs)}
+	case CheckExited:
+		exp := "the app has exited"
+		if c.Code != nil {
+			exp += fmt.Sprintf(" with code %d", *c.Code)
+		}
+		ok := !w.obs.Running && w.obs.Exit != nil && (c.Code == nil || (w.obs.Exit.Signal == "" && w.obs.Exit.Code == *c.Code))
+		return Verdict{ok, exp, describeState(w.obs)}
+	}
+	return Verdict{false, c.Kind, "unknown check"}
+}
+
+func describeState(o *action.Observation) string {
+	switch {
+	case o.Running:
+		return "it is running"
+	case o.Exit == nil:
+		return "it is not running"
+	case o.Exit.Signal != "":
+		return "it was killed by " + o.Exit.Signal
+	}
+	return fmt.Sprintf("it exited with code %d", o.Exit.Code)
+}
+
+func (c *Check) sinceName() string {
+	if c.Since == "" {
+		return "the previous screenshot"
+	}
+	return fmt.Sprintf("screenshot %q", c.Since)
+}
+
+func (c *Check) region(f *action.Frame) action.Rect {
+	if c.Region != nil {
+		return *c.Region
+	}
+	return action.Rect{0, 0, f.Width, f.Height}
+}
+
+func near(a, b uint8, tol int) bool {
+	d := int(a) - int(b)
+	return d <= tol && -d <= tol
+}
+
+func bound(name string, v *int) string {
+	if v == nil {
+		return ""
+	}
+	if *v < 0 {
+		return fmt.Sprintf("%s ≤ %d", name, *v)
+	}
+	return fmt.Sprintf("%s ≥ %d", name, *v)
+}
+
+func meets(d float64, min *int) bool {
+	switch {
+	case min == nil:
+		return true
+	case *min < 0:
+		return d <= float64(*min)
+	}
+	return d >= float64(*min)
+}
+
+// centroid of the pixels within tol of col.
+func centroid(f *action.Frame, col [3]uint8, tol int) (float64, float64, int) {
+	var sx, sy float64
+	n := 0
+	for y := 0; y < f.Height; y++ {
+		row := f.Pix[4*y*f.Width : 4*(y+1)*f.Width]
+		for x := 0; x < f.Width; x++ {
+			p := row[4*x : 4*x+3]
+			if near(p[0], col[0], tol) && near(p[1], col[1], tol) && near(p[2], col[2], tol) {
+				sx += float64(x)
+				sy += float64(y)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return sx / float64(n), sy / float64(n), n
+}
+
+// differing counts pixels of r that differ by more than tol in any channel.
+func differing(a, b *action.Frame, r action.Rect, tol int) int {
+	if a.Width != b.Width || a.Height != b.Height {
+		return r.Dx() * r.Dy()
+	}
+	n := 0
+	for y := r[1]; y < r[3]; y++ {
+		for x := r[0]; x < r[2]; x++ {
+			i := 4 * (y*a.Width + x)
+			if !near(a.Pix[i], b.Pix[i], tol) || !near(a.Pix[i+1], b.Pix[i+1], tol) || !near(a.Pix[i+2], b.Pix[i+2], tol) {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,623 @@
+// Package script is the script agent: a play-test written as YAML (or
+// JSON) — a task, an optional screen, and steps that are actions or checks:
+//
+//	task: Move the character right.
+//	steps:
+//	  - screenshot: start
+//	  - {action: key_down, key: Right}
+//	  - {action: wait, ms: 1000}
+//	  - {expect: moved, color: "#00ff00", min_dx: 100, since: start}
+//	  - {action: key_up, key: Right}
+//
+// A script is validated completely before any sandbox starts: an unknown
+// action, check or field is an error naming the file, line, step and field.
+package script
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+)
+
+// ErrInvalid is wrapped by every error about a script.
+var ErrInvalid = errors.New("invalid script")
+
+// Script is a parsed play-test.
+type Script struct {
+	File  string
+	Task  string
+	Width int // 0: not set
+	Height int
+	Steps []Step
+}
+
+// Step is one line of the script: an action, a check, or remembering the
+// screen under a name.
+type Step struct {
+	N    int // 1-based
+	Line int
+	// Exactly one of these is set.
+	Action   *action.Action
+	Check    *Check
+	Remember string
+}
+
+// Describe renders a step for messages: "step 4 (expect moved, line 12)".
+func (s Step) Describe() string {
+	var what string
+	switch {
+	case s.Action != nil:
+		what = string(s.Action.Kind)
+	case s.Check != nil:
+		verb := "expect"
+		if s.Check.Wait {
+			verb = "wait_for"
+		}
+		what = verb + " " + s.Check.Kind
+	default:
+		what = "screenshot " + s.Remember
+	}
+	return fmt.Sprintf("step %d (%s, line %d)", s.N, what, s.Line)
+}
+
+// Check kinds.
+const (
+	CheckPixel     = "pixel"
+	CheckMoved     = "moved"
+	CheckChanged   = "changed"
+	CheckUnchanged = "unchanged"
+	CheckImage     = "image"
+	CheckWindow    = "window"
+	CheckLog       = "log"
+	CheckRunning   = "running"
+	CheckExited    = "exited"
+)
+
+// checkFields lists the fields each check takes besides expect/wait_for.
+var checkFields = map[string][]string{
+	CheckPixel:     {"x", "y", "color", "tolerance"},
+	CheckMoved:     {"color", "tolerance", "min_dx", "min_dy", "since"},
+	CheckChanged:   {"region", "min_pixels", "since", "tolerance"},
+	CheckUnchanged: {"region", "max_pixels", "since", "tolerance"},
+	CheckImage:     {"file", "region", "max_diff", "tolerance"},
+	CheckWindow:    {"title"},
+	CheckLog:       {"stream", "contains", "regex"},
+	CheckRunning:   {},
+	CheckExited:    {"code"},
+}
+
+// Check is one expectation about the screen, the windows, the output or the
+// app's state.
+type Check struct {
+	Kind      string
+	Wait      bool // wait_for: poll until it holds
+	TimeoutMS int  // wait_for's deadline
+
+	X, Y      int
+	Color     [3]uint8
+	ColorText string
+	Tolerance int
+
+	MinDX, MinDY *int
+	Since        string // a remembered screenshot; empty: the previous one
+
+	Region    *action.Rect
+	MinPixels int // changed: at least this many pixels differ (default 1)
+	MaxPixels int // unchanged: at most this many differ (default 0)
+
+	File    string
+	Image   *image.RGBA
+	MaxDiff float64 // image: fraction of pixels allowed to differ
+
+	Title string
+	match func(string) bool
+
+	Stream   string // stdout, stderr, or "" for both
+	Contains string
+	Regex    *regexp.Regexp
+
+	Code *int
+}
+
+// DefaultWaitMS is wait_for's deadline when timeout_ms is not given.
+const DefaultWaitMS = 10_000
+
+// Load reads and validates a script file. width and height bound
+// coordinates when the script does not set a screen.
+func Load(path string, width, height int) (*Script, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if len(data) > 4<<20 {
+		return nil, fmt.Errorf("%w: %s is %d bytes; a script is at most 4 MiB", ErrInvalid, path, len(data))
+	}
+	return Parse(path, data, width, height)
+}
+
+// parser carries the file name and base directory for errors and paths.
+type parser struct {
+	file string
+	dir  string
+}
+
+func (p *parser) errf(line int, format string, args ...any) error {
+	return fmt.Errorf("%w: %s:%d: %s", ErrInvalid, p.file, line, fmt.Sprintf(format, args...))
+}
+
+// Parse validates a script held in memory; path names it in errors and
+// anchors relative file references.
+func Parse(path string, data []byte, width, height int) (*Script, error) {
+	p := &parser{file: path, dir: filepath.Dir(path)}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, p.errf(max(doc.Line, 1), "a script is a mapping with task, screen and steps")
+	}
+	s := &Script{File: path}
+	root := doc.Content[0]
+	var steps *yaml.Node
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch k.Value {
+		case "task":
+			if v.Kind != yaml.ScalarNode {
+				return nil, p.errf(v.Line, "task must be text")
+			}
+			s.Task = v.Value
+		case "screen":
+			w, h, err := parseScreen(v.Value)
+			if err != nil {
+				return nil, p.errf(v.Line, "screen: %v", err)
+			}
+			s.Width, s.Height = w, h
+		case "steps":
+			steps = v
+		default:
+			return nil, p.errf(k.Line, "unknown field %q (a script has task, screen, steps)", k.Value)
+		}
+	}
+	if steps == nil || steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
+		return nil, p.errf(root.Line, "steps: a non-empty list of actions and checks is required")
+	}
+	if s.Width != 0 {
+		width, height = s.Width, s.Height
+	}
+	lim := action.DefaultLimits(width, height)
+	names := map[string]bool{}
+	for i, n := range steps.Content {
+		st, err := p.step(i+1, n, lim, names)
+		if err != nil {
+			return nil, err
+		}
+		s.Steps = append(s.Steps, st)
+	}
+	return s, nil
+}
+
+func parseScreen(v string) (int, int, error) {
+	parts := strings.Split(strings.ToLower(v), "x")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, 0, fmt.Errorf("want WIDTHxHEIGHT, e.g. 640x480, got %q", v)
+	}
+	w, err1 := strconv.Atoi(parts[0])
+	h, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil || w < 64 || h < 64 || w > 7680 || h > 4320 {
+		return 0, 0, fmt.Errorf("want WIDTHxHEIGHT between 64x64 and 7680x4320, got %q", v)
+	}
+	return w, h, nil
+}
+
+// fields turns a step mapping into raw JSON values (for action.FromMap)
+// and remembers each key's line.
+func (p *parser) fields(n *yaml.Node) (map[string]json.RawMessage, map[string]int, error) {
+	raw := map[string]json.RawMessage{}
+	lines := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if _, dup := raw[k.Value]; dup {
+			return nil, nil, p.errf(k.Line, "field %q appears twice", k.Value)
+		}
+		var val any
+		if err := v.Decode(&val); err != nil {
+			return nil, nil, p.errf(v.Line, "field %q: %v", k.Value, err)
+		}
+		b, err := json.Marshal(val)
+		if err != nil {
+			return nil, nil, p.errf(v.Line, "field %q: %v", k.Value, err)
+		}
+		raw[k.Value], lines[k.Value] = b, k.Line
+	}
+	return raw, lines, nil
+}
+
+func (p *parser) step(num int, n *yaml.Node, lim action.Limits, names map[string]bool) (Step, error) {
+	st := Step{N: num, Line: n.Line}
+	if n.Kind != yaml.MappingNode {
+		return st, p.errf(n.Line, "step %d: want a mapping such as {action: key, keys: Return} or {expect: window, title: Calc*}", num)
+	}
+	raw, lines, err := p.fields(n)
+	if err != nil {
+		return st, err
+	}
+	where := func(field string) int {
+		if l, ok := lines[field]; ok {
+			return l
+		}
+		return n.Line
+	}
+	_, isAction := raw["action"]
+	_, isExpect := raw["expect"]
+	_, isWait := raw["wait_for"]
+	_, isShot := raw["screenshot"]
+	count := 0
+	for _, b := range []bool{isAction, isExpect, isWait, isShot} {
+		if b {
+			count++
+		}
+	}
+	if count != 1 {
+		return st, p.errf(n.Line, "step %d: a step has exactly one of action, expect, wait_for or screenshot", num)
+	}
+	switch {
+	case isAction:
+		a, err := action.FromMap(raw)
+		if err != nil {
+			var ae *action.Error
+			line := n.Line
+			if errors.As(err, &ae) && ae.Field != "" {
+				line = where(strings.SplitN(ae.Field, "[", 2)[0])
+			}
+			return st, p.errf(line, "step %d: %v", num, err)
+		}
+		if err := action.Validate(a, lim); err != nil {
+			var ae *action.Error
+			line := n.Line
+			if errors.As(err, &ae) && ae.Field != "" {
+				line = where(strings.SplitN(ae.Field, "[", 2)[0])
+			}
+			return st, p.errf(line, "step %d: %v", num, err)
+		}
+		st.Action = &a
+	case isShot:
+		if len(raw) != 1 {
+			for k := range raw {
+				if k != "screenshot" {
+					return st, p.errf(where(k), "step %d: unknown field %q; screenshot: NAME takes no other fields (to ask for a region, use {action: screenshot, region: …})", num, k)
+				}
+			}
+		}
+		var name string
+		if json.Unmarshal(raw["screenshot"], &name) != nil || name == "" {
+			return st, p.errf(where("screenshot"), "step %d: screenshot: give the screen a name, e.g. screenshot: start", num)
+		}
+		names[name] = true
+		st.Remember = name
+	default:
+		c, err := p.check(num, raw, where, lim, names)
+		if err != nil {
+			return st, err
+		}
+		st.Check = c
+	}
+	return st, nil
+}
+
+func (p *parser) check(num int, raw map[string]json.RawMessage, where func(string) int, lim action.Limits, names map[string]bool) (*Check, error) {
+	c := &Check{}
+	verb := "expect"
+	if _, ok := raw["wait_for"]; ok {
+		verb, c.Wait = "wait_for", true
+	}
+	if json.Unmarshal(raw[verb], &c.Kind) != nil {
+		return nil, p.errf(where(verb), "step %d: %s must name a check", num, verb)
+	}
+	allowed, ok := checkFields[c.Kind]
+	if !ok {
+		return nil, p.errf(where(verb), "step %d: unknown check %q (known: %s)", num, c.Kind, strings.Join(checkKinds(), ", "))
+	}
+	if c.Wait {
+		allowed = append(append([]string(nil), allowed...), "timeout_ms")
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if k != verb && !contains(allowed, k) {
+			hint := "takes no fields"
+			if len(allowed) > 0 {
+				hint = "takes " + strings.Join(allowed, ", ")
+			}
+			return nil, p.errf(where(k), "step %d: unknown field %q: %s %s %s", num, k, verb, c.Kind, hint)
+		}
+	}
+	fail := func(field, format string, args ...any) error {
+		return p.errf(where(field), "step %d: %s %s: field %q: %s", num, verb, c.Kind, field, fmt.Sprintf(format, args...))
+	}
+	need := func(field string) error {
+		if _, ok := raw[field]; !ok {
+			return p.errf(where(verb), "step %d: %s %s needs field %q", num, verb, c.Kind, field)
+		}
+		return nil
+	}
+	getInt := func(field string, dst *int) error {
+		v, ok := raw[field]
+		if !ok {
+			return nil
+		}
+		var f float64
+		if json.Unmarshal(v, &f) != nil || f != float64(int(f)) {
+			return fail(field, "must be an integer, got %s", v)
+		}
+		*dst = int(f)
+		return nil
+	}
+	getString := func(field string, dst *string) error {
+		v, ok := raw[field]
+		if !ok {
+			return nil
+		}
+		if string(v) == "null" {
+			return fail(field, "must be text, got null (quote it: in YAML an unquoted # starts a comment)")
+		}
+		if json.Unmarshal(v, dst) != nil {
+			return fail(field, "must be text, got %s", v)
+		}
+		return nil
+	}
+	c.TimeoutMS = DefaultWaitMS
+	if err := getInt("timeout_ms", &c.TimeoutMS); err != nil {
+		return nil, err
+	}
+	if c.TimeoutMS <= 0 || c.TimeoutMS > 600_000 {
+		return nil, fail("timeout_ms", "must be between 1 and 600000, got %d", c.TimeoutMS)
+	}
+	if err := getInt("tolerance", &c.Tolerance); err != nil {
+		return nil, err
+	}
+	if c.Tolerance < 0 || c.Tolerance > 255 {
+		return nil, fail("tolerance", "must be between 0 and 255 per channel, got %d", c.Tolerance)
+	}
+	if v, ok := raw["color"]; ok {
+		if err := getString("color", &c.ColorText); err != nil {
+			return nil, err
+		}
+		col, err := parseColor(c.ColorText)
+		if err != nil {
+			return nil, fail("color", "%v (%s)", err, v)
+		}
+		c.Color = col
+	}
+	if v, ok := raw["region"]; ok {
+		var r []float64
+		if json.Unmarshal(v, &r) != nil || len(r) != 4 {
+			return nil, fail("region", "must be [x0, y0, x1, y1], got %s", v)
+		}
+		rect := action.Rect{int(r[0]), int(r[1]), int(r[2]), int(r[3])}
+		if rect[0] < 0 || rect[1] < 0 || rect[2] > lim.Width || rect[3] > lim.Height || rect.Dx() <= 0 || rect.Dy() <= 0 {
+			return nil, fail("region", "%v is not a non-empty region inside the %dx%d screen", rect, lim.Width, lim.Height)
+		}
+		c.Region = &rect
+	}
+	if err := getString("since", &c.Since); err != nil {
+		return nil, err
+	}
+	if c.Since != "" && !names[c.Since] {
+		return nil, fail("since", "no earlier step remembers a screenshot named %q (add - screenshot: %s before it)", c.Since, c.Since)
+	}
+
+	switch c.Kind {
+	case CheckPixel:
+		for _, f := range []string{"x", "y", "color"} {
+			if err := need(f); err != nil {
+				return nil, err
+			}
+		}
+		if err := getInt("x", &c.X); err != nil {
+			return nil, err
+		}
+		if err := getInt("y", &c.Y); err != nil {
+			return nil, err
+		}
+		if c.X < 0 || c.Y < 0 || c.X >= lim.Width || c.Y >= lim.Height {
+			return nil, fail("x", "(%d,%d) is outside the %dx%d screen", c.X, c.Y, lim.Width, lim.Height)
+		}
+	case CheckMoved:
+		if err := need("color"); err != nil {
+			return nil, err
+		}
+		if c.Tolerance == 0 {
+			c.Tolerance = 40
+		}
+		for _, f := range []struct {
+			name string
+			dst  **int
+		}{{"min_dx", &c.MinDX}, {"min_dy", &c.MinDY}} {
+			if _, ok := raw[f.name]; ok {
+				var v int
+				if err := getInt(f.name, &v); err != nil {
+					return nil, err
+				}
+				*f.dst = &v
+			}
+		}
+		if c.MinDX == nil && c.MinDY == nil {
+			return nil, p.errf(where(verb), "step %d: %s moved needs min_dx or min_dy (negative: left or up)", num, verb)
+		}
+	case CheckChanged:
+		c.MinPixels = 1
+		if err := getInt("min_pixels", &c.MinPixels); err != nil {
+			return nil, err
+		}
+		if c.MinPixels < 1 {
+			return nil, fail("min_pixels", "must be at least 1")
+		}
+	case CheckUnchanged:
+		if err := getInt("max_pixels", &c.MaxPixels); err != nil {
+			return nil, err
+		}
+		if c.MaxPixels < 0 {
+			return nil, fail("max_pixels", "must not be negative")
+		}
+	case CheckImage:
+		if err := need("file"); err != nil {
+			return nil, err
+		}
+		if err := getString("file", &c.File); err != nil {
+			return nil, err
+		}
+		if v, ok := raw["max_diff"]; ok {
+			if json.Unmarshal(v, &c.MaxDiff) != nil || c.MaxDiff < 0 || c.MaxDiff > 1 {
+				return nil, fail("max_diff", "must be a fraction of pixels between 0 and 1, got %s", v)
+			}
+		}
+		img, err := p.loadPNG(c.File)
+		if err != nil {
+			return nil, fail("file", "%v", err)
+		}
+		c.Image = img
+		w, h := img.Bounds().Dx(), img.Bounds().Dy()
+		if c.Region == nil {
+			c.Region = &action.Rect{0, 0, w, h}
+		}
+		if c.Region.Dx() != w || c.Region.Dy() != h {
+			return nil, fail("region", "%v is %dx%d but %s is %dx%d", *c.Region, c.Region.Dx(), c.Region.Dy(), c.File, w, h)
+		}
+		if c.Region[2] > lim.Width || c.Region[3] > lim.Height {
+			return nil, fail("file", "%s (%dx%d) does not fit the %dx%d screen", c.File, w, h, lim.Width, lim.Height)
+		}
+	case CheckWindow:
+		if err := need("title"); err != nil {
+			return nil, err
+		}
+		if err := getString("title", &c.Title); err != nil {
+			return nil, err
+		}
+		m, err := app.TitleMatcher(c.Title)
+		if err != nil || c.Title == "" {
+			return nil, fail("title", "want a glob or /regex/: %v", err)
+		}
+		c.match = m
+	case CheckLog:
+		if err := getString("stream", &c.Stream); err != nil {
+			return nil, err
+		}
+		if c.Stream != "" && c.Stream != "stdout" && c.Stream != "stderr" {
+			return nil, fail("stream", "must be stdout or stderr (or absent for both), got %q", c.Stream)
+		}
+		_, hasC := raw["contains"]
+		_, hasR := raw["regex"]
+		if hasC == hasR {
+			return nil, p.errf(where(verb), "step %d: %s log needs exactly one of contains or regex", num, verb)
+		}
+		if err := getString("contains", &c.Contains); err != nil {
+			return nil, err
+		}
+		if hasR {
+			var re string
+			if err := getString("regex", &re); err != nil {
+				return nil, err
+			}
+			rx, err := regexp.Compile(re)
+			if err != nil {
+				return nil, fail("regex", "%v", err)
+			}
+			c.Regex = rx
+		}
+	case CheckExited:
+		if _, ok := raw["code"]; ok {
+			var code int
+			if err := getInt("code", &code); err != nil {
+				return nil, err
+			}
+			c.Code = &code
+		}
+	}
+	return c, nil
+}
+
+func (p *parser) loadPNG(rel string) (*image.RGBA, error) {
+	path := rel
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(p.dir, rel)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a PNG: %v", rel, err)
+	}
+	if cfg.Width*cfg.Height > 8192*8192 {
+		return nil, fmt.Errorf("%s is %dx%d, too large", rel, cfg.Width, cfg.Height)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return nil, err
+	}
+	img, err := png.Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", rel, err)
+	}
+	rgba := image.NewRGBA(image.Rect(0, 0, cfg.Width, cfg.Height))
+	b := img.Bounds()
+	for y := 0; y < cfg.Height; y++ {
+		for x := 0; x < cfg.Width; x++ {
+			rgba.Set(x, y, img.At(b.Min.X+x, b.Min.Y+y))
+		}
+	}
+	return rgba, nil
+}
+
+func parseColor(s string) ([3]uint8, error) {
+	var c [3]uint8
+	if len(s) != 7 || s[0] != '#' {
+		return c, fmt.Errorf("want #rrggbb")
+	}
+	for i := 0; i < 3; i++ {
+		v, err := strconv.ParseUint(s[1+2*i:3+2*i], 16, 8)
+		if err != nil {
+			return c, fmt.Errorf("want #rrggbb")
+		}
+		c[i] = uint8(v)
+	}
+	return c, nil
+}
+
+func checkKinds() []string {
+	var ks []string
+	for k := range checkFields {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
