@@ -38,11 +38,11 @@ var ErrInvalid = errors.New("invalid script")
 
 // Script is a parsed play-test.
 type Script struct {
-	File  string
-	Task  string
-	Width int // 0: not set
+	File   string
+	Task   string
+	Width  int // 0: not set
 	Height int
-	Steps []Step
+	Steps  []Step
 }
 
 // Step is one line of the script: an action, a check, or remembering the
