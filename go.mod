@@ -6,6 +6,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/containerd/errdefs v1.0.0
 	github.com/jezek/xgb v1.1.1
+	github.com/joshdk/go-junit v1.0.0
 	github.com/klauspost/compress v1.20.4
 	github.com/moby/docker-image-spec v1.3.1
 	github.com/moby/moby/api v1.56.1

@@ -208,6 +208,8 @@ type ReapOptions struct {
 	// RunID limits reaping to one run, owner alive or not (the forced
 	// teardown after a second Ctrl-C).
 	RunID string
+	// Mine limits reaping to sandboxes this process created (a forced stop).
+	Mine bool
 	// DryRun lists without removing.
 	DryRun bool
 }

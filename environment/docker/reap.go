@@ -46,6 +46,11 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 			r.Reason = "--all"
 		case opts.RunID != "":
 			r.Reason = "run " + opts.RunID
+		case opts.Mine:
+			if l[LabelOwnerHost] != host || l[LabelOwnerPID] != strconv.Itoa(os.Getpid()) {
+				continue
+			}
+			r.Reason = "forced stop"
 		case l[LabelOwnerHost] != host:
 			continue // another machine's; its own gc will see to it
 		default:

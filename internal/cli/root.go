@@ -85,6 +85,7 @@ in a versioned trace directory.`,
 	})
 	root.AddCommand(
 		newRunCmd(),
+		newEvalCmd(),
 		newImageCmd(),
 		newGCCmd(),
 		newDoctorCmd(),

@@ -211,7 +211,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	stopSignals := handleSignals(cancel, stderr, backend, runID)
+	stopSignals := handleSignals(cancel, stderr, backend, environment.ReapOptions{RunID: runID})
 	defer stopSignals()
 
 	// Sandboxes a killed agentbox left behind go first.
@@ -290,7 +290,7 @@ func report(w io.Writer, r runtime.Result) {
 // handleSignals turns the first SIGINT/SIGTERM into a graceful stop
 // (the run ends as interrupted, the sandbox is removed) and a second one into
 // a forced one (the sandbox is removed at once and agentbox exits 130).
-func handleSignals(cancel context.CancelCauseFunc, stderr io.Writer, backend environment.Backend, runID string) (stop func()) {
+func handleSignals(cancel context.CancelCauseFunc, stderr io.Writer, backend environment.Backend, reap environment.ReapOptions) (stop func()) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	done := make(chan struct{})
@@ -304,10 +304,10 @@ func handleSignals(cancel context.CancelCauseFunc, stderr io.Writer, backend env
 		}
 		select {
 		case <-sigs:
-			fmt.Fprintf(stderr, "agentbox: forced stop: removing the sandbox\n")
+			fmt.Fprintf(stderr, "agentbox: forced stop: removing the sandboxes\n")
 			if r, ok := backend.(environment.Reaper); ok {
 				ctx, c := context.WithTimeout(context.Background(), 10*time.Second)
-				_, _ = r.Reap(ctx, environment.ReapOptions{RunID: runID})
+				_, _ = r.Reap(ctx, reap)
 				c()
 			}
 			os.Exit(ExitInterrupted)

@@ -1,0 +1,115 @@
+package eval
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// progress reports episodes as they finish: a live status line on a
+// terminal, plain lines otherwise.
+type progress struct {
+	w        io.Writer
+	terminal bool
+	total    int
+	parallel int
+	start    time.Time
+
+	mu                             sync.Mutex
+	running, done                  int
+	passed, failed, errored, other int
+	ticker                         *time.Ticker
+	quit                           chan struct{}
+	stopped                        bool
+}
+
+func newProgress(w io.Writer, terminal bool, total, parallel int) *progress {
+	p := &progress{w: w, terminal: terminal, total: total, parallel: parallel, start: time.Now(), quit: make(chan struct{})}
+	if terminal {
+		p.ticker = time.NewTicker(250 * time.Millisecond)
+		go func() {
+			for {
+				select {
+				case <-p.ticker.C:
+					p.mu.Lock()
+					p.line()
+					p.mu.Unlock()
+				case <-p.quit:
+					return
+				}
+			}
+		}()
+	} else {
+		fmt.Fprintf(w, "eval: %d episodes, %d at a time\n", total, parallel)
+	}
+	return p
+}
+
+// line redraws the status line; the caller holds mu.
+func (p *progress) line() {
+	if p.stopped {
+		return
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K%d/%d done · %d running · %d passed · %d failed · %d errored · %s",
+		p.done, p.total, p.running, p.passed, p.failed, p.errored, p.eta())
+}
+
+func (p *progress) eta() string {
+	if p.done == 0 {
+		return "ETA …"
+	}
+	per := time.Since(p.start) / time.Duration(p.done)
+	left := per * time.Duration(p.total-p.done)
+	return "ETA " + left.Round(time.Second).String()
+}
+
+func (p *progress) started() {
+	p.mu.Lock()
+	p.running++
+	p.mu.Unlock()
+}
+
+func (p *progress) finished(ep *Episode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running--
+	p.done++
+	switch ep.Category {
+	case Passed:
+		p.passed++
+	case Failed:
+		p.failed++
+	case Malformed, Infrastructure:
+		p.errored++
+	default:
+		p.other++
+	}
+	if p.terminal {
+		if ep.Category != Passed {
+			fmt.Fprintf(p.w, "\r\x1b[K%s #%d %s: %s\n", ep.Task, ep.N, ep.Category, ep.Message)
+		}
+		p.line()
+		return
+	}
+	fmt.Fprintf(p.w, "[%d/%d] %s #%d: %s", p.done, p.total, ep.Task, ep.N, ep.Category)
+	if ep.Category != Passed {
+		fmt.Fprintf(p.w, " (%s: %s)", ep.Reason, ep.Message)
+	}
+	fmt.Fprintf(p.w, " in %v, %d steps — %s\n", (time.Duration(ep.DurationMS) * time.Millisecond).Round(10*time.Millisecond), ep.Steps, p.eta())
+}
+
+func (p *progress) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	if p.terminal {
+		p.line()
+		fmt.Fprintln(p.w)
+		p.ticker.Stop()
+		close(p.quit)
+	}
+	p.stopped = true
+}

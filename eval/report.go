@@ -1,0 +1,130 @@
+package eval
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Files written into Options.Out.
+const (
+	SummaryFile = "summary.json"
+	JUnitFile   = "junit.xml"
+)
+
+func (s *Summary) write(dir string) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(dir, SummaryFile), append(data, '\n')); err != nil {
+		return err
+	}
+	x, err := s.JUnit()
+	if err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, JUnitFile), x)
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// JUnit XML, the schema CI systems (Jenkins, GitLab, GitHub reporters) read.
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name      string      `xml:"name,attr"`
+	Tests     int         `xml:"tests,attr"`
+	Failures  int         `xml:"failures,attr"`
+	Errors    int         `xml:"errors,attr"`
+	Skipped   int         `xml:"skipped,attr"`
+	Time      string      `xml:"time,attr"`
+	Timestamp string      `xml:"timestamp,attr"`
+	Cases     []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitProblem `xml:"failure,omitempty"`
+	Error     *junitProblem `xml:"error,omitempty"`
+	Skipped   *junitProblem `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitProblem struct {
+	Message string `xml:"message,attr,omitempty"`
+	Type    string `xml:"type,attr,omitempty"`
+	Text    string `xml:",chardata"`
+}
+
+func secs(ms float64) string { return fmt.Sprintf("%.3f", ms/1000) }
+
+// JUnit renders the summary as JUnit XML: a testsuite per task, a testcase
+// per episode; task failures are <failure>, malformed agents and
+// infrastructure are <error>, interrupted and never-run episodes <skipped>.
+func (s *Summary) JUnit() ([]byte, error) {
+	root := junitSuites{Name: s.Suite, Time: secs(s.DurationMS)}
+	for _, t := range s.Tasks {
+		js := junitSuite{Name: t.Name, Timestamp: s.Started.UTC().Format("2006-01-02T15:04:05")}
+		var ms float64
+		for _, ep := range s.Episodes {
+			if ep.Task != t.Name {
+				continue
+			}
+			c := junitCase{
+				Name:      fmt.Sprintf("%s #%d", ep.Task, ep.N),
+				Classname: s.Suite + "." + ep.Task,
+				Time:      secs(ep.DurationMS),
+			}
+			if ep.Trace != "" && ep.Category != Skipped {
+				c.SystemOut = fmt.Sprintf("outcome: %s (%s)\nsteps: %d\ntrace: %s\n", ep.Outcome, ep.Reason, ep.Steps, ep.Trace)
+			}
+			p := &junitProblem{Message: ep.Message, Type: ep.Reason, Text: ep.Message}
+			switch ep.Category {
+			case Failed:
+				c.Failure = p
+				js.Failures++
+			case Malformed, Infrastructure:
+				p.Type = ep.Category + "/" + ep.Reason
+				c.Error = p
+				js.Errors++
+			case Interrupted, Skipped:
+				c.Skipped = &junitProblem{Message: ep.Category}
+				js.Skipped++
+			}
+			ms += ep.DurationMS
+			js.Tests++
+			js.Cases = append(js.Cases, c)
+		}
+		js.Time = secs(ms)
+		root.Tests += js.Tests
+		root.Failures += js.Failures
+		root.Errors += js.Errors
+		root.Skipped += js.Skipped
+		root.Suites = append(root.Suites, js)
+	}
+	out, err := xml.MarshalIndent(root, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(xml.Header), append(out, '\n')...), nil
+}

@@ -1,0 +1,407 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/runtime"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// Options configure a suite run.
+type Options struct {
+	Backend  environment.Backend
+	Parallel int
+	// Episodes, when positive, overrides every task's episodes.
+	Episodes int
+	Out      string // receives summary.json, junit.xml and a trace per episode
+	RunID    string
+	// Env is the base sandbox configuration (image, limits, guest binary).
+	Env      environment.Config
+	Timeout  time.Duration // per episode, when the task says none
+	MaxSteps int           // when the task says none
+	LogCap   int64
+	Progress io.Writer
+	Terminal bool // live status line instead of one line per episode
+}
+
+// Categories of an episode's result, as a grader would count them.
+const (
+	Passed         = "passed"         // success: verified
+	Failed         = "failed"         // failure: incorrect (the agent or a check said no)
+	Malformed      = "malformed"      // the agent broke (bad answers, crashed)
+	Infrastructure = "infrastructure" // the sandbox, image, guest or app would not work
+	Interrupted    = "interrupted"
+	Skipped        = "skipped" // never started (the run was interrupted first)
+)
+
+// Episode is one run of one task.
+type Episode struct {
+	Task       string        `json:"task"`
+	N          int           `json:"episode"`
+	Category   string        `json:"category"`
+	Outcome    trace.Outcome `json:"outcome,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+	Message    string        `json:"message,omitempty"`
+	Steps      int           `json:"steps"`
+	DurationMS float64       `json:"duration_ms"`
+	Trace      string        `json:"trace,omitempty"` // relative to Out
+	started    time.Time
+}
+
+// TaskSummary aggregates a task's episodes.
+type TaskSummary struct {
+	Name           string         `json:"name"`
+	Episodes       int            `json:"episodes"`
+	Passed         int            `json:"passed"`
+	Failed         int            `json:"failed"`
+	Malformed      int            `json:"malformed"`
+	Infrastructure int            `json:"infrastructure"`
+	Interrupted    int            `json:"interrupted"`
+	Skipped        int            `json:"skipped"`
+	PassRate       float64        `json:"pass_rate"`
+	MeanSteps      float64        `json:"mean_steps"`
+	MeanDurationMS float64        `json:"mean_duration_ms"`
+	Reasons        map[string]int `json:"reasons,omitempty"` // non-success reasons by kind
+}
+
+// Summary is summary.json.
+type Summary struct {
+	Format     string        `json:"format"` // agentbox-eval
+	Version    int           `json:"version"`
+	Suite      string        `json:"suite"`
+	File       string        `json:"file"`
+	RunID      string        `json:"run_id"`
+	Parallel   int           `json:"parallel"`
+	Started    time.Time     `json:"started"`
+	Ended      time.Time     `json:"ended"`
+	DurationMS float64       `json:"duration_ms"`
+	Totals     TaskSummary   `json:"totals"`
+	Tasks      []TaskSummary `json:"tasks"`
+	Episodes   []Episode     `json:"episodes"`
+}
+
+// ExitCode is the process exit code for the summary: 0 all passed, 130
+// interrupted, 1 any task failed or agent malformed, 3 only infrastructure
+// errors.
+func (s *Summary) ExitCode() int {
+	t := s.Totals
+	switch {
+	case t.Interrupted > 0 || t.Skipped > 0:
+		return 130
+	case t.Failed > 0 || t.Malformed > 0:
+		return 1
+	case t.Infrastructure > 0:
+		return 3
+	}
+	return 0
+}
+
+// categorize maps an outcome to a grader's category.
+func categorize(r runtime.Result) string {
+	switch r.Outcome {
+	case trace.Success:
+		return Passed
+	case trace.Failure:
+		return Failed
+	case trace.Interrupted:
+		return Interrupted
+	}
+	if r.Reason == trace.ReasonAgent {
+		return Malformed
+	}
+	return Infrastructure
+}
+
+// Run runs every episode of the suite and writes the summary. Cancelling
+// ctx with runtime.ErrInterrupted stops scheduling, interrupts running
+// episodes (their sandboxes are removed) and still writes the summary.
+func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = 1
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	if entries, _ := os.ReadDir(o.Out); len(entries) > 0 {
+		return nil, fmt.Errorf("%s exists and is not empty; choose a new directory (nothing was overwritten)", o.Out)
+	}
+	sum := &Summary{Format: "agentbox-eval", Version: 1, Suite: s.Name, File: s.File, RunID: o.RunID, Parallel: o.Parallel, Started: time.Now()}
+
+	// Episodes in round-robin order across tasks, so an early stop still
+	// samples every task.
+	var eps []*Episode
+	counts := map[string]int{}
+	for _, t := range s.Tasks {
+		counts[t.Name] = t.Episodes
+		if o.Episodes > 0 {
+			counts[t.Name] = o.Episodes
+		}
+	}
+	for n := 1; ; n++ {
+		added := false
+		for _, t := range s.Tasks {
+			if n <= counts[t.Name] {
+				eps = append(eps, &Episode{Task: t.Name, N: n, Category: Skipped})
+				added = true
+			}
+		}
+		if !added {
+			break
+		}
+	}
+	tasks := map[string]*Task{}
+	bundles := map[string]*app.Bundle{}
+	for _, t := range s.Tasks {
+		tasks[t.Name] = t
+		b, err := app.Load(t.Target, app.DefaultLimits)
+		if err != nil {
+			return nil, err
+		}
+		defer b.Close()
+		bundles[t.Name] = b
+	}
+
+	p := newProgress(o.Progress, o.Terminal, len(eps), o.Parallel)
+	defer p.stop()
+	jobs := make(chan *Episode)
+	var wg sync.WaitGroup
+	for i := 0; i < o.Parallel; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ep := range jobs {
+				p.started()
+				runEpisode(ctx, ep, tasks[ep.Task], bundles[ep.Task], o)
+				p.finished(ep)
+			}
+		}()
+	}
+schedule:
+	for _, ep := range eps {
+		select {
+		case jobs <- ep:
+		case <-ctx.Done():
+			break schedule
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	p.stop()
+
+	sum.Ended = time.Now()
+	sum.DurationMS = float64(sum.Ended.Sub(sum.Started).Microseconds()) / 1000
+	sum.Episodes = make([]Episode, 0, len(eps))
+	for _, ep := range eps {
+		sum.Episodes = append(sum.Episodes, *ep)
+	}
+	sort.SliceStable(sum.Episodes, func(i, j int) bool {
+		a, b := sum.Episodes[i], sum.Episodes[j]
+		if a.Task != b.Task {
+			return taskIndex(s, a.Task) < taskIndex(s, b.Task)
+		}
+		return a.N < b.N
+	})
+	sum.aggregate(s)
+	if err := sum.write(o.Out); err != nil {
+		return sum, err
+	}
+	return sum, nil
+}
+
+func taskIndex(s *Suite, name string) int {
+	for i, t := range s.Tasks {
+		if t.Name == name {
+			return i
+		}
+	}
+	return len(s.Tasks)
+}
+
+func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Options) {
+	ep.started = time.Now()
+	rel := filepath.Join(t.Name, fmt.Sprintf("%03d", ep.N))
+	ep.Trace = filepath.ToSlash(rel)
+	fail := func(cat string, err error) {
+		ep.Category, ep.Outcome, ep.Reason, ep.Message = cat, trace.Error, trace.ReasonEnvironment, err.Error()
+		ep.DurationMS = float64(time.Since(ep.started).Microseconds()) / 1000
+	}
+	ag, err := t.newAgent()
+	if err != nil {
+		fail(Malformed, err)
+		return
+	}
+	env := o.Env
+	if t.Image != "" {
+		env.Image = t.Image
+	}
+	if t.Screen != "" {
+		w, h, err := ParseScreen(t.Screen)
+		if err != nil {
+			fail(Infrastructure, err)
+			return
+		}
+		env.Screen = environment.Screen{Width: w, Height: h, Depth: 24}
+	}
+	bundle := *b // per-episode copy: env and args may differ per task only
+	if len(t.Env) > 0 {
+		bundle.Manifest.Env = map[string]string{}
+		for k, v := range b.Manifest.Env {
+			bundle.Manifest.Env[k] = v
+		}
+		for k, v := range t.Env {
+			bundle.Manifest.Env[k] = v
+		}
+	}
+	timeout, maxSteps := t.Timeout, t.MaxSteps
+	if timeout == 0 {
+		timeout = o.Timeout
+	}
+	if maxSteps == 0 {
+		maxSteps = o.MaxSteps
+		if t.script != nil {
+			maxSteps = 100_000 // wait_for polls take steps; the timeout bounds the run
+		}
+	}
+	name := "script"
+	opts := map[string]string{"file": t.Script}
+	if t.Script == "" {
+		name, opts = t.Agent, t.Options
+	}
+	res, err := runtime.Run(ctx, runtime.Config{
+		RunID:     fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N),
+		Backend:   o.Backend,
+		Env:       env,
+		App:       &bundle,
+		Agent:     ag,
+		AgentInfo: trace.AgentInfo{Name: name, Options: opts},
+		Task:      t.Task,
+		MaxSteps:  maxSteps,
+		Timeout:   timeout,
+		TraceDir:  filepath.Join(o.Out, rel),
+		LogCap:    o.LogCap,
+	})
+	if c, ok := ag.(interface{ Close() error }); ok {
+		c.Close()
+	}
+	if err != nil {
+		fail(Infrastructure, err)
+		return
+	}
+	ep.Category = categorize(res)
+	ep.Outcome, ep.Reason, ep.Message, ep.Steps = res.Outcome, res.Reason, res.Message, res.Steps
+	ep.DurationMS = float64(res.Duration.Microseconds()) / 1000
+	if errors.Is(context.Cause(ctx), runtime.ErrInterrupted) && res.Outcome == trace.Interrupted {
+		ep.Category = Interrupted
+	}
+}
+
+func (s *Summary) aggregate(suite *Suite) {
+	by := map[string]*TaskSummary{}
+	for _, t := range suite.Tasks {
+		ts := &TaskSummary{Name: t.Name, Reasons: map[string]int{}}
+		by[t.Name] = ts
+	}
+	total := TaskSummary{Name: "total", Reasons: map[string]int{}}
+	for _, ep := range s.Episodes {
+		for _, ts := range []*TaskSummary{by[ep.Task], &total} {
+			ts.Episodes++
+			switch ep.Category {
+			case Passed:
+				ts.Passed++
+			case Failed:
+				ts.Failed++
+			case Malformed:
+				ts.Malformed++
+			case Infrastructure:
+				ts.Infrastructure++
+			case Interrupted:
+				ts.Interrupted++
+			case Skipped:
+				ts.Skipped++
+			}
+			if ep.Category != Passed && ep.Category != Skipped && ep.Reason != "" {
+				ts.Reasons[ep.Reason]++
+			}
+			if ep.Category != Skipped {
+				ts.MeanSteps += float64(ep.Steps)
+				ts.MeanDurationMS += ep.DurationMS
+			}
+		}
+	}
+	for _, ts := range append(mapValues(by, suite), &total) {
+		ran := ts.Episodes - ts.Skipped
+		if ran > 0 {
+			ts.MeanSteps /= float64(ran)
+			ts.MeanDurationMS /= float64(ran)
+		}
+		if ts.Episodes > 0 {
+			ts.PassRate = float64(ts.Passed) / float64(ts.Episodes)
+		}
+		if len(ts.Reasons) == 0 {
+			ts.Reasons = nil
+		}
+	}
+	for _, t := range suite.Tasks {
+		s.Tasks = append(s.Tasks, *by[t.Name])
+	}
+	s.Totals = total
+}
+
+func mapValues(m map[string]*TaskSummary, s *Suite) []*TaskSummary {
+	var out []*TaskSummary
+	for _, t := range s.Tasks {
+		out = append(out, m[t.Name])
+	}
+	return out
+}
+
+// PrintTable writes the per-task summary table.
+func (s *Summary) PrintTable(w io.Writer) {
+	fmt.Fprintf(w, "\n%-20s %8s %9s %10s %10s  %s\n", "task", "passed", "pass rate", "mean steps", "mean time", "not passed, by kind")
+	row := func(t TaskSummary) {
+		var kinds []string
+		for _, k := range []struct {
+			n    int
+			name string
+		}{{t.Failed, Failed}, {t.Malformed, Malformed}, {t.Infrastructure, Infrastructure}, {t.Interrupted, Interrupted}, {t.Skipped, Skipped}} {
+			if k.n > 0 {
+				kinds = append(kinds, fmt.Sprintf("%d %s", k.n, k.name))
+			}
+		}
+		var reasons []string
+		for r, n := range t.Reasons {
+			reasons = append(reasons, fmt.Sprintf("%s ×%d", r, n))
+		}
+		sort.Strings(reasons)
+		detail := strings.Join(kinds, ", ")
+		if len(reasons) > 0 {
+			detail += " (" + strings.Join(reasons, ", ") + ")"
+		}
+		if detail == "" {
+			detail = "-"
+		}
+		fmt.Fprintf(w, "%-20s %8s %8.0f%% %10.1f %10s  %s\n", t.Name, fmt.Sprintf("%d/%d", t.Passed, t.Episodes),
+			100*t.PassRate, t.MeanSteps, (time.Duration(t.MeanDurationMS) * time.Millisecond).Round(10*time.Millisecond), detail)
+	}
+	for _, t := range s.Tasks {
+		row(t)
+	}
+	if len(s.Tasks) > 1 {
+		row(s.Totals)
+	}
+	fmt.Fprintf(w, "\n%d episodes in %v at --parallel %d\n", s.Totals.Episodes, (time.Duration(s.DurationMS) * time.Millisecond).Round(100*time.Millisecond), s.Parallel)
+}
