@@ -116,6 +116,9 @@ type LaunchResult struct {
 	PID    int
 	Window *action.Window // the window waited for, if any
 	Ready  time.Duration  // from launch to window (or to start)
+	// Files maps each staged regular file to its SHA-256 (hex), computed
+	// from the bytes sent into the sandbox.
+	Files map[string]string
 }
 
 // State is the desktop's state next to a screenshot.

@@ -7,10 +7,13 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
+	"sort"
 	"strings"
 	"time"
 
@@ -225,7 +228,7 @@ func (r *run) initialRecord() trace.Run {
 		App: trace.AppInfo{
 			Target: b.Target, Command: b.Manifest.Command, Args: b.Manifest.Args,
 			InImage: b.InImage, WindowTitle: b.Manifest.WindowTitle,
-			Files: len(b.Files), Bytes: b.TotalBytes,
+			Files: len(b.Files), Bytes: b.TotalBytes, EnvKeys: sortedKeys(b.Manifest.Env),
 		},
 		Env: trace.EnvInfo{
 			Backend: r.cfg.Backend.Name(),
@@ -282,7 +285,11 @@ func (r *run) execute(ctx context.Context) (end *ending) {
 	}
 	r.timing("launch", time.Since(t1))
 	r.timing("app_ready", lr.Ready)
-	_ = r.tw.Update(func(run *trace.Run) { run.App.PID = lr.PID })
+	_ = r.tw.Update(func(run *trace.Run) {
+		run.App.PID = lr.PID
+		run.App.FileHashes, run.App.Digest = lr.Files, appDigest(lr.Files)
+		run.Env.Timings = r.env.Info().Timings
+	})
 	if lr.Window != nil {
 		fmt.Fprintf(cfg.Progress, "agentbox: app window %q is up after %v\n", lr.Window.Title, lr.Ready.Round(time.Millisecond))
 	}
@@ -340,4 +347,26 @@ func describeExit(e *action.Exit) string {
 		return "killed by signal " + e.Signal
 	}
 	return fmt.Sprintf("exit code %d", e.Code)
+}
+
+// appDigest is the SHA-256 over the sorted "sha256  path" lines of the
+// staged files (the format of sha256sum).
+func appDigest(files map[string]string) string {
+	if len(files) == 0 {
+		return ""
+	}
+	h := sha256.New()
+	for _, p := range sortedKeys(files) {
+		fmt.Fprintf(h, "%s  %s\n", files[p], p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

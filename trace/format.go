@@ -131,6 +131,13 @@ type AppInfo struct {
 	Files       int      `json:"files"`
 	Bytes       int64    `json:"bytes"`
 	PID         int      `json:"pid,omitempty"`
+	// EnvKeys names the variables added to the app's environment (the
+	// values are not recorded: they may be secrets).
+	EnvKeys []string `json:"env_keys,omitempty"`
+	// Digest is the SHA-256 over the sorted "sha256  path" lines of
+	// FileHashes: one value that says whether two runs staged the same app.
+	Digest     string            `json:"digest,omitempty"`
+	FileHashes map[string]string `json:"file_hashes,omitempty"`
 }
 
 // EnvInfo says where it ran.

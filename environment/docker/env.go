@@ -138,10 +138,12 @@ func (e *env) Info() environment.Info {
 
 // Launch implements environment.Environment.
 func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
-	if err := e.guest.Stage(ctx, spec.App); err != nil {
+	sums, err := e.guest.Stage(ctx, spec.App)
+	if err != nil {
 		return environment.LaunchResult{}, e.explain(ctx, fmt.Errorf("stage the app: %w", err))
 	}
 	r, err := e.guest.Launch(ctx, spec, nil)
+	r.Files = sums
 	if errors.Is(err, environment.ErrGuest) {
 		return r, e.explain(ctx, err)
 	}

@@ -6,6 +6,8 @@ package guestconn
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -166,62 +168,68 @@ func (c *Client) Start(ctx context.Context, screen environment.Screen, noWM bool
 // chunk is the largest piece of a file sent in one frame.
 const chunk = 1 << 20
 
-// Stage streams the bundle's files into the app directory.
-func (c *Client) Stage(ctx context.Context, b *app.Bundle) error {
+// Stage streams the bundle's files into the app directory and returns the
+// SHA-256 of each regular file (hex), computed from the bytes sent.
+func (c *Client) Stage(ctx context.Context, b *app.Bundle) (map[string]string, error) {
 	buf := make([]byte, chunk)
+	sums := map[string]string{}
 	for _, f := range b.Files {
 		req := wire.WriteFileRequest{Path: f.Rel, Mode: uint32(f.Mode.Perm())}
 		switch {
 		case f.Mode.IsDir():
 			req.Dir = true
 			if _, err := c.conn.Call(ctx, wire.MethodWriteFile, req, nil, nil); err != nil {
-				return c.wrap("stage "+f.Rel, err)
+				return nil, c.wrap("stage "+f.Rel, err)
 			}
 			continue
 		case f.Link != "":
 			if _, err := c.conn.Call(ctx, wire.MethodWriteFile, wireLink(f), nil, nil); err != nil {
-				return c.wrap("stage "+f.Rel, err)
+				return nil, c.wrap("stage "+f.Rel, err)
 			}
 			continue
 		}
-		if err := c.stageFile(ctx, b, f, req, buf); err != nil {
-			return err
+		sum, err := c.stageFile(ctx, b, f, req, buf)
+		if err != nil {
+			return nil, err
 		}
+		sums[f.Rel] = sum
 	}
-	return nil
+	return sums, nil
 }
 
 func wireLink(f app.File) wire.WriteFileRequest {
 	return wire.WriteFileRequest{Path: f.Rel, Link: f.Link}
 }
 
-func (c *Client) stageFile(ctx context.Context, b *app.Bundle, f app.File, req wire.WriteFileRequest, buf []byte) error {
+func (c *Client) stageFile(ctx context.Context, b *app.Bundle, f app.File, req wire.WriteFileRequest, buf []byte) (string, error) {
 	r, err := b.Open(f.Rel)
 	if err != nil {
-		return fmt.Errorf("%w: %w", app.ErrInvalid, err)
+		return "", fmt.Errorf("%w: %w", app.ErrInvalid, err)
 	}
 	defer r.Close()
+	h := sha256.New()
 	var sent int64
 	for first := true; ; first = false {
 		n, rerr := io.ReadFull(r, buf)
 		if n > 0 || first {
 			req.Append = !first
 			if _, err := c.conn.Call(ctx, wire.MethodWriteFile, req, nil, buf[:n]); err != nil {
-				return c.wrap("stage "+f.Rel, err)
+				return "", c.wrap("stage "+f.Rel, err)
 			}
+			h.Write(buf[:n])
 			sent += int64(n)
 		}
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
 			break
 		}
 		if rerr != nil {
-			return fmt.Errorf("stage %s: %w", path.Join(b.Dir, f.Rel), rerr)
+			return "", fmt.Errorf("stage %s: %w", path.Join(b.Dir, f.Rel), rerr)
 		}
 	}
 	if sent != f.Size {
-		return fmt.Errorf("%w: %s changed size while staging (%d bytes, expected %d)", app.ErrInvalid, f.Rel, sent, f.Size)
+		return "", fmt.Errorf("%w: %s changed size while staging (%d bytes, expected %d)", app.ErrInvalid, f.Rel, sent, f.Size)
 	}
-	return nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Launch starts the app and waits for its window.
