@@ -108,6 +108,9 @@ type Observation struct {
 	Elapsed time.Duration // since the app was launched
 	Task    string
 	Screen  *Frame
+	// ScreenshotRef names the screenshot's file in the trace (relative to
+	// it), for agents that record what they sent.
+	ScreenshotRef string
 	// View is what the agent asked to see with its last screenshot action
 	// (a region, scaled down), with exact coordinate mapping; nil when it
 	// asked for nothing special: Screen is the whole screen.

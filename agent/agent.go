@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -24,7 +25,18 @@ type Decision struct {
 	// Reason, for an unsuccessful done, says why the run ends (recorded as
 	// the run's reason): ReasonCheckFailed; empty means the agent gave up.
 	Reason string
+	// Files are written into the trace next to the step (raw model
+	// exchanges, with images replaced by references to the screenshots);
+	// the step's record lists where. Keys are short names such as
+	// "request.json".
+	Files map[string][]byte
 }
+
+// ErrMalformed is wrapped by an agent's error when its decision-maker kept
+// answering with something that is not a valid action (after being told
+// what was wrong a bounded number of times). The run ends with outcome
+// error and reason malformed_answer.
+var ErrMalformed = errors.New("malformed answer")
 
 // ReasonCheckFailed is the Reason of a done that ends the run because a
 // check did not hold.

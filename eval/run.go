@@ -117,7 +117,7 @@ func categorize(r runtime.Result) string {
 	case trace.Interrupted:
 		return Interrupted
 	}
-	if r.Reason == trace.ReasonAgent {
+	if r.Reason == trace.ReasonAgent || r.Reason == trace.ReasonMalformed {
 		return Malformed
 	}
 	return Infrastructure

@@ -24,8 +24,16 @@ func (r *run) loop(parent context.Context) *ending {
 	defer func() {
 		r.timing("loop", time.Since(loopStart))
 		r.timing("trace_write", r.traceTime)
+		if r.frozen > 0 {
+			r.timing("frozen", r.frozen)
+			r.timing("app_running", time.Since(loopStart)-r.frozen)
+		}
 	}()
 	env := r.env
+	freezer, _ := env.(environment.Freezer)
+	if !cfg.FreezeWhileThinking {
+		freezer = nil
+	}
 	screen := cfg.Env.Screen
 	limits := action.DefaultLimits(screen.Width, screen.Height)
 
@@ -75,15 +83,40 @@ func (r *run) loop(parent context.Context) *ending {
 			return &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", cfg.MaxSteps)}
 		}
 
+		obs.ScreenshotRef = rec.Observation.Screenshot
+		frozen, err := r.freeze(ctx, freezer)
+		if err != nil {
+			return r.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)
+		}
 		t := time.Now()
 		d, err := cfg.Agent.Decide(ctx, obs)
 		latency := time.Since(t)
+		if frozen {
+			if terr := r.thaw(ctx, freezer, t); terr != nil && err == nil {
+				return r.loopError(ctx, parent, "thaw the app", terr, trace.ReasonEnvironment)
+			}
+		}
 		if err != nil {
 			r.final(rec)
-			return r.loopError(ctx, parent, "agent", err, trace.ReasonAgent)
+			reason := trace.ReasonAgent
+			if errors.Is(err, agent.ErrMalformed) {
+				reason = trace.ReasonMalformed
+			}
+			return r.loopError(ctx, parent, "agent", err, reason)
 		}
 		a := d.Action
 		rec.Decision = &trace.Decision{LatencyMS: msOf(latency), Message: d.Message, Meta: d.Meta}
+		if frozen {
+			rec.Decision.FrozenMS = msOf(time.Since(t))
+		}
+		for name, data := range d.Files {
+			if p, err := r.tw.Attach(step, name, data); err == nil {
+				if rec.Decision.Files == nil {
+					rec.Decision.Files = map[string]string{}
+				}
+				rec.Decision.Files[name] = p
+			}
+		}
 		rec.Action = &a
 		verr := action.Validate(a, limits)
 		if verr != nil {
@@ -153,6 +186,27 @@ func (r *run) loop(parent context.Context) *ending {
 			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, res.Error)
 		}
 	}
+}
+
+// freeze freezes the app before a decision, if asked and possible.
+func (r *run) freeze(ctx context.Context, f environment.Freezer) (bool, error) {
+	if f == nil {
+		return false, nil
+	}
+	if err := f.Freeze(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// thaw resumes the app and accounts for the frozen time; it runs even when
+// ctx has ended, so an interrupted run never leaves the app frozen.
+func (r *run) thaw(ctx context.Context, f environment.Freezer, since time.Time) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := f.Thaw(tctx)
+	r.frozen += time.Since(since)
+	return err
 }
 
 // settle lets the screen settle before a screenshot, as configured.

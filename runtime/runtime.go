@@ -48,6 +48,10 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// TeardownTimeout bounds Close (default 30s).
 	TeardownTimeout time.Duration
+	// FreezeWhileThinking freezes the app's processes while the agent
+	// decides (when the backend can), so a game does not run on while a
+	// model thinks; the frozen time is recorded apart.
+	FreezeWhileThinking bool
 
 	// Settle says how to let the screen settle before each screenshot
 	// after an action (default: take it at once; input is synchronous, so
@@ -209,6 +213,8 @@ type run struct {
 	timings map[string]float64
 	// traceTime is the time the loop spent writing the trace.
 	traceTime time.Duration
+	// frozen is the total time the app was frozen while the agent decided.
+	frozen time.Duration
 }
 
 func (r *run) timing(name string, d time.Duration) {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,5 +363,79 @@ func TestParseSettle(t *testing.T) {
 		if _, err := ParseSettle(bad); err == nil {
 			t.Errorf("ParseSettle(%q) accepted", bad)
 		}
+	}
+}
+
+// freezingBackend's environments can be frozen; they count the calls.
+type freezingBackend struct{ fakeBackend }
+
+type freezingEnv struct {
+	*fakeEnv
+	freezes, thaws int
+	frozen         bool
+}
+
+func (b *freezingBackend) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
+	e, err := b.fakeBackend.Create(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &freezingEnv{fakeEnv: e.(*fakeEnv)}, nil
+}
+
+func (e *freezingEnv) Freeze(context.Context) error { e.freezes++; e.frozen = true; return nil }
+func (e *freezingEnv) Thaw(context.Context) error   { e.thaws++; e.frozen = false; return nil }
+
+func (e *freezingEnv) Act(ctx context.Context, a action.Action) (action.Result, error) {
+	if e.frozen {
+		return action.Result{}, errors.New("acted while frozen")
+	}
+	return e.fakeEnv.Act(ctx, a)
+}
+
+type slowAgent struct{ scripted }
+
+func (s *slowAgent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+	time.Sleep(40 * time.Millisecond)
+	d, err := s.scripted.Decide(ctx, obs)
+	d.Files = map[string][]byte{"request.json": []byte(`{"screenshot":"` + obs.ScreenshotRef + `"}`)}
+	return d, err
+}
+
+func TestFreezeWhileThinkingAndFiles(t *testing.T) {
+	b := &freezingBackend{}
+	ag := &slowAgent{scripted{steps: []agent.Decision{
+		{Action: action.Action{Kind: action.KeyDown, Key: "Right"}},
+		{Action: action.Action{Kind: action.Done}},
+	}}}
+	res, tr := runFake(t, &b.fakeBackend, ag, func(c *Config) { c.Backend = b; c.FreezeWhileThinking = true })
+	if res.Outcome != trace.Success {
+		t.Fatalf("result = %+v", res)
+	}
+	for _, s := range tr.Steps {
+		if s.Decision.FrozenMS < 40 {
+			t.Errorf("step %d frozen %.1f ms, want ≥ 40", s.Step, s.Decision.FrozenMS)
+		}
+		p := s.Decision.Files["request.json"]
+		data, err := os.ReadFile(filepath.Join(tr.Dir, p))
+		if err != nil || !strings.Contains(string(data), s.Observation.Screenshot) {
+			t.Errorf("step %d attachment %q: %s %v", s.Step, p, data, err)
+		}
+	}
+	if tr.Run.Timings["frozen"] < 80 || tr.Run.Timings["app_running"] <= 0 {
+		t.Errorf("timings = %v", tr.Run.Timings)
+	}
+}
+
+type malformedAgent struct{}
+
+func (malformedAgent) Decide(context.Context, *action.Observation) (agent.Decision, error) {
+	return agent.Decision{}, fmt.Errorf("model: %w: it answered prose three times", agent.ErrMalformed)
+}
+
+func TestMalformedAgent(t *testing.T) {
+	res, _ := runFake(t, &fakeBackend{}, malformedAgent{}, nil)
+	if res.Outcome != trace.Error || res.Reason != trace.ReasonMalformed || !strings.Contains(res.Message, "prose") {
+		t.Errorf("result = %+v", res)
 	}
 }

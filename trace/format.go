@@ -31,6 +31,7 @@ const (
 // File names inside a trace directory.
 const (
 	RunFile        = "run.json"
+	ExchangesDir   = "exchanges"
 	StepsFile      = "steps.jsonl"
 	ActionsFile    = "actions.jsonl"
 	ScreenshotsDir = "screenshots"
@@ -70,17 +71,18 @@ func (o Outcome) ExitCode() int {
 
 // Reasons refine an outcome.
 const (
-	ReasonDone        = "done"         // the agent finished
-	ReasonGaveUp      = "gave_up"      // the agent finished unsuccessfully
-	ReasonCheckFailed = "check_failed" // a check did not hold
-	ReasonMaxSteps    = "max_steps"    // the step limit was reached
-	ReasonTimeout     = "timeout"      // the run's deadline passed
-	ReasonAppExited   = "app_exited"   // the app exited during the run
-	ReasonAppStart    = "app_start"    // the app could not be started
-	ReasonNoWindow    = "no_window"    // the app's window never appeared
-	ReasonAgent       = "agent_error"  // the agent failed
-	ReasonEnvironment = "environment"  // the sandbox, image or guest failed
-	ReasonSignal      = "signal"       // SIGINT/SIGTERM
+	ReasonDone        = "done"             // the agent finished
+	ReasonGaveUp      = "gave_up"          // the agent finished unsuccessfully
+	ReasonCheckFailed = "check_failed"     // a check did not hold
+	ReasonMaxSteps    = "max_steps"        // the step limit was reached
+	ReasonTimeout     = "timeout"          // the run's deadline passed
+	ReasonAppExited   = "app_exited"       // the app exited during the run
+	ReasonAppStart    = "app_start"        // the app could not be started
+	ReasonNoWindow    = "no_window"        // the app's window never appeared
+	ReasonAgent       = "agent_error"      // the agent failed
+	ReasonMalformed   = "malformed_answer" // the agent kept answering with invalid actions
+	ReasonEnvironment = "environment"      // the sandbox, image or guest failed
+	ReasonSignal      = "signal"           // SIGINT/SIGTERM
 )
 
 // Run is run.json.
@@ -207,7 +209,13 @@ type ViewInfo struct {
 type Decision struct {
 	LatencyMS float64        `json:"latency_ms"`
 	Message   string         `json:"message,omitempty"`
-	Meta      map[string]any `json:"meta,omitempty"` // model, usage, raw request/response refs
+	Meta      map[string]any `json:"meta,omitempty"` // model, usage, …
+	// Files lists files the agent attached (raw exchanges), by name, as
+	// paths relative to the trace.
+	Files map[string]string `json:"files,omitempty"`
+	// FrozenMS is how long the app's processes were frozen while the
+	// agent decided (--freeze-while-thinking).
+	FrozenMS float64 `json:"frozen_ms,omitempty"`
 }
 
 // Record is one line of steps.jsonl.

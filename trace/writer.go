@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -264,6 +265,25 @@ func (w *Writer) encoder() {
 			w.shotMu.Unlock()
 		}
 	}
+}
+
+// Attach writes a file the agent produced for a step into exchanges/ and
+// returns its path relative to the trace.
+func (w *Writer) Attach(step int, name string, data []byte) (string, error) {
+	safe := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, name)
+	rel := filepath.ToSlash(filepath.Join(ExchangesDir, fmt.Sprintf("%06d-%s", step, safe)))
+	if err := os.MkdirAll(filepath.Join(w.dir, ExchangesDir), 0o755); err != nil {
+		return "", fmt.Errorf("trace: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, false); err != nil {
+		return "", err
+	}
+	return rel, nil
 }
 
 // FrameHash formats a frame hash for records.
