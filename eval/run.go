@@ -31,8 +31,10 @@ type Options struct {
 	Timeout  time.Duration // per episode, when the task says none
 	MaxSteps int           // when the task says none
 	LogCap   int64
-	Progress io.Writer
-	Terminal bool // live status line instead of one line per episode
+	// FreezeWhileThinking freezes each app while its agent decides.
+	FreezeWhileThinking bool
+	Progress            io.Writer
+	Terminal            bool // live status line instead of one line per episode
 }
 
 // Categories of an episode's result, as a grader would count them.
@@ -282,17 +284,18 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		name, opts = t.Agent, t.Options
 	}
 	res, err := runtime.Run(ctx, runtime.Config{
-		RunID:     fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N),
-		Backend:   o.Backend,
-		Env:       env,
-		App:       &bundle,
-		Agent:     ag,
-		AgentInfo: trace.AgentInfo{Name: name, Options: opts},
-		Task:      t.Task,
-		MaxSteps:  maxSteps,
-		Timeout:   timeout,
-		TraceDir:  filepath.Join(o.Out, rel),
-		LogCap:    o.LogCap,
+		RunID:               fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N),
+		Backend:             o.Backend,
+		Env:                 env,
+		App:                 &bundle,
+		Agent:               ag,
+		AgentInfo:           trace.AgentInfo{Name: name, Options: opts},
+		Task:                t.Task,
+		MaxSteps:            maxSteps,
+		Timeout:             timeout,
+		TraceDir:            filepath.Join(o.Out, rel),
+		LogCap:              o.LogCap,
+		FreezeWhileThinking: o.FreezeWhileThinking,
 	})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()

@@ -21,6 +21,7 @@ func newEvalCmd() *cobra.Command {
 		ociRuntime, tmpfs, guestBinary     string
 		cpus                               float64
 		timeout                            time.Duration
+		freeze                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -89,7 +90,7 @@ are counted apart from task failures.`,
 					Image: image, Runtime: ociRuntime, GuestBinary: guestBinary,
 					Resources: environment.Resources{CPUs: cpus, MemoryMB: int(mem >> 20), PIDs: pids, TmpfsMB: int(tmp >> 20)},
 				},
-				Timeout: timeout, MaxSteps: maxSteps,
+				Timeout: timeout, MaxSteps: maxSteps, FreezeWhileThinking: freeze,
 				Progress: stderr, Terminal: isTerminal(stderr),
 			})
 			if err != nil && sum == nil {
@@ -116,6 +117,7 @@ are counted apart from task failures.`,
 	fl.StringVar(&memory, "memory", "1g", "memory limit per sandbox")
 	fl.IntVar(&pids, "pids", 256, "process limit per sandbox")
 	fl.StringVar(&tmpfs, "tmpfs", "256m", "writable /tmp per sandbox")
+	fl.BoolVar(&freeze, "freeze-while-thinking", false, "freeze each app while its agent decides")
 	fl.StringVar(&guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandboxes")
 	_ = fl.MarkHidden("guest-binary")
 	return cmd

@@ -10,6 +10,7 @@ import (
 
 	// Built-in backends and agents register themselves.
 	_ "github.com/codegirl-games/agentbox/agent/demo"
+	_ "github.com/codegirl-games/agentbox/agent/exec"
 	_ "github.com/codegirl-games/agentbox/agent/idle"
 	_ "github.com/codegirl-games/agentbox/environment/docker"
 )

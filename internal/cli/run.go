@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -48,6 +49,7 @@ type runFlags struct {
 	guestBinary  string
 	settle       string
 	script       string
+	freeze       bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -59,11 +61,14 @@ func newRunCmd() *cobra.Command {
 lets the agent drive it step by step, records a trace, and removes the sandbox.
 
 TARGET is a Linux executable, a directory holding agentbox.json, or a manifest
-file. Arguments after -- replace the manifest's args.
+file. Arguments after -- replace the manifest's args (with --agent exec they are
+the agent program and its arguments instead).
 
 Exit codes: 0 success, 1 failure (the agent gave up, a check failed, the app
 exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted.`,
 		Example: `  agentbox run examples/mover --task "Move the character right." --agent demo
+  agentbox run examples/mover --script examples/mover/play.yaml
+  agentbox run examples/mover --agent exec -- python3 examples/agents/mover_agent.py
   agentbox run ./my-game --agent demo --agent-opt key=Left --out /tmp/trace
   agentbox run app.json --agent demo --screen 1280x720 --timeout 2m -- --level 3`,
 		Args: cobra.MinimumNArgs(1),
@@ -103,6 +108,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringArrayVar(&f.env, "env", nil, "extra app environment variable KEY=VALUE (repeatable)")
 	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print every step")
+	fl.BoolVar(&f.freeze, "freeze-while-thinking", false, "freeze the app's processes while the agent decides (the frozen time is recorded apart)")
 	fl.StringVar(&f.settle, "settle", "none", "before each screenshot after an action: none, fixed:DURATION, or stable[:DURATION] (unchanged that long)")
 	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandbox (default: this one)")
 	_ = fl.MarkHidden("guest-binary")
@@ -166,7 +172,14 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return usageErrorf("%v", err)
 	}
 	defer bundle.Close()
-	if argsGiven {
+	if argsGiven && f.agentName == "exec" {
+		// --agent exec -- PROGRAM ARGS…: the arguments are the agent's.
+		if _, set := opts["command"]; set {
+			return usageErrorf("give the exec agent's program either after -- or as --agent-opt command=…, not both")
+		}
+		cmdJSON, _ := json.Marshal(appArgs)
+		opts["command"] = string(cmdJSON)
+	} else if argsGiven {
 		bundle.Manifest.Args = appArgs
 	}
 	if len(env) > 0 && bundle.Manifest.Env == nil {
@@ -239,19 +252,20 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 			NoWM:        f.noWM,
 			GuestBinary: f.guestBinary,
 		},
-		App:          bundle,
-		Agent:        ag,
-		AgentInfo:    agentInfo,
-		Task:         f.task,
-		MaxSteps:     f.maxSteps,
-		Timeout:      f.timeout,
-		StartTimeout: f.startTimeout,
-		ReadyTimeout: f.readyTimeout,
-		Settle:       settle,
-		TraceDir:     dir,
-		LogCap:       logCap,
-		Progress:     stderr,
-		Verbose:      f.verbose,
+		App:                 bundle,
+		Agent:               ag,
+		AgentInfo:           agentInfo,
+		Task:                f.task,
+		MaxSteps:            f.maxSteps,
+		Timeout:             f.timeout,
+		StartTimeout:        f.startTimeout,
+		ReadyTimeout:        f.readyTimeout,
+		Settle:              settle,
+		FreezeWhileThinking: f.freeze,
+		TraceDir:            dir,
+		LogCap:              logCap,
+		Progress:            stderr,
+		Verbose:             f.verbose,
 	})
 	if err != nil {
 		return failErr(err)

@@ -1,0 +1,391 @@
+// Package exec is the agent in any language: a program that speaks JSON
+// lines on stdin/stdout. agentbox starts it, sends it the task and then one
+// observation per step, and reads one action per observation:
+//
+//	→ {"type":"start","protocol":1,"task":"…","screen":{"width":640,"height":480},"max_steps":100}
+//	→ {"type":"observation","step":1,"screenshot":"/tmp/…/000001.png","cursor":{"x":320,"y":240},…}
+//	← {"action":"key_down","key":"Right","message":"holding Right"}
+//	→ {"type":"error","step":1,"error":"…"}   (after an answer that was not a valid action)
+//
+// The program's stderr is passed through to agentbox's, prefixed. It never
+// runs inside the sandbox: it runs on the host, with the host's network
+// and keys, like every agent.
+package exec
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+)
+
+// Protocol is the version of the JSON-lines protocol.
+const Protocol = 1
+
+func init() {
+	agent.Register("exec", func(opts agent.Options) (agent.Agent, error) { return New(opts) })
+}
+
+// Agent runs an external decision-maker.
+type Agent struct {
+	argv         []string
+	shots        string // file, base64, none
+	timeout      time.Duration
+	maxMalformed int
+	stderr       io.Writer
+
+	cmd    *osexec.Cmd
+	exited chan struct{} // closed when the program has exited
+	stdin  io.WriteCloser
+	lines  chan lineOrErr
+	quit   chan struct{} // closed by Close: stop delivering lines
+	tmp    string
+	limits action.Limits
+	closed sync.Once
+}
+
+type lineOrErr struct {
+	line []byte
+	err  error
+}
+
+// New makes an exec agent. Options: command (the program and its
+// arguments, as a JSON array or space-separated words; set from
+// `--agent exec -- CMD ARGS…`), screenshot (file — a PNG path, the
+// default; base64; none), timeout (per decision, default 120s),
+// max_malformed (answers that are not valid actions told back before the
+// run ends, default 3).
+func New(opts agent.Options) (*Agent, error) {
+	if err := agent.CheckOptions(opts, "command", "screenshot", "timeout", "max_malformed"); err != nil {
+		return nil, err
+	}
+	a := &Agent{shots: "file", timeout: 120 * time.Second, maxMalformed: 3, stderr: os.Stderr}
+	cmd := strings.TrimSpace(opts["command"])
+	switch {
+	case cmd == "":
+		return nil, errors.New("no command: use --agent exec -- PROGRAM ARGS…, or --agent-opt command=…")
+	case strings.HasPrefix(cmd, "["):
+		if err := json.Unmarshal([]byte(cmd), &a.argv); err != nil || len(a.argv) == 0 {
+			return nil, fmt.Errorf("option command: a JSON array of strings, got %s", cmd)
+		}
+	default:
+		a.argv = strings.Fields(cmd)
+	}
+	if v, ok := opts["screenshot"]; ok {
+		if v != "file" && v != "base64" && v != "none" {
+			return nil, fmt.Errorf("option screenshot: file, base64 or none, got %q", v)
+		}
+		a.shots = v
+	}
+	if v, ok := opts["timeout"]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("option timeout: a duration like 30s, got %q", v)
+		}
+		a.timeout = d
+	}
+	if v, ok := opts["max_malformed"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 100 {
+			return nil, fmt.Errorf("option max_malformed: 0–100, got %q", v)
+		}
+		a.maxMalformed = n
+	}
+	if _, err := osexec.LookPath(a.argv[0]); err != nil {
+		return nil, fmt.Errorf("command %q: %w", a.argv[0], err)
+	}
+	return a, nil
+}
+
+// Start implements agent.Starter: it starts the program and sends the task.
+func (a *Agent) Start(ctx context.Context, task agent.Task) error {
+	a.limits = action.DefaultLimits(task.Width, task.Height)
+	if a.shots == "file" {
+		dir, err := os.MkdirTemp("", "agentbox-exec-")
+		if err != nil {
+			return err
+		}
+		a.tmp = dir
+	}
+	cmd := osexec.Command(a.argv[0], a.argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Plain pipes, not Cmd's: Wait must not close what is still being read.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	err = cmd.Start()
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		return fmt.Errorf("start %s: %w", a.argv[0], err)
+	}
+	a.cmd, a.stdin, a.exited = cmd, inW, make(chan struct{})
+	go func() { cmd.Wait(); close(a.exited) }()
+	a.lines, a.quit = make(chan lineOrErr, 1), make(chan struct{})
+	go a.read(outR)
+	go a.passStderr(errR)
+	return a.send(map[string]any{
+		"type": "start", "protocol": Protocol, "task": task.Text,
+		"screen": map[string]int{"width": task.Width, "height": task.Height}, "max_steps": task.MaxSteps,
+	})
+}
+
+// maxLine bounds one line from the program.
+const maxLine = 4 << 20
+
+func (a *Agent) read(r io.ReadCloser) {
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := readLine(br)
+		select {
+		case a.lines <- lineOrErr{line: line, err: err}:
+		case <-a.quit:
+			return
+		}
+		if err != nil {
+			close(a.lines)
+			return
+		}
+	}
+}
+
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		part, isPrefix, err := br.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		buf = append(buf, part...)
+		if len(buf) > maxLine {
+			return nil, fmt.Errorf("a line longer than %d bytes", maxLine)
+		}
+		if !isPrefix {
+			return buf, nil
+		}
+	}
+}
+
+func (a *Agent) passStderr(r io.ReadCloser) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		fmt.Fprintf(a.stderr, "agent %s: %s\n", filepath.Base(a.argv[0]), sc.Text())
+	}
+	io.Copy(io.Discard, r)
+}
+
+func (a *Agent) send(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := a.stdin.Write(append(data, '\n')); err != nil {
+		return fmt.Errorf("the agent program stopped reading: %w", err)
+	}
+	return nil
+}
+
+// observation is what the program receives each step.
+type observation struct {
+	Type      string           `json:"type"`
+	Step      int              `json:"step"`
+	ElapsedMS int64            `json:"elapsed_ms"`
+	Task      string           `json:"task"`
+	Shot      string           `json:"screenshot,omitempty"`
+	ShotB64   string           `json:"screenshot_base64,omitempty"`
+	Width     int              `json:"width"`
+	Height    int              `json:"height"`
+	Cursor    action.Point     `json:"cursor"`
+	Windows   []action.Window  `json:"windows"`
+	Output    []action.LogLine `json:"output"`
+	Running   bool             `json:"running"`
+	Exit      *action.Exit     `json:"exit,omitempty"`
+	Last      *action.Result   `json:"last,omitempty"`
+}
+
+// Decide implements agent.Agent.
+func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+	if a.cmd == nil {
+		return agent.Decision{}, errors.New("exec agent: not started")
+	}
+	o := observation{
+		Type: "observation", Step: obs.Step, ElapsedMS: obs.Elapsed.Milliseconds(), Task: obs.Task,
+		Width: obs.Screen.Width, Height: obs.Screen.Height, Cursor: obs.Cursor, Windows: obs.Windows,
+		Output: obs.Output, Running: obs.Running, Exit: obs.Exit, Last: obs.Last,
+	}
+	if o.Windows == nil {
+		o.Windows = []action.Window{}
+	}
+	if o.Output == nil {
+		o.Output = []action.LogLine{}
+	}
+	switch a.shots {
+	case "file", "base64":
+		png, err := obs.Screen.PNG()
+		if err != nil {
+			return agent.Decision{}, err
+		}
+		if a.shots == "file" {
+			p := filepath.Join(a.tmp, fmt.Sprintf("%06d.png", obs.Step))
+			if err := os.WriteFile(p, png, 0o600); err != nil {
+				return agent.Decision{}, err
+			}
+			o.Shot = p
+		} else {
+			o.ShotB64 = base64.StdEncoding.EncodeToString(png)
+		}
+	}
+	if err := a.send(o); err != nil {
+		return agent.Decision{}, err
+	}
+	var answers []string
+	for attempt := 0; ; attempt++ {
+		line, err := a.next(ctx)
+		if err != nil {
+			return agent.Decision{}, err
+		}
+		d, perr := a.parse(line)
+		if perr == nil {
+			if attempt > 0 {
+				d.Meta = map[string]any{"attempts": attempt + 1, "rejected": answers}
+			}
+			return d, nil
+		}
+		answers = append(answers, shorten(string(line)))
+		if attempt >= a.maxMalformed {
+			return agent.Decision{}, fmt.Errorf("exec agent: %w: %d answers were not valid actions; the last: %s (%v)", agent.ErrMalformed, attempt+1, shorten(string(line)), perr)
+		}
+		if err := a.send(map[string]any{"type": "error", "step": obs.Step, "error": perr.Error()}); err != nil {
+			return agent.Decision{}, err
+		}
+	}
+}
+
+func (a *Agent) next(ctx context.Context) ([]byte, error) {
+	t := time.NewTimer(a.timeout)
+	defer t.Stop()
+	select {
+	case l, ok := <-a.lines:
+		if !ok || l.err != nil {
+			return nil, fmt.Errorf("exec agent: the program ended without answering (%v)%s", l.err, a.exitNote())
+		}
+		return l.line, nil
+	case <-t.C:
+		return nil, fmt.Errorf("exec agent: no answer within %v", a.timeout)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (a *Agent) exitNote() string {
+	select {
+	case <-a.exited:
+		if ps := a.cmd.ProcessState; ps != nil {
+			return "; " + ps.String()
+		}
+	case <-time.After(time.Second):
+	}
+	return ""
+}
+
+// parse reads one answer: an action object, optionally with a "message"
+// (for kinds other than done, where message is the action's own field).
+func (a *Agent) parse(line []byte) (agent.Decision, error) {
+	line = bytes.TrimSpace(line)
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil || raw == nil {
+		return agent.Decision{}, fmt.Errorf("not a JSON object: write one action per line, e.g. {\"action\":\"key\",\"keys\":\"Return\"}")
+	}
+	var msg string
+	var kind string
+	_ = json.Unmarshal(raw["action"], &kind)
+	if m, ok := raw["message"]; ok && kind != string(action.Done) {
+		_ = json.Unmarshal(m, &msg)
+		delete(raw, "message")
+	}
+	act, err := action.FromMap(raw)
+	if err != nil {
+		return agent.Decision{}, err
+	}
+	if err := action.Validate(act, a.limits); err != nil {
+		return agent.Decision{}, err
+	}
+	if act.Kind == action.Done && msg == "" {
+		msg = act.Message
+	}
+	return agent.Decision{Action: act, Message: msg}, nil
+}
+
+func shorten(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// Close implements agent.Closer: it closes the program's stdin, gives it a
+// moment to exit, then ends its process group.
+func (a *Agent) Close() error {
+	a.closed.Do(func() {
+		if a.quit != nil {
+			close(a.quit)
+		}
+		if a.cmd != nil {
+			a.stdin.Close()
+			done := a.exited
+			select {
+			case <-done:
+			case <-time.After(2 * time.Second):
+				syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
+				select {
+				case <-done:
+				case <-time.After(2 * time.Second):
+					syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
+					<-done
+				}
+			}
+		}
+		if a.tmp != "" {
+			os.RemoveAll(a.tmp)
+		}
+	})
+	return nil
+}
