@@ -145,7 +145,11 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		}
 	}
 
-	cmd := exec.Command(bin, req.Args...)
+	launcher, largv, err := launcherArgv(bin, req.Args)
+	if err != nil {
+		return resp, fmt.Errorf("launch: %w", err)
+	}
+	cmd := exec.Command(launcher, largv...)
 	cmd.Dir = g.appDir
 	cmd.Env = g.appEnv(req.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -9,13 +9,24 @@ import (
 )
 
 func newGuestCmd() *cobra.Command {
-	var opts guest.Options
+	var (
+		opts    guest.Options
+		execApp bool
+	)
 	cmd := &cobra.Command{
 		Use:    "guest",
 		Short:  "Run as the in-sandbox supervisor (started by backends, not by people)",
 		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: func(cmd *cobra.Command, args []string) error {
+			if !execApp && len(args) > 0 {
+				return usageErrorf("guest takes no arguments")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if execApp {
+				return failErr(guest.ExecApp(args))
+			}
 			code := guest.Main(os.Stdin, os.Stdout, os.Stderr, opts)
 			if code != 0 {
 				return silentExit(code)
@@ -23,6 +34,7 @@ func newGuestCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&execApp, "exec-app", false, "launch the app (the arguments after --) with the sandbox's OOM policy")
 	cmd.Flags().BoolVar(&opts.Sandboxed, "sandboxed", false, "kill every leftover process in the sandbox's PID namespace when stopping")
 	return cmd
 }
