@@ -39,6 +39,8 @@ func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error)
 	res.ElapsedUS = time.Since(t).Microseconds()
 	switch a.Kind {
 	case action.MouseMove, action.Click, action.MouseDown, action.MouseUp, action.Drag, action.Scroll, action.CursorPosition:
+		ctx, cancel := context.WithTimeout(ctx, xTimeout)
+		defer cancel()
 		x, y, err := g.x.Cursor(ctx)
 		if err != nil {
 			return res, fmt.Errorf("cursor: %w", err)
@@ -50,6 +52,15 @@ func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error)
 
 func (g *Guest) perform(ctx context.Context, a action.Action, res *action.Result) error {
 	x := g.x
+	if a.Kind != action.Wait {
+		// Input is quick; only a server that stopped answering takes long.
+		// The bound grows with what an action may legitimately take.
+		limit := xTimeout + time.Duration(len([]rune(a.Text)))*(time.Duration(a.DelayMS)*time.Millisecond+5*time.Millisecond) +
+			time.Duration(max(a.Repeat, 1))*10*time.Millisecond + time.Duration(len(a.Path))*50*time.Millisecond
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
 	switch a.Kind {
 	case action.Screenshot, action.CursorPosition, action.Done:
 		return nil // the observation after the step carries the answer

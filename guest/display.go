@@ -17,6 +17,11 @@ import (
 	"github.com/codegirl-games/agentbox/wire"
 )
 
+// xTimeout bounds every call to the X server: an app that grabs the server
+// (XGrabServer) stops our requests from being answered, and the guest must
+// report that, not hang.
+const xTimeout = 5 * time.Second
+
 // start brings up Xvfb, the window manager and the X connection.
 func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartResponse, error) {
 	var resp wire.StartResponse
@@ -92,7 +97,9 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 		return resp, nil, wire.Errorf(wire.CodeInvalid, "screenshot: the display is not up")
 	}
 	t := time.Now()
-	f, err := g.x.Capture(ctx, g.capBuf)
+	xctx, cancel := context.WithTimeout(ctx, xTimeout)
+	defer cancel()
+	f, err := g.x.Capture(xctx, g.capBuf)
 	if err != nil {
 		return resp, nil, fmt.Errorf("capture: %w", err)
 	}
@@ -102,7 +109,7 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	resp.Hash = xxhash.Sum64(pix)
 	resp.CaptureUS = time.Since(t).Microseconds()
 	if req.WithState {
-		st, err := g.state(ctx)
+		st, err := g.state(xctx)
 		if err != nil {
 			return resp, nil, err
 		}
@@ -132,6 +139,8 @@ func packed(f x11.Frame) []byte {
 
 // frameHash captures the screen and hashes it, for waits.
 func (g *Guest) frameHash(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, xTimeout)
+	defer cancel()
 	f, err := g.x.Capture(ctx, g.capBuf)
 	if err != nil {
 		return 0, err
@@ -146,6 +155,8 @@ func (g *Guest) state(ctx context.Context) (wire.State, error) {
 	if g.x == nil {
 		return st, wire.Errorf(wire.CodeInvalid, "state: the display is not up")
 	}
+	ctx, cancel := context.WithTimeout(ctx, xTimeout)
+	defer cancel()
 	x, y, err := g.x.Cursor(ctx)
 	if err != nil {
 		return st, fmt.Errorf("cursor: %w", err)
