@@ -52,18 +52,14 @@ func (f *Frame) PNG() ([]byte, error) {
 	f.once.Do(func() {
 		var b bytes.Buffer
 		b.Grow(len(f.Pix) / 8)
+		// The plain *image.RGBA takes image/png's fast path; its alpha is
+		// all 0xff, so the encoder writes RGB.
 		enc := png.Encoder{CompressionLevel: png.BestSpeed}
-		f.err = enc.Encode(&b, opaque{f.Image()})
+		f.err = enc.Encode(&b, f.Image())
 		f.png = b.Bytes()
 	})
 	return f.png, f.err
 }
-
-// opaque lets the PNG encoder write RGB without an alpha channel.
-type opaque struct{ *image.RGBA }
-
-// Opaque tells image/png the image has no transparency.
-func (opaque) Opaque() bool { return true }
 
 // Window is a top-level window on the screen.
 type Window struct {

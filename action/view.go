@@ -88,7 +88,9 @@ func NewView(f *Frame, region *Rect, scale float64, maxW, maxH int) (*View, erro
 		return &View{Frame: frameOf(cropCopy(src)), Region: r}, nil
 	}
 	dst := image.NewRGBA(image.Rect(0, 0, w, h))
-	draw.BiLinear.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
+	// ApproxBiLinear: an order of magnitude faster than BiLinear at 1080p
+	// (the scaling is on every model step), and as legible to a model.
+	draw.ApproxBiLinear.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
 	return &View{Frame: frameOf(dst), Region: r}, nil
 }
 

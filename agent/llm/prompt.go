@@ -31,8 +31,8 @@ cannot run commands or reach the machine in any other way.
 
 Your task: %s
 
-When the task is done, say so with the done action (success true); if it
-cannot be done, finish with success false and say why.
+When the task is done, finish and say so; if it cannot be done, finish and
+say why.
 
 %s`, width, height, task, SafetyRules)
 }

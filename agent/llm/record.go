@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"sync"
 )
 
@@ -69,22 +68,48 @@ func (r *Recorder) Middleware(req *http.Request, next func(*http.Request) (*http
 	return resp, err
 }
 
-// b64Run matches base64 runs long enough to be images.
-var b64Run = regexp.MustCompile(`[A-Za-z0-9+/]{512,}={0,2}`)
+// minImage is the shortest base64 run taken for an image.
+const minImage = 512
 
-// redact replaces image data with references; the result is valid JSON if
-// the input was (a non-JSON body is kept as a JSON string).
+func isB64(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/'
+}
+
+// redact replaces image data (base64 runs of at least minImage characters)
+// with references, in one linear pass; the result is valid JSON if the
+// input was (a non-JSON body is kept as a JSON string).
 func (r *Recorder) redact(body []byte) json.RawMessage {
 	if len(body) == 0 {
 		return nil
 	}
 	r.mu.Lock()
-	out := b64Run.ReplaceAllFunc(body, func(m []byte) []byte {
-		if ref, ok := r.images[sha256.Sum256(m)]; ok {
-			return []byte("<screenshot " + ref + ">")
+	out := make([]byte, 0, min(len(body), 64<<10))
+	for i := 0; i < len(body); {
+		if !isB64(body[i]) {
+			out = append(out, body[i])
+			i++
+			continue
 		}
-		return []byte(fmt.Sprintf("<image: %d bytes of base64>", len(m)))
-	})
+		j := i
+		for j < len(body) && isB64(body[j]) {
+			j++
+		}
+		for k := 0; k < 2 && j < len(body) && body[j] == '='; k++ {
+			j++
+		}
+		run := body[i:j]
+		switch {
+		case len(run) < minImage:
+			out = append(out, run...)
+		default:
+			if ref, ok := r.images[sha256.Sum256(run)]; ok {
+				out = append(out, "<screenshot "+ref+">"...)
+			} else {
+				out = fmt.Appendf(out, "<image: %d bytes of base64>", len(run))
+			}
+		}
+		i = j
+	}
 	r.mu.Unlock()
 	if !json.Valid(out) {
 		q, _ := json.Marshal(string(out))
