@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	// Built-in backends and agents register themselves.
+	_ "github.com/codegirl-games/agentbox/agent/anthropic"
 	_ "github.com/codegirl-games/agentbox/agent/demo"
 	_ "github.com/codegirl-games/agentbox/agent/exec"
 	_ "github.com/codegirl-games/agentbox/agent/idle"

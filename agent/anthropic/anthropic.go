@@ -1,0 +1,584 @@
+// Package anthropic is the model agent for Anthropic's Messages API with the
+// computer-use tool (computer_20250124, beta computer-use-2025-01-24).
+//
+// Each model turn sends the task, the latest screenshots scaled to the
+// XGA-class size the model expects (llm.ModelView), the results of the
+// previous tool calls and the app's recent output marked as untrusted
+// data. Every computer-tool action is mapped onto agentbox's vocabulary;
+// coordinates are mapped back to the screen exactly. Agentbox performs one
+// action per step, so a tool call that needs several (hold_key, a drag from
+// the pointer, several key chords) is queued here and answered with one
+// tool_result after its last action. A turn without tool_use ends the run:
+// done, with the model's text as the message.
+//
+// The key comes from ANTHROPIC_API_KEY (or the variable named by
+// api_key_env) and never reaches options, the trace or the logs.
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/param"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/agent/llm"
+)
+
+func init() {
+	agent.Register("anthropic", func(opts agent.Options) (agent.Agent, error) { return New(opts) })
+}
+
+// DefaultModel is the model used unless the model option or ANTHROPIC_MODEL
+// names another: a current model documented with computer_20250124.
+const DefaultModel = "claude-haiku-4-5"
+
+// Tool versions the adapter can declare. Both have the same actions; the
+// newer one (for newer models) is declared without zoom.
+const (
+	Tool20250124 = "computer_20250124"
+	Tool20251124 = "computer_20251124"
+)
+
+// DefaultMaxHistory is how many earlier model turns (tool_use/tool_result
+// pairs) a request keeps when max_history is not given.
+const DefaultMaxHistory = 50
+
+// maxRetryAfter caps a server's Retry-After, so one header cannot stall a
+// run for hours (the run's own --timeout still applies).
+const maxRetryAfter = 60 * time.Second
+
+// maxPauses bounds pause_turn continuations within one decision.
+const maxPauses = 5
+
+// Options this adapter adds to llm.CommonOptions.
+var extraOptions = []string{"tool"}
+
+// Agent drives the computer-use tool. Decide is called from one goroutine.
+type Agent struct {
+	cfg       llm.Config
+	tool      string
+	beta      sdk.AnthropicBeta
+	client    sdk.Client
+	transport *http.Transport
+	rec       *llm.Recorder
+	attempts  int // HTTP attempts of the current request (retries included)
+
+	begun   bool
+	system  string
+	screenW int
+	screenH int
+	disp    display
+
+	msgs    []sdk.BetaMessageParam
+	dropped int     // earlier turns dropped by max_history
+	pending []*call // tool calls of the last answer not started yet
+	cur     *call   // the tool call being performed
+	results []sdk.BetaContentBlockParamUnion
+	output  []action.LogLine // app output not yet shown to the model
+
+	// The last screenshot sent, by frame hash: an unchanged screen is not
+	// scaled and encoded again.
+	lastHash uint64
+	lastB64  string
+}
+
+// call is one tool_use being performed, action by action.
+type call struct {
+	id     string
+	input  json.RawMessage
+	plan   *plan
+	next   int    // index of the next action
+	failed string // why the call failed, once it did
+}
+
+// New makes the agent from its options (see README: Model agents). It
+// fails without an API key.
+func New(opts agent.Options) (*Agent, error) {
+	cfg, err := llm.Parse(opts, extraOptions, "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", DefaultModel, true)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := opts["max_history"]; !ok {
+		cfg.MaxHistory = DefaultMaxHistory
+	}
+	a := &Agent{cfg: cfg, tool: Tool20250124, beta: sdk.AnthropicBetaComputerUse2025_01_24, rec: llm.NewRecorder()}
+	if v, ok := opts["tool"]; ok {
+		switch v {
+		case Tool20250124:
+		case Tool20251124:
+			a.tool, a.beta = v, sdk.AnthropicBetaComputerUse2025_11_24
+		default:
+			return nil, fmt.Errorf("option tool: want %s or %s, got %q", Tool20250124, Tool20251124, v)
+		}
+	}
+	a.transport = http.DefaultTransport.(*http.Transport).Clone()
+	copts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(), // no profiles, no other credentials
+		option.WithAPIKey(cfg.APIKey),
+		option.WithHTTPClient(&http.Client{Transport: a.transport}),
+		option.WithMaxRetries(cfg.MaxRetries),
+		option.WithRequestTimeout(cfg.Timeout),
+		// Outermost first: count every attempt, record it, cap Retry-After.
+		option.WithMiddleware(a.countAttempt, func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return a.rec.Middleware(req, next)
+		}, capRetryAfter),
+	}
+	if cfg.BaseURL != "" {
+		copts = append(copts, option.WithBaseURL(cfg.BaseURL))
+	}
+	a.client = sdk.NewClient(copts...)
+	return a, nil
+}
+
+// Start implements agent.Starter: the task and the screen size.
+func (a *Agent) Start(_ context.Context, t agent.Task) error {
+	a.begin(t.Text, t.Width, t.Height)
+	return nil
+}
+
+// Close implements agent.Closer.
+func (a *Agent) Close() error {
+	a.transport.CloseIdleConnections()
+	return nil
+}
+
+func (a *Agent) begin(task string, w, h int) {
+	a.begun = true
+	a.screenW, a.screenH = w, h
+	mw, mh := llm.ScaleFor(w, h)
+	a.disp = newDisplay(w, h, mw, mh)
+	a.system = llm.Instructions(task, mw, mh) + "\n\n" + fmt.Sprintf(toolRules, mw, mh)
+}
+
+// toolRules adds to llm.Instructions what is particular to the computer
+// tool: it has no done action.
+const toolRules = `You act through the computer tool. Its display is %dx%d pixels: every
+coordinate you send is a pixel of the screenshots you receive. The tool has
+no done action: when the task is done, stop calling the tool and answer
+with a short summary of what you achieved. If the task cannot be done,
+answer with a message that starts with "FAILED:" and says why.`
+
+// Decide implements agent.Agent: it performs the next action of the tool
+// call in progress, or asks the model for the next turn.
+func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+	if obs.Screen == nil {
+		return agent.Decision{}, errors.New("anthropic: the observation has no screenshot")
+	}
+	if !a.begun {
+		a.begin(obs.Task, obs.Screen.Width, obs.Screen.Height)
+	}
+	if obs.Screen.Width != a.screenW || obs.Screen.Height != a.screenH {
+		return agent.Decision{}, fmt.Errorf("anthropic: the screen is %dx%d, the task said %dx%d", obs.Screen.Width, obs.Screen.Height, a.screenW, a.screenH)
+	}
+	a.output = append(a.output, obs.Output...)
+	if c := a.cur; c != nil {
+		if d, ok := a.advance(c, obs); ok {
+			return d, nil
+		}
+		if err := a.finish(c, obs, true); err != nil {
+			return agent.Decision{}, err
+		}
+		a.cur = nil
+	}
+	for len(a.pending) > 0 {
+		c := a.pending[0]
+		a.pending = a.pending[1:]
+		if !obs.Running {
+			c.failed = "not performed: the application has exited"
+			if err := a.finish(c, obs, false); err != nil {
+				return agent.Decision{}, err
+			}
+			continue
+		}
+		a.cur = c
+		return a.step(c, queuedMeta(a.cfg.Model, c)), nil
+	}
+	return a.ask(ctx, obs)
+}
+
+// advance returns the call's next action, after taking in the result of
+// its previous one. After a failure only releases (key_up, mouse_up) run.
+func (a *Agent) advance(c *call, obs *action.Observation) (agent.Decision, bool) {
+	if c.failed == "" {
+		switch {
+		case obs.Last != nil && !obs.Last.OK:
+			c.failed = obs.Last.Error
+			if c.failed == "" {
+				c.failed = "the action failed"
+			}
+		case !obs.Running:
+			c.failed = "the application has exited"
+		}
+	}
+	for c.next < len(c.plan.actions) {
+		if c.failed != "" && !c.plan.releases[c.next] {
+			c.next++
+			continue
+		}
+		return a.step(c, queuedMeta(a.cfg.Model, c)), true
+	}
+	return agent.Decision{}, false
+}
+
+// step hands out the call's next action.
+func (a *Agent) step(c *call, meta map[string]any) agent.Decision {
+	i := c.next
+	c.next++
+	msg := c.plan.name
+	if n := len(c.plan.actions); n > 1 {
+		msg = fmt.Sprintf("%s, action %d of %d", c.plan.name, i+1, n)
+	}
+	return agent.Decision{Action: c.plan.actions[i], Message: msg, Meta: meta}
+}
+
+func queuedMeta(model string, c *call) map[string]any {
+	m := llm.Meta(model, llm.Usage{}, "", 0)
+	m["tool_use_id"] = c.id
+	m["queued"] = true
+	return m
+}
+
+// finish turns a performed (or skipped) call into its tool_result, with the
+// observation after its last action.
+func (a *Agent) finish(c *call, obs *action.Observation, performed bool) error {
+	var text strings.Builder
+	if c.failed != "" {
+		fmt.Fprintf(&text, "Error: %s\n", c.failed)
+	}
+	image := performed
+	if c.plan.cursor && c.failed == "" {
+		p := obs.Cursor
+		if obs.Last != nil && obs.Last.Cursor != nil {
+			p = *obs.Last.Cursor
+		}
+		x, y := a.disp.toModel(p.X, p.Y)
+		fmt.Fprintf(&text, "X=%d,Y=%d\n", x, y)
+		image = false
+	}
+	text.WriteString(a.observationText(obs))
+	content := []sdk.BetaToolResultBlockParamContentUnion{{OfText: &sdk.BetaTextBlockParam{Text: text.String()}}}
+	if image {
+		img, err := a.image(obs)
+		if err != nil {
+			return err
+		}
+		content = append(content, sdk.BetaToolResultBlockParamContentUnion{OfImage: img})
+	}
+	r := sdk.BetaToolResultBlockParam{ToolUseID: c.id, Content: content}
+	if c.failed != "" {
+		r.IsError = param.NewOpt(true)
+	}
+	a.results = append(a.results, sdk.BetaContentBlockParamUnion{OfToolResult: &r})
+	return nil
+}
+
+// observationText renders the observation in the model's coordinates with
+// the app output not yet shown, which it then forgets.
+func (a *Agent) observationText(obs *action.Observation) string {
+	o := *obs
+	o.Cursor.X, o.Cursor.Y = a.disp.toModel(obs.Cursor.X, obs.Cursor.Y)
+	o.Windows = make([]action.Window, len(obs.Windows))
+	for i, w := range obs.Windows {
+		x0, y0 := a.disp.toModel(w.X, w.Y)
+		x1, y1 := a.disp.toModel(w.X+w.Width, w.Y+w.Height)
+		w.X, w.Y, w.Width, w.Height = x0, y0, x1-x0, y1-y0
+		o.Windows[i] = w
+	}
+	o.Output = a.output
+	o.Last = nil // told by the tool_result itself
+	a.output = nil
+	return llm.ObservationText(&o)
+}
+
+// image is the screenshot as the model sees it: scaled to its display,
+// base64 PNG, registered with the recorder under the trace's screenshot.
+func (a *Agent) image(obs *action.Observation) (*sdk.BetaImageBlockParam, error) {
+	b64 := a.lastB64
+	if h := obs.Screen.Hash; h == 0 || h != a.lastHash {
+		v, err := llm.ModelView(obs.Screen)
+		if err != nil {
+			return nil, fmt.Errorf("anthropic: scale the screenshot: %w", err)
+		}
+		if v.Frame.Width != a.disp.width() || v.Frame.Height != a.disp.height() {
+			return nil, fmt.Errorf("anthropic: scaled screenshot is %dx%d, the tool says %dx%d", v.Frame.Width, v.Frame.Height, a.disp.width(), a.disp.height())
+		}
+		if b64, err = llm.PNGBase64(v.Frame); err != nil {
+			return nil, fmt.Errorf("anthropic: encode the screenshot: %w", err)
+		}
+		a.lastHash, a.lastB64 = h, b64
+	}
+	ref := obs.ScreenshotRef
+	if ref == "" {
+		ref = fmt.Sprintf("step %d", obs.Step)
+	}
+	a.rec.Image(b64, ref)
+	return &sdk.BetaImageBlockParam{Source: sdk.BetaImageBlockParamSourceUnion{
+		OfBase64: &sdk.BetaBase64ImageSourceParam{Data: b64, MediaType: sdk.BetaBase64ImageSourceMediaTypeImagePNG},
+	}}, nil
+}
+
+// ask sends the next user turn and interprets the answer, telling
+// malformed answers back up to MaxMalformed times.
+func (a *Agent) ask(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+	content := a.results
+	a.results = nil
+	if len(a.msgs) == 0 || len(content) == 0 {
+		img, err := a.image(obs)
+		if err != nil {
+			return agent.Decision{}, err
+		}
+		intro := fmt.Sprintf("This is the screen now (%dx%d). ", a.disp.width(), a.disp.height())
+		content = append(content,
+			sdk.BetaContentBlockParamUnion{OfText: &sdk.BetaTextBlockParam{Text: intro + a.observationText(obs)}},
+			sdk.BetaContentBlockParamUnion{OfImage: img})
+	}
+	a.msgs = append(a.msgs, sdk.BetaMessageParam{Role: sdk.BetaMessageParamRoleUser, Content: content})
+
+	var usage llm.Usage
+	var texts []string
+	malformed, pauses := 0, 0
+	for attempt := 1; ; attempt++ {
+		resp, err := a.send(ctx)
+		if err != nil {
+			return agent.Decision{}, err
+		}
+		usage.InputTokens += resp.Usage.InputTokens
+		usage.OutputTokens += resp.Usage.OutputTokens
+		a.msgs = append(a.msgs, resp.ToParam())
+		text := responseText(resp)
+		if text != "" {
+			texts = append(texts, text)
+		}
+		meta := func() map[string]any {
+			m := llm.Meta(a.cfg.Model, usage, strings.Join(texts, "\n"), attempt)
+			m["stop_reason"] = string(resp.StopReason)
+			m["display"] = fmt.Sprintf("%dx%d", a.disp.width(), a.disp.height())
+			return m
+		}
+		calls, bad := a.plans(resp)
+		switch {
+		case bad != nil:
+			malformed++
+			if malformed > a.cfg.MaxMalformed {
+				return agent.Decision{}, fmt.Errorf("anthropic: %w after %d answers (max_malformed %d): %v", agent.ErrMalformed, attempt, a.cfg.MaxMalformed, bad)
+			}
+			a.msgs = append(a.msgs, sdk.BetaMessageParam{Role: sdk.BetaMessageParamRoleUser, Content: bad.results})
+			continue
+		case len(calls) > 0:
+			inputs := map[string]any{}
+			for _, c := range calls {
+				inputs[c.id] = c.input
+			}
+			m := meta()
+			m["tool_use"] = inputs
+			a.pending = calls[1:]
+			a.cur = calls[0]
+			m["tool_use_id"] = a.cur.id
+			d := a.step(a.cur, m)
+			if text != "" {
+				d.Message = text
+			}
+			d.Files = a.files()
+			return d, nil
+		case resp.StopReason == sdk.BetaStopReasonPauseTurn && pauses < maxPauses:
+			pauses++ // the API asks to send the turn back as it is
+			continue
+		case resp.StopReason == sdk.BetaStopReasonMaxTokens:
+			malformed++
+			if malformed > a.cfg.MaxMalformed {
+				return agent.Decision{}, fmt.Errorf("anthropic: %w: the answer was cut off at max_tokens %d, %d times (max_malformed %d)", agent.ErrMalformed, a.cfg.MaxTokens, malformed, a.cfg.MaxMalformed)
+			}
+			a.msgs = append(a.msgs, sdk.BetaMessageParam{Role: sdk.BetaMessageParamRoleUser, Content: []sdk.BetaContentBlockParamUnion{{OfText: &sdk.BetaTextBlockParam{
+				Text: fmt.Sprintf("Your answer was cut off at the %d-token limit. Answer briefly: one tool call, or a short final message.", a.cfg.MaxTokens)}}}})
+			continue
+		}
+		// The model ended its turn without a tool call: it is finished.
+		ok := true
+		msg := strings.TrimSpace(text)
+		switch {
+		case resp.StopReason == sdk.BetaStopReasonRefusal:
+			ok, msg = false, "the model refused: "+msg
+		case strings.HasPrefix(strings.ToUpper(msg), "FAILED"):
+			ok = false
+		case msg == "":
+			msg = "the model ended its turn"
+		}
+		return agent.Decision{
+			Action:  action.Action{Kind: action.Done, Success: &ok, Message: msg},
+			Message: msg, Meta: meta(), Files: a.files(),
+		}, nil
+	}
+}
+
+// malformedAnswer is an answer whose tool calls cannot be performed, with
+// the tool_results that tell the model why.
+type malformedAnswer struct {
+	results []sdk.BetaContentBlockParamUnion
+	first   string
+}
+
+func (m *malformedAnswer) Error() string { return m.first }
+
+// plans maps every tool_use of an answer. If any cannot be performed, none
+// is: each gets an error tool_result saying why.
+func (a *Agent) plans(resp *sdk.BetaMessage) ([]*call, *malformedAnswer) {
+	var calls []*call
+	var errs []string
+	bad := false
+	for _, b := range resp.Content {
+		if b.Type != "tool_use" {
+			continue
+		}
+		c := &call{id: b.ID, input: b.Input}
+		var err error
+		switch {
+		case b.Name != "computer":
+			err = badInput("unknown tool %q: the only tool is computer", b.Name)
+		case resp.StopReason == sdk.BetaStopReasonMaxTokens:
+			err = badInput("the answer was cut off at the %d-token limit, so this input may be incomplete", a.cfg.MaxTokens)
+		default:
+			c.plan, err = mapInput(b.Input, a.disp)
+		}
+		calls = append(calls, c)
+		if err != nil {
+			bad = true
+			errs = append(errs, err.Error())
+		} else {
+			errs = append(errs, "")
+		}
+	}
+	if !bad {
+		return calls, nil
+	}
+	m := &malformedAnswer{}
+	for i, c := range calls {
+		msg := errs[i]
+		if msg == "" {
+			msg = "not performed: another tool call of the same answer was invalid; send it again if still wanted"
+		} else {
+			if m.first == "" {
+				m.first = fmt.Sprintf("tool_use %s: %s", c.id, msg)
+			}
+			msg = "invalid input, nothing was done: " + msg
+		}
+		r := sdk.BetaToolResultBlockParam{ToolUseID: c.id, IsError: param.NewOpt(true),
+			Content: []sdk.BetaToolResultBlockParamContentUnion{{OfText: &sdk.BetaTextBlockParam{Text: msg}}}}
+		m.results = append(m.results, sdk.BetaContentBlockParamUnion{OfToolResult: &r})
+	}
+	return nil, m
+}
+
+// send makes one request (the SDK retries it) with the history trimmed.
+func (a *Agent) send(ctx context.Context) (*sdk.BetaMessage, error) {
+	a.trim()
+	p := sdk.BetaMessageNewParams{
+		Model:     a.cfg.Model,
+		MaxTokens: int64(a.cfg.MaxTokens),
+		System:    []sdk.BetaTextBlockParam{{Text: a.system}},
+		Tools:     []sdk.BetaToolUnionParam{a.toolParam()},
+		Messages:  a.window(),
+		Betas:     []sdk.AnthropicBeta{a.beta},
+	}
+	if a.cfg.Temperature != nil {
+		p.Temperature = param.NewOpt(*a.cfg.Temperature)
+	}
+	a.attempts = 0
+	resp, err := a.client.Beta.Messages.New(ctx, p)
+	if err != nil {
+		return nil, a.describe(ctx, err)
+	}
+	return resp, nil
+}
+
+func (a *Agent) toolParam() sdk.BetaToolUnionParam {
+	w, h := int64(a.disp.width()), int64(a.disp.height())
+	if a.tool == Tool20251124 {
+		return sdk.BetaToolUnionParam{OfComputerUseTool20251124: &sdk.BetaToolComputerUse20251124Param{
+			DisplayWidthPx: w, DisplayHeightPx: h, DisplayNumber: param.NewOpt[int64](1)}}
+	}
+	return sdk.BetaToolUnionParam{OfComputerUseTool20250124: &sdk.BetaToolComputerUse20250124Param{
+		DisplayWidthPx: w, DisplayHeightPx: h, DisplayNumber: param.NewOpt[int64](1)}}
+}
+
+// describe words a failed request: the HTTP status and the API's error, or
+// the timeout, with the number of attempts.
+func (a *Agent) describe(ctx context.Context, err error) error {
+	n := a.attempts
+	var apiErr *sdk.Error
+	switch {
+	case errors.As(err, &apiErr):
+		var body struct {
+			Error struct{ Type, Message string } `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(apiErr.RawJSON()), &body)
+		what := strings.TrimSpace(body.Error.Type + ": " + body.Error.Message)
+		if body.Error.Type == "" {
+			what = short([]byte(apiErr.RawJSON()))
+		}
+		return fmt.Errorf("anthropic: HTTP %d %s after %d attempt(s) (max_retries %d): %s: %w",
+			apiErr.StatusCode, http.StatusText(apiErr.StatusCode), n, a.cfg.MaxRetries, what, err)
+	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("anthropic: no answer within the %v timeout, %d attempt(s) (max_retries %d): %w", a.cfg.Timeout, n, a.cfg.MaxRetries, err)
+	}
+	return fmt.Errorf("anthropic: request failed after %d attempt(s): %w", n, err)
+}
+
+// files are the raw exchanges of this decision, for the trace.
+func (a *Agent) files() map[string][]byte {
+	if b := a.rec.Take(); b != nil {
+		return map[string][]byte{"exchange.json": b}
+	}
+	return nil
+}
+
+// countAttempt counts HTTP attempts (the SDK retries inside one call).
+func (a *Agent) countAttempt(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	a.attempts++
+	return next(req)
+}
+
+// capRetryAfter keeps a server's Retry-After (honoured by the SDK) within
+// maxRetryAfter.
+func capRetryAfter(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	if resp == nil {
+		return resp, err
+	}
+	if v := resp.Header.Get("Retry-After-Ms"); v != "" {
+		if ms, perr := strconv.ParseFloat(v, 64); perr == nil && time.Duration(ms)*time.Millisecond > maxRetryAfter {
+			resp.Header.Set("Retry-After-Ms", strconv.Itoa(int(maxRetryAfter/time.Millisecond)))
+		}
+	}
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		d := time.Duration(-1)
+		if s, perr := strconv.ParseFloat(v, 64); perr == nil {
+			d = time.Duration(s * float64(time.Second))
+		} else if t, perr := http.ParseTime(v); perr == nil {
+			d = time.Until(t)
+		}
+		if d > maxRetryAfter {
+			resp.Header.Set("Retry-After", strconv.Itoa(int(maxRetryAfter/time.Second)))
+		}
+	}
+	return resp, err
+}
+
+func responseText(resp *sdk.BetaMessage) string {
+	var parts []string
+	for _, b := range resp.Content {
+		if b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+			parts = append(parts, strings.TrimSpace(b.Text))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
