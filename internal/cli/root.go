@@ -13,6 +13,7 @@ import (
 	_ "github.com/codegirl-games/agentbox/agent/demo"
 	_ "github.com/codegirl-games/agentbox/agent/exec"
 	_ "github.com/codegirl-games/agentbox/agent/idle"
+	_ "github.com/codegirl-games/agentbox/agent/openai"
 	_ "github.com/codegirl-games/agentbox/environment/docker"
 )
 

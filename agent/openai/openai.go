@@ -1,0 +1,300 @@
+// Package openai holds two model agents built on the official OpenAI Go SDK:
+//
+//   - "openai" drives OpenAI's Responses API with its computer-use tool
+//     (computer_use_preview): the model sees the screen and answers with
+//     computer calls, which map one to one onto agentbox actions;
+//   - "openai-chat" speaks the chat-completions API of any OpenAI-compatible
+//     server with vision (Ollama, vLLM, LM Studio, …) and asks for one
+//     agentbox action per turn as a JSON object constrained by a JSON
+//     schema.
+//
+// Both run on the host, never in the sandbox. Keys come from the
+// environment only (OPENAI_API_KEY, or the variable named by api_key_env);
+// the SDK's own environment defaults (OPENAI_ORG_ID, OPENAI_CUSTOM_HEADERS,
+// …) are not used, so nothing but what the options say reaches the server.
+// Every request is recorded (images replaced by references to the trace's
+// screenshots) and attached to the step as exchange.json.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/agent/llm"
+)
+
+func init() {
+	agent.Register("openai", func(opts agent.Options) (agent.Agent, error) { return NewResponses(opts) })
+	agent.Register("openai-chat", func(opts agent.Options) (agent.Agent, error) { return NewChat(opts) })
+}
+
+// Environment variables the agents read.
+const (
+	KeyEnv = "OPENAI_API_KEY"
+	URLEnv = "OPENAI_BASE_URL"
+)
+
+// DefaultBaseURL is used when neither base_url nor OPENAI_BASE_URL is set.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// DefaultMaxWidth is the widest screenshot sent as is; wider screens are
+// scaled down to it (option max_width).
+const DefaultMaxWidth = 1280
+
+// maxBody caps one response body (a larger one is an error, not a hang).
+const maxBody = 32 << 20
+
+// client is what both agents share: settings, the recorder and the SDK
+// options that send requests through it.
+type client struct {
+	cfg      llm.Config
+	maxWidth int
+	rec      *llm.Recorder
+	http     *http.Client
+	sdkOpts  []option.RequestOption
+	attempts int // HTTP attempts of the current call, counted by the middleware
+	task     agent.Task
+	started  bool
+}
+
+// newClient builds the SDK options: base URL, key (if any), retries, the
+// per-attempt timeout and the recorder.
+func newClient(cfg llm.Config, maxWidth int) *client {
+	c := &client{cfg: cfg, maxWidth: maxWidth, rec: llm.NewRecorder()}
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		c.http = &http.Client{Transport: t.Clone()}
+	} else {
+		c.http = &http.Client{Transport: http.DefaultTransport}
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	c.sdkOpts = []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithHTTPClient(c.http),
+		option.WithMaxRetries(cfg.MaxRetries),
+		// The SDK's WithRequestTimeout is not used: when its per-attempt
+		// deadline passes, the SDK returns at once instead of retrying (and
+		// its backoff waits on the same expired context). attemptTimeout
+		// bounds each attempt and lets the SDK retry it.
+		option.WithMiddleware(c.count, attemptTimeout(cfg.Timeout), func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return c.rec.Middleware(req, next)
+		}),
+	}
+	if cfg.APIKey != "" {
+		c.sdkOpts = append(c.sdkOpts, option.WithAPIKey(cfg.APIKey))
+	}
+	return c
+}
+
+// count counts the HTTP attempts of one SDK call (retries included).
+func (c *client) count(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	c.attempts++
+	return next(req)
+}
+
+// errTimeout marks an attempt that got no complete answer in time.
+var errTimeout = errors.New("request timed out")
+
+// attemptTimeout bounds one HTTP attempt, the response body included (it is
+// read here, so a server that stalls mid-body is a timeout too). The SDK
+// sees a transport error and retries with backoff.
+func attemptTimeout(d time.Duration) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(req.Context(), d)
+		defer cancel()
+		timedOut := func(err error) error {
+			if ctx.Err() != nil && req.Context().Err() == nil {
+				return fmt.Errorf("%w: the server did not answer within %v", errTimeout, d)
+			}
+			return err
+		}
+		resp, err := next(req.WithContext(ctx))
+		if err != nil {
+			return nil, timedOut(err)
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+		resp.Body.Close()
+		if err != nil {
+			return nil, timedOut(err)
+		}
+		if len(body) > maxBody {
+			return nil, fmt.Errorf("response body larger than %d bytes", maxBody)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return resp, nil
+	}
+}
+
+// callError describes a failed API call for the run's message: the
+// endpoint, the HTTP status and the server's own message, and how many
+// attempts were made. It wraps the SDK's error.
+func (c *client) callError(endpoint string, err error) error {
+	var api *sdk.Error
+	if errors.As(err, &api) {
+		msg := api.Message
+		if msg == "" && api.Response != nil {
+			msg = strings.TrimSpace(api.RawJSON())
+		}
+		status := strconv.Itoa(api.StatusCode)
+		if t := http.StatusText(api.StatusCode); t != "" {
+			status += " " + t
+		}
+		if msg != "" {
+			msg = ": " + msg
+		}
+		return fmt.Errorf("%s: HTTP %s%s (%d attempts): %w", endpoint, status, msg, c.attempts, err)
+	}
+	return fmt.Errorf("%s (%d attempts): %w", endpoint, c.attempts, err)
+}
+
+// Start implements agent.Starter: it keeps the task and the screen size.
+func (c *client) Start(_ context.Context, t agent.Task) error {
+	c.task, c.started = t, true
+	return nil
+}
+
+// Close implements agent.Closer.
+func (c *client) Close() error {
+	c.http.CloseIdleConnections()
+	return nil
+}
+
+// instructions is the system prompt, from the task given to Start (or the
+// observation, when Start was not called).
+func (c *client) instructions(obs *action.Observation) string {
+	task, w, h := c.task.Text, c.task.Width, c.task.Height
+	if !c.started {
+		task = obs.Task
+	}
+	if w == 0 || h == 0 {
+		w, h = obs.Screen.Width, obs.Screen.Height
+	}
+	if strings.TrimSpace(task) == "" {
+		task = "(no task was given: look at the application and finish when you have seen what it does)"
+	}
+	return llm.Instructions(task, w, h)
+}
+
+// shot is one screenshot as sent to the model.
+type shot struct {
+	view    *action.View // maps the model's coordinates back to the screen
+	b64     string
+	dataURL string
+	ref     string // what the recorder writes instead of the image
+}
+
+// screenshot scales the observation's screen to at most max_width (exactly
+// mapped back by the view), encodes it, and registers it with the recorder
+// under the trace's screenshot name.
+func (c *client) screenshot(obs *action.Observation) (shot, error) {
+	if obs.Screen == nil {
+		return shot{}, errors.New("the observation has no screenshot")
+	}
+	v := action.FullView(obs.Screen)
+	if c.maxWidth > 0 && obs.Screen.Width > c.maxWidth {
+		var err error
+		if v, err = action.NewView(obs.Screen, nil, 0, c.maxWidth, 0); err != nil {
+			return shot{}, fmt.Errorf("scale the screenshot: %w", err)
+		}
+	}
+	b64, err := llm.PNGBase64(v.Frame)
+	if err != nil {
+		return shot{}, fmt.Errorf("encode the screenshot: %w", err)
+	}
+	ref := obs.ScreenshotRef
+	if ref == "" {
+		ref = fmt.Sprintf("step %d", obs.Step)
+	}
+	if v.Scaled() {
+		ref = fmt.Sprintf("%s scaled to %dx%d", ref, v.Frame.Width, v.Frame.Height)
+	}
+	c.rec.Image(b64, ref)
+	return shot{view: v, b64: b64, dataURL: "data:image/png;base64," + b64, ref: ref}, nil
+}
+
+// modelObs is the observation as the model is told it: with a scaled
+// screenshot, the pointer and the windows are given in screenshot pixels,
+// the coordinates the model answers in.
+func modelObs(obs *action.Observation, v *action.View) *action.Observation {
+	if !v.Scaled() {
+		return obs
+	}
+	o := *obs
+	scale := func(n, from, to int) int { return n * to / from }
+	if x, y, ok := v.FromScreen(obs.Cursor.X, obs.Cursor.Y); ok {
+		o.Cursor = action.Point{X: x, Y: y}
+	}
+	fw, fh, rw, rh := v.Frame.Width, v.Frame.Height, v.Region.Dx(), v.Region.Dy()
+	o.Windows = make([]action.Window, len(obs.Windows))
+	for i, w := range obs.Windows {
+		w.X, w.Y = scale(w.X-v.Region[0], rw, fw), scale(w.Y-v.Region[1], rh, fh)
+		w.Width, w.Height = scale(w.Width, rw, fw), scale(w.Height, rh, fh)
+		o.Windows[i] = w
+	}
+	return &o
+}
+
+// files returns the recorded exchanges of this decision for the trace.
+func (c *client) files() map[string][]byte {
+	if ex := c.rec.Take(); ex != nil {
+		return map[string][]byte{"exchange.json": ex}
+	}
+	return nil
+}
+
+// malformed is the error that ends a run whose model kept answering with
+// something agentbox cannot run.
+func malformed(problems []string) error {
+	return fmt.Errorf("%w: after %d attempts the model kept answering with something agentbox cannot run: %s",
+		agent.ErrMalformed, len(problems), strings.Join(problems, "; then "))
+}
+
+// clip shortens s for messages.
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len([]rune(s)) > n {
+		return string([]rune(s)[:n]) + "…"
+	}
+	return s
+}
+
+// parseMaxWidth reads the max_width option.
+func parseMaxWidth(opts agent.Options) (int, error) {
+	v, ok := opts["max_width"]
+	if !ok {
+		return DefaultMaxWidth, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 64 || n > 10000 {
+		return 0, fmt.Errorf("option max_width: want 64–10000, got %q", v)
+	}
+	return n, nil
+}
+
+// toScreen maps a point of the image the model saw to the screen, or
+// fails when it lies outside that image.
+func toScreen(v *action.View, x, y int) (int, int, error) {
+	w, h := v.Frame.Width, v.Frame.Height
+	if x < 0 || y < 0 || x >= w || y >= h {
+		return 0, 0, fmt.Errorf("(%d,%d) is outside the %dx%d screenshot", x, y, w, h)
+	}
+	sx, sy := v.ToScreen(x, y)
+	return sx, sy, nil
+}
