@@ -1,6 +1,7 @@
 package environment
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -42,13 +43,17 @@ func Backends() []string {
 	return names
 }
 
+// ErrUnknownBackend is wrapped by Lookup's error for a name nobody
+// registered.
+var ErrUnknownBackend = errors.New("unknown backend")
+
 // Lookup makes the named backend.
 func Lookup(name string) (Backend, error) {
 	regMu.RLock()
 	f, ok := registry[name]
 	regMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("unknown backend %q (known: %s)", name, strings.Join(Backends(), ", "))
+		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownBackend, name, strings.Join(append(Backends(), Auto), ", "))
 	}
 	return f()
 }

@@ -46,5 +46,23 @@ func TestConformance(t *testing.T) {
 			}
 			return false, err
 		},
+		Leftovers: func(ctx context.Context, runID string) ([]string, error) {
+			cli, err := client.New(client.FromEnv)
+			if err != nil {
+				return nil, err
+			}
+			defer cli.Close()
+			f := make(client.Filters).Add("label", docker.LabelRun+"="+runID)
+			list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+			if err != nil {
+				return nil, err
+			}
+			var ids []string
+			for _, c := range list.Items {
+				ids = append(ids, c.ID)
+			}
+			return ids, nil
+		},
+		Posture: envtest.Posture{Seccomp: true},
 	})
 }

@@ -76,7 +76,11 @@ func (s *suite) testTypeEveryCharacter(t *testing.T) {
 			t.Errorf("character %d %q: xev saw keysym 0x%x (%s) text %q, want 0x%x %q", i, r, e.Keysym, e.KeysymName, e.Text, uint32(wantSym), want)
 		}
 	}
-	releases := nonModifier(Filter(ParseXev(b.sink.stdout()), "KeyRelease"))
+	var releases []XevEvent
+	b.sink.waitFor(5*time.Second, func() bool {
+		releases = nonModifier(Filter(ParseXev(b.sink.stdout()), "KeyRelease"))
+		return len(releases) >= len(runes)
+	})
 	if len(releases) != len(runes) {
 		t.Errorf("%d key releases for %d presses", len(releases), len(runes))
 	}

@@ -1,8 +1,12 @@
 // Package envtest is the conformance suite every environment backend runs:
 // lifecycle, staging, every action kind checked against real X11
 // applications nobody here wrote (xev, xterm, xcalc), screenshots, output,
-// exit reporting, deadlines and cleanup. A new backend starts from this
-// failing list, not from a blank page:
+// exit reporting, deadlines, cleanup, and the isolation posture checked
+// from inside with a probe (identity, capabilities, namespaces, read-only
+// system, capped tmpfs, no egress, a fork bomb, detached daemons, an
+// output flood — each negative check with a positive control that shows
+// the probe itself works). A new backend starts from this failing list,
+// not from a blank page:
 //
 //	func TestConformance(t *testing.T) {
 //		envtest.Run(t, envtest.Options{Backend: &mybackend.Backend{}, Config: …})
@@ -38,6 +42,34 @@ type Options struct {
 	// Gone reports whether the sandbox described by info no longer exists
 	// (checked after Close); nil skips the check.
 	Gone func(ctx context.Context, info environment.Info) (bool, error)
+	// Leftovers lists what of the run named runID still exists on the host
+	// (containers, processes); the cleanup tests call it after Create
+	// failed half-way. nil skips those checks.
+	Leftovers func(ctx context.Context, runID string) ([]string, error)
+	// Posture is what the backend promises about its sandbox beyond what
+	// every backend must do; the Isolation tests hold it to that.
+	Posture Posture
+	// Probe is the path of the built isolation probe
+	// (./environment/envtest/probe); empty builds it.
+	Probe string
+}
+
+// Posture is what a backend promises about its sandbox where backends may
+// differ. What all must do is not here: a non-root uid or a user namespace,
+// no effective capabilities, no new privileges, only lo, private PID,
+// network, IPC, UTS and mount namespaces, a read-only system, a writable
+// size-capped tmpfs /tmp and /dev/shm, no host environment, files or D-Bus,
+// no egress, processes bounded, daemons gone after Close, output capped.
+type Posture struct {
+	// UserNamespace: the sandbox runs in a user namespace of its own.
+	UserNamespace bool
+	// Seccomp: a seccomp filter is in force (Seccomp: 2).
+	Seccomp bool
+	// GuestSurvivesForkBomb: the guest keeps answering while the app holds
+	// every process the sandbox may have. (A Go guest aborts when it cannot
+	// create a thread it needs; the local backend starts its guest with
+	// threads in reserve.)
+	GuestSurvivesForkBomb bool
 }
 
 // Run runs every conformance test as a subtest of t.
@@ -56,6 +88,9 @@ func Run(t *testing.T, o Options) {
 		{"Mouse", s.testMouse},
 		{"Xterm", s.testXterm},
 		{"Xcalc", s.testXcalc},
+		{"Deadlines", s.testDeadlines},
+		{"Cleanup", s.testCleanup},
+		{"Isolation", s.testIsolation},
 	} {
 		t.Run(c.name, c.f)
 	}
@@ -67,13 +102,14 @@ type suite struct{ o Options }
 type sink struct {
 	mu      sync.Mutex
 	out     map[action.Stream]*bytes.Buffer
+	dropped map[action.Stream]int64
 	exit    *action.Exit
 	windows []string
 	changed chan struct{}
 }
 
 func newSink() *sink {
-	return &sink{out: map[action.Stream]*bytes.Buffer{action.Stdout: {}, action.Stderr: {}}, changed: make(chan struct{}, 1)}
+	return &sink{out: map[action.Stream]*bytes.Buffer{action.Stdout: {}, action.Stderr: {}}, dropped: map[action.Stream]int64{}, changed: make(chan struct{}, 1)}
 }
 
 func (s *sink) poke() {
@@ -83,9 +119,10 @@ func (s *sink) poke() {
 	}
 }
 
-func (s *sink) Output(st action.Stream, d []byte, _ int64) {
+func (s *sink) Output(st action.Stream, d []byte, dropped int64) {
 	s.mu.Lock()
 	s.out[st].Write(d)
+	s.dropped[st] += dropped
 	s.mu.Unlock()
 	s.poke()
 }
@@ -142,25 +179,36 @@ type box struct {
 	env  environment.Environment
 	sink *sink
 	ctx  context.Context
+	cfg  environment.Config
+}
+
+// config is the suite's configuration for a new environment of test t,
+// with a run ID of its own.
+func (s *suite) config(t *testing.T) environment.Config {
+	cfg := s.o.Config
+	cfg.Events = newSink()
+	cfg.RunID = "envtest-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + time.Now().Format("150405.000000")
+	if cfg.Screen.Width == 0 {
+		cfg.Screen = environment.DefaultScreen
+	}
+	return cfg
 }
 
 // newBox creates an environment; it is closed (and checked gone) when the
-// test ends.
-func (s *suite) newBox(t *testing.T) *box {
+// test ends. Options change the suite's configuration for this box.
+func (s *suite) newBox(t *testing.T, opts ...func(*environment.Config)) *box {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	cfg := s.o.Config
-	cfg.Events = newSink()
-	cfg.RunID = "envtest-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + time.Now().Format("150405.000")
-	if cfg.Screen.Width == 0 {
-		cfg.Screen = environment.DefaultScreen
+	cfg := s.config(t)
+	for _, o := range opts {
+		o(&cfg)
 	}
 	env, err := s.o.Backend.Create(ctx, cfg)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	b := &box{t: t, env: env, sink: cfg.Events.(*sink), ctx: ctx}
+	b := &box{t: t, env: env, sink: cfg.Events.(*sink), ctx: ctx, cfg: cfg}
 	t.Cleanup(func() {
 		cctx, c := context.WithTimeout(context.Background(), 30*time.Second)
 		defer c()

@@ -126,7 +126,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("full run: %w", err)
 	}
 
-	if o.SeedSteps > 0 {
+	if o.SeedSteps > 0 && o.Backend.Name() != docker.Name {
+		logf("seed-style step: skipped (it is docker exec, so Docker only)")
+	} else if o.SeedSteps > 0 {
 		logf("seed-style steps (docker exec scrot + cat + xdotool): %d samples …", o.SeedSteps)
 		s, err := seedStyle(ctx, o, bundle)
 		if err != nil {
@@ -288,7 +290,11 @@ func seedStyle(ctx context.Context, o Options, b *app.Bundle) (Stats, error) {
 
 // Print writes the report as a table.
 func (r *Report) Print(w io.Writer, o Options) {
-	fmt.Fprintf(w, "\nagentbox bench — backend %s, image %s\n\n", o.Backend.Name(), o.Image)
+	image := o.Image
+	if image == "" {
+		image = "none (the host's system)"
+	}
+	fmt.Fprintf(w, "\nagentbox bench — backend %s, image %s\n\n", o.Backend.Name(), image)
 	fmt.Fprintf(w, "cold start, create → app window up → first screenshot:\n  %s\n", r.ColdStart)
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "step at %dx%d, mouse_move → next screenshot (as the agent sees it):\n", s.Screen.Width, s.Screen.Height)

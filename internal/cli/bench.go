@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,11 +33,6 @@ docker exec scrot, docker exec cat and docker exec xdotool per step.
 It reports figures; it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := environment.Lookup(backendName)
-			if err != nil {
-				return usageErrorf("--backend: %v", err)
-			}
-			o.Backend = b
 			for _, s := range strings.Split(screens, ",") {
 				sc, err := parseScreen(strings.TrimSpace(s))
 				if err != nil {
@@ -51,13 +47,42 @@ It reports figures; it passes or fails nothing.`,
 				}
 			}
 			o.Progress = cmd.ErrOrStderr()
-			rep, err := bench.Run(cmd.Context(), o)
-			if err != nil {
-				return failErr(err)
+			var runs []benchRun
+			for _, name := range strings.Split(backendName, ",") {
+				name = strings.TrimSpace(name)
+				bo := o
+				image := ""
+				if cmd.Flags().Changed("image") {
+					image = o.Image
+				}
+				b, err := resolveBackend(cmd.Context(), cmd.ErrOrStderr(), name, image, "")
+				if err != nil {
+					return err
+				}
+				bo.Backend = b
+				if b.Name() != "docker" {
+					if cmd.Flags().Changed("image") {
+						return usageErrorf("--image: the %s backend has no images", b.Name())
+					}
+					bo.Image = ""
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "== backend %s\n", b.Name())
+				rep, err := bench.Run(cmd.Context(), bo)
+				if err != nil {
+					return failErr(fmt.Errorf("%s: %w", b.Name(), err))
+				}
+				rep.Print(cmd.OutOrStdout(), bo)
+				runs = append(runs, benchRun{Backend: b.Name(), Image: bo.Image, Report: rep})
 			}
-			rep.Print(cmd.OutOrStdout(), o)
+			if len(runs) > 1 {
+				printSideBySide(cmd.OutOrStdout(), runs)
+			}
 			if jsonOut != "" {
-				data, _ := json.MarshalIndent(rep, "", "  ")
+				var v any = runs
+				if len(runs) == 1 {
+					v = runs[0].Report
+				}
+				data, _ := json.MarshalIndent(v, "", "  ")
 				if err := os.WriteFile(jsonOut, append(data, '\n'), 0o644); err != nil {
 					return failErr(err)
 				}
@@ -67,7 +92,7 @@ It reports figures; it passes or fails nothing.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&backendName, "backend", "docker", "backend to measure")
+	fl.StringVar(&backendName, "backend", environment.Auto, "backend to measure, or several side by side: docker,local")
 	fl.StringVar(&o.Image, "image", "agentbox/test:bookworm", "image (the seed-style step needs scrot and xdotool: the test image)")
 	fl.StringVar(&o.App, "app", "", "the mover app directory (default examples/mover)")
 	fl.IntVar(&o.ColdRuns, "cold", 8, "cold starts to measure")
@@ -77,4 +102,56 @@ It reports figures; it passes or fails nothing.`,
 	fl.StringVar(&screens, "screens", "640x480,1920x1080", "screen sizes for the step latency")
 	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
 	return cmd
+}
+
+// benchRun is one backend's figures.
+type benchRun struct {
+	Backend string
+	Image   string `json:",omitempty"`
+	Report  *bench.Report
+}
+
+// printSideBySide puts the backends' main figures next to each other.
+func printSideBySide(w io.Writer, runs []benchRun) {
+	fmt.Fprintf(w, "\nside by side (p50 / p95):\n\n%-44s", "")
+	for _, r := range runs {
+		fmt.Fprintf(w, "  %-22s", r.Backend)
+	}
+	fmt.Fprintln(w)
+	row := func(label string, f func(*bench.Report) string) {
+		fmt.Fprintf(w, "%-44s", label)
+		for _, r := range runs {
+			fmt.Fprintf(w, "  %-22s", f(r.Report))
+		}
+		fmt.Fprintln(w)
+	}
+	pp := func(s bench.Stats) string { return fmtMS(s.P50) + " / " + fmtMS(s.P95) }
+	row("cold start (create → window → screenshot)", func(r *bench.Report) string { return pp(r.ColdStart) })
+	for i, s := range runs[0].Report.Steps {
+		size := fmt.Sprintf("%dx%d", s.Screen.Width, s.Screen.Height)
+		step := func(full bool) func(r *bench.Report) string {
+			return func(r *bench.Report) string {
+				if i >= len(r.Steps) {
+					return "-"
+				}
+				if full {
+					return pp(r.Steps[i].Full)
+				}
+				return pp(r.Steps[i].Unchanged)
+			}
+		}
+		row("step "+size+", screen unchanged", step(false))
+		row("step "+size+", full frame", step(true))
+	}
+	row("full run, per step (trace included)", func(r *bench.Report) string { return fmtMS(r.RunPerStep) })
+}
+
+func fmtMS(v float64) string {
+	switch {
+	case v < 10:
+		return fmt.Sprintf("%.2f ms", v)
+	case v < 1000:
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return fmt.Sprintf("%.2f s", v/1000)
 }

@@ -11,17 +11,30 @@ import (
 )
 
 func newDoctorCmd() *cobra.Command {
-	var image, ociRuntime string
+	var image, ociRuntime, only string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check what each backend needs and what is missing here, with the fix",
-		Args:  cobra.NoArgs,
+		Long: `doctor checks every backend (or only --backend NAME): what it needs, what
+is missing on this machine and how to fix it, and says which backend
+--backend auto (the default of run, eval and bench) would use.
+
+Exit code 0 when that backend (or the one named) has everything it needs,
+3 otherwise.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			bad := 0
-			for _, name := range environment.Backends() {
+			names := environment.Backends()
+			if only != "" && only != environment.Auto {
+				if _, err := environment.Lookup(only); err != nil {
+					return usageErrorf("--backend: %v", err)
+				}
+				names = []string{only}
+			}
+			failed := map[string]int{}
+			for _, name := range names {
 				b, err := environment.Lookup(name)
 				if err != nil {
 					return failErr(err)
@@ -36,7 +49,7 @@ func newDoctorCmd() *cobra.Command {
 					mark := "ok  "
 					if !ch.OK {
 						mark = "FAIL"
-						bad++
+						failed[name]++
 					}
 					fmt.Fprintf(out, "  %s %s: %s\n", mark, ch.Name, ch.Detail)
 					if ch.Fix != "" {
@@ -44,7 +57,17 @@ func newDoctorCmd() *cobra.Command {
 					}
 				}
 			}
-			if bad > 0 {
+			target := only
+			if only == "" || only == environment.Auto {
+				b, note, err := environment.Resolve(ctx, environment.Auto)
+				if err != nil {
+					fmt.Fprintf(out, "\n--backend auto: no backend can run here: %v\n", err)
+					return silentExit(ExitError)
+				}
+				target = b.Name()
+				fmt.Fprintf(out, "\n--backend auto (the default) uses: %s\n", note)
+			}
+			if failed[target] > 0 {
 				return silentExit(ExitError)
 			}
 			return nil
@@ -52,5 +75,6 @@ func newDoctorCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&image, "image", "", "image to check (default: the runtime image)")
 	cmd.Flags().StringVar(&ociRuntime, "runtime", "", "OCI runtime to check")
+	cmd.Flags().StringVar(&only, "backend", "", "check only this backend")
 	return cmd
 }

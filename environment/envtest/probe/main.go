@@ -1,0 +1,327 @@
+// Command probe is the conformance suite's isolation probe: staged into a
+// sandbox as an app, it reports from inside what the sandbox lets it do, as
+// one line "KIND {json}" on stdout, or does something a hostile app would
+// (flood its output, fork until it cannot, leave daemons behind).
+//
+//	probe posture HOSTPATH        identity, capabilities, namespaces, writes
+//	probe egress HOSTIP TCP UDP LOOP   connections out, and to itself
+//	probe forkbomb                start sleeps until fork fails, then hold
+//	probe daemons TOKEN           leave three detached processes, then exit
+//	probe flood BYTES             write BYTES to stdout as fast as it can
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: probe posture|egress|forkbomb|daemons|flood …")
+		os.Exit(2)
+	}
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "posture":
+		report("POSTURE", posture(arg(args, 0)))
+	case "egress":
+		report("EGRESS", egress(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3)))
+	case "forkbomb":
+		forkbomb()
+	case "daemons":
+		daemons(arg(args, 0))
+	case "doublefork":
+		start(true, "linger", arg(args, 0)+"-orphan")
+	case "linger":
+		linger()
+	case "flood":
+		n, _ := strconv.ParseInt(arg(args, 0), 10, 64)
+		flood(n)
+	default:
+		fmt.Fprintf(os.Stderr, "probe: unknown probe %q\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func arg(a []string, i int) string {
+	if i < len(a) {
+		return a[i]
+	}
+	return ""
+}
+
+func report(kind string, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Printf("%s %s\n", kind, b)
+}
+
+// Posture is what the posture probe reports.
+type Posture struct {
+	UID, GID    int
+	UserNS      bool // uid_map is not the identity of the initial namespace
+	CapEff      string
+	CapBnd      string
+	NoNewPrivs  string
+	Seccomp     string
+	Interfaces  []string
+	Hostname    string
+	EnvKeys     []string
+	Namespaces  map[string]string // "pid" → "pid:[…]"
+	Writes      map[string]string // path → "" or the errno
+	TmpBytes    uint64
+	ShmBytes    uint64
+	ExeOnTmp    bool
+	HostPath    string // stat of a host path: "" if absent, else what was found
+	DBus        string // connecting to the system bus: "" if it worked
+	Processes   int    // processes visible in /proc
+	ProcessComm []string
+}
+
+func posture(hostPath string) Posture {
+	p := Posture{UID: os.Getuid(), GID: os.Getgid(), Namespaces: map[string]string{}, Writes: map[string]string{}}
+	if f, err := os.Open("/proc/self/status"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, v, _ := strings.Cut(sc.Text(), ":")
+			v = strings.TrimSpace(v)
+			switch k {
+			case "CapEff":
+				p.CapEff = v
+			case "CapBnd":
+				p.CapBnd = v
+			case "NoNewPrivs":
+				p.NoNewPrivs = v
+			case "Seccomp":
+				p.Seccomp = v
+			}
+		}
+		f.Close()
+	}
+	if m, err := os.ReadFile("/proc/self/uid_map"); err == nil {
+		p.UserNS = strings.Join(strings.Fields(string(m)), " ") != "0 0 4294967295"
+	}
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		p.Interfaces = append(p.Interfaces, i.Name)
+	}
+	p.Hostname, _ = os.Hostname()
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		p.EnvKeys = append(p.EnvKeys, k)
+	}
+	for _, ns := range []string{"pid", "net", "ipc", "uts", "mnt", "user", "cgroup"} {
+		p.Namespaces[ns], _ = os.Readlink("/proc/self/ns/" + ns)
+	}
+	home := os.Getenv("HOME")
+	for _, dir := range []string{"/", "/usr", "/etc", "/var", "/tmp", "/dev/shm", home} {
+		p.Writes[dir] = errString(os.WriteFile(filepath.Join(dir, ".probe-write"), []byte("x"), 0o644))
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs("/tmp", &st) == nil {
+		p.TmpBytes = st.Blocks * uint64(st.Bsize)
+	}
+	if syscall.Statfs("/dev/shm", &st) == nil {
+		p.ShmBytes = st.Blocks * uint64(st.Bsize)
+	}
+	exe, _ := os.Executable()
+	p.ExeOnTmp = strings.HasPrefix(exe, "/tmp/")
+	if hostPath != "" {
+		if fi, err := os.Stat(hostPath); err == nil {
+			p.HostPath = fi.Mode().String()
+		}
+	}
+	c, err := net.DialTimeout("unix", "/run/dbus/system_bus_socket", time.Second)
+	if err == nil {
+		c.Close()
+	}
+	p.DBus = errString(err)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			p.Processes++
+			comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+			p.ProcessComm = append(p.ProcessComm, strings.TrimSpace(string(comm)))
+		}
+	}
+	return p
+}
+
+// Egress is what the egress probe reports: errors of connections to the
+// host (want failures) and to itself (want success: the probe works).
+type Egress struct {
+	TCPHost  string // TCP to a host address
+	UDPHost  string // a UDP datagram to a host address
+	TCPLoop  string // TCP to a port listening on the host's loopback
+	TCPSelf  string // TCP to a listener of its own on 127.0.0.1
+	UDPSelf  string // UDP to itself on 127.0.0.1
+	SelfEcho string // what came back over its own TCP connection
+}
+
+func egress(hostIP, tcpPort, udpPort, loopPort string) Egress {
+	var e Egress
+	if hostIP != "" {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(hostIP, tcpPort), 2*time.Second)
+		if err == nil {
+			c.Write([]byte("escaped\n"))
+			c.Close()
+		}
+		e.TCPHost = errString(err)
+		u, err := net.Dial("udp", net.JoinHostPort(hostIP, udpPort))
+		if err == nil {
+			_, err = u.Write([]byte("escaped"))
+			u.Close()
+		}
+		e.UDPHost = errString(err)
+	}
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", loopPort), 2*time.Second)
+	if err == nil {
+		c.Close()
+	}
+	e.TCPLoop = errString(err)
+
+	// Positive controls: the same calls to itself work.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.TCPSelf = "listen: " + errString(err)
+	} else {
+		go func() {
+			if s, err := l.Accept(); err == nil {
+				s.Write([]byte("pong"))
+				s.Close()
+			}
+		}()
+		c, err := net.DialTimeout("tcp", l.Addr().String(), 2*time.Second)
+		if err == nil {
+			buf := make([]byte, 4)
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			n, _ := c.Read(buf)
+			e.SelfEcho = string(buf[:n])
+			c.Close()
+		}
+		e.TCPSelf = errString(err)
+		l.Close()
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		e.UDPSelf = "listen: " + errString(err)
+	} else {
+		u, err := net.Dial("udp", pc.LocalAddr().String())
+		if err == nil {
+			_, err = u.Write([]byte("ping"))
+			u.Close()
+		}
+		if err == nil {
+			buf := make([]byte, 8)
+			pc.SetDeadline(time.Now().Add(2 * time.Second))
+			_, _, err = pc.ReadFrom(buf)
+		}
+		e.UDPSelf = errString(err)
+		pc.Close()
+	}
+	return e
+}
+
+// forkbomb starts long sleeps until the sandbox refuses another process,
+// reports how many it started and why it stopped, and holds them.
+func forkbomb() {
+	runtime.GOMAXPROCS(1)
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		fmt.Printf("FORKBOMB {\"Started\":0,\"Err\":%q}\n", err.Error())
+		return
+	}
+	attr := &syscall.ProcAttr{Files: []uintptr{0, 1, 2}}
+	n := 0
+	var last error
+	for n < 100000 {
+		_, err := syscall.ForkExec(sleep, []string{"sleep", "120"}, attr)
+		if err != nil {
+			last = err
+			break
+		}
+		n++
+		if n%25 == 0 {
+			fmt.Printf("FORKBOMB-PROGRESS %d\n", n)
+		}
+	}
+	report("FORKBOMB", struct {
+		Started int
+		Err     string
+	}{n, errString(last)})
+	time.Sleep(5 * time.Minute)
+}
+
+// start runs the probe again with args, detached (setsid) or not.
+func start(setsid bool, args ...string) {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "probe: start %v: %v\n", args, err)
+		os.Exit(1)
+	}
+}
+
+// daemons leaves behind what a misbehaving app might: a process in a
+// session of its own, one orphaned by a double fork, and one in the app's
+// own group; all ignore SIGTERM and SIGHUP.
+func daemons(token string) {
+	start(true, "linger", token+"-setsid")
+	exe, _ := os.Executable()
+	if err := exec.Command(exe, "doublefork", token).Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "probe: doublefork: %v\n", err)
+		os.Exit(1)
+	}
+	start(false, "linger", token+"-group")
+	time.Sleep(200 * time.Millisecond)
+	fmt.Println("DAEMONS started")
+}
+
+func linger() {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// flood writes n bytes to stdout in 1 MiB writes.
+func flood(n int64) {
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	var sent int64
+	for sent < n {
+		m := min(int64(len(buf)), n-sent)
+		w, err := os.Stdout.Write(buf[:m])
+		sent += int64(w)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "FLOOD failed after %d bytes: %v\n", sent, err)
+			os.Exit(1)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "FLOOD done %d\n", sent)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	return err.Error()
+}

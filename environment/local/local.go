@@ -1,0 +1,492 @@
+// Package local is the local backend: the guest (`agentbox guest`) runs on
+// this machine inside bubblewrap, with its own user, mount, PID, IPC, UTS,
+// cgroup and network namespaces (only lo), a read-only view of the host's
+// system directories, a size-capped private tmpfs for /tmp (the app and
+// $HOME) and /dev/shm, no host X socket, no D-Bus and no host environment.
+// Xvfb and Openbox come from the host. Limits are a cgroup v2 of the
+// sandbox's own where the host allows it, resource limits otherwise. Only
+// this package may name bubblewrap.
+//
+// No daemon and no image: a sandbox starts in milliseconds, which is what
+// many short episodes want, on machines (CI runners, laptops) that have no
+// Docker.
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestconn"
+)
+
+// Name is the backend's registered name.
+const Name = "local"
+
+func init() {
+	environment.Register(Name, func() (environment.Backend, error) { return &Backend{}, nil })
+	// Inside a sandbox: the guest (this same binary) sets its own limits
+	// before main, so everything it starts inherits them.
+	if spec, ok := os.LookupEnv(rlimitEnv); ok {
+		os.Unsetenv(rlimitEnv)
+		if err := setOwnRlimits(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "agentbox: %s: %v\n", rlimitEnv, err)
+			os.Exit(111)
+		}
+	}
+}
+
+// Backend creates local (bubblewrap) environments.
+type Backend struct{}
+
+var (
+	_ environment.Backend = (*Backend)(nil)
+	_ environment.Prober  = (*Backend)(nil)
+)
+
+// Name implements environment.Backend.
+func (*Backend) Name() string { return Name }
+
+// Inside the sandbox.
+const (
+	guestPath = "/run/agentbox/agentbox"
+	sandboxID = 1000 // uid and gid inside, as in the Docker sandbox
+	hostname  = "agentbox"
+	runIDEnv  = "AGENTBOX_RUN_ID"
+	rlimitEnv = "AGENTBOX_RLIMITS"
+	infoFD    = 3
+	// sandboxPath is PATH inside the sandbox.
+	sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// RootHostUID is the host uid (and gid) sandboxes run as when agentbox runs
+// as root: mapping the sandbox to host root would let an escape be root,
+// and the kernel exempts root from RLIMIT_NPROC.
+const RootHostUID = 65534
+
+// hostIdentity is the host uid/gid the sandbox's processes have.
+func hostIdentity() (uid, gid int, dropped bool) {
+	if os.Geteuid() == 0 {
+		return RootHostUID, RootHostUID, true
+	}
+	return os.Getuid(), os.Getgid(), false
+}
+
+// bwrapInfo describes the installed bubblewrap.
+type bwrapInfo struct {
+	path                string
+	version             string // "0.8.0"
+	size, disableUserns bool   // --size (0.5), --disable-userns (0.8)
+	err                 error
+}
+
+var (
+	bwrapMu    sync.Mutex
+	bwrapCache *bwrapInfo
+)
+
+// findBwrap locates bubblewrap and reads its version (once per process).
+func findBwrap() *bwrapInfo {
+	bwrapMu.Lock()
+	defer bwrapMu.Unlock()
+	if bwrapCache != nil {
+		return bwrapCache
+	}
+	b := &bwrapInfo{}
+	bwrapCache = b
+	b.path, b.err = exec.LookPath("bwrap")
+	if b.err != nil {
+		b.err = fmt.Errorf("%w: bubblewrap (bwrap) is not installed: apt-get install bubblewrap", environment.ErrUnavailable)
+		return b
+	}
+	out, err := exec.Command(b.path, "--version").Output()
+	if err != nil {
+		b.err = fmt.Errorf("%w: %s --version: %w", environment.ErrUnavailable, b.path, err)
+		return b
+	}
+	b.version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bubblewrap"))
+	var major, minor int
+	fmt.Sscanf(b.version, "%d.%d", &major, &minor)
+	b.size = major > 0 || minor >= 5
+	b.disableUserns = major > 0 || minor >= 8
+	if !b.size {
+		b.err = fmt.Errorf("%w: bubblewrap %s cannot cap the size of a tmpfs (--size needs 0.5 or newer): install a newer bubblewrap", environment.ErrUnavailable, b.version)
+	}
+	return b
+}
+
+// Probe implements environment.Prober: bubblewrap is installed and can
+// create a sandbox here, and Xvfb is installed.
+func (*Backend) Probe(ctx context.Context) error {
+	b := findBwrap()
+	if b.err != nil {
+		return b.err
+	}
+	if _, err := hostProgram("Xvfb"); err != nil {
+		return err
+	}
+	return smokeTest(ctx, b)
+}
+
+// hostProgram finds a program the guest will need, in the sandbox's PATH
+// on the host.
+func hostProgram(name string) (string, error) {
+	for _, dir := range filepath.SplitList(sandboxPath) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	pkg := map[string]string{"Xvfb": "xvfb", "openbox": "openbox"}[name]
+	return "", fmt.Errorf("%w: %s is not installed on this host (the local backend uses the host's): apt-get install %s", environment.ErrUnavailable, name, pkg)
+}
+
+// smokeTest runs `true` in a minimal sandbox with the same namespaces: it
+// fails where unprivileged user namespaces are off.
+func smokeTest(ctx context.Context, b *bwrapInfo) error {
+	truePath := "/usr/bin/true"
+	if _, err := os.Stat(truePath); err != nil {
+		return nil // nothing to run; Create will tell
+	}
+	args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts",
+		"--ro-bind", "/usr", "/usr"}
+	args = append(args, systemLinks()...)
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--die-with-parent", truePath)
+	cmd := exec.CommandContext(ctx, b.path, args...)
+	cmd.Env = []string{}
+	cmd.SysProcAttr = sysProcAttr()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: bubblewrap cannot create a sandbox here: %s%s", environment.ErrUnavailable,
+			strings.TrimSpace(string(out)), usernsHint(string(out)))
+	}
+	return nil
+}
+
+// usernsHint says how to allow user namespaces when bubblewrap's message
+// is about them.
+func usernsHint(msg string) string {
+	if !strings.Contains(msg, "namespace") && !strings.Contains(msg, "Operation not permitted") {
+		return ""
+	}
+	return " (unprivileged user namespaces are off: sysctl -w user.max_user_namespaces=15000; on Debian ≤ 10 also kernel.unprivileged_userns_clone=1; on Ubuntu ≥ 23.10 kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap)"
+}
+
+// sysProcAttr is how bubblewrap is started: its own process group, killed
+// when agentbox dies, as an unprivileged host user when agentbox is root.
+// (The parent-death signal follows the thread that started bubblewrap; Go
+// ends a thread only when a goroutine exits locked to it, which agentbox's
+// host side never does. --die-with-parent then takes the sandbox along.)
+func sysProcAttr() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if uid, gid, dropped := hostIdentity(); dropped {
+		a.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	}
+	return a
+}
+
+// systemLinks reproduces the host's top-level /bin, /sbin and /lib*
+// (symlinks into /usr on merged-/usr systems, directories elsewhere).
+func systemLinks() []string {
+	var out []string
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(d)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(d); err == nil {
+				out = append(out, "--symlink", target, d)
+			}
+		case fi.IsDir():
+			out = append(out, "--ro-bind", d, d)
+		}
+	}
+	return out
+}
+
+// sandboxArgs is bubblewrap's command line for one sandbox (see the README's
+// "local backend" for each choice).
+//
+// cgroupDir, when not empty, is the sandbox's cgroup v2: it appears
+// read-only as /sys/fs/cgroup, where the guest reads memory.events to tell
+// an OOM kill.
+func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources, guest string, limits []rlimit, cgroupDir string) []string {
+	a := []string{
+		// Namespaces: a user namespace with one uid, no further user
+		// namespaces inside, and everything else private.
+		"--unshare-user", "--uid", strconv.Itoa(sandboxID), "--gid", strconv.Itoa(sandboxID),
+	}
+	if b.disableUserns {
+		a = append(a, "--disable-userns")
+	}
+	a = append(a,
+		"--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+		"--hostname", hostname,
+		"--die-with-parent", "--new-session",
+		// The host's system, read-only.
+		"--ro-bind", "/usr", "/usr",
+	)
+	a = append(a, systemLinks()...)
+	a = append(a,
+		"--ro-bind", "/etc", "/etc",
+		"--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
+		"--symlink", "../tmp", "/var/tmp",
+		// Fresh kernel and device views, size-capped writable tmpfs.
+		"--proc", "/proc",
+		"--dev", "/dev",
+		"--size", strconv.FormatInt(int64(res.ShmMB)<<20, 10), "--tmpfs", "/dev/shm",
+		"--size", strconv.FormatInt(int64(res.TmpfsMB)<<20, 10), "--tmpfs", "/tmp",
+		// The guest, read-only.
+		"--ro-bind", guest, guestPath,
+	)
+	if cgroupDir != "" {
+		a = append(a, "--ro-bind", cgroupDir, "/sys/fs/cgroup")
+	}
+	a = append(a,
+		// Then the root itself becomes read-only.
+		"--remount-ro", "/",
+		// No host environment.
+		"--clearenv",
+		"--setenv", "HOME", guestconn.Home,
+		"--setenv", "LANG", "C.UTF-8",
+		"--setenv", "PATH", sandboxPath,
+		"--setenv", runIDEnv, cfg.RunID,
+		"--setenv", rlimitEnv, rlimitSpec(limits),
+		"--chdir", "/tmp",
+		"--info-fd", strconv.Itoa(infoFD),
+		guestPath, "guest", "--sandboxed",
+	)
+	return a
+}
+
+// Create implements environment.Backend: it starts the guest inside
+// bubblewrap, performs the handshake and brings up the display. On error
+// everything it started is gone.
+func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environment.Environment, retErr error) {
+	t0 := time.Now()
+	timings := map[string]int64{}
+	if cfg.Image != "" {
+		return nil, fmt.Errorf("%w: the local backend runs the host's own system and has no images; --image %s needs --backend docker", environment.ErrImage, cfg.Image)
+	}
+	if cfg.Runtime != "" {
+		return nil, fmt.Errorf("%w: --runtime %s is Docker's; the local backend always uses bubblewrap", environment.ErrUnavailable, cfg.Runtime)
+	}
+	if cfg.Screen.Width == 0 || cfg.Screen.Height == 0 {
+		cfg.Screen = environment.DefaultScreen
+	}
+	res := cfg.Resources.WithDefaults()
+	if res.TmpfsMB+res.ShmMB >= res.MemoryMB {
+		return nil, fmt.Errorf("tmpfs (%d MiB) + shm (%d MiB) must stay below the memory limit (%d MiB): tmpfs pages count against it", res.TmpfsMB, res.ShmMB, res.MemoryMB)
+	}
+	bw := findBwrap()
+	if bw.err != nil {
+		return nil, bw.err
+	}
+	if _, err := hostProgram("Xvfb"); err != nil {
+		return nil, err
+	}
+	noOpenbox := ""
+	if _, err := hostProgram("openbox"); err != nil && !cfg.NoWM {
+		noOpenbox = "openbox is not installed on this host: apt-get install openbox (running without a window manager)"
+		if cfg.GuestLog != nil {
+			cfg.GuestLog("agentbox: " + noOpenbox)
+		}
+	}
+	guestBin, err := GuestBinary(cfg.GuestBinary)
+	if err != nil {
+		return nil, err
+	}
+	uid, gid, dropped := hostIdentity()
+	if dropped {
+		if guestBin, err = sandboxCopy(guestBin, uid, gid); err != nil {
+			return nil, fmt.Errorf("%w: the guest binary must be readable by uid %d, which sandboxes run as: %w", environment.ErrGuest, uid, err)
+		}
+	}
+
+	e := &env{cfg: cfg, res: res, timings: timings, exited: make(chan struct{}), extra: map[string]string{
+		"sandbox":  "bubblewrap " + bw.version,
+		"host_uid": strconv.Itoa(uid),
+		"guest":    guestBin,
+	}}
+	if noOpenbox != "" {
+		e.extra["wm"] = noOpenbox
+	}
+	defer func() {
+		if retErr != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			e.Close(cctx)
+			cancel()
+		}
+	}()
+
+	attr := sysProcAttr()
+	cgp := cgroupV2()
+	if cgp.dir != "" {
+		cg, err := newCgroup(cgp.dir, res)
+		if err != nil {
+			cgp.reason = fmt.Sprintf("cgroup v2 under %s: %v", cgp.dir, err)
+		} else {
+			e.cg = cg
+			attr.UseCgroupFD, attr.CgroupFD = true, int(cg.fd.Fd())
+		}
+	}
+
+	limits := rlimits(res)
+	if e.cg != nil {
+		limits = limits[2:] // the cgroup bounds processes and memory
+	}
+	cgDir := ""
+	if e.cg != nil {
+		cgDir = e.cg.dir
+	}
+	args := sandboxArgs(bw, cfg, res, guestBin, limits, cgDir)
+	t := time.Now()
+	if err := e.start(ctx, bw.path, args, attr); err != nil {
+		if e.cg == nil || e.cmd != nil || ctx.Err() != nil {
+			return nil, err
+		}
+		// CLONE_INTO_CGROUP refused (kernel < 5.7, …): rlimits instead.
+		cgp.reason = fmt.Sprintf("cannot start into cgroup %s: %v", e.cg.dir, err)
+		e.cg.remove(ctx)
+		e.cg = nil
+		attr.UseCgroupFD, attr.CgroupFD = false, 0
+		limits = rlimits(res)
+		args = sandboxArgs(bw, cfg, res, guestBin, limits, "")
+		if err := e.start(ctx, bw.path, args, attr); err != nil {
+			return nil, err
+		}
+	}
+	timings["bwrap"] = time.Since(t).Milliseconds()
+
+	t = time.Now()
+	gc, err := guestconn.Dial(ctx, e.stdout, e.stdin, cfg.Events, cfg.GuestLog)
+	if err != nil {
+		return nil, e.explain(err)
+	}
+	e.guest = gc
+	gc.FullFrames = cfg.FullFrames
+	timings["guest_hello"] = time.Since(t).Milliseconds()
+
+	// The guest set its limits before saying hello; make sure it did (a
+	// guest binary without this package would not).
+	kids := children(e.nsInit)
+	if len(kids) != 1 {
+		return nil, e.explain(fmt.Errorf("%w: cannot find the guest process under the sandbox's init (pid %d)", environment.ErrGuest, e.nsInit))
+	}
+	if err := checkRlimits(kids[0], limits); err != nil {
+		return nil, e.explain(fmt.Errorf("%w: the guest's limits: %w (is %s this agentbox?)", environment.ErrGuest, err, guestBin))
+	}
+	if e.cg != nil {
+		e.extra["limits"] = e.cg.describe(res)
+	} else {
+		e.extra["limits"] = describeRlimits(res, cgp.reason)
+	}
+
+	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, 30*time.Second)
+	if err != nil {
+		return nil, e.explain(err)
+	}
+	e.startResp = sr
+	timings["xvfb"], timings["wm"] = sr.XvfbMS, sr.WMMS
+	timings["total"] = time.Since(t0).Milliseconds()
+	if e.cg != nil {
+		return &freezableEnv{e}, nil
+	}
+	return e, nil
+}
+
+// start runs bubblewrap with pipes for the guest's stdio and reads its
+// info (the PID of the sandbox's init).
+func (e *env) start(ctx context.Context, bwrap string, args []string, attr *syscall.SysProcAttr) (retErr error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
+			f.Close()
+		}
+		return err
+	}
+	cmd := exec.Command(bwrap, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.ExtraFiles = []*os.File{infoW} // fd 3
+	cmd.Env = []string{}
+	cmd.SysProcAttr = attr
+	err = cmd.Start()
+	// The child has its copies.
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	infoW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		infoR.Close()
+		return fmt.Errorf("%w: start bubblewrap: %w", environment.ErrUnavailable, err)
+	}
+	e.cmd, e.stdin, e.stdout = cmd, inW, outR
+	e.pid = cmd.Process.Pid
+	e.pidStart = processStart(e.pid)
+	e.extra["pid"] = strconv.Itoa(e.pid)
+	go func() {
+		e.waitErr = cmd.Wait()
+		close(e.exited)
+	}()
+	e.stderrDone = make(chan struct{})
+	go e.readStderr(errR)
+
+	type info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	got := make(chan error, 1)
+	var inf info
+	go func() {
+		defer infoR.Close()
+		got <- json.NewDecoder(infoR).Decode(&inf)
+	}()
+	select {
+	case err = <-got:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for bubblewrap to set up the sandbox: %w", ctx.Err())
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return e.explain(fmt.Errorf("%w: bubblewrap exited before the sandbox was up", environment.ErrUnavailable))
+		}
+		return e.explain(fmt.Errorf("%w: reading bubblewrap's info: %w", environment.ErrUnavailable, err))
+	}
+	e.nsInit = inf.ChildPID
+	e.nsInitStart = processStart(inf.ChildPID)
+	e.pidNS = pidNS(inf.ChildPID)
+	e.extra["ns_init_pid"] = strconv.Itoa(inf.ChildPID)
+	e.extra["pidns"] = e.pidNS
+	return nil
+}

@@ -1,0 +1,132 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+var _ environment.Reaper = (*Backend)(nil)
+
+// Reap implements environment.Reaper. bubblewrap runs with
+// --die-with-parent and a parent-death signal, so a killed agentbox
+// normally leaves nothing; this finds what slipped through anyway:
+// sandboxes (bubblewrap processes of this backend, told apart by their
+// AGENTBOX_RUN_ID) whose agentbox is gone, and empty cgroups of owners that
+// are gone.
+func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]environment.Reaped, error) {
+	var out []environment.Reaped
+	self := os.Getpid()
+	// Decide on a snapshot first: killing a bubblewrap reparents its child
+	// (the sandbox's init), which must not then look like a sandbox of its
+	// own.
+	type victim struct {
+		pid   int
+		start uint64
+	}
+	var victims []victim
+	for _, pid := range pids() {
+		run, ok := sandboxRun(pid)
+		if !ok {
+			continue
+		}
+		st, ok := readStat(pid)
+		if !ok || st.state == 'Z' {
+			continue
+		}
+		if prun, ok := sandboxRun(st.ppid); ok && prun == run {
+			continue // the sandbox's init; it goes with its bubblewrap
+		}
+		r := environment.Reaped{ID: "bwrap-" + strconv.Itoa(pid), Name: "bwrap-" + strconv.Itoa(pid), RunID: run, Owner: ownerOf(st.ppid)}
+		switch {
+		case opts.All:
+			r.Reason = "--all"
+		case opts.RunID != "":
+			if run != opts.RunID {
+				continue
+			}
+			r.Reason = "run " + opts.RunID
+		case opts.Mine:
+			if st.ppid != self {
+				continue
+			}
+			r.Reason = "forced stop"
+		case st.ppid == 1:
+			r.Reason = "its agentbox is gone"
+		default:
+			continue
+		}
+		if !opts.DryRun {
+			victims = append(victims, victim{pid, processStart(pid)})
+			for _, k := range children(pid) {
+				victims = append(victims, victim{k, processStart(k)})
+			}
+			r.Removed = true
+		}
+		out = append(out, r)
+	}
+	for _, v := range victims {
+		if processStart(v.pid) == v.start {
+			_ = syscall.Kill(-v.pid, syscall.SIGKILL) // its process group, if it leads one
+		}
+		kill(v.pid, v.start)
+	}
+	if p := cgroupV2(); p.dir != "" && !opts.Mine && opts.RunID == "" {
+		out = append(out, reapCgroups(ctx, p.dir, opts)...)
+	}
+	return out, nil
+}
+
+func ownerOf(ppid int) string {
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(ppid)
+}
+
+// reapCgroups removes sandbox cgroups whose owning agentbox is gone.
+func reapCgroups(ctx context.Context, dir string, opts environment.ReapOptions) []environment.Reaped {
+	entries, _ := os.ReadDir(dir)
+	var out []environment.Reaped
+	for _, en := range entries {
+		var pid, seq int
+		var start uint64
+		if _, err := fmt.Sscanf(en.Name(), "sandbox-%d-%d-%d", &pid, &start, &seq); err != nil || !en.IsDir() {
+			continue
+		}
+		if !opts.All && running(pid, start) {
+			continue
+		}
+		r := environment.Reaped{ID: en.Name(), Name: filepath.Join(dir, en.Name()), Owner: ownerOf(pid), Reason: "cgroup of a gone agentbox"}
+		if opts.All {
+			r.Reason = "--all"
+		}
+		if !opts.DryRun {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			r.Err = (&cgroup{dir: filepath.Join(dir, en.Name())}).remove(rctx)
+			cancel()
+			r.Removed = r.Err == nil
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Leftovers lists the processes of the run named runID that still exist
+// (bubblewrap and the sandbox's init carry the run's ID in their command
+// line), as "bwrap-PID".
+func Leftovers(_ context.Context, runID string) ([]string, error) {
+	var out []string
+	for _, pid := range pids() {
+		if run, ok := sandboxRun(pid); ok && run == runID {
+			if st, ok := readStat(pid); ok && st.state != 'Z' {
+				out = append(out, "bwrap-"+strconv.Itoa(pid))
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,145 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/local"
+)
+
+// create starts a sandbox for a test and closes it at the end.
+func create(t *testing.T, cfg environment.Config) environment.Environment {
+	t.Helper()
+	if cfg.RunID == "" {
+		cfg.RunID = "localtest-" + t.Name() + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	if cfg.GuestBinary == "" {
+		cfg.GuestBinary = guestBinary(t)
+	}
+	env, err := (&local.Backend{}).Create(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		env.Close(ctx)
+	})
+	return env
+}
+
+func statusField(pid, field string) string {
+	data, _ := os.ReadFile("/proc/" + pid + "/status")
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			return strings.Fields(v)[0]
+		}
+	}
+	return ""
+}
+
+// TestLimits: the guest runs with the limits the backend reports, and as
+// an unprivileged host user when agentbox is root.
+func TestLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	requireHost(t)
+	env := create(t, environment.Config{Resources: environment.Resources{PIDs: 77, MemoryMB: 700, TmpfsMB: 100}})
+	info := env.Info()
+	t.Logf("extra: %v", info.Extra)
+	initPID := info.Extra["ns_init_pid"]
+	kids, _ := os.ReadFile("/proc/" + initPID + "/task/" + initPID + "/children")
+	guest := strings.Fields(string(kids))
+	if len(guest) != 1 {
+		t.Fatalf("the sandbox's init has children %q, want the guest alone", kids)
+	}
+	limits, _ := os.ReadFile("/proc/" + guest[0] + "/limits")
+	switch l := info.Extra["limits"]; {
+	case strings.HasPrefix(l, local.LimitsRlimit+":"):
+		for _, want := range []string{"Max processes 77 77", "Max data size 734003200 734003200", "Max file size 104857600 104857600"} {
+			if !strings.Contains(strings.Join(strings.Fields(string(limits)), " "), want) {
+				t.Errorf("guest limits lack %q:\n%s", want, limits)
+			}
+		}
+	case strings.HasPrefix(l, local.LimitsCgroup2+" "):
+	default:
+		t.Errorf("limits = %q", l)
+	}
+	if os.Geteuid() == 0 {
+		for _, pid := range []string{info.Extra["pid"], initPID, guest[0]} {
+			if uid := statusField(pid, "Uid"); uid != strconv.Itoa(local.RootHostUID) {
+				t.Errorf("pid %s runs as host uid %s, want %d", pid, uid, local.RootHostUID)
+			}
+		}
+	}
+	if s := statusField(guest[0], "NoNewPrivs"); s != "1" {
+		t.Errorf("guest NoNewPrivs %s", s)
+	}
+	if _, ok := env.(environment.Freezer); ok != strings.HasPrefix(info.Extra["limits"], local.LimitsCgroup2) {
+		t.Errorf("Freezer %v with limits %q", ok, info.Extra["limits"])
+	}
+}
+
+func TestCreateRefuses(t *testing.T) {
+	b := &local.Backend{}
+	ctx := context.Background()
+	if _, err := b.Create(ctx, environment.Config{Image: "agentbox/runtime:bookworm"}); !errors.Is(err, environment.ErrImage) || !strings.Contains(err.Error(), "no images") {
+		t.Errorf("--image: %v", err)
+	}
+	if _, err := b.Create(ctx, environment.Config{Runtime: "runsc"}); !errors.Is(err, environment.ErrUnavailable) {
+		t.Errorf("--runtime: %v", err)
+	}
+	if _, err := b.Create(ctx, environment.Config{Resources: environment.Resources{MemoryMB: 256, TmpfsMB: 256}}); err == nil {
+		t.Error("tmpfs above memory accepted")
+	}
+	if err := b.Probe(ctx); err == nil {
+		if _, err := b.Create(ctx, environment.Config{GuestBinary: "/etc/hostname"}); !errors.Is(err, environment.ErrGuest) {
+			t.Errorf("a non-executable guest: %v", err)
+		}
+	}
+}
+
+// TestReapRunID: the forced stop (second Ctrl-C) removes a run's sandbox at
+// once; Close afterwards still succeeds.
+func TestReapRunID(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	requireHost(t)
+	env := create(t, environment.Config{RunID: "localtest-reap-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
+	info := env.Info()
+	b := &local.Backend{}
+	dry, err := b.Reap(t.Context(), environment.ReapOptions{Mine: true, DryRun: true})
+	if err != nil || len(dry) != 1 || dry[0].ID != info.ID || dry[0].Removed {
+		t.Fatalf("dry run: %+v %v", dry, err)
+	}
+	got, err := b.Reap(t.Context(), environment.ReapOptions{RunID: dry[0].RunID})
+	if err != nil || len(got) != 1 || !got[0].Removed {
+		t.Fatalf("reap: %+v %v", got, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		gone, _ := local.Gone(t.Context(), info)
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reaped sandbox is still there")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := env.Close(t.Context()); err != nil {
+		t.Errorf("Close after reaping: %v", err)
+	}
+	// Nothing of this process is left to reap; other runs are not touched.
+	if again, _ := b.Reap(t.Context(), environment.ReapOptions{Mine: true}); len(again) != 0 {
+		t.Errorf("second reap: %+v", again)
+	}
+}
