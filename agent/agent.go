@@ -23,7 +23,8 @@ type Decision struct {
 	// Meta is recorded with the step: model, token usage, raw exchanges.
 	Meta map[string]any
 	// Reason, for an unsuccessful done, says why the run ends (recorded as
-	// the run's reason): ReasonCheckFailed; empty means the agent gave up.
+	// the run's reason): ReasonCheckFailed, ReasonDiverged; empty means the
+	// agent gave up.
 	Reason string
 	// Files are written into the trace next to the step (raw model
 	// exchanges, with images replaced by references to the screenshots);
@@ -41,6 +42,10 @@ var ErrMalformed = errors.New("malformed answer")
 // ReasonCheckFailed is the Reason of a done that ends the run because a
 // check did not hold.
 const ReasonCheckFailed = "check_failed"
+
+// ReasonDiverged is the Reason of a done that ends a replay because the
+// screen differs from the recording.
+const ReasonDiverged = "diverged"
 
 // Agent decides one action at a time. Decide is called from one goroutine.
 type Agent interface {

@@ -33,8 +33,10 @@ type Options struct {
 	LogCap   int64
 	// FreezeWhileThinking freezes each app while its agent decides.
 	FreezeWhileThinking bool
-	Progress            io.Writer
-	Terminal            bool // live status line instead of one line per episode
+	// MaxRate bounds each episode's actions per second.
+	MaxRate  float64
+	Progress io.Writer
+	Terminal bool // live status line instead of one line per episode
 }
 
 // Categories of an episode's result, as a grader would count them.
@@ -296,6 +298,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		TraceDir:            filepath.Join(o.Out, rel),
 		LogCap:              o.LogCap,
 		FreezeWhileThinking: o.FreezeWhileThinking,
+		MaxRate:             o.MaxRate,
 	})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()

@@ -44,6 +44,7 @@ func (r *run) loop(parent context.Context) *ending {
 		}
 	}
 
+	limiter := newRateLimiter(cfg.MaxRate)
 	var last *action.Result
 	var viewReq *action.Action // the last screenshot action with options
 	appGone := false           // the agent has seen one observation with the app gone
@@ -98,6 +99,7 @@ func (r *run) loop(parent context.Context) *ending {
 		}
 		if err != nil {
 			r.final(rec)
+			r.recordFailedDecision(step, d, latency, err)
 			reason := trace.ReasonAgent
 			if errors.Is(err, agent.ErrMalformed) {
 				reason = trace.ReasonMalformed
@@ -160,14 +162,21 @@ func (r *run) loop(parent context.Context) *ending {
 				msg = "the agent gave up"
 			}
 			reason := trace.ReasonGaveUp
-			if d.Reason == agent.ReasonCheckFailed {
+			switch d.Reason {
+			case agent.ReasonCheckFailed:
 				reason = trace.ReasonCheckFailed
+			case agent.ReasonDiverged:
+				reason = trace.ReasonDiverged
 			}
 			return &ending{trace.Failure, reason, msg}
 		}
 		if appGone {
 			// The agent saw the app gone and did not finish: that ends it.
 			return r.appExited()
+		}
+		throttled, err := limiter.wait(ctx)
+		if err != nil {
+			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
 		}
 		t = time.Now()
 		res, err := env.Act(ctx, a)
@@ -180,12 +189,67 @@ func (r *run) loop(parent context.Context) *ending {
 			viewReq = &a
 		}
 		tw = time.Now()
-		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur)})
+		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})
 		r.traceTime += time.Since(tw)
 		if !res.OK && cfg.Verbose {
 			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, res.Error)
 		}
 	}
+}
+
+// recordFailedDecision keeps what an agent returned with its error (the
+// raw exchanges of the answers that were rejected) as an event, so a run
+// that ends in agent_error or malformed_answer still shows them.
+func (r *run) recordFailedDecision(step int, d agent.Decision, latency time.Duration, err error) {
+	data := map[string]any{"error": err.Error(), "latency_ms": msOf(latency)}
+	if len(d.Meta) > 0 {
+		data["meta"] = d.Meta
+	}
+	files := map[string]string{}
+	for name, content := range d.Files {
+		if p, aerr := r.tw.Attach(step, name, content); aerr == nil {
+			files[name] = p
+		}
+	}
+	if len(files) > 0 {
+		data["files"] = files
+	}
+	r.tw.Record(trace.Record{Type: trace.TypeEvent, Step: step, Event: "agent_error", Data: data})
+}
+
+// rateLimiter is a token bucket: bursts of up to a second's worth of
+// actions, then rate actions per second.
+type rateLimiter struct {
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newRateLimiter(rate float64) *rateLimiter {
+	return &rateLimiter{rate: rate, tokens: rate, last: time.Now()}
+}
+
+// wait blocks until an action may run and returns how long it waited.
+func (l *rateLimiter) wait(ctx context.Context) (time.Duration, error) {
+	if l.rate <= 0 {
+		return 0, nil
+	}
+	now := time.Now()
+	l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	l.last = now
+	if l.tokens >= 1 {
+		l.tokens--
+		return 0, nil
+	}
+	d := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	l.last = time.Now()
+	l.tokens = 0
+	return d, nil
 }
 
 // freeze freezes the app before a decision, if asked and possible.

@@ -48,6 +48,10 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// TeardownTimeout bounds Close (default 30s).
 	TeardownTimeout time.Duration
+	// MaxRate bounds the actions performed per second (a runaway agent
+	// cannot flood the app or the trace faster); 0 means no bound. The time
+	// an action waited is recorded with its result.
+	MaxRate float64
 	// FreezeWhileThinking freezes the app's processes while the agent
 	// decides (when the backend can), so a game does not run on while a
 	// model thinks; the frozen time is recorded apart.
@@ -136,6 +140,15 @@ func ParseSettle(s string) (Settle, error) {
 		return st, fmt.Errorf("settle %q: fixed needs a duration, e.g. fixed:200ms", s)
 	}
 	return st, nil
+}
+
+// String is the form ParseSettle reads: "none", "fixed:200ms", "stable:150ms".
+func (s Settle) String() string {
+	switch s.Mode {
+	case "", SettleNone:
+		return SettleNone
+	}
+	return s.Mode + ":" + s.Duration.String()
 }
 
 // Result is how a run ended.
@@ -243,6 +256,14 @@ func (r *run) initialRecord() trace.Run {
 			Screen:  trace.ScreenInfo{Width: r.cfg.Env.Screen.Width, Height: r.cfg.Env.Screen.Height, Depth: r.cfg.Env.Screen.Depth},
 			Limits:  limitsMap(r.cfg.Env.Resources.WithDefaults()),
 		},
+		Settings: &trace.Settings{
+			Settle:         r.cfg.Settle.String(),
+			MaxSteps:       r.cfg.MaxSteps,
+			TimeoutMS:      msOf(r.cfg.Timeout),
+			ReadyTimeoutMS: msOf(r.cfg.ReadyTimeout),
+			LogCap:         r.cfg.LogCap,
+			NoWM:           r.cfg.Env.NoWM,
+		},
 		Started: r.started,
 	}
 }
@@ -279,6 +300,7 @@ func (r *run) execute(ctx context.Context) (end *ending) {
 	_ = r.tw.Update(func(run *trace.Run) {
 		run.Env.ID, run.Env.ImageID, run.Env.Display = info.ID, info.ImageID, info.Display
 		run.Env.WM, run.Env.SHM, run.Env.Timings = info.WM, info.SHM, info.Timings
+		run.Env.Extra = info.Extra
 		if info.Image != "" {
 			run.Env.Image = info.Image
 		}

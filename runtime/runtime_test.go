@@ -430,12 +430,28 @@ func TestFreezeWhileThinkingAndFiles(t *testing.T) {
 type malformedAgent struct{}
 
 func (malformedAgent) Decide(context.Context, *action.Observation) (agent.Decision, error) {
-	return agent.Decision{}, fmt.Errorf("model: %w: it answered prose three times", agent.ErrMalformed)
+	d := agent.Decision{Meta: map[string]any{"attempts": 3}, Files: map[string][]byte{"exchange.json": []byte(`[{"answer":"prose"}]`)}}
+	return d, fmt.Errorf("model: %w: it answered prose three times", agent.ErrMalformed)
 }
 
 func TestMalformedAgent(t *testing.T) {
-	res, _ := runFake(t, &fakeBackend{}, malformedAgent{}, nil)
+	res, tr := runFake(t, &fakeBackend{}, malformedAgent{}, nil)
 	if res.Outcome != trace.Error || res.Reason != trace.ReasonMalformed || !strings.Contains(res.Message, "prose") {
 		t.Errorf("result = %+v", res)
+	}
+	// The rejected answers are kept, though the decision failed.
+	var ev *trace.Record
+	for i := range tr.Records {
+		if tr.Records[i].Event == "agent_error" {
+			ev = &tr.Records[i]
+		}
+	}
+	if ev == nil {
+		t.Fatal("no agent_error event")
+	}
+	files, _ := ev.Data["files"].(map[string]any)
+	p, _ := files["exchange.json"].(string)
+	if data, err := os.ReadFile(filepath.Join(tr.Dir, p)); err != nil || !strings.Contains(string(data), "prose") {
+		t.Errorf("exchange.json of the failed decision: %q %v", data, err)
 	}
 }

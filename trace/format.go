@@ -83,6 +83,7 @@ const (
 	ReasonMalformed   = "malformed_answer" // the agent kept answering with invalid actions
 	ReasonEnvironment = "environment"      // the sandbox, image or guest failed
 	ReasonSignal      = "signal"           // SIGINT/SIGTERM
+	ReasonDiverged    = "diverged"         // a replay's screen differed from the recording
 )
 
 // Run is run.json.
@@ -110,6 +111,10 @@ type Run struct {
 	// Timings holds named durations in milliseconds: create, launch,
 	// first_screenshot, cold_start, teardown, ….
 	Timings map[string]float64 `json:"timings_ms,omitempty"`
+
+	// Settings are the run's own settings that are not part of the app or
+	// the environment (absent in traces written before they were recorded).
+	Settings *Settings `json:"settings,omitempty"`
 
 	AppExit *action.Exit `json:"app_exit,omitempty"`
 	Logs    LogInfo      `json:"logs"`
@@ -155,6 +160,8 @@ type EnvInfo struct {
 	SHM     bool             `json:"shm"`
 	Limits  map[string]any   `json:"limits,omitempty"`
 	Timings map[string]int64 `json:"timings_ms,omitempty"`
+	// Extra holds backend-specific facts (which limits apply, …).
+	Extra map[string]string `json:"extra,omitempty"`
 }
 
 // ScreenInfo is the display geometry.
@@ -162,6 +169,18 @@ type ScreenInfo struct {
 	Width  int `json:"width"`
 	Height int `json:"height"`
 	Depth  int `json:"depth"`
+}
+
+// Settings are what a replay needs to run the loop the same way.
+type Settings struct {
+	// Settle is the settle-before-screenshot mode as given to --settle:
+	// "none", "fixed:200ms", "stable:150ms".
+	Settle         string  `json:"settle,omitempty"`
+	MaxSteps       int     `json:"max_steps,omitempty"`
+	TimeoutMS      float64 `json:"timeout_ms,omitempty"`
+	ReadyTimeoutMS float64 `json:"ready_timeout_ms,omitempty"`
+	LogCap         int64   `json:"log_cap,omitempty"`
+	NoWM           bool    `json:"no_wm,omitempty"`
 }
 
 // LogInfo accounts for the app's output.
@@ -232,6 +251,8 @@ type Record struct {
 
 	Result     *action.Result `json:"result,omitempty"`
 	DurationMS float64        `json:"duration_ms,omitempty"`
+	// ThrottledMS is how long the action waited for the rate limit.
+	ThrottledMS float64 `json:"throttled_ms,omitempty"`
 
 	Event string         `json:"event,omitempty"` // window_mapped, app_exited, …
 	Data  map[string]any `json:"data,omitempty"`

@@ -45,19 +45,11 @@ const MaxLine = 64 << 20
 // trace; damage from a crash is reported in the Trace's fields.
 func Open(dir string) (*Trace, error) {
 	t := &Trace{Dir: dir}
-	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	run, err := ReadRun(dir)
 	if err != nil {
-		return nil, fmt.Errorf("trace: %s is not a trace directory: %w", dir, err)
+		return nil, err
 	}
-	if err := json.Unmarshal(data, &t.Run); err != nil {
-		return nil, fmt.Errorf("trace: %s: %w", filepath.Join(dir, RunFile), err)
-	}
-	if t.Run.Format != Format {
-		return nil, fmt.Errorf("trace: %s: format %q is not %q", dir, t.Run.Format, Format)
-	}
-	if t.Run.Version > Version {
-		return nil, fmt.Errorf("trace: %s: version %d is newer than this agentbox reads (%d)", dir, t.Run.Version, Version)
-	}
+	t.Run = run
 	t.Incomplete = t.Run.Status != StatusComplete
 
 	f, err := os.Open(filepath.Join(dir, StepsFile))
@@ -99,6 +91,26 @@ func Open(dir string) (*Trace, error) {
 		}
 	}
 	return t, nil
+}
+
+// ReadRun reads and checks run.json alone: cheap enough to list many
+// traces. The errors are those of Open.
+func ReadRun(dir string) (Run, error) {
+	var run Run
+	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil {
+		return run, fmt.Errorf("trace: %s is not a trace directory: %w", dir, err)
+	}
+	if err := json.Unmarshal(data, &run); err != nil {
+		return run, fmt.Errorf("trace: %s: %w", filepath.Join(dir, RunFile), err)
+	}
+	if run.Format != Format {
+		return run, fmt.Errorf("trace: %s: format %q is not %q", dir, run.Format, Format)
+	}
+	if run.Version > Version {
+		return run, fmt.Errorf("trace: %s: version %d is newer than this agentbox reads (%d)", dir, run.Version, Version)
+	}
+	return run, nil
 }
 
 // ReadRecords reads JSON lines. A last line without its newline, or one that

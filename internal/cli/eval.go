@@ -22,6 +22,7 @@ func newEvalCmd() *cobra.Command {
 		cpus                               float64
 		timeout                            time.Duration
 		freeze                             bool
+		maxRate                            float64
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -59,9 +60,9 @@ are counted apart from task failures.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			backend, err := environment.Lookup(backendName)
+			backend, err := resolveBackend(cmd.Context(), stderr, backendName, image, ociRuntime)
 			if err != nil {
-				return usageErrorf("--backend: %v", err)
+				return err
 			}
 			runID := time.Now().Format("20060102-150405") + "-" + sanitizeName(suite.Name)
 			if out == "" {
@@ -90,7 +91,7 @@ are counted apart from task failures.`,
 					Image: image, Runtime: ociRuntime, GuestBinary: guestBinary,
 					Resources: environment.Resources{CPUs: cpus, MemoryMB: int(mem >> 20), PIDs: pids, TmpfsMB: int(tmp >> 20)},
 				},
-				Timeout: timeout, MaxSteps: maxSteps, FreezeWhileThinking: freeze,
+				Timeout: timeout, MaxSteps: maxSteps, FreezeWhileThinking: freeze, MaxRate: maxRate,
 				Progress: stderr, Terminal: isTerminal(stderr),
 			})
 			if err != nil && sum == nil {
@@ -108,7 +109,7 @@ are counted apart from task failures.`,
 	fl.IntVarP(&parallel, "parallel", "j", 1, "sandboxes at once")
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.StringVar(&out, "out", "", "output directory (must be new or empty; default ./agentbox-evals/RUN-ID)")
-	fl.StringVar(&backendName, "backend", "docker", "sandbox backend: "+strings.Join(environment.Backends(), ", "))
+	fl.StringVar(&backendName, "backend", environment.Auto, backendUsage())
 	fl.StringVar(&image, "image", "", "runtime image for tasks that name none")
 	fl.StringVar(&ociRuntime, "runtime", "", "OCI runtime registered with Docker, e.g. runsc")
 	fl.DurationVar(&timeout, "timeout", 5*time.Minute, "per-episode deadline for tasks that name none")
@@ -118,6 +119,7 @@ are counted apart from task failures.`,
 	fl.IntVar(&pids, "pids", 256, "process limit per sandbox")
 	fl.StringVar(&tmpfs, "tmpfs", "256m", "writable /tmp per sandbox")
 	fl.BoolVar(&freeze, "freeze-while-thinking", false, "freeze each app while its agent decides")
+	fl.Float64Var(&maxRate, "max-rate", 1000, "at most this many actions per second per episode (0: no bound)")
 	fl.StringVar(&guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandboxes")
 	_ = fl.MarkHidden("guest-binary")
 	return cmd

@@ -15,6 +15,7 @@ import (
 	_ "github.com/codegirl-games/agentbox/agent/idle"
 	_ "github.com/codegirl-games/agentbox/agent/openai"
 	_ "github.com/codegirl-games/agentbox/environment/docker"
+	_ "github.com/codegirl-games/agentbox/environment/local"
 )
 
 // Exit codes shared by every command (see README: exit codes).
@@ -95,6 +96,10 @@ in a versioned trace directory.`,
 		newVersionCmd(),
 		newGuestCmd(),
 		newBenchCmd(),
+		newViewCmd(),
+		newReplayCmd(),
+		newExportCmd(),
+		newLsCmd(),
 	)
 	return root
 }

@@ -50,6 +50,7 @@ type runFlags struct {
 	settle       string
 	script       string
 	freeze       bool
+	maxRate      float64
 }
 
 func newRunCmd() *cobra.Command {
@@ -91,7 +92,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringVar(&f.agentName, "agent", "", "the agent: "+strings.Join(agent.Names(), ", "))
 	fl.StringVar(&f.script, "script", "", "play a script (YAML or JSON: actions and checks) instead of --agent")
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
-	fl.StringVar(&f.backend, "backend", "docker", "sandbox backend: "+strings.Join(environment.Backends(), ", "))
+	fl.StringVar(&f.backend, "backend", environment.Auto, backendUsage())
 	fl.StringVar(&f.image, "image", "", "runtime image (default agentbox/runtime:bookworm; any image with Xvfb works)")
 	fl.StringVar(&f.ociRuntime, "runtime", "", "OCI runtime registered with Docker, e.g. runsc (gVisor)")
 	fl.StringVar(&f.screen, "screen", "640x480x24", "virtual screen WIDTHxHEIGHT[xDEPTH]")
@@ -108,6 +109,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringArrayVar(&f.env, "env", nil, "extra app environment variable KEY=VALUE (repeatable)")
 	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print every step")
+	fl.Float64Var(&f.maxRate, "max-rate", 1000, "at most this many actions per second (0: no bound); waits are recorded as throttled_ms")
 	fl.BoolVar(&f.freeze, "freeze-while-thinking", false, "freeze the app's processes while the agent decides (the frozen time is recorded apart)")
 	fl.StringVar(&f.settle, "settle", "none", "before each screenshot after an action: none, fixed:DURATION, or stable[:DURATION] (unchanged that long)")
 	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandbox (default: this one)")
@@ -154,6 +156,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return usageErrorf("--settle: %v", err)
 	}
+	if f.maxRate < 0 {
+		return usageErrorf("--max-rate must not be negative")
+	}
 	if f.maxSteps <= 0 {
 		return usageErrorf("--max-steps must be positive, got %d", f.maxSteps)
 	}
@@ -163,9 +168,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if f.timeout <= 0 || f.startTimeout <= 0 || f.readyTimeout < 0 {
 		return usageErrorf("--timeout and --start-timeout must be positive")
 	}
-	backend, err := environment.Lookup(f.backend)
+	backend, err := resolveBackend(cmd.Context(), stderr, f.backend, f.image, f.ociRuntime)
 	if err != nil {
-		return usageErrorf("--backend: %v", err)
+		return err
 	}
 	bundle, err := app.Load(target, app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(app.DefaultLimits.MaxBytes, tmpfs*3/4)})
 	if err != nil {
@@ -262,6 +267,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		ReadyTimeout:        f.readyTimeout,
 		Settle:              settle,
 		FreezeWhileThinking: f.freeze,
+		MaxRate:             f.maxRate,
 		TraceDir:            dir,
 		LogCap:              logCap,
 		Progress:            stderr,

@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/testenv"
+)
+
+// replaySummary is the part of replay.json the tests read.
+type replaySummary struct {
+	Verdict  string `json:"verdict"`
+	Message  string `json:"message"`
+	Replayed int    `json:"replayed"`
+	Source   struct {
+		ID    string `json:"id"`
+		Steps int    `json:"steps"`
+	} `json:"source"`
+	Divergence *struct {
+		Step    int    `json:"step"`
+		Kind    string `json:"kind"`
+		Diff    string `json:"diff"`
+		Compare string `json:"compare"`
+	} `json:"divergence"`
+	Comparisons []struct {
+		Step   int  `json:"step"`
+		Match  bool `json:"match"`
+		Pixels int  `json:"pixels"`
+	} `json:"comparisons"`
+	Notes []string `json:"notes"`
+}
+
+func readSummary(t *testing.T, dir string) replaySummary {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "replay.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s replaySummary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The mover in these tests moves at 100 px/s, the "half as fast" variant at
+// 50 px/s. At the demo's 200 px/s a loaded two-core machine's timing jitter
+// (up to ~25 px after a 1 s hold) comes close to the default 0.5% limit; at
+// 100 px/s it stays well below it, while the variant still ends 50 px
+// short, more than the square's 40 px: every one of its pixels differs.
+const (
+	moverSpeedManifest = `{"command": "mover", "args": ["-speed", "100"], "window_title": "mover", "ready_timeout": "20s"}`
+	moverHalfManifest  = `{"command": "mover", "args": ["-speed", "50"], "window_title": "mover", "ready_timeout": "20s"}`
+)
+
+// TestReplay records a mover run with the demo agent, replays it against
+// the same app (it matches) and against a variant that moves half as fast
+// (it diverges at the first step observed after the key was held).
+func TestReplay(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	appDir := moverApp(t, moverSpeedManifest)
+	rec := recordMover(t, appDir)
+	src := openTrace(t, rec)
+	// The demo agent: key_down Right, wait 1000 ms, key_up Right, done.
+	if len(src.Steps) != 4 || src.Steps[0].Action.Kind != action.KeyDown || src.Steps[1].Action.Kind != action.Wait {
+		t.Fatalf("unexpected recording: %+v", src.Steps)
+	}
+	heldStep := src.Steps[1].Step + 1 // the first screen observed after the key was held
+
+	t.Run("matches", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "replay")
+		t0 := time.Now()
+		r := run0(t, "replay", rec, "--out", out)
+		t.Logf("replay of %d steps took %v", len(src.Steps), time.Since(t0).Round(time.Millisecond))
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "matched: all 4 recorded steps and the final screen match") {
+			t.Fatalf("want exit 0, matched:\n%s", r)
+		}
+		s := readSummary(t, out)
+		if s.Verdict != "matched" || s.Replayed != 4 || s.Source.ID != src.Run.ID {
+			t.Errorf("replay.json: %+v", s)
+		}
+		if len(s.Comparisons) != 4 {
+			t.Errorf("%d screens compared, want 4", len(s.Comparisons))
+		}
+		for _, c := range s.Comparisons {
+			t.Logf("step %d: %d pixels differ", c.Step, c.Pixels)
+		}
+		if !strings.Contains(strings.Join(s.Notes, "\n"), "the same build as recorded") {
+			t.Errorf("notes %q do not compare the app's fingerprint", s.Notes)
+		}
+		// The replay is a run of its own with a trace.
+		tr := openTrace(t, out)
+		if tr.Run.Agent.Name != "replay" || tr.Run.Outcome != "success" || tr.Run.App.Digest != src.Run.App.Digest {
+			t.Errorf("replay trace: agent %q outcome %q digest %q", tr.Run.Agent.Name, tr.Run.Outcome, tr.Run.App.Digest)
+		}
+		if tr.Run.Env.Screen != src.Run.Env.Screen || tr.Run.Settings == nil || tr.Run.Settings.Settle != src.Run.Settings.Settle {
+			t.Errorf("replay did not use the recorded screen and settings: %+v %+v", tr.Run.Env.Screen, tr.Run.Settings)
+		}
+		for i, s := range tr.Steps {
+			if s.Action == nil || i >= len(src.Steps) || s.Action.Kind != src.Steps[i].Action.Kind {
+				t.Errorf("replayed step %d: %v, recorded %v", s.Step, s.Action, src.Steps[i].Action)
+			}
+		}
+		assertNoContainers(t, tr.Run.ID)
+	})
+
+	t.Run("half speed diverges", func(t *testing.T) {
+		variant := moverApp(t, moverHalfManifest)
+		out := filepath.Join(t.TempDir(), "replay")
+		r := run0(t, "replay", rec, "--target", variant, "--out", out)
+		if r.code != 1 || !strings.Contains(r.stdout, "diverged: diverged at step 3:") {
+			t.Fatalf("want exit 1, diverged at step 3:\n%s", r)
+		}
+		s := readSummary(t, out)
+		if s.Verdict != "diverged" || s.Divergence == nil || s.Divergence.Step != heldStep || s.Divergence.Kind != "screen" {
+			t.Fatalf("replay.json: %+v %+v", s, s.Divergence)
+		}
+		// The screen right after key_down still matched: the square had not
+		// gone far at either speed.
+		for _, c := range s.Comparisons {
+			if c.Step < heldStep && !c.Match {
+				t.Errorf("step %d diverged before the key was held (%d pixels)", c.Step, c.Pixels)
+			}
+		}
+		for _, f := range []string{s.Divergence.Diff, s.Divergence.Compare, "replay/expected-000003.png", "replay/actual-000003.png"} {
+			fh, err := os.Open(filepath.Join(out, f))
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			img, err := png.Decode(fh)
+			fh.Close()
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if f == s.Divergence.Diff && (img.Bounds().Dx() != 640 || img.Bounds().Dy() != 480) {
+				t.Errorf("diff image is %v, want 640x480", img.Bounds())
+			}
+		}
+		if !strings.Contains(r.stdout, filepath.Join(out, s.Divergence.Diff)) {
+			t.Errorf("stdout does not name the diff image:\n%s", r.stdout)
+		}
+		if !strings.Contains(strings.Join(s.Notes, "\n"), `app arguments: ["-speed" "50"]`) {
+			t.Errorf("notes %q do not say the app differs", s.Notes)
+		}
+		tr := openTrace(t, out)
+		if tr.Run.Outcome != "failure" || tr.Run.Reason != "diverged" {
+			t.Errorf("replay trace outcome %s (%s), want failure (diverged)", tr.Run.Outcome, tr.Run.Reason)
+		}
+		// The replay's report shows the divergence.
+		if v := run0(t, "view", out); v.code != 0 {
+			t.Fatalf("view: %s", v)
+		}
+		page, _ := os.ReadFile(filepath.Join(out, "report.html"))
+		if !strings.Contains(string(page), `"verdict":"diverged"`) || !strings.Contains(string(page), "replay/compare-000003.png") {
+			t.Errorf("the replay's report does not show the divergence")
+		}
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		tmp := t.TempDir()
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--max-diff", "7"}, "--max-diff"},
+			{[]string{"--tolerance", "300"}, "tolerance 300"},
+			{[]string{"--ignore", "10,10,5,5"}, "--ignore"},
+			{[]string{"--area", "desk"}, `area "desk"`},
+			{[]string{"--timing", "slow"}, `timing "slow"`},
+			{[]string{"--target", filepath.Join(tmp, "nothing")}, "nothing"},
+		} {
+			r := run0(t, append([]string{"replay", rec}, c.args...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("replay %v: want exit 2 and %q:\n%s", c.args, c.want, r)
+			}
+		}
+		// A recorded app that is not here any more.
+		gone := filepath.Join(tmp, "gone")
+		synthTrace(t, gone, 2, 64, 64, true)
+		r := run0(t, "replay", gone)
+		if r.code != 2 || !strings.Contains(r.stderr, "/nonexistent/synthetic-app") || !strings.Contains(r.stderr, "--target") {
+			t.Errorf("replay of a trace whose app is gone: want exit 2 naming it:\n%s", r)
+		}
+	})
+}

@@ -1,0 +1,93 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// FindFFmpeg returns the ffmpeg binary to use, or ErrNoFFmpeg.
+func FindFFmpeg(path string) (string, error) {
+	if path == "" {
+		path = "ffmpeg"
+	}
+	p, err := exec.LookPath(path)
+	if err != nil {
+		return "", fmt.Errorf("%w (%s not found: apt-get install ffmpeg; .gif and .apng need no ffmpeg)", ErrNoFFmpeg, path)
+	}
+	return p, nil
+}
+
+// writeFFmpeg encodes the frames with ffmpeg: an ffconcat list gives each
+// screenshot its exact duration (millisecond timestamps), and passthrough
+// keeps one video frame per list entry.
+func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin string, w, h int) error {
+	ff, err := FindFFmpeg(bin)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "agentbox-export-")
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	var list bytes.Buffer
+	list.WriteString("ffconcat version 1.0\n")
+	for _, f := range frames {
+		abs, err := filepath.Abs(f.Path)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		fmt.Fprintf(&list, "file '%s'\noption framerate 1000\nduration %.3f\n", strings.ReplaceAll(abs, "'", `'\''`), f.Dur.Seconds())
+	}
+	listPath := filepath.Join(dir, "frames.ffconcat")
+	if err := os.WriteFile(listPath, list.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	// The output goes to a temporary name first: a failed encode leaves
+	// nothing half-written under the user's name.
+	tmp := filepath.Join(filepath.Dir(out), ".export-"+filepath.Base(dir)+filepath.Ext(out))
+	defer os.Remove(tmp)
+	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-y",
+		"-f", "concat", "-safe", "0", "-i", listPath, "-fps_mode", "passthrough", "-an"}
+	if w%2 != 0 || h%2 != 0 {
+		// 4:2:0 video needs even sizes: pad by one pixel.
+		args = append(args, "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2")
+	}
+	switch format {
+	case MP4:
+		args = append(args, "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-pix_fmt", "yuv420p",
+			"-video_track_timescale", "1000", "-movflags", "+faststart")
+	case WebM:
+		args = append(args, "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-row-mt", "1",
+			"-b:v", "0", "-crf", "32", "-pix_fmt", "yuv420p")
+	default:
+		return fmt.Errorf("export: %s is not an ffmpeg format", format)
+	}
+	args = append(args, tmp)
+	cmd := exec.CommandContext(ctx, ff, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("export: ffmpeg: %w: %s", err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,278 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/replay"
+)
+
+type replayFlags struct {
+	target       string
+	out          string
+	image        string
+	backend      string
+	area         string
+	tolerance    int
+	maxDiff      string
+	cursorArea   int
+	ignore       []string
+	timing       string
+	timeout      time.Duration
+	startTimeout time.Duration
+	env          []string
+	verbose      bool
+	guestBinary  string
+}
+
+func newReplayCmd() *cobra.Command {
+	var f replayFlags
+	cmd := &cobra.Command{
+		Use:   "replay RUN [flags] [-- APP ARGS...]",
+		Short: "Replay a recorded run in a fresh sandbox and report where the screen first differs",
+		Long: `Replay starts a fresh sandbox with the recorded app, image, screen and
+settings, re-sends the recorded actions with the recorded timing, and compares
+every screen with the recorded one before acting. The replay is a run of its
+own and writes a new trace (with replay.json, and on a divergence the
+recorded, replayed, diff and side-by-side images under replay/).
+
+Only the app's windows are compared (--area windows: not the window manager's
+decorations, whose focus colour may change a moment after the window maps,
+nor the desktop); --area screen compares every pixel. A pixel differs when a
+channel differs by more than --tolerance; pixels in an --ignore region or in a
+--cursor-area square at the pointer are not compared; a screen diverges when
+more than --max-diff of its compared pixels differ.
+
+--target replays against another build of the app (a directory with
+agentbox.json, a manifest or an executable, as for run); the recorded
+arguments are used with the recorded target, the new target's own otherwise,
+and arguments after -- replace either.
+
+Exit codes: 0 every screen matched, 1 a divergence, 2 usage error (not a
+trace, a newer trace format, bad flags), 3 the replay could not run,
+130 interrupted.`,
+		Example: `  agentbox replay agentbox-runs/20261129-202055-mover-ae0987
+  agentbox replay RUN --target ./build/mover-next
+  agentbox replay RUN --tolerance 16 --max-diff 1% --ignore 0,0,640,20`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var appArgs []string
+			if n := cmd.ArgsLenAtDash(); n >= 0 {
+				if n != 1 {
+					return usageErrorf("replay takes exactly one RUN before --, got %d", n)
+				}
+				appArgs = args[n:]
+			} else if len(args) > 1 {
+				return usageErrorf("replay takes one RUN; put the app's arguments after --: %q", args[1:])
+			}
+			return runReplay(cmd, f, args[0], appArgs, cmd.ArgsLenAtDash() >= 0)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.target, "target", "", "replay against this app instead of the recorded one (another build)")
+	fl.StringVar(&f.out, "out", "", "trace directory of the replay (must be new or empty; default ./agentbox-runs/RUN-ID)")
+	fl.StringVar(&f.image, "image", "", "runtime image (default: the recorded one)")
+	fl.StringVar(&f.backend, "backend", "", "sandbox backend (default: the recorded one)")
+	fl.StringVar(&f.area, "area", replay.AreaWindows, "what is compared: windows (the app's windows, not the window manager's decorations or the desktop) or screen (every pixel)")
+	fl.IntVar(&f.tolerance, "tolerance", replay.DefaultTolerance, "per-channel colour difference (0–255) below which a pixel still matches")
+	fl.StringVar(&f.maxDiff, "max-diff", "0.5%", "share of compared pixels that may differ before a screen diverges (e.g. 0.5%, 0.005, or 0 for exact)")
+	fl.IntVar(&f.cursorArea, "cursor-area", replay.DefaultCursorArea, "side in pixels of the square at the pointer that is not compared (0 compares it)")
+	fl.StringArrayVar(&f.ignore, "ignore", nil, "region X0,Y0,X1,Y1 that is not compared (repeatable; X1,Y1 exclusive)")
+	fl.StringVar(&f.timing, "timing", string(replay.TimingRecorded), "when to send each action: recorded (same offsets as the recording) or fast")
+	fl.DurationVar(&f.timeout, "timeout", 0, "deadline for the replay's loop (default: the recording's, at least its duration plus a minute)")
+	fl.DurationVar(&f.startTimeout, "start-timeout", 60*time.Second, "deadline for creating the sandbox and launching the app")
+	fl.StringArrayVar(&f.env, "env", nil, "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print every step")
+	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandbox (default: this one)")
+	_ = fl.MarkHidden("guest-binary")
+	return cmd
+}
+
+// parseFraction reads "0.5%", "0.005" or "0".
+func parseFraction(flag, s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	pct := strings.HasSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSuffix(t, "%"), 64)
+	if pct {
+		v /= 100
+	}
+	if err != nil || v < 0 || v > 1 {
+		return 0, usageErrorf("%s %q: want a share of the pixels such as 0.5%% or 0.005", flag, s)
+	}
+	return v, nil
+}
+
+// parseRegion reads "X0,Y0,X1,Y1".
+func parseRegion(s string) (image.Rectangle, error) {
+	parts := strings.Split(s, ",")
+	var n [4]int
+	if len(parts) != 4 {
+		return image.Rectangle{}, usageErrorf("--ignore %q: want X0,Y0,X1,Y1", s)
+	}
+	for i, p := range parts {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return image.Rectangle{}, usageErrorf("--ignore %q: %q is not a pixel position", s, p)
+		}
+		n[i] = v
+	}
+	if n[2] <= n[0] || n[3] <= n[1] {
+		return image.Rectangle{}, usageErrorf("--ignore %q: X1,Y1 must be right of and below X0,Y0", s)
+	}
+	return image.Rect(n[0], n[1], n[2], n[3]), nil
+}
+
+func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, argsGiven bool) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	rules := replay.Rules{Area: f.area, Tolerance: f.tolerance, CursorArea: f.cursorArea}
+	var err error
+	if rules.MaxDiff, err = parseFraction("--max-diff", f.maxDiff); err != nil {
+		return err
+	}
+	for _, s := range f.ignore {
+		g, err := parseRegion(s)
+		if err != nil {
+			return err
+		}
+		rules.Ignore = append(rules.Ignore, g)
+	}
+	if err := rules.Validate(); err != nil {
+		return usageErrorf("%v", err)
+	}
+	timing, err := replay.ParseTiming(f.timing)
+	if err != nil {
+		return usageErrorf("--timing: %v", err)
+	}
+	env, err := parseKV("--env", f.env)
+	if err != nil {
+		return err
+	}
+	if f.timeout < 0 || f.startTimeout <= 0 {
+		return usageErrorf("--timeout and --start-timeout must be positive")
+	}
+	src, err := openTrace(dir)
+	if err != nil {
+		return err
+	}
+	if len(src.Steps) == 0 {
+		return usageErrorf("%s has no steps to replay (the run ended before its first observation: %s)", dir, src.Run.Message)
+	}
+	if src.Incomplete {
+		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace; replaying its %d recorded steps\n", dir, len(src.Steps))
+	}
+	settle, err := replay.SettleFromRun(src.Run)
+	if err != nil {
+		return usageErrorf("%s: recorded settle: %v", dir, err)
+	}
+
+	backendName := f.backend
+	if backendName == "" {
+		backendName = src.Run.Env.Backend
+	}
+	backend, err := environment.Lookup(backendName)
+	if err != nil {
+		return usageErrorf("backend: %v", err)
+	}
+	envCfg := replay.EnvFromRun(src.Run)
+	if f.image != "" {
+		envCfg.Image = f.image
+	}
+	envCfg.GuestBinary = f.guestBinary
+	tmpfs := int64(envCfg.Resources.WithDefaults().TmpfsMB) << 20
+
+	target := f.target
+	if target == "" {
+		target = src.Run.App.Target
+		if src.Run.App.InImage && target == "" {
+			target = src.Run.App.Command
+		}
+		if _, err := os.Stat(target); err != nil && !src.Run.App.InImage {
+			if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(target) {
+				return usageErrorf("the recorded app %s is not found from here: run replay in the directory the run started in, or give the app with --target", target)
+			}
+			return usageErrorf("the recorded app %s: %v (give the app with --target)", target, err)
+		}
+	}
+	bundle, err := app.Load(target, app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(app.DefaultLimits.MaxBytes, tmpfs*3/4)})
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	defer bundle.Close()
+	switch {
+	case argsGiven:
+		bundle.Manifest.Args = appArgs
+	case f.target == "":
+		bundle.Manifest.Args = src.Run.App.Args // they may have come from run's --
+	}
+	if len(env) > 0 && bundle.Manifest.Env == nil {
+		bundle.Manifest.Env = map[string]string{}
+	}
+	for k, v := range env {
+		bundle.Manifest.Env[k] = v
+	}
+
+	runID := newRunID(bundle)
+	out := f.out
+	if out == "" {
+		out = filepath.Join("agentbox-runs", runID)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stopSignals := handleSignals(cancel, stderr, backend, environment.ReapOptions{RunID: runID})
+	defer stopSignals()
+	if r, ok := backend.(environment.Reaper); ok {
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		_, _ = r.Reap(rctx, environment.ReapOptions{})
+		rcancel()
+	}
+
+	fmt.Fprintf(stderr, "agentbox: replay %s: %d steps of %s against %s on %s (area %s, tolerance %d, max diff %s, timing %s)\n",
+		runID, len(src.Steps), src.Run.ID, target, backend.Name(), rules.Area, rules.Tolerance, pct(rules.MaxDiff), timing)
+	res, err := replay.Run(ctx, replay.Config{
+		Source:       src,
+		App:          bundle,
+		Backend:      backend,
+		Env:          envCfg,
+		Settle:       settle,
+		Rules:        rules,
+		Timing:       timing,
+		RunID:        runID,
+		TraceDir:     out,
+		Timeout:      f.timeout,
+		StartTimeout: f.startTimeout,
+		Progress:     stderr,
+		Verbose:      f.verbose,
+	})
+	if err != nil {
+		return failErr(err)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(stderr, "agentbox: %s\n", n)
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", res.Verdict, res.Message)
+	if d := res.Divergence; d != nil && d.DiffFile != "" {
+		fmt.Fprintf(stdout, "diff: %s · side by side: %s\n", filepath.Join(out, d.DiffFile), filepath.Join(out, d.CompareFile))
+	}
+	if res.Verdict == replay.Failed && res.Run.Reason != "" {
+		fmt.Fprintf(stdout, "[%s]\n", res.Run.Reason)
+	}
+	fmt.Fprintf(stdout, "%d of %d steps replayed in %v · trace: %s (agentbox view %s)\n",
+		res.Replayed, res.Steps, res.Duration.Round(10*time.Millisecond), out, out)
+	return silentExitOrNil(res.ExitCode())
+}
+
+func pct(f float64) string {
+	return strconv.FormatFloat(100*f, 'f', -1, 64) + "%"
+}

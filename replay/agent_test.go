@@ -1,0 +1,110 @@
+package replay
+
+import (
+	"context"
+	"image/color"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+func frameOf(c color.RGBA, hash uint64) *action.Frame {
+	img := solid(64, 48, c)
+	return &action.Frame{Width: 64, Height: 48, Pix: img.Pix, Hash: hash}
+}
+
+// recording writes a 3-step trace: key_down, wait, done, each on its own
+// colour, 50 ms apart.
+func recording(t *testing.T) *trace.Trace {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "rec")
+	tw, err := trace.Create(dir, trace.Run{ID: "rec"}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := []action.Action{{Kind: action.KeyDown, Key: "Right"}, {Kind: action.Wait, MS: 10}, {Kind: action.Done}}
+	for i, a := range acts {
+		f := frameOf(color.RGBA{uint8(50 * i), 0, 0, 255}, uint64(i+1))
+		a := a
+		tw.Record(trace.Record{Type: trace.TypeStep, Step: i + 1, TMS: 100 + 50*float64(i),
+			Observation: &trace.Observation{Screenshot: tw.Screenshot(i+1, f), FrameHash: trace.FrameHash(f.Hash), Width: 64, Height: 48, Running: true},
+			Decision:    &trace.Decision{LatencyMS: 1}, Action: &a})
+	}
+	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func obs(step int, f *action.Frame) *action.Observation {
+	return &action.Observation{Step: step, Screen: f, Running: true}
+}
+
+func TestAgentMatches(t *testing.T) {
+	tr := recording(t)
+	a := NewAgent(tr, DefaultRules(), TimingRecorded)
+	ctx := context.Background()
+	t0 := time.Now()
+	var kinds []action.Kind
+	for i := 0; i < 3; i++ {
+		// Same pixels, another hash: compared pixel by pixel.
+		d, err := a.Decide(ctx, obs(i+1, frameOf(color.RGBA{uint8(50 * i), 0, 0, 255}, uint64(100+i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, d.Action.Kind)
+		if i == 2 && (!d.Action.Succeeded() || d.Reason != "") {
+			t.Errorf("last decision %+v, want a successful done", d)
+		}
+	}
+	if el := time.Since(t0); el < 95*time.Millisecond {
+		t.Errorf("recorded timing: 3 actions 50 ms apart took %v", el)
+	}
+	if kinds[0] != action.KeyDown || kinds[1] != action.Wait || kinds[2] != action.Done {
+		t.Errorf("actions %v", kinds)
+	}
+	if a.Divergence != nil || a.Replayed != 3 || !a.Finished || len(a.Comparisons) != 3 {
+		t.Errorf("divergence %v replayed %d finished %v comparisons %d", a.Divergence, a.Replayed, a.Finished, len(a.Comparisons))
+	}
+}
+
+func TestAgentDiverges(t *testing.T) {
+	tr := recording(t)
+	a := NewAgent(tr, DefaultRules(), TimingFast)
+	ctx := context.Background()
+	if d, _ := a.Decide(ctx, obs(1, frameOf(color.RGBA{0, 0, 0, 255}, 1))); d.Action.Kind != action.KeyDown {
+		t.Fatalf("step 1: %+v", d)
+	}
+	// Step 2's screen differs: its action still goes out (the comparison
+	// runs while it plays), and the next decision ends the run.
+	if d, _ := a.Decide(ctx, obs(2, frameOf(color.RGBA{0, 200, 0, 255}, 77))); d.Action.Kind != action.Wait {
+		t.Fatalf("step 2: %+v", d)
+	}
+	d, _ := a.Decide(ctx, obs(3, frameOf(color.RGBA{100, 0, 0, 255}, 3)))
+	if d.Action.Kind != action.Done || d.Action.Succeeded() || d.Reason != agent.ReasonDiverged {
+		t.Fatalf("step 3: %+v, want done, diverged", d)
+	}
+	if a.Divergence == nil || a.Divergence.Step != 2 || a.Divergence.Kind != "screen" || a.Divergence.Diff.Pixels != 64*48-16*16 { // less the pointer's square at (0,0)
+		t.Fatalf("divergence %+v", a.Divergence)
+	}
+}
+
+func TestAgentAppState(t *testing.T) {
+	tr := recording(t)
+	a := NewAgent(tr, DefaultRules(), TimingFast)
+	o := obs(1, frameOf(color.RGBA{0, 0, 0, 255}, 1))
+	o.Running = false
+	a.Decide(context.Background(), o)
+	d, _ := a.Decide(context.Background(), obs(2, frameOf(color.RGBA{50, 0, 0, 255}, 2)))
+	if d.Reason != agent.ReasonDiverged || a.Divergence == nil || a.Divergence.Kind != "app_state" || a.Divergence.Step != 1 {
+		t.Fatalf("%+v %+v", d, a.Divergence)
+	}
+}

@@ -1,0 +1,482 @@
+"use strict";
+(function () {
+  const started = performance.now();
+  const D = JSON.parse(document.getElementById("data").textContent);
+  const S = D.steps;
+  const NS = "http://www.w3.org/2000/svg";
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+  function svg(tag, attrs, parent) {
+    const e = document.createElementNS(NS, tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function secs(ms) { return (ms / 1000).toFixed(ms < 10000 ? 3 : 2) + " s"; }
+  function dur(ms) {
+    if (ms === undefined || ms === null) return "";
+    if (ms < 1) return ms.toFixed(2) + " ms";
+    if (ms < 1000) return ms.toFixed(ms < 10 ? 1 : 0) + " ms";
+    return (ms / 1000).toFixed(2) + " s";
+  }
+  function label(s) { return s.final ? "final" : "#" + s.n; }
+
+  // ---- header ----
+  const R = D.run;
+  const header = el("header");
+  const top = el("div", "top");
+  const outcome = R.outcome || "incomplete";
+  top.appendChild(el("span", "badge " + outcome, outcome));
+  if (R.reason) top.appendChild(el("span", "reason", R.reason));
+  top.appendChild(el("span", "message", R.message || (R.status === "running" ? "the run did not finish" : "")));
+  header.appendChild(top);
+  const facts = el("div", "facts");
+  function fact(name, value, mono) {
+    if (!value && value !== 0) return;
+    const f = el("span", mono ? "mono" : "");
+    f.appendChild(document.createTextNode(name + " "));
+    f.appendChild(el("b", "", String(value)));
+    facts.appendChild(f);
+  }
+  fact("run", R.id, true);
+  fact("task", R.task);
+  fact("agent", R.agent);
+  fact("app", R.app);
+  fact("steps", R.steps);
+  fact("duration", R.duration_ms ? dur(R.duration_ms) : "");
+  fact("screen", R.screen);
+  fact("image", R.image);
+  fact("settle", R.settle && R.settle !== "none" ? R.settle : "");
+  fact("app exit", R.app_exit);
+  fact("started", R.started ? R.started.replace("T", " ").replace(/\.\d+/, "") : "");
+  header.appendChild(facts);
+
+  const T = R.timings || {};
+  const total = R.duration_ms || 0;
+  if (total > 0) {
+    const bar = el("div", "bar");
+    bar.title = "where the run's time went";
+    let used = 0;
+    for (const k of ["create", "launch", "loop", "teardown"]) {
+      if (!T[k]) continue;
+      const sp = el("span", k, k + " " + dur(T[k]));
+      sp.style.flex = String(Math.max(T[k], total / 200));
+      sp.title = k + ": " + dur(T[k]);
+      bar.appendChild(sp);
+      used += T[k];
+    }
+    if (total - used > total / 100) {
+      const sp = el("span", "other", "");
+      sp.style.flex = String(total - used);
+      sp.title = "other: " + dur(total - used);
+      bar.appendChild(sp);
+    }
+    header.appendChild(bar);
+  }
+  const chips = el("div", "chips");
+  for (const k of ["app_ready", "first_screenshot", "trace_write", "trace_finish"]) {
+    if (T[k] !== undefined) chips.appendChild(el("span", "", k.replace("_", " ") + " " + dur(T[k])));
+  }
+  if (R.image_id) chips.appendChild(el("span", "", "image " + R.image_id.replace("sha256:", "").slice(0, 12)));
+  if (R.app_digest) chips.appendChild(el("span", "", "app " + R.app_digest.slice(0, 12)));
+  if (R.agentbox) chips.appendChild(el("span", "", "agentbox " + R.agentbox));
+  for (const lg of D.logs) {
+    const sp = el("span");
+    const a = el("a", "", lg.name);
+    a.href = lg.url;
+    sp.appendChild(a);
+    sp.appendChild(document.createTextNode(" " + lg.bytes + " B" + (lg.dropped ? ", " + lg.dropped + " B dropped" : "")));
+    chips.appendChild(sp);
+  }
+  const keys = el("span", "keys");
+  keys.innerHTML = "<kbd>←</kbd> <kbd>→</kbd> step · <kbd>Home</kbd> <kbd>End</kbd> first/last";
+  chips.appendChild(keys);
+  header.appendChild(chips);
+  document.body.appendChild(header);
+
+  // ---- banners: incomplete trace, replay verdict ----
+  const banners = el("div");
+  if (D.incomplete && D.incomplete.length) {
+    const b = el("div", "banner incomplete", "Incomplete trace — this run did not finish cleanly:");
+    b.id = "incomplete";
+    const ul = el("ul");
+    for (const m of D.incomplete) ul.appendChild(el("li", "", m));
+    b.appendChild(ul);
+    banners.appendChild(b);
+  }
+  if (D.replay) {
+    const rp = D.replay;
+    const b = el("div", "banner " + (rp.verdict === "matched" ? "matched" : "diverged"),
+      "Replay" + (rp.source ? " of " + rp.source : "") + ": " + rp.message);
+    b.id = "replay";
+    if (rp.compare || rp.diff) {
+      const a = el("a");
+      a.href = rp.compare || rp.diff;
+      const img = el("img");
+      img.src = rp.compare || rp.diff;
+      img.alt = "expected | replayed | difference";
+      a.appendChild(img);
+      b.appendChild(a);
+    }
+    banners.appendChild(b);
+  }
+  document.body.appendChild(banners);
+
+  // ---- main: the step list and the selected step ----
+  const main = el("main");
+  const list = el("nav");
+  list.id = "steps";
+  list.tabIndex = 0;
+  list.setAttribute("aria-label", "steps");
+  const detail = el("section");
+  detail.id = "detail";
+  main.appendChild(list);
+  main.appendChild(detail);
+  document.body.appendChild(main);
+  const film = el("footer");
+  film.id = "film";
+  document.body.appendChild(film);
+
+  function status(s) {
+    if (s.rep && s.rep.match === false) return ["st bad rep", "≠ diverged"];
+    if (s.inv) return ["st bad", "invalid"];
+    if (s.r) return s.r.ok ? ["st ok", "✓ " + dur(s.r.ms)] : ["st bad", "✗ " + dur(s.r.ms)];
+    if (s.final) return ["st", "end"];
+    return ["st", ""];
+  }
+
+  // Rows and thumbnails are built in chunks as they come near the view, so
+  // a long run opens at once: the page lays out a few hundred elements, not
+  // tens of thousands, and only thumbnails in view load their image. Every
+  // chunk keeps its place (its size is known), so the scroll bars cover the
+  // whole run from the start.
+  const ROWS = 100, THUMBS = 50, ROW_H = 46, THUMB_W = 112, GAP = 6;
+  let sel = -1;
+  const rows = new Array(S.length);
+  const thumbs = new Array(S.length);
+  const listChunks = [], filmChunks = [];
+  for (let c = 0; c * ROWS < S.length; c++) {
+    const d = el("div", "chunk");
+    d.style.height = Math.min(ROWS, S.length - c * ROWS) * ROW_H + "px";
+    d.dataset.c = c;
+    listChunks.push(d);
+    list.appendChild(d);
+  }
+  for (let c = 0; c * THUMBS < S.length; c++) {
+    const d = el("div", "fchunk");
+    const n = Math.min(THUMBS, S.length - c * THUMBS);
+    d.style.width = n * THUMB_W + (n - 1) * GAP + "px";
+    d.dataset.c = c;
+    filmChunks.push(d);
+    film.appendChild(d);
+  }
+  function buildRows(c) {
+    const d = listChunks[c];
+    if (!d || d.dataset.built) return;
+    d.dataset.built = "1";
+    const f = document.createDocumentFragment();
+    for (let i = c * ROWS; i < Math.min(S.length, (c + 1) * ROWS); i++) {
+      const s = S[i];
+      const row = el("div", "row");
+      row.id = "row-" + i;
+      row.dataset.i = i;
+      row.appendChild(el("span", "n", label(s)));
+      row.appendChild(el("span", "t", secs(s.t)));
+      row.appendChild(el("span", "a", s.final ? "final screen" : (s.s || "")));
+      const st = status(s);
+      row.appendChild(el("span", st[0], st[1]));
+      row.appendChild(el("span", "m", s.msg || (s.out && s.out.length ? s.out.length + " line(s) of output" : "")));
+      if (i === sel) row.classList.add("sel");
+      rows[i] = row;
+      f.appendChild(row);
+    }
+    d.appendChild(f);
+  }
+  function load(im) { if (im && !im.getAttribute("src") && im.dataset.src) im.src = im.dataset.src; }
+  const thumbIO = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    for (const e of entries) {
+      if (e.isIntersecting) { load(e.target.querySelector("img")); thumbIO.unobserve(e.target); }
+    }
+  }, { root: film, rootMargin: "0px 400px" }) : null;
+  function buildThumbs(c) {
+    const d = filmChunks[c];
+    if (!d || d.dataset.built) return;
+    d.dataset.built = "1";
+    const f = document.createDocumentFragment();
+    for (let i = c * THUMBS; i < Math.min(S.length, (c + 1) * THUMBS); i++) {
+      const s = S[i];
+      const th = el("div", "thumb");
+      th.dataset.i = i;
+      if (s.rep && s.rep.match === false) th.classList.add("div");
+      if (i === sel) th.classList.add("sel");
+      if (s.img >= 0) {
+        const im = el("img");
+        im.alt = label(s);
+        im.decoding = "async";
+        im.dataset.src = D.images[s.img];
+        th.appendChild(im);
+        if (thumbIO) thumbIO.observe(th); else load(im);
+      }
+      th.appendChild(el("span", "", label(s)));
+      thumbs[i] = th;
+      f.appendChild(th);
+    }
+    d.appendChild(f);
+  }
+  function ensure(i) {
+    buildRows(Math.floor(i / ROWS));
+    buildThumbs(Math.floor(i / THUMBS));
+  }
+  if ("IntersectionObserver" in window) {
+    const lio = new IntersectionObserver(function (entries) {
+      for (const e of entries) if (e.isIntersecting) buildRows(+e.target.dataset.c);
+    }, { root: list, rootMargin: "600px 0px" });
+    for (const d of listChunks) lio.observe(d);
+    const fio = new IntersectionObserver(function (entries) {
+      for (const e of entries) if (e.isIntersecting) buildThumbs(+e.target.dataset.c);
+    }, { root: film, rootMargin: "0px 1200px" });
+    for (const d of filmChunks) fio.observe(d);
+  } else {
+    for (let c = 0; c < listChunks.length; c++) buildRows(c);
+    for (let c = 0; c < filmChunks.length; c++) buildThumbs(c);
+  }
+
+  list.addEventListener("click", function (e) {
+    const r = e.target.closest(".row");
+    if (r) select(+r.dataset.i);
+  });
+  film.addEventListener("click", function (e) {
+    const t = e.target.closest(".thumb");
+    if (t) select(+t.dataset.i);
+  });
+
+  // ---- the action drawn on the screenshot ----
+  function point(s, a) {
+    if (a.x !== undefined && a.y !== undefined) return [a.x, a.y];
+    return s.cur;
+  }
+  function marker(g, x, y, text, filled) {
+    svg("circle", { cx: x, cy: y, r: 16, fill: "none", stroke: "#fff", "stroke-width": 6, opacity: 0.8 }, g);
+    svg("circle", { cx: x, cy: y, r: 16, fill: filled ? "rgba(255,45,85,.35)" : "none", stroke: "#ff2d55", "stroke-width": 3 }, g);
+    svg("circle", { cx: x, cy: y, r: 3, fill: "#ff2d55" }, g);
+    if (text) tag(g, x + 22, y - 12, text);
+  }
+  function tag(g, x, y, text) {
+    const t = svg("text", { x: x, y: y, fill: "#fff", stroke: "#000", "stroke-width": 3, "paint-order": "stroke",
+      "font-size": 15, "font-family": "DejaVu Sans, sans-serif", "font-weight": 700 }, g);
+    t.textContent = text;
+  }
+  function arrow(g, pts, dashed) {
+    const d = pts.map(function (p) { return p[0] + "," + p[1]; }).join(" ");
+    svg("polyline", { points: d, fill: "none", stroke: "#fff", "stroke-width": 6, opacity: 0.8, "stroke-linejoin": "round" }, g);
+    const line = svg("polyline", { points: d, fill: "none", stroke: "#ff2d55", "stroke-width": 3,
+      "stroke-linejoin": "round", "marker-end": "url(#ab-arrow)" }, g);
+    if (dashed) line.setAttribute("stroke-dasharray", "8 6");
+  }
+  function draw(box, s) {
+    const a = s.a;
+    const o = svg("svg", { viewBox: "0 0 " + s.w + " " + s.h, preserveAspectRatio: "none" });
+    const defs = svg("defs", {}, o);
+    const mk = svg("marker", { id: "ab-arrow", viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 5, markerHeight: 5, orient: "auto-start-reverse" }, defs);
+    svg("path", { d: "M0,0 L10,5 L0,10 z", fill: "#ff2d55" }, mk);
+    const g = svg("g", {}, o);
+    let caption = a ? (s.s || a.action) : "";
+    if (a) {
+      switch (a.action) {
+        case "click": {
+          const p = point(s, a);
+          let t = "click";
+          if (a.button && a.button !== "left") t += " " + a.button;
+          if (a.count > 1) t += " ×" + a.count;
+          if (a.keys) t = a.keys + "+" + t;
+          marker(g, p[0], p[1], t, true);
+          break;
+        }
+        case "mouse_down": case "mouse_up": {
+          const p = point(s, a);
+          marker(g, p[0], p[1], a.action === "mouse_down" ? "press" : "release", a.action === "mouse_down");
+          break;
+        }
+        case "mouse_move": {
+          const to = a.x !== undefined ? [a.x, a.y] : [s.cur[0] + (a.dx || 0), s.cur[1] + (a.dy || 0)];
+          arrow(g, [s.cur, to], true);
+          marker(g, to[0], to[1], "", false);
+          break;
+        }
+        case "drag": {
+          const pts = (a.path || []).map(function (p) { return [p[0], p[1]]; });
+          if (pts.length) {
+            arrow(g, pts, false);
+            marker(g, pts[0][0], pts[0][1], "drag", true);
+          }
+          break;
+        }
+        case "scroll": {
+          const p = point(s, a);
+          const dx = a.dx || 0, dy = a.dy || 0;
+          const k = 24, cap = 96;
+          const ex = p[0] + Math.max(-cap, Math.min(cap, dx * k));
+          const ey = p[1] + Math.max(-cap, Math.min(cap, dy * k));
+          marker(g, p[0], p[1], "", false);
+          arrow(g, [p, [ex, ey]], false);
+          break;
+        }
+        case "screenshot":
+          if (a.region) {
+            const r = a.region;
+            svg("rect", { x: r[0], y: r[1], width: r[2] - r[0], height: r[3] - r[1], fill: "none", stroke: "#ffd33d", "stroke-width": 3, "stroke-dasharray": "10 6" }, g);
+          }
+          break;
+        case "type":
+          caption = "type “" + (a.text.length > 160 ? a.text.slice(0, 160) + "…" : a.text) + "”";
+          break;
+        case "done":
+          caption = (a.success === false ? "✗ done (gave up)" : "✓ done") + (a.message ? " — " + a.message : "");
+          break;
+      }
+    } else if (s.final) {
+      caption = "final screen";
+    }
+    if (s.inv) caption += "\n(rejected: " + s.inv + ")";
+    box.appendChild(o);
+    if (caption) box.appendChild(el("div", "caption", caption));
+    if (s.held && s.held.length) box.appendChild(el("div", "held", "held: " + s.held.join(" + ")));
+  }
+
+  // ---- the selected step ----
+  let preload = null;
+  function render(i) {
+    const s = S[i];
+    detail.textContent = "";
+    const fig = el("figure");
+    fig.id = "shot-box";
+    if (s.img >= 0) {
+      const im = el("img");
+      im.id = "shot";
+      im.alt = "screen at " + label(s);
+      im.width = s.w;
+      im.height = s.h;
+      im.src = D.images[s.img];
+      fit(im);
+      fig.appendChild(im);
+      draw(fig, s);
+    } else {
+      fig.appendChild(el("div", "noimg", "no screenshot recorded for this step"));
+    }
+    detail.appendChild(fig);
+
+    const info = el("div", "info");
+    info.appendChild(el("h2", "", (s.final ? "Final screen" : "Step " + s.n) + (s.s ? " · " + s.s : "")));
+    let when = "observed at " + secs(s.t);
+    if (!s.final) when += " · decided in " + dur(s.lat) + " · sent at " + secs(s.sent);
+    if (s.focus) when += " · focus: " + s.focus;
+    if (!s.running) when += " · app not running";
+    info.appendChild(el("div", "when", when));
+    if (s.rep) {
+      info.appendChild(el("h3", "", "Replay comparison"));
+      const r = s.rep;
+      let t = r.match === false ? "✗ differs from the recording" : "✓ matches the recording";
+      if (r.pixels !== undefined) t += " · " + r.pixels + " of " + r.compared + " pixels differ (" + (100 * r.fraction).toFixed(3) + "%)";
+      if (r.note) t += " · " + r.note;
+      info.appendChild(el("div", "rep res " + (r.match === false ? "bad" : "ok"), t));
+    }
+    if (s.msg) {
+      info.appendChild(el("h3", "", "Agent's message"));
+      info.appendChild(el("blockquote", "", s.msg));
+    }
+    if (s.a) {
+      info.appendChild(el("h3", "", "Action"));
+      info.appendChild(el("pre", "", JSON.stringify(s.a)));
+      if (s.inv) info.appendChild(el("div", "res bad", "rejected: " + s.inv));
+      if (s.r) info.appendChild(el("div", "res " + (s.r.ok ? "ok" : "bad"), (s.r.ok ? "✓ ok" : "✗ " + (s.r.error || "failed")) + (s.r.ms ? " in " + dur(s.r.ms) : "")));
+    }
+    const next = S[i + 1];
+    info.appendChild(el("h3", "", "App output and events " + (next ? secs(s.t) + " – " + secs(next.t) : "from " + secs(s.t))));
+    const out = el("div", "out");
+    if (!s.out || !s.out.length) out.appendChild(el("div", "none", "(nothing)"));
+    for (const l of s.out || []) {
+      const d = el("div", l.k === "e" ? "e" : l.k === "v" ? "v" : "");
+      d.appendChild(el("span", "tt", secs(l.t)));
+      d.appendChild(document.createTextNode((l.k === "e" ? "stderr: " : "") + l.x));
+      out.appendChild(d);
+    }
+    if (s.more) out.appendChild(el("div", "none", "… " + s.more + " more line(s): see stdout.log and stderr.log"));
+    info.appendChild(out);
+    if (s.meta) {
+      const det = el("details");
+      det.appendChild(el("summary", "", "Decision meta"));
+      det.appendChild(el("pre", "", s.meta));
+      info.appendChild(det);
+    }
+    if (s.wins && s.wins.length) info.appendChild(el("div", "when", "windows: " + s.wins.join(", ")));
+    if (s.hash) info.appendChild(el("div", "when", "frame " + s.hash));
+    detail.appendChild(info);
+  }
+
+  // The screenshot fits the pane's height, so the whole screen shows.
+  function fit(im) {
+    const h = detail.clientHeight - 32;
+    if (h > 120) im.style.maxHeight = h + "px";
+  }
+  window.addEventListener("resize", function () {
+    const im = document.getElementById("shot");
+    if (im) fit(im);
+  });
+
+  function select(i, noScroll) {
+    if (!S.length) return;
+    i = Math.max(0, Math.min(S.length - 1, i));
+    if (i === sel) return;
+    if (sel >= 0) {
+      if (rows[sel]) rows[sel].classList.remove("sel");
+      if (thumbs[sel]) thumbs[sel].classList.remove("sel");
+    }
+    sel = i;
+    ensure(i);
+    rows[i].classList.add("sel");
+    thumbs[i].classList.add("sel");
+    load(thumbs[i].querySelector("img"));
+    render(i);
+    if (!noScroll) {
+      rows[i].scrollIntoView({ block: "nearest" });
+      thumbs[i].scrollIntoView({ block: "nearest", inline: "center" });
+    }
+    document.body.dataset.selected = String(i);
+    if (history.replaceState) history.replaceState(null, "", "#" + (S[i].final ? "final" : "step-" + S[i].n));
+    const n = S[i + 1];
+    if (n && n.img >= 0) { preload = new Image(); preload.src = D.images[n.img]; }
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.altKey || e.ctrlKey || e.metaKey) return;
+    let to = null;
+    switch (e.key) {
+      case "ArrowRight": case "ArrowDown": case "j": to = sel + 1; break;
+      case "ArrowLeft": case "ArrowUp": case "k": to = sel - 1; break;
+      case "Home": to = 0; break;
+      case "End": to = S.length - 1; break;
+      case "PageDown": to = sel + 10; break;
+      case "PageUp": to = sel - 10; break;
+    }
+    if (to !== null) { e.preventDefault(); select(to); }
+  });
+
+  // Start at the step named in the URL, else at the first.
+  let start = 0;
+  const m = /^#(?:step-(\d+)|(final))$/.exec(location.hash);
+  if (m) {
+    const k = S.findIndex(function (s) { return m[2] ? s.final : !s.final && s.n === +m[1]; });
+    if (k >= 0) start = k;
+  }
+  if (S.length) select(start, start === 0);
+  else detail.appendChild(el("div", "info", "This trace has no steps: the run ended before the first observation. " + (R.message || "")));
+  window.agentboxReport = { steps: S.length, select: select, selected: function () { return sel; },
+    buildMS: performance.now() - started };
+  document.body.dataset.buildMs = String(Math.round(window.agentboxReport.buildMS));
+  document.body.dataset.ready = "1";
+})();

@@ -1,0 +1,174 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// write makes a small trace with the real writer.
+func write(t *testing.T, n int, msg string, out []action.LogLine) *trace.Trace {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "run")
+	tw, err := trace.Create(dir, trace.Run{ID: "r1", Task: "task </script><b>"}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		pix := make([]byte, 8*8*4)
+		for p := range pix {
+			pix[p] = byte(i)
+		}
+		f := &action.Frame{Width: 8, Height: 8, Pix: pix, Hash: uint64(i)}
+		a := action.Action{Kind: action.KeyDown, Key: "Right"}
+		if i%2 == 0 {
+			a = action.Action{Kind: action.KeyUp, Key: "Right"}
+		}
+		var lines []action.LogLine
+		if i == 1 {
+			lines = out
+		}
+		tw.Record(trace.Record{Type: trace.TypeStep, Step: i, TMS: float64(100 * i),
+			Observation: &trace.Observation{Screenshot: tw.Screenshot(i, f), FrameHash: trace.FrameHash(f.Hash), Width: 8, Height: 8, Running: true, Output: lines},
+			Decision:    &trace.Decision{LatencyMS: 1, Message: msg}, Action: &a})
+	}
+	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func pageData(t *testing.T, html []byte) page {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)<script id="data" type="application/json">(.*?)</script>`).FindSubmatch(html)
+	if m == nil {
+		t.Fatal("no data in the page")
+	}
+	var p page
+	if err := json.Unmarshal(m[1], &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRenderIsSafeAndSelfContained(t *testing.T) {
+	tr := write(t, 3, "</script><script>alert(1)</script>", nil)
+	html, imgs, err := Render(context.Background(), tr, tr.Dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imgs != 3 {
+		t.Errorf("%d images, want 3", imgs)
+	}
+	s := string(html)
+	if strings.Count(s, "</script>") != 2 { // the data and the script, nothing injected
+		t.Errorf("the agent's message closed a script element")
+	}
+	// The only URL is SVG's namespace, which is a name, not a fetch.
+	for _, bad := range []string{"http://", "https://", "//cdn", "@import"} {
+		if strings.Contains(strings.ReplaceAll(s, `"http://www.w3.org/2000/svg"`, ""), bad) {
+			t.Errorf("the page refers to the network: %q", bad)
+		}
+	}
+	p := pageData(t, html)
+	if p.Images[0] != "screenshots/000001.png" || p.Steps[0].Msg != "</script><script>alert(1)</script>" {
+		t.Errorf("images %q, message %q", p.Images, p.Steps[0].Msg)
+	}
+	// Held keys: down at step 1, up at step 2.
+	if len(p.Steps[1].Held) != 1 || len(p.Steps[2].Held) != 0 {
+		t.Errorf("held: %v %v", p.Steps[1].Held, p.Steps[2].Held)
+	}
+}
+
+func TestRenderEmbedAndRelative(t *testing.T) {
+	tr := write(t, 2, "", nil)
+	html, _, err := Render(context.Background(), tr, tr.Dir, Options{Embed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pageData(t, html); !strings.HasPrefix(p.Images[0], "data:image/png;base64,") {
+		t.Errorf("embedded image %q", p.Images[0][:40])
+	}
+	// A report written elsewhere reaches the screenshots relatively.
+	html, _, err = Render(context.Background(), tr, filepath.Join(tr.Dir, "..", "elsewhere"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pageData(t, html); p.Images[0] != "../run/screenshots/000001.png" {
+		t.Errorf("relative image %q", p.Images[0])
+	}
+}
+
+func TestAlignOutput(t *testing.T) {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	tr := write(t, 3, "", []action.LogLine{
+		{Stream: action.Stdout, Text: "before", T: ms(50)},     // before step 1 → step 1
+		{Stream: action.Stdout, Text: "during 1", T: ms(150)},  // step 1 observed at 99
+		{Stream: action.Stderr, Text: "during 2", T: ms(250)},  // step 2 observed at 199
+		{Stream: action.Stdout, Text: "during 3", T: ms(1000)}, // after the last
+	})
+	p := pageData(t, mustRender(t, tr))
+	got := [][]string{}
+	for _, s := range p.Steps {
+		var xs []string
+		for _, l := range s.Out {
+			xs = append(xs, l.K+":"+l.X)
+		}
+		got = append(got, xs)
+	}
+	want := fmt.Sprint([][]string{{"o:before", "o:during 1"}, {"e:during 2"}, {"o:during 3"}})
+	if fmt.Sprint(got) != want {
+		t.Errorf("aligned %v, want %v", got, want)
+	}
+}
+
+func mustRender(t *testing.T, tr *trace.Trace) []byte {
+	t.Helper()
+	html, _, err := Render(context.Background(), tr, tr.Dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return html
+}
+
+func TestBounded(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	var lines []action.LogLine
+	for i := 0; i < 1000; i++ {
+		lines = append(lines, action.LogLine{Stream: action.Stdout, Text: long, T: time.Millisecond})
+	}
+	tr := write(t, 1, long, lines)
+	html := mustRender(t, tr)
+	if len(html) > 600_000 {
+		t.Errorf("page is %d bytes for one step with huge output", len(html))
+	}
+	p := pageData(t, html)
+	if p.Steps[0].More != 1000-maxLinesPerStep || len(p.Steps[0].Out) != maxLinesPerStep {
+		t.Errorf("lines kept %d, counted %d", len(p.Steps[0].Out), p.Steps[0].More)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	tr := write(t, 2, "", nil)
+	st, err := Write(context.Background(), tr, filepath.Join(tr.Dir, FileName), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(st.Path)
+	if err != nil || int(fi.Size()) != st.Bytes || fi.Mode().Perm() != 0o644 {
+		t.Errorf("stats %+v, file %v %v", st, fi, err)
+	}
+}
