@@ -6,7 +6,7 @@ export CGO_ENABLED = 0
 
 GOFILES := $(shell find . -name '*.go' -not -path './examples/*' 2>/dev/null) go.mod go.sum
 
-.PHONY: help build images demo test test-short lint bench clean
+.PHONY: help build images demo test test-short test-disruptive fuzz lint bench clean docs-report
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,10 +33,26 @@ test: build images ## run every test (unit, integration, end to end)
 test-short: ## unit tests only (no Docker, no Xvfb needed)
 	$(GO) test -short -count=1 ./...
 
+test-disruptive: build images ## tests that restart the Docker daemon: run them alone, after the others
+	$(GO) test -tags disruptive -count=1 -timeout 10m -run 'Restart' ./e2e/
+
+FUZZTIME ?= 10s
+fuzz: ## run every fuzz target for FUZZTIME (corpora in testdata/fuzz)
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+	  pkg=./$$(dirname $$f); \
+	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
+	    echo "fuzz $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
 lint: ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$$(go env GOPATH)/bin/staticcheck ./...
+
+docs-report: build images ## retake docs/report.png: a real mover run's report, shot in headless Chromium
+	AGENTBOX_ARTIFACTS=$(CURDIR)/artifacts $(GO) test -count=1 -run 'TestViewMoverInChromium$$' ./e2e
+	cp artifacts/report-mover.png docs/report.png
 
 bench: build images ## measure step latency, a 200-step run and cold start on the real stack
 	bin/agentbox bench

@@ -95,7 +95,8 @@ func openTrace(t *testing.T, dir string) *trace.Trace {
 	return tr
 }
 
-// assertNoContainers fails if any container of the run is left.
+// assertNoContainers fails if any container of the run is left; a runID
+// ending in "*" matches every run with that prefix (an eval's episodes).
 func assertNoContainers(t *testing.T, runID string) {
 	t.Helper()
 	cli, err := client.New(client.FromEnv)
@@ -103,8 +104,9 @@ func assertNoContainers(t *testing.T, runID string) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
+	prefix, isPrefix := strings.CutSuffix(runID, "*")
 	f := make(client.Filters).Add("label", "dev.agentbox.tool=agentbox")
-	if runID != "" {
+	if runID != "" && !isPrefix {
 		f.Add("label", "dev.agentbox.run="+runID)
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -112,6 +114,15 @@ func assertNoContainers(t *testing.T, runID string) {
 		list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if isPrefix {
+			kept := list.Items[:0]
+			for _, c := range list.Items {
+				if strings.HasPrefix(c.Labels["dev.agentbox.run"], prefix) {
+					kept = append(kept, c)
+				}
+			}
+			list.Items = kept
 		}
 		if len(list.Items) == 0 {
 			return

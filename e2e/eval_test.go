@@ -107,7 +107,7 @@ func TestEvalSuite(t *testing.T) {
 			t.Errorf("the summary table lacks %q:\n%s", s, r.stdout)
 		}
 	}
-	assertNoContainers(t, "")
+	assertNoContainers(t, sum.RunID+"*")
 	t.Logf("8 episodes at --parallel 4: %.1f s", sum.DurationMS/1000)
 }
 
@@ -177,5 +177,5 @@ func TestEvalInterrupted(t *testing.T) {
 	if sum.Totals.Interrupted != 2 || sum.Totals.Skipped != 4 {
 		t.Errorf("totals = %+v", sum.Totals)
 	}
-	assertNoContainers(t, "")
+	assertNoContainers(t, sum.RunID+"*")
 }

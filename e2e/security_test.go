@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"net"
 	"os"
 	"os/exec"
@@ -293,6 +294,7 @@ func TestSecurityForkBomb(t *testing.T) {
 	res, _ := runProbe(t, []string{"--pids", "128"}, "forkbomb")
 	p := res["fork until refused"]
 	n, _ := strconv.Atoi(p.Info)
+	t.Logf("fork bomb: %d forks, then %s", n, p.Errno)
 	if p.OK || p.Errno != "EAGAIN" || n >= 128 || n < 50 {
 		t.Errorf("fork bomb: %d forks, then %s (%s); want EAGAIN below the 128 limit", n, p.Errno, p.Err)
 	}
@@ -389,5 +391,114 @@ func TestSecurityGrabServer(t *testing.T) {
 		t.Errorf("run with a grabbed X server: exit %d after %v, outcome %s (%s)", r.code, took, tr.Run.Outcome, tr.Run.Message)
 	}
 	t.Logf("grabbed server: %s/%s after %v: %s", tr.Run.Outcome, tr.Run.Reason, took.Round(time.Millisecond), tr.Run.Message)
+	assertNoContainers(t, tr.Run.ID)
+}
+
+// 16. Runs in parallel paint distinct colours; no screenshot of one ever
+// shows another's.
+func TestSecurityConcurrentRunsStayApart(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	colours := []string{"#00ff00", "#ff0000", "#0000ff", "#ffff00"}
+	dir := t.TempDir()
+	mover, _ := os.ReadFile(testenv.Build(t, "./examples/mover"))
+	var suite strings.Builder
+	suite.WriteString("tasks:\n")
+	for i, c := range colours {
+		app := filepath.Join(dir, fmt.Sprintf("app%d", i))
+		os.MkdirAll(app, 0o755)
+		os.WriteFile(filepath.Join(app, "mover"), mover, 0o755)
+		os.WriteFile(filepath.Join(app, "agentbox.json"), []byte(`{"command":"mover","window_title":"mover","args":["-color","`+c+`"]}`), 0o644)
+		fmt.Fprintf(&suite, "  - {name: c%d, target: app%d, script: play.yaml}\n", i, i)
+	}
+	os.WriteFile(filepath.Join(dir, "play.yaml"), []byte("steps:\n  - {action: key_down, key: Right}\n  - {action: wait, ms: 150}\n  - {action: wait, ms: 150}\n  - {action: wait, ms: 150}\n  - {action: key_up, key: Right}\n  - {action: wait, ms: 150}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "suite.yaml"), []byte(suite.String()), 0o644)
+	out := filepath.Join(t.TempDir(), "out")
+	r := agentbox(t, "eval", filepath.Join(dir, "suite.yaml"), "--parallel", "4", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("eval:\n%s", r)
+	}
+	var sum struct {
+		RunID string `json:"run_id"`
+	}
+	data, _ := os.ReadFile(filepath.Join(out, "summary.json"))
+	json.Unmarshal(data, &sum)
+	for i, c := range colours {
+		shots, _ := filepath.Glob(filepath.Join(out, fmt.Sprintf("c%d", i), "001", "screenshots", "*.png"))
+		if len(shots) < 3 {
+			t.Fatalf("run %d has %d screenshots", i, len(shots))
+		}
+		own := 0 // the control: the run's own colour is seen
+		for _, p := range shots {
+			counts := colourCounts(t, p, colours)
+			own += counts[c]
+			for j, other := range colours {
+				if j != i && counts[other] > 0 {
+					t.Errorf("run %d (%s): %s shows %d pixels of %s, another run's colour", i, c, filepath.Base(p), counts[other], other)
+				}
+			}
+		}
+		if own == 0 {
+			t.Errorf("run %d (%s): no screenshot shows its own square", i, c)
+		}
+	}
+	assertNoContainers(t, sum.RunID+"*")
+}
+
+func colourCounts(t *testing.T, path string, colours []string) map[string]int {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			c := fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, bl>>8)
+			for _, want := range colours {
+				if c == want {
+					counts[c]++
+				}
+			}
+		}
+	}
+	return counts
+}
+
+// 12. A hostile decision-maker: garbage, unknown actions, huge coordinates
+// and a megabyte of text are told back and recorded; a burst of actions as
+// fast as it can is rate-limited; agentbox never crashes.
+func TestSecurityHostileAgent(t *testing.T) {
+	testenv.RequireImage(t, testenv.RuntimeImage)
+	script := filepath.Join(testenv.RepoRoot(), "e2e", "testdata", "hostile_agent.py")
+	start := time.Now()
+	r := agentbox(t, "run", moverApp(t, ""), "--max-rate", "100", "--max-steps", "3000",
+		"--agent", "exec", "--agent-opt", "max_malformed=5", "--", "python3", script, "500")
+	took := time.Since(start)
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	tr := openTrace(t, r.dir)
+	first := tr.Steps[0]
+	rejected, _ := first.Decision.Meta["rejected"].([]any)
+	if len(rejected) != 4 {
+		t.Errorf("step 1 should record the 4 rejected answers, got %d: %v", len(rejected), first.Decision.Meta)
+	}
+	var throttled float64
+	for _, s := range tr.Steps {
+		if s.Result != nil {
+			throttled += s.Result.ThrottledMS
+		}
+	}
+	// 500 actions at 100/s with a one-second burst take at least 4 s.
+	if throttled < 1000 || tr.Run.Timings["loop"] < 4000 {
+		t.Errorf("throttled %.0f ms in a %.0f ms loop; the rate limit did not hold", throttled, tr.Run.Timings["loop"])
+	}
+	t.Logf("500 actions at --max-rate 100: loop %.1f s, throttled %.1f s, whole run %v", tr.Run.Timings["loop"]/1000, throttled/1000, took.Round(time.Millisecond))
 	assertNoContainers(t, tr.Run.ID)
 }

@@ -238,9 +238,41 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	case err != nil:
 		return resp, err
 	}
+	g.focus(ctx, w)
 	resp.Window = w
 	resp.ReadyUS = time.Since(t).Microseconds()
 	return resp, nil
+}
+
+// focus gives the app's window the keyboard focus, as a person would click
+// it first, and waits briefly until the window manager says it has it: keys
+// typed into a window without focus are lost (a complaint about peer
+// tools). Best effort: an app may refuse focus.
+func (g *Guest) focus(ctx context.Context, w *action.Window) {
+	if w.Focused {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := g.x.Activate(actx, w.ID); err != nil {
+		return
+	}
+	for actx.Err() == nil {
+		g.winMu.Lock()
+		ch := g.winCh
+		for _, cur := range g.windows {
+			if cur.ID == w.ID && cur.Focused {
+				g.winMu.Unlock()
+				w.Focused = true
+				return
+			}
+		}
+		g.winMu.Unlock()
+		select {
+		case <-ch:
+		case <-actx.Done():
+		}
+	}
 }
 
 func describe(e *action.Exit) string {

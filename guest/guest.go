@@ -68,6 +68,7 @@ type request struct {
 // process exit code.
 func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int {
 	g := &Guest{opts: opts, conn: wire.NewConn(stdin, stdout), logw: stderr, winCh: make(chan struct{}, 1)}
+	reserveThreads(guestThreads)
 	if err := harden(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: cannot make the guest non-dumpable: %v\n", err)
 	}

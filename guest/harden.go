@@ -3,7 +3,9 @@ package guest
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -15,6 +17,33 @@ import (
 // guest execs are dumpable again, as execve resets the flag.
 func harden() error {
 	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+}
+
+// guestThreads is how many OS threads the guest starts at once and keeps.
+const guestThreads = 24
+
+// reserveThreads makes the Go runtime start about n OS threads now; idle
+// threads are kept and reused, so the guest does not need a new one later.
+// An app can use up the sandbox's process limit (a fork bomb), and the Go
+// runtime aborts when it cannot create a thread it needs: without the
+// reserve the guest could die with the app's misbehaviour (seen in two of
+// three fork bombs under Docker).
+func reserveThreads(n int) {
+	// Each goroutine holds a thread of its own while locked to it; once
+	// all are, they unlock and end, and their threads go idle, not away.
+	var locked, release sync.WaitGroup
+	release.Add(1)
+	for i := 0; i < n; i++ {
+		locked.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			locked.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	locked.Wait()
+	release.Done()
 }
 
 // ExecAppFlag is the guest's flag for running as the app's launcher.

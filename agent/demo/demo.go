@@ -24,6 +24,7 @@ type Agent struct {
 	hold     time.Duration
 	minMove  float64
 	phase    int
+	looks    int
 	start    Centroid
 	moved    float64
 	verdict  string
@@ -64,7 +65,14 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 	case 1:
 		c := GreenCentroid(obs.Screen)
 		if c.N == 0 {
-			return done(false, "no green square on the first screenshot"), nil
+			// The window can be up before its first frame is drawn: look
+			// again for a while, as a person would.
+			if a.looks < 20 {
+				a.looks++
+				a.phase--
+				return agent.Decision{Action: action.Action{Kind: action.Wait, MS: 100}, Message: "no green square yet; waiting for the app to draw"}, nil
+			}
+			return done(false, "no green square on the screen after 2 s"), nil
 		}
 		a.start = c
 		return agent.Decision{

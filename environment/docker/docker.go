@@ -99,7 +99,14 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	e := &env{cli: cli, cfg: cfg, image: image, imageID: img.ID, timings: timings}
 	defer func() {
 		if retErr != nil {
-			e.Close(context.WithoutCancel(ctx))
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if e.id == "" {
+				// The create request may have reached the daemon even though
+				// we gave up waiting for its answer: find it by its label.
+				removeRun(cctx, cli, cfg.RunID)
+			}
+			e.Close(cctx)
 		}
 	}()
 
@@ -239,3 +246,21 @@ const (
 	LabelOwnerStart = "dev.agentbox.owner.start"
 	LabelCreated    = "dev.agentbox.created"
 )
+
+// removeRun removes the containers labelled with a run, looking for a short
+// while: a create whose answer we abandoned may still be completing.
+func removeRun(ctx context.Context, cli *client.Client, runID string) {
+	if runID == "" {
+		return
+	}
+	f := make(client.Filters).Add("label", LabelRun+"="+runID)
+	for i := 0; i < 20 && ctx.Err() == nil; i++ {
+		list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err == nil {
+			for _, c := range list.Items {
+				cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

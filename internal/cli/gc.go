@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,19 +24,33 @@ owning agentbox process (on this host) is gone. --all removes every agentbox
 sandbox, including those of runs still in progress.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := environment.Lookup(backendName)
-			if err != nil {
-				return usageErrorf("--backend: %v", err)
-			}
-			r, ok := b.(environment.Reaper)
-			if !ok {
-				return usageErrorf("backend %s leaves nothing behind to collect", backendName)
+			names := environment.Backends()
+			if backendName != "" {
+				names = []string{backendName}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
-			reaped, err := r.Reap(ctx, environment.ReapOptions{All: all, DryRun: dryRun})
-			if err != nil {
-				return failErr(err)
+			var reaped []environment.Reaped
+			for _, name := range names {
+				b, err := environment.Lookup(name)
+				if err != nil {
+					return usageErrorf("--backend: %v", err)
+				}
+				r, ok := b.(environment.Reaper)
+				if !ok {
+					if backendName != "" {
+						return usageErrorf("backend %s leaves nothing behind to collect", backendName)
+					}
+					continue
+				}
+				got, err := r.Reap(ctx, environment.ReapOptions{All: all, DryRun: dryRun})
+				if err != nil {
+					if backendName == "" && errors.Is(err, environment.ErrUnavailable) {
+						continue // e.g. no Docker daemon: nothing of Docker's to collect here
+					}
+					return failErr(err)
+				}
+				reaped = append(reaped, got...)
 			}
 			out := cmd.OutOrStdout()
 			failed := 0
@@ -64,6 +79,6 @@ sandbox, including those of runs still in progress.`,
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "remove every agentbox sandbox, even of live runs")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed")
-	cmd.Flags().StringVar(&backendName, "backend", "docker", "backend to collect from")
+	cmd.Flags().StringVar(&backendName, "backend", "", "backend to collect from (default: every backend available here)")
 	return cmd
 }
