@@ -182,8 +182,8 @@ func (a Action) String() string {
 		}
 		return fmt.Sprintf("type %q", t)
 	case MouseMove:
-		if a.X != nil {
-			return fmt.Sprintf("mouse_move %d,%d", *a.X, *a.Y)
+		if a.X != nil || a.Y != nil {
+			return fmt.Sprintf("mouse_move %d,%d", deref(a.X), deref(a.Y))
 		}
 		return fmt.Sprintf("mouse_move %+d,%+d", deref(a.DX), deref(a.DY))
 	case Click:
@@ -194,8 +194,8 @@ func (a Action) String() string {
 		if a.Count > 1 {
 			s += fmt.Sprintf(" x%d", a.Count)
 		}
-		if a.X != nil {
-			s += fmt.Sprintf(" %d,%d", *a.X, *a.Y)
+		if a.X != nil || a.Y != nil {
+			s += fmt.Sprintf(" %d,%d", deref(a.X), deref(a.Y))
 		}
 		return s
 	case Wait:
