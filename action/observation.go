@@ -93,6 +93,11 @@ type Exit struct {
 	Code   int    `json:"code"`
 	Signal string `json:"signal,omitempty"`
 	OOM    bool   `json:"oom_killed,omitempty"`
+	// Stopped is set when the app did not end by itself: the sandbox was
+	// being stopped from outside (the guest got SIGTERM, for instance when
+	// the Docker daemon stopped the container) and took the app down with
+	// it. It names why, e.g. "the guest received SIGTERM".
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Crashed reports whether the app died of a signal or exited non-zero.

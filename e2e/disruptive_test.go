@@ -98,8 +98,8 @@ func TestDockerRestartMidRun(t *testing.T) {
 		t.Errorf("exit %d, want 3 (error)\n%s", code, se.String())
 	}
 	tr := openTrace(t, dir)
-	if tr.Incomplete || tr.Run.Outcome != trace.Error {
-		t.Errorf("trace: incomplete %v, outcome %s (%s)", tr.Incomplete, tr.Run.Outcome, tr.Run.Message)
+	if tr.Incomplete || tr.Run.Outcome != trace.Error || tr.Run.Reason != trace.ReasonEnvironment {
+		t.Errorf("trace: incomplete %v, outcome %s/%s (%s)", tr.Incomplete, tr.Run.Outcome, tr.Run.Reason, tr.Run.Message)
 	}
 	r := agentbox(t, "gc")
 	if r.code != 0 {

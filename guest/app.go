@@ -202,6 +202,9 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		case <-drained:
 		case <-time.After(300 * time.Millisecond):
 		}
+		if why := g.stopping.Load(); why != nil {
+			e.Stopped = *why
+		}
 		p.mu.Lock()
 		p.exit = &e
 		p.mu.Unlock()

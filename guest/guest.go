@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,6 +59,10 @@ type Guest struct {
 	curCancel context.CancelFunc
 
 	stopOnce sync.Once
+	// stopping names why the guest is stopping when a signal stopped it;
+	// the app's exit event carries it so the host can tell "the sandbox
+	// went away" from "the app quit".
+	stopping atomic.Pointer[string]
 }
 
 type request struct {
@@ -83,6 +88,10 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() {
 		s := <-sigs
+		why := "the guest received " + map[os.Signal]string{
+			syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGHUP: "SIGHUP",
+		}[s]
+		g.stopping.Store(&why)
 		g.logf("warn", "received %v; stopping", s)
 		g.shutdown(2 * time.Second)
 		os.Exit(0)

@@ -355,6 +355,10 @@ func (r *run) finalObservation(ctx context.Context, step int) {
 
 func (r *run) appExited() *ending {
 	ex := r.events.exit()
+	if ex != nil && ex.Stopped != "" {
+		// Not the app's doing: the sandbox was stopped under the run.
+		return &ending{trace.Error, trace.ReasonEnvironment, "the sandbox was stopped from outside (" + ex.Stopped + "), taking the app with it"}
+	}
 	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + describeExit(ex)}
 }
 

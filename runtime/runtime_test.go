@@ -24,7 +24,8 @@ import (
 type fakeBackend struct {
 	createErr error
 	launchErr error
-	exitAfter int // the app exits after this many observations (0: never)
+	exitAfter int    // the app exits after this many observations (0: never)
+	stopped   string // the exit is marked as caused by the sandbox stopping
 	actErr    error
 
 	mu     sync.Mutex
@@ -77,7 +78,7 @@ func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, er
 	e.observed++
 	if e.b.exitAfter > 0 && e.observed > e.b.exitAfter && !e.exited {
 		e.exited = true
-		e.cfg.Events.Exited(action.Exit{Code: -1, Signal: "SIGSEGV"})
+		e.cfg.Events.Exited(action.Exit{Code: -1, Signal: "SIGSEGV", Stopped: e.b.stopped})
 	}
 	w, h := 640, 480
 	pix := make([]byte, 4*w*h)
@@ -246,6 +247,8 @@ func TestOutcomes(t *testing.T) {
 			func(c *Config) { c.Timeout = 150 * time.Millisecond }, trace.Failure, trace.ReasonTimeout, "deadline"},
 		{"app exits mid-run", &fakeBackend{exitAfter: 2}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
 			trace.Failure, trace.ReasonAppExited, "signal SIGSEGV"},
+		{"sandbox stopped from outside", &fakeBackend{exitAfter: 2, stopped: "the guest received SIGTERM"}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
+			trace.Error, trace.ReasonEnvironment, "stopped from outside (the guest received SIGTERM)"},
 		{"image missing", &fakeBackend{createErr: environment.ErrImage}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
 			trace.Error, trace.ReasonEnvironment, "create the sandbox"},
 		{"no window", &fakeBackend{launchErr: environment.ErrNoWindow}, func(*testing.T) agent.Agent { return &scripted{} }, nil,

@@ -101,9 +101,11 @@ func (s *sink) Exited(e action.Exit) {
 		s.exitedAt = time.Now()
 	}
 	s.mu.Unlock()
-	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "app_exited", Data: map[string]any{
-		"code": e.Code, "signal": e.Signal, "oom_killed": e.OOM,
-	}})
+	data := map[string]any{"code": e.Code, "signal": e.Signal, "oom_killed": e.OOM}
+	if e.Stopped != "" {
+		data["stopped"] = e.Stopped
+	}
+	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "app_exited", Data: data})
 }
 
 // Window implements environment.Events.
