@@ -4,12 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,13 +13,9 @@ import (
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
-)
 
-func init() {
-	// xgb logs protocol noise to stderr by default; the guest's stderr is
-	// part of its protocol with the host.
-	xgb.Logger = log.New(io.Discard, "", 0)
-}
+	"github.com/codegirl-games/agentbox/guest/xdial"
+)
 
 // DefaultClickInterval is the pause between the clicks of a multi-click. It
 // is well inside every toolkit's double-click time (Xt 200 ms, GTK and Qt
@@ -98,38 +89,15 @@ func Open(ctx context.Context, display string, opts ...Option) (c *Conn, err err
 	for _, f := range opts {
 		f(&o)
 	}
-	path, err := socketPath(display)
-	if err != nil {
-		return nil, err
+	xc, nc, err := xdial.Dial(ctx, display)
+	switch {
+	case errors.Is(err, xdial.ErrBadDisplay):
+		return nil, fmt.Errorf("x11: %w: %w", ErrBadArgument, err)
+	case err != nil && ctx.Err() != nil:
+		return nil, ctxError(ctx, "connect to "+display)
+	case err != nil:
+		return nil, fmt.Errorf("x11: %w", err)
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctxError(ctx, "connect to "+display)
-		}
-		return nil, fmt.Errorf("x11: connect to %s: %w", display, err)
-	}
-	// The handshake is synchronous inside xgb; bound it with the socket
-	// deadline, and make cancellation poison the deadline too.
-	if dl, ok := ctx.Deadline(); ok {
-		_ = nc.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Now()) })
-	xc, err := xgb.NewConnNet(nc)
-	if !stop() || err != nil {
-		if xc != nil {
-			closeXgb(xc, nc)
-		}
-		nc.Close()
-		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			// The socket deadline is ctx's; it may fire a moment before ctx.
-			<-ctx.Done()
-			return nil, ctxError(ctx, "connect to "+display)
-		}
-		return nil, fmt.Errorf("x11: connect to %s: %w", display, err)
-	}
-	_ = nc.SetDeadline(time.Time{})
 
 	c = &Conn{
 		xc:         xc,
@@ -209,23 +177,6 @@ func Open(ctx context.Context, display string, opts ...Option) (c *Conn, err err
 	return c, nil
 }
 
-// socketPath maps ":N", ":N.S" or "unix:N" to /tmp/.X11-unix/XN.
-func socketPath(display string) (string, error) {
-	i := strings.LastIndex(display, ":")
-	if i < 0 || (display[:i] != "" && display[:i] != "unix") {
-		return "", fmt.Errorf("x11: unsupported display %q (want \":N\"): %w", display, ErrBadArgument)
-	}
-	d := display[i+1:]
-	if j := strings.IndexByte(d, '.'); j >= 0 {
-		d = d[:j]
-	}
-	n, err := strconv.Atoi(d)
-	if err != nil || n < 0 {
-		return "", fmt.Errorf("x11: bad display %q: %w", display, ErrBadArgument)
-	}
-	return "/tmp/.X11-unix/X" + strconv.Itoa(n), nil
-}
-
 // extMu serialises extension initialisation: xgb's Init functions write
 // process-wide maps of event and error constructors.
 var (
@@ -298,7 +249,7 @@ func (c *Conn) Done() <-chan struct{} { return c.closed }
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.markClosed()
-		closeXgb(c.xc, c.nc)
+		xdial.Close(c.xc, c.nc)
 		<-c.eventsDone
 		// Every in-flight request has now failed with EOF, so the lanes drain
 		// quickly; the capture lane guards the mapped segment.
@@ -310,22 +261,6 @@ func (c *Conn) Close() error {
 		}
 	})
 	return nil
-}
-
-// closeXgb closes xgb's connection. xgb's own Close waits for a round trip,
-// which never comes from a grabbed server, so the socket is closed under it
-// after a short grace.
-func closeXgb(xc *xgb.Conn, nc net.Conn) {
-	done := make(chan struct{})
-	go func() {
-		xc.Close()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(200 * time.Millisecond):
-	}
-	nc.Close()
 }
 
 func (c *Conn) markClosed() { c.closedOnce.Do(func() { close(c.closed) }) }

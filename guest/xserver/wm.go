@@ -15,6 +15,8 @@ import (
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/codegirl-games/agentbox/guest/xdial"
 )
 
 //go:embed openbox/rc.xml
@@ -99,14 +101,14 @@ func StartWM(ctx context.Context, display string, cfg WMConfig) (wm *WM, err err
 	}
 
 	// Watch the root window before Openbox exists.
-	xc, nc, err := dialX(ctx, display)
+	xc, nc, err := xdial.Dial(ctx, display)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("xserver: %w", err)
 	}
 	stopEvents := make(chan struct{})
 	defer func() {
 		close(stopEvents)
-		closeX(xc, nc)
+		xdial.Close(xc, nc)
 	}()
 	events := make(chan xgb.Event)
 	go func() {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codegirl-games/agentbox/guest/xdial"
 )
 
 // Defaults applied by Start to zero fields of Config.
@@ -21,7 +23,7 @@ const (
 	DefaultDepth  = 24
 	DefaultXvfb   = "Xvfb"
 	// SocketDir is where Xvfb creates its sockets. It is compiled into Xvfb.
-	SocketDir = "/tmp/.X11-unix"
+	SocketDir = xdial.SocketDir
 )
 
 // ErrRuntimeDir is returned by Start when Config.RuntimeDir names a directory
