@@ -2,68 +2,25 @@ package local
 
 import (
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestconn"
 )
 
-// GuestBinary resolves the agentbox binary the sandbox runs as its guest:
-// path, or $AGENTBOX_GUEST_BINARY, or the running executable. It runs on
-// the host's own libraries, so unlike Docker's it need not be static; it
-// must be a Linux executable of this machine's architecture.
+// GuestBinary resolves the agentbox binary the sandbox runs as its guest
+// (see guestconn.Binary). It runs on the host's own libraries, so unlike
+// Docker's it need not be static.
 func GuestBinary(path string) (string, error) {
-	if path == "" {
-		path = os.Getenv("AGENTBOX_GUEST_BINARY")
-	}
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", fmt.Errorf("%w: cannot find the agentbox binary to use as the guest: %w", environment.ErrGuest, err)
-		}
-		path = exe
-	}
-	abs, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", fmt.Errorf("%w: guest binary: %w", environment.ErrGuest, err)
-	}
-	if abs, err = filepath.Abs(abs); err != nil {
-		return "", fmt.Errorf("%w: guest binary: %w", environment.ErrGuest, err)
-	}
-	if err := checkELF(abs); err != nil {
-		return "", fmt.Errorf("%w: guest binary %s: %v", environment.ErrGuest, abs, err)
-	}
-	return abs, nil
-}
-
-func checkELF(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("not a Linux executable: %w", err)
-	}
-	defer f.Close()
-	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
-	if want != elf.EM_NONE && f.Machine != want {
-		return fmt.Errorf("built for %v, this machine is %s", f.Machine, runtime.GOARCH)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	if fi.Mode().Perm()&0o111 == 0 {
-		return errors.New("not executable")
-	}
-	return nil
+	return guestconn.Binary(path, nil)
 }
 
 // reachable reports whether uid/gid may traverse every directory above

@@ -223,21 +223,6 @@ func TestReachable(t *testing.T) {
 	}
 }
 
-func TestGuestBinary(t *testing.T) {
-	if _, err := GuestBinary(filepath.Join(t.TempDir(), "missing")); err == nil {
-		t.Error("a missing guest binary was accepted")
-	}
-	text := filepath.Join(t.TempDir(), "script")
-	os.WriteFile(text, []byte("#!/bin/sh\n"), 0o755)
-	if _, err := GuestBinary(text); err == nil || !strings.Contains(err.Error(), "not a Linux executable") {
-		t.Errorf("a script as guest: %v", err)
-	}
-	exe, _ := os.Executable()
-	if got, err := GuestBinary(exe); err != nil || !filepath.IsAbs(got) {
-		t.Errorf("this test binary: %q %v", got, err)
-	}
-}
-
 // TestCgroupParent walks the cgroup v2 choice on a fake hierarchy.
 func TestCgroupParent(t *testing.T) {
 	old := cgroupRoot
