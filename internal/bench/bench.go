@@ -59,10 +59,11 @@ func summarize(d []time.Duration) Stats {
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("p50 %s  p95 %s  (min %s, max %s, n=%d)", fms(s.P50), fms(s.P95), fms(s.Min), fms(s.Max), s.N)
+	return fmt.Sprintf("p50 %s  p95 %s  (min %s, max %s, n=%d)", FormatMS(s.P50), FormatMS(s.P95), FormatMS(s.Min), FormatMS(s.Max), s.N)
 }
 
-func fms(v float64) string {
+// FormatMS renders milliseconds as "1.25 ms", "343 ms" or "1.04 s".
+func FormatMS(v float64) string {
 	switch {
 	case v < 10:
 		return fmt.Sprintf("%.2f ms", v)
@@ -302,10 +303,10 @@ func (r *Report) Print(w io.Writer, o Options) {
 		fmt.Fprintf(w, "  full frame every step:     %s\n", s.Full)
 	}
 	fmt.Fprintf(w, "%d-step run with its full trace (PNGs, JSONL, logs):\n  %s per step; trace writing %.1f%% of the loop; %s waiting for the last PNGs\n",
-		r.RunSteps, fms(r.RunPerStep), 100*r.TraceShare, fms(r.TraceFinish))
+		r.RunSteps, FormatMS(r.RunPerStep), 100*r.TraceShare, FormatMS(r.TraceFinish))
 	if r.Seed.N > 0 {
 		fmt.Fprintf(w, "seed-style step (docker exec scrot + docker exec cat + docker exec xdotool):\n  %s\n", r.Seed)
 		fmt.Fprintf(w, "\nthe %d-step run is %.0f× faster per step than the seed-style step (p50 %s vs %s)\n",
-			r.RunSteps, r.Ratio, fms(r.Seed.P50), fms(r.RunPerStep))
+			r.RunSteps, r.Ratio, FormatMS(r.Seed.P50), FormatMS(r.RunPerStep))
 	}
 }

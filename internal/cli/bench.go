@@ -125,7 +125,7 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		}
 		fmt.Fprintln(w)
 	}
-	pp := func(s bench.Stats) string { return fmtMS(s.P50) + " / " + fmtMS(s.P95) }
+	pp := func(s bench.Stats) string { return bench.FormatMS(s.P50) + " / " + bench.FormatMS(s.P95) }
 	row("cold start (create → window → screenshot)", func(r *bench.Report) string { return pp(r.ColdStart) })
 	for i, s := range runs[0].Report.Steps {
 		size := fmt.Sprintf("%dx%d", s.Screen.Width, s.Screen.Height)
@@ -143,15 +143,5 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		row("step "+size+", screen unchanged", step(false))
 		row("step "+size+", full frame", step(true))
 	}
-	row("full run, per step (trace included)", func(r *bench.Report) string { return fmtMS(r.RunPerStep) })
-}
-
-func fmtMS(v float64) string {
-	switch {
-	case v < 10:
-		return fmt.Sprintf("%.2f ms", v)
-	case v < 1000:
-		return fmt.Sprintf("%.0f ms", v)
-	}
-	return fmt.Sprintf("%.2f s", v/1000)
+	row("full run, per step (trace included)", func(r *bench.Report) string { return bench.FormatMS(r.RunPerStep) })
 }

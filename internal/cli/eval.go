@@ -76,15 +76,7 @@ are counted apart from task failures.`,
 			defer cancel(nil)
 			stop := handleSignals(cancel, stderr, backend, environment.ReapOptions{Mine: true})
 			defer stop()
-			if r, ok := backend.(environment.Reaper); ok {
-				rctx, rc := context.WithTimeout(ctx, 10*time.Second)
-				if reaped, err := r.Reap(rctx, environment.ReapOptions{}); err == nil {
-					for _, x := range reaped {
-						fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", shortID(x.ID), x.RunID, x.Reason)
-					}
-				}
-				rc()
-			}
+			reapLeftovers(ctx, backend, stderr)
 			sum, err := eval.Run(ctx, suite, eval.Options{
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
 				Env: environment.Config{

@@ -232,11 +232,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	defer cancel(nil)
 	stopSignals := handleSignals(cancel, stderr, backend, environment.ReapOptions{RunID: runID})
 	defer stopSignals()
-	if r, ok := backend.(environment.Reaper); ok {
-		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-		_, _ = r.Reap(rctx, environment.ReapOptions{})
-		rcancel()
-	}
+	reapLeftovers(ctx, backend, stderr)
 
 	fmt.Fprintf(stderr, "agentbox: replay %s: %d steps of %s against %s on %s (area %s, tolerance %d, max diff %s, timing %s)\n",
 		runID, len(src.Steps), src.Run.ID, target, backend.Name(), rules.Area, rules.Tolerance, pct(rules.MaxDiff), timing)

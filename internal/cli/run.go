@@ -232,16 +232,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	stopSignals := handleSignals(cancel, stderr, backend, environment.ReapOptions{RunID: runID})
 	defer stopSignals()
 
-	// Sandboxes a killed agentbox left behind go first.
-	if r, ok := backend.(environment.Reaper); ok {
-		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-		if reaped, err := r.Reap(rctx, environment.ReapOptions{}); err == nil {
-			for _, x := range reaped {
-				fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", shortID(x.ID), x.RunID, x.Reason)
-			}
-		}
-		rcancel()
-	}
+	reapLeftovers(ctx, backend, stderr)
 
 	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", runID, target, describeAgent(agentInfo), backend.Name())
 	res, err := runtime.Run(ctx, runtime.Config{
@@ -305,6 +296,21 @@ func report(w io.Writer, r runtime.Result) {
 		fmt.Fprintf(w, " [%s]", r.Reason)
 	}
 	fmt.Fprintf(w, "\n%d steps in %v · trace: %s\n", r.Steps, r.Duration.Round(10*time.Millisecond), r.TraceDir)
+}
+
+// reapLeftovers removes, before a command starts its own, the sandboxes
+// a killed agentbox left behind, and says which.
+func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.Writer) {
+	r, ok := backend.(environment.Reaper)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	reaped, _ := r.Reap(ctx, environment.ReapOptions{})
+	for _, x := range reaped {
+		fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", shortID(x.ID), x.RunID, x.Reason)
+	}
 }
 
 // handleSignals turns the first SIGINT/SIGTERM into a graceful stop
