@@ -32,6 +32,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/internal/pipes"
 )
 
 // Protocol is the version of the JSON-lines protocol.
@@ -125,33 +126,17 @@ func (a *Agent) Start(ctx context.Context, task agent.Task) error {
 	cmd := osexec.Command(a.argv[0], a.argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Plain pipes, not Cmd's: Wait must not close what is still being read.
-	inR, inW, err := os.Pipe()
+	r, w, err := pipes.Open(3)
 	if err != nil {
 		return err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return err
-	}
+	inR, outR, errR := r[0], r[1], r[2]
+	inW, outW, errW := w[0], w[1], w[2]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	err = cmd.Start()
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	pipes.Close(inR, outW, errW) // the child has its copies
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
+		pipes.Close(inW, outR, errR)
 		return fmt.Errorf("start %s: %w", a.argv[0], err)
 	}
 	a.cmd, a.stdin, a.exited = cmd, inW, make(chan struct{})

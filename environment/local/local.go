@@ -29,6 +29,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/internal/pipes"
 )
 
 // Name is the backend's registered name.
@@ -409,47 +410,21 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 // start runs bubblewrap with pipes for the guest's stdio and reads its
 // info (the PID of the sandbox's init).
 func (e *env) start(ctx context.Context, bwrap string, args []string, attr *syscall.SysProcAttr) (retErr error) {
-	inR, inW, err := os.Pipe()
+	r, w, err := pipes.Open(4)
 	if err != nil {
 		return err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return err
-	}
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		for _, f := range []*os.File{inR, inW, outR, outW, errR, errW} {
-			f.Close()
-		}
-		return err
-	}
+	inR, outR, errR, infoR := r[0], r[1], r[2], r[3]
+	inW, outW, errW, infoW := w[0], w[1], w[2], w[3]
 	cmd := exec.Command(bwrap, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.ExtraFiles = []*os.File{infoW} // fd 3
 	cmd.Env = []string{}
 	cmd.SysProcAttr = attr
 	err = cmd.Start()
-	// The child has its copies.
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	infoW.Close()
+	pipes.Close(inR, outW, errW, infoW) // the child has its copies
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
-		infoR.Close()
+		pipes.Close(inW, outR, errR, infoR)
 		return fmt.Errorf("%w: start bubblewrap: %w", environment.ErrUnavailable, err)
 	}
 	e.cmd, e.stdin, e.stdout = cmd, inW, outR
