@@ -7,7 +7,6 @@ package e2e
 // after the main suite.
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,37 +64,14 @@ func TestDockerRestartMidRun(t *testing.T) {
 	testenv.RequireImage(t, testenv.RuntimeImage)
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=120000")
-	var se bytes.Buffer
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, trace.StepsFile))
-		if bytes.Contains(b, []byte(`"type":"step"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the run never started:\n%s", se.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	run := startBackground(t, bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=120000")
+	run.waitForSteps(t, dir)
 	start := time.Now()
 	restartDockerd(t)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(90 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("agentbox hung after the daemon restarted:\n%s", se.String())
-	}
+	code := run.wait(t, 90*time.Second, "after the daemon restarted")
 	t.Logf("the run ended %v after the restart began", time.Since(start).Round(time.Millisecond))
-	if code := cmd.ProcessState.ExitCode(); code != 3 {
-		t.Errorf("exit %d, want 3 (error)\n%s", code, se.String())
+	if code != 3 {
+		t.Errorf("exit %d, want 3 (error)\n%s", code, run.stderr.String())
 	}
 	tr := openTrace(t, dir)
 	if tr.Incomplete || tr.Run.Outcome != trace.Error || tr.Run.Reason != trace.ReasonEnvironment {

@@ -314,36 +314,11 @@ func TestSIGINT(t *testing.T) {
 	testenv.RequireImage(t, testenv.RuntimeImage)
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
-	var se bytes.Buffer
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the loop runs: the first step is on disk.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, trace.StepsFile))
-		if bytes.Contains(b, []byte(`"type":"step"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the run never reached its first step:\n%s", se.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("agentbox did not stop within 30 s of SIGINT")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit %d, want 130\n%s", code, se.String())
+	run := startBackground(t, bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
+	run.waitForSteps(t, dir)
+	run.cmd.Process.Signal(os.Interrupt)
+	if code := run.wait(t, 30*time.Second, "of SIGINT"); code != 130 {
+		t.Errorf("exit %d, want 130\n%s", code, run.stderr.String())
 	}
 	tr := openTrace(t, dir)
 	if tr.Run.Outcome != trace.Interrupted || tr.Incomplete {
@@ -437,24 +412,9 @@ func TestSIGKILL(t *testing.T) {
 	testenv.RequireImage(t, testenv.RuntimeImage)
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, trace.StepsFile))
-		if bytes.Contains(b, []byte(`"type":"step"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the run never reached its first step")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	run := startBackground(t, bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
+	run.waitForSteps(t, dir)
+	run.kill()
 	tr := openTrace(t, dir)
 	if !tr.Incomplete {
 		t.Error("a killed run's trace is not marked incomplete")

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,36 +135,11 @@ func TestEvalInterrupted(t *testing.T) {
 	bin := testenv.Build(t, "./cmd/agentbox")
 	out := filepath.Join(t.TempDir(), "out")
 	suite := evalDir(t, "tasks:\n  - name: long\n    target: mover\n    agent: idle\n    options: {ms: \"60000\"}\n    episodes: 6\n")
-	cmd := exec.Command(bin, "eval", suite, "--parallel", "2", "--out", out)
-	var so, se bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &so, &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		a, _ := os.ReadFile(filepath.Join(out, "long", "001", "steps.jsonl"))
-		b, _ := os.ReadFile(filepath.Join(out, "long", "002", "steps.jsonl"))
-		if bytes.Contains(a, []byte(`"type":"step"`)) && bytes.Contains(b, []byte(`"type":"step"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("episodes never started:\n%s", se.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("eval did not stop within 30 s of SIGINT")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Errorf("exit %d, want 130\n%s\n%s", code, so.String(), se.String())
+	ev := startBackground(t, bin, "eval", suite, "--parallel", "2", "--out", out)
+	ev.waitForSteps(t, filepath.Join(out, "long", "001"), filepath.Join(out, "long", "002"))
+	ev.cmd.Process.Signal(os.Interrupt)
+	if code := ev.wait(t, 30*time.Second, "of SIGINT"); code != 130 {
+		t.Errorf("exit %d, want 130\n%s\n%s", code, ev.stdout.String(), ev.stderr.String())
 	}
 	var sum eval.Summary
 	data, err := os.ReadFile(filepath.Join(out, eval.SummaryFile))

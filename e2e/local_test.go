@@ -4,10 +4,8 @@ package e2e
 // without a Docker daemon.
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,29 +123,12 @@ func TestLocalSIGKILL(t *testing.T) {
 	requireLocal(t)
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
-	cmd := exec.Command(bin, "run", exampleMover(t), "--backend", "local", "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
-	var se bytes.Buffer
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, trace.StepsFile))
-		if bytes.Contains(b, []byte(`"type":"step"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the run never reached its first step:\n%s", se.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	run := startBackground(t, bin, "run", exampleMover(t), "--backend", "local", "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
+	run.waitForSteps(t, dir)
 	tr := openTrace(t, dir)
 	if left, _ := local.Leftovers(context.Background(), tr.Run.ID); len(left) == 0 {
 		t.Fatal("control: the running sandbox is not visible")
 	}
-	cmd.Process.Kill()
-	cmd.Wait()
+	run.kill()
 	assertNoSandboxes(t, tr.Run.ID)
 }
