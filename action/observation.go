@@ -46,6 +46,26 @@ func (f *Frame) At(x, y int) (r, g, b uint8) {
 	return f.Pix[i], f.Pix[i+1], f.Pix[i+2]
 }
 
+// Centroid returns the mean position of the pixels whose colour match
+// accepts, and how many there are (0, 0, 0 when none does).
+func (f *Frame) Centroid(match func(r, g, b uint8) bool) (x, y float64, n int) {
+	var sx, sy float64
+	for py := 0; py < f.Height; py++ {
+		row := f.Pix[4*py*f.Width : 4*(py+1)*f.Width]
+		for px := 0; px < f.Width; px++ {
+			if match(row[4*px], row[4*px+1], row[4*px+2]) {
+				sx += float64(px)
+				sy += float64(py)
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return sx / float64(n), sy / float64(n), n
+}
+
 // PNG encodes the frame once (fast compression) and caches the bytes; every
 // consumer — the trace, a model adapter — shares one encoding.
 func (f *Frame) PNG() ([]byte, error) {

@@ -99,3 +99,16 @@ func TestViewPixels(t *testing.T) {
 		}
 	}
 }
+
+func TestFrameCentroid(t *testing.T) {
+	f := &Frame{Width: 8, Height: 4, Pix: make([]byte, 4*8*4)}
+	for _, p := range [][2]int{{2, 1}, {4, 1}, {2, 3}, {4, 3}} {
+		f.Pix[4*(p[1]*8+p[0])+1] = 255
+	}
+	if x, y, n := f.Centroid(func(r, g, b uint8) bool { return g > 180 }); x != 3 || y != 2 || n != 4 {
+		t.Errorf("Centroid = %v, %v, %d; want 3, 2, 4", x, y, n)
+	}
+	if x, y, n := f.Centroid(func(r, g, b uint8) bool { return r > 0 }); x != 0 || y != 0 || n != 0 {
+		t.Errorf("Centroid of nothing = %v, %v, %d", x, y, n)
+	}
+}

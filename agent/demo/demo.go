@@ -113,28 +113,15 @@ type Centroid struct {
 	N    int
 }
 
-// GreenCentroid finds the centroid of clearly green pixels (g > 180,
-// r < 80, b < 80).
+// IsGreen matches the mover's square: clearly green (g > 180, r < 80,
+// b < 80).
+func IsGreen(r, g, b uint8) bool { return g > 180 && r < 80 && b < 80 }
+
+// GreenCentroid finds the centroid of the mover's green square.
 func GreenCentroid(f *action.Frame) Centroid {
 	if f == nil {
 		return Centroid{}
 	}
-	var sx, sy float64
-	n := 0
-	pix := f.Pix
-	for y := 0; y < f.Height; y++ {
-		row := pix[4*y*f.Width : 4*(y+1)*f.Width]
-		for x := 0; x < f.Width; x++ {
-			r, g, b := row[4*x], row[4*x+1], row[4*x+2]
-			if g > 180 && r < 80 && b < 80 {
-				sx += float64(x)
-				sy += float64(y)
-				n++
-			}
-		}
-	}
-	if n == 0 {
-		return Centroid{}
-	}
-	return Centroid{X: sx / float64(n), Y: sy / float64(n), N: n}
+	x, y, n := f.Centroid(IsGreen)
+	return Centroid{X: x, Y: y, N: n}
 }

@@ -173,23 +173,9 @@ func meets(d float64, min *int) bool {
 
 // centroid of the pixels within tol of col.
 func centroid(f *action.Frame, col [3]uint8, tol int) (float64, float64, int) {
-	var sx, sy float64
-	n := 0
-	for y := 0; y < f.Height; y++ {
-		row := f.Pix[4*y*f.Width : 4*(y+1)*f.Width]
-		for x := 0; x < f.Width; x++ {
-			p := row[4*x : 4*x+3]
-			if near(p[0], col[0], tol) && near(p[1], col[1], tol) && near(p[2], col[2], tol) {
-				sx += float64(x)
-				sy += float64(y)
-				n++
-			}
-		}
-	}
-	if n == 0 {
-		return 0, 0, 0
-	}
-	return sx / float64(n), sy / float64(n), n
+	return f.Centroid(func(r, g, b uint8) bool {
+		return near(r, col[0], tol) && near(g, col[1], tol) && near(b, col[2], tol)
+	})
 }
 
 // differing counts pixels of r that differ by more than tol in any channel.

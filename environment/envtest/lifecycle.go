@@ -29,21 +29,8 @@ func (s *suite) moverDir(t *testing.T, args string) string {
 }
 
 func greenCentroid(f *action.Frame) (float64, int) {
-	var sx float64
-	n := 0
-	for y := 0; y < f.Height; y++ {
-		for x := 0; x < f.Width; x++ {
-			r, g, b := f.At(x, y)
-			if g > 180 && r < 80 && b < 80 {
-				sx += float64(x)
-				n++
-			}
-		}
-	}
-	if n == 0 {
-		return 0, 0
-	}
-	return sx / float64(n), n
+	x, _, n := f.Centroid(func(r, g, b uint8) bool { return g > 180 && r < 80 && b < 80 })
+	return x, n
 }
 
 func (s *suite) testLifecycle(t *testing.T) {
