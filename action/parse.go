@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -112,7 +113,7 @@ func FromMap(raw map[string]json.RawMessage) (Action, error) {
 		if name == "action" {
 			continue
 		}
-		if !contains(allowed, name) {
+		if !slices.Contains(allowed, name) {
 			if len(allowed) == 0 {
 				return a, errorf(a.Kind, name, "unknown field; %s takes no fields", a.Kind)
 			}
@@ -286,15 +287,6 @@ func short(v json.RawMessage) string {
 		s = s[:40] + "…"
 	}
 	return s
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func kindList() string {

@@ -5,11 +5,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
+	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -204,33 +205,22 @@ func TestMoverBrokenInput(t *testing.T) {
 
 func TestPosture(t *testing.T) {
 	testenv.RequireImage(t, testenv.RuntimeImage)
-	probe := testenv.Build(t, "./e2e/testdata/probe")
+	probe := testenv.Build(t, "./environment/envtest/probe")
 	dir := t.TempDir()
 	data, _ := os.ReadFile(probe)
 	os.WriteFile(filepath.Join(dir, "probe"), data, 0o755)
-	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"probe","wait_for_window":false}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"probe","args":["posture","","stay"],"wait_for_window":false}`), 0o644)
 	t.Setenv("AGENTBOX_TEST_SECRET", "do-not-leak")
 	r := agentbox(t, "run", dir, "--agent", "idle", "--agent-opt", "ms=300", "--tmpfs", "128m")
 	if r.code != 0 {
 		t.Fatalf("want exit 0:\n%s", r)
 	}
 	out, _ := os.ReadFile(filepath.Join(r.dir, trace.StdoutFile))
-	_, js, ok := strings.Cut(string(out), "POSTURE ")
-	if !ok {
-		t.Fatalf("no posture in stdout.log: %q", out)
+	var p probeout.Posture
+	if found, err := probeout.Find(string(out), probeout.KindPosture, &p); !found || err != nil {
+		t.Fatalf("no posture in stdout.log (%v): %q", err, out)
 	}
-	var p struct {
-		UID, GID                                                      int
-		CapEff, NoNewPrivs, Seccomp                                   string
-		Interfaces                                                    []string
-		RootWriteErr, UsrWriteErr, TmpWriteErr, HomeWritableErr, Home string
-		TmpSizeBytes, ShmSizeBytes                                    uint64
-		TmpExecOK                                                     bool
-		EnvKeys                                                       []string
-	}
-	if err := json.Unmarshal([]byte(strings.SplitN(js, "\n", 2)[0]), &p); err != nil {
-		t.Fatal(err)
-	}
+	rofs := syscall.EROFS.Error()
 	checks := []struct {
 		what string
 		ok   bool
@@ -241,14 +231,14 @@ func TestPosture(t *testing.T) {
 		{"NoNewPrivs is 1", p.NoNewPrivs == "1", p.NoNewPrivs},
 		{"seccomp filter on", p.Seccomp == "2", p.Seccomp},
 		{"only lo", len(p.Interfaces) == 1 && p.Interfaces[0] == "lo", p.Interfaces},
-		{"root read-only", p.RootWriteErr == syscall.EROFS.Error(), p.RootWriteErr},
-		{"/usr read-only", p.UsrWriteErr == syscall.EROFS.Error(), p.UsrWriteErr},
-		{"tmpfs writable", p.TmpWriteErr == "", p.TmpWriteErr},
-		{"home writable", p.HomeWritableErr == "", p.HomeWritableErr},
-		{"tmpfs capped at 128 MiB", p.TmpSizeBytes == 128<<20, p.TmpSizeBytes},
-		{"shm capped", p.ShmSizeBytes > 0 && p.ShmSizeBytes <= 64<<20, p.ShmSizeBytes},
-		{"app runs from tmpfs", p.TmpExecOK, p.TmpExecOK},
-		{"host env not visible", !contains(p.EnvKeys, "AGENTBOX_TEST_SECRET"), p.EnvKeys},
+		{"root read-only", p.Writes["/"] == rofs, p.Writes["/"]},
+		{"/usr read-only", p.Writes["/usr"] == rofs, p.Writes["/usr"]},
+		{"tmpfs writable", p.Writes["/tmp"] == "", p.Writes["/tmp"]},
+		{"home writable", p.Home != "" && p.Writes[p.Home] == "", p.Writes},
+		{"tmpfs capped at 128 MiB", p.TmpBytes == 128<<20, p.TmpBytes},
+		{"shm capped", p.ShmBytes > 0 && p.ShmBytes <= 64<<20, p.ShmBytes},
+		{"app runs from tmpfs", p.ExeOnTmp, p.ExeOnTmp},
+		{"host env not visible", !slices.Contains(p.EnvKeys, "AGENTBOX_TEST_SECRET"), p.EnvKeys},
 	}
 	for _, c := range checks {
 		if !c.ok {
@@ -256,15 +246,6 @@ func TestPosture(t *testing.T) {
 		}
 	}
 	assertNoContainers(t, openTrace(t, r.dir).Run.ID)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func TestCleanupOnAppFailures(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -127,8 +128,8 @@ func mapInput(input json.RawMessage, d display) (*plan, error) {
 		if f == "action" {
 			continue
 		}
-		if !contains(spec.required, f) && !contains(spec.optional, f) {
-			if !contains(toolFields, f) {
+		if !slices.Contains(spec.required, f) && !slices.Contains(spec.optional, f) {
+			if !slices.Contains(toolFields, f) {
 				return nil, badInput("unknown field %q in the computer tool's input", f)
 			}
 			return nil, badInput("%s is not accepted for action %s", f, name)
@@ -185,7 +186,7 @@ func mapInput(input json.RawMessage, d display) (*plan, error) {
 				return nil, err
 			}
 			for _, k := range parts {
-				if !contains(keys, k) {
+				if !slices.Contains(keys, k) {
 					keys = append(keys, k)
 				}
 			}
@@ -491,15 +492,6 @@ func actionList() string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func short(v []byte) string {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -250,7 +251,7 @@ func TestAnswerSchemaStrict(t *testing.T) {
 		if e, ok := p["enum"].([]any); ok && nullable && e[len(e)-1] != nil {
 			t.Errorf("property %q: a nullable enum must list null", r)
 		}
-		if r != "thought" && r != "action" && !contains(action.Fields(action.Click), r) && !isField(r) {
+		if r != "thought" && r != "action" && !slices.Contains(action.Fields(action.Click), r) && !isField(r) {
 			t.Errorf("property %q is no action field", r)
 		}
 	}
@@ -265,16 +266,7 @@ func TestAnswerSchemaStrict(t *testing.T) {
 
 func isField(name string) bool {
 	for _, k := range chatKinds {
-		if contains(action.Fields(k), name) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
+		if slices.Contains(action.Fields(k), name) {
 			return true
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -342,7 +343,7 @@ func (p *parser) check(num int, raw map[string]json.RawMessage, where func(strin
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if k != verb && !contains(allowed, k) {
+		if k != verb && !slices.Contains(allowed, k) {
 			hint := "takes no fields"
 			if len(allowed) > 0 {
 				hint = "takes " + strings.Join(allowed, ", ")
@@ -611,13 +612,4 @@ func checkKinds() []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
@@ -45,21 +47,17 @@ func (s *suite) probeApp(t *testing.T, args ...string) string {
 // line waits for a stdout line "KIND {json}" and decodes it into v.
 func (b *box) line(kind string, d time.Duration, v any) {
 	b.t.Helper()
-	var js string
+	var err error
 	ok := b.sink.waitFor(d, func() bool {
-		for _, l := range strings.Split(b.sink.stdout(), "\n") {
-			if rest, found := strings.CutPrefix(l, kind+" "); found {
-				js = rest
-				return true
-			}
-		}
-		return false
+		var found bool
+		found, err = probeout.Find(b.sink.stdout(), kind, v)
+		return found
 	})
 	if !ok {
 		b.t.Fatalf("the probe printed no %s line in %v\nstdout: %.2000s\nstderr: %.2000s", kind, d, b.sink.stdout(), b.sink.stderr())
 	}
-	if err := json.Unmarshal([]byte(js), v); err != nil {
-		b.t.Fatalf("%s %s: %v", kind, js, err)
+	if err != nil {
+		b.t.Fatalf("%s line: %v\nstdout: %.2000s", kind, err, b.sink.stdout())
 	}
 }
 
@@ -95,28 +93,6 @@ func (s *suite) testIsolation(t *testing.T) {
 	t.Run("Flood", s.testFlood)
 }
 
-// posture mirrors the probe's report.
-type posture struct {
-	UID, GID    int
-	UserNS      bool
-	CapEff      string
-	CapBnd      string
-	NoNewPrivs  string
-	Seccomp     string
-	Interfaces  []string
-	Hostname    string
-	EnvKeys     []string
-	Namespaces  map[string]string
-	Writes      map[string]string
-	TmpBytes    uint64
-	ShmBytes    uint64
-	ExeOnTmp    bool
-	HostPath    string
-	DBus        string
-	Processes   int
-	ProcessComm []string
-}
-
 // testPosture checks from inside what every sandbox must be, and what the
 // backend promises beyond that (Options.Posture).
 func (s *suite) testPosture(t *testing.T) {
@@ -130,8 +106,8 @@ func (s *suite) testPosture(t *testing.T) {
 	if _, err := b.staged(s.probeApp(t, "posture", marker), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var p posture
-	b.line("POSTURE", 20*time.Second, &p)
+	var p probeout.Posture
+	b.line(probeout.KindPosture, 20*time.Second, &p)
 	b.exit(10 * time.Second)
 	t.Logf("posture: %+v", p)
 
@@ -155,11 +131,11 @@ func (s *suite) testPosture(t *testing.T) {
 		// Positive controls: the same write works where it should.
 		{"/tmp is writable", p.Writes["/tmp"] == "", p.Writes["/tmp"]},
 		{"/dev/shm is writable", p.Writes["/dev/shm"] == "", p.Writes["/dev/shm"]},
-		{"$HOME is writable", len(p.Writes) == 7 && p.Writes[guestHome(p)] == "", p.Writes},
+		{"$HOME is writable", len(p.Writes) == 7 && p.Writes[p.Home] == "", p.Writes},
 		{"/tmp is capped at --tmpfs (128 MiB)", p.TmpBytes == 128<<20, p.TmpBytes},
 		{"/dev/shm is capped", p.ShmBytes > 0 && p.ShmBytes <= uint64(res.ShmMB)<<20, p.ShmBytes},
 		{"the app runs from the tmpfs", p.ExeOnTmp, p.ExeOnTmp},
-		{"host environment not visible", !contains(p.EnvKeys, secret) && !contains(p.EnvKeys, "DBUS_SESSION_BUS_ADDRESS") && !contains(p.EnvKeys, "SSH_AUTH_SOCK"), p.EnvKeys},
+		{"host environment not visible", !slices.Contains(p.EnvKeys, secret) && !slices.Contains(p.EnvKeys, "DBUS_SESSION_BUS_ADDRESS") && !slices.Contains(p.EnvKeys, "SSH_AUTH_SOCK"), p.EnvKeys},
 		{"host files not visible (" + marker + ")", p.HostPath == "", p.HostPath},
 		{"no D-Bus system bus", p.DBus != "", p.DBus},
 		{"only the sandbox's processes are visible", p.Processes > 0 && p.Processes <= 30, p.ProcessComm},
@@ -174,27 +150,6 @@ func (s *suite) testPosture(t *testing.T) {
 		checks = append(checks, check{"a seccomp filter", p.Seccomp == "2", p.Seccomp})
 	}
 	report(t, checks)
-}
-
-// guestHome is the home directory among the probe's writes.
-func guestHome(p posture) string {
-	for d := range p.Writes {
-		switch d {
-		case "/", "/usr", "/etc", "/var", "/tmp", "/dev/shm":
-		default:
-			return d
-		}
-	}
-	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // hostIPv4 is a non-loopback IPv4 address of this host, "" if none.
@@ -294,8 +249,8 @@ func (s *suite) testEgress(t *testing.T) {
 	if _, err := b.staged(s.probeApp(t, "egress", ip, tcpPort, udpPort, port(loop.Addr())), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var e struct{ TCPHost, UDPHost, TCPLoop, TCPSelf, UDPSelf, SelfEcho string }
-	b.line("EGRESS", 30*time.Second, &e)
+	var e probeout.Egress
+	b.line(probeout.KindEgress, 30*time.Second, &e)
 	t.Logf("egress: %+v", e)
 	time.Sleep(200 * time.Millisecond) // a datagram that got out would be here by now
 	checks := []check{

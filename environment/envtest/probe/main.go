@@ -3,7 +3,8 @@
 // one line "KIND {json}" on stdout, or does something a hostile app would
 // (flood its output, fork until it cannot, leave daemons behind).
 //
-//	probe posture HOSTPATH        identity, capabilities, namespaces, writes
+//	probe posture HOSTPATH [stay] identity, capabilities, namespaces, writes;
+//	                              with stay, keep running afterwards
 //	probe egress HOSTIP TCP UDP LOOP   connections out, and to itself
 //	probe forkbomb                start sleeps until fork fails, then hold
 //	probe daemons TOKEN           leave three detached processes, then exit
@@ -12,7 +13,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
 )
 
 func main() {
@@ -35,9 +37,12 @@ func main() {
 	args := os.Args[2:]
 	switch os.Args[1] {
 	case "posture":
-		report("POSTURE", posture(arg(args, 0)))
+		probeout.Print(os.Stdout, probeout.KindPosture, posture(arg(args, 0)))
+		if arg(args, 1) == "stay" {
+			stay()
+		}
 	case "egress":
-		report("EGRESS", egress(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3)))
+		probeout.Print(os.Stdout, probeout.KindEgress, egress(arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3)))
 	case "forkbomb":
 		forkbomb()
 	case "daemons":
@@ -62,35 +67,8 @@ func arg(a []string, i int) string {
 	return ""
 }
 
-func report(kind string, v any) {
-	b, _ := json.Marshal(v)
-	fmt.Printf("%s %s\n", kind, b)
-}
-
-// Posture is what the posture probe reports.
-type Posture struct {
-	UID, GID    int
-	UserNS      bool // uid_map is not the identity of the initial namespace
-	CapEff      string
-	CapBnd      string
-	NoNewPrivs  string
-	Seccomp     string
-	Interfaces  []string
-	Hostname    string
-	EnvKeys     []string
-	Namespaces  map[string]string // "pid" → "pid:[…]"
-	Writes      map[string]string // path → "" or the errno
-	TmpBytes    uint64
-	ShmBytes    uint64
-	ExeOnTmp    bool
-	HostPath    string // stat of a host path: "" if absent, else what was found
-	DBus        string // connecting to the system bus: "" if it worked
-	Processes   int    // processes visible in /proc
-	ProcessComm []string
-}
-
-func posture(hostPath string) Posture {
-	p := Posture{UID: os.Getuid(), GID: os.Getgid(), Namespaces: map[string]string{}, Writes: map[string]string{}}
+func posture(hostPath string) probeout.Posture {
+	p := probeout.Posture{UID: os.Getuid(), GID: os.Getgid(), Home: os.Getenv("HOME"), Namespaces: map[string]string{}, Writes: map[string]string{}}
 	if f, err := os.Open("/proc/self/status"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -124,8 +102,7 @@ func posture(hostPath string) Posture {
 	for _, ns := range []string{"pid", "net", "ipc", "uts", "mnt", "user", "cgroup"} {
 		p.Namespaces[ns], _ = os.Readlink("/proc/self/ns/" + ns)
 	}
-	home := os.Getenv("HOME")
-	for _, dir := range []string{"/", "/usr", "/etc", "/var", "/tmp", "/dev/shm", home} {
+	for _, dir := range []string{"/", "/usr", "/etc", "/var", "/tmp", "/dev/shm", p.Home} {
 		p.Writes[dir] = errString(os.WriteFile(filepath.Join(dir, ".probe-write"), []byte("x"), 0o644))
 	}
 	var st syscall.Statfs_t
@@ -158,19 +135,8 @@ func posture(hostPath string) Posture {
 	return p
 }
 
-// Egress is what the egress probe reports: errors of connections to the
-// host (want failures) and to itself (want success: the probe works).
-type Egress struct {
-	TCPHost  string // TCP to a host address
-	UDPHost  string // a UDP datagram to a host address
-	TCPLoop  string // TCP to a port listening on the host's loopback
-	TCPSelf  string // TCP to a listener of its own on 127.0.0.1
-	UDPSelf  string // UDP to itself on 127.0.0.1
-	SelfEcho string // what came back over its own TCP connection
-}
-
-func egress(hostIP, tcpPort, udpPort, loopPort string) Egress {
-	var e Egress
+func egress(hostIP, tcpPort, udpPort, loopPort string) probeout.Egress {
+	var e probeout.Egress
 	if hostIP != "" {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort(hostIP, tcpPort), 2*time.Second)
 		if err == nil {
@@ -256,7 +222,7 @@ func forkbomb() {
 			fmt.Printf("FORKBOMB-PROGRESS %d\n", n)
 		}
 	}
-	report("FORKBOMB", struct {
+	probeout.Print(os.Stdout, "FORKBOMB", struct {
 		Started int
 		Err     string
 	}{n, errString(last)})
@@ -287,6 +253,14 @@ func daemons(token string) {
 	start(false, "linger", token+"-group")
 	time.Sleep(200 * time.Millisecond)
 	fmt.Println("DAEMONS started")
+}
+
+// stay keeps the probe running (the app of a run that goes on) until it is
+// stopped.
+func stay() {
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 func linger() {
