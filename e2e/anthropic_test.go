@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,8 +13,8 @@ import (
 	"time"
 
 	at "github.com/codegirl-games/agentbox/agent/anthropic/anthropictest"
-	"github.com/codegirl-games/agentbox/environment/envtest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/internal/xevents"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -167,21 +165,6 @@ func TestAnthropicMover(t *testing.T) {
 	assertNoContainers(t, tr.Run.ID)
 }
 
-// anthropicPNG decodes a trace screenshot.
-func anthropicPNG(t *testing.T, path string) image.Image {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
-
 // anthropicToScreen is the exact mapping, computed here independently:
 // the screen pixel at the centre of the area a model pixel shows.
 func anthropicToScreen(mx, my, sw, sh, mw, mh int) (int, int) {
@@ -228,7 +211,7 @@ func TestAnthropicScaling(t *testing.T) {
 		if c := s.Result.Result.Cursor; c == nil || c.X != wx || c.Y != wy {
 			t.Errorf("pointer after the click %v, want (%d,%d)", c, wx, wy)
 		}
-		full := anthropicPNG(t, filepath.Join(r.dir, s.Observation.Screenshot))
+		full := readPNG(t, filepath.Join(r.dir, s.Observation.Screenshot))
 		if b := full.Bounds(); b.Dx() != 1920 || b.Dy() != 1080 {
 			t.Fatalf("screenshot is %dx%d", b.Dx(), b.Dy())
 		}
@@ -276,7 +259,7 @@ func TestAnthropicScaling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		presses := envtest.Filter(envtest.ParseXev(string(out)), "ButtonPress")
+		presses := xevents.Filter(xevents.Parse(string(out)), "ButtonPress")
 		if len(presses) != 1 {
 			t.Fatalf("%d ButtonPress events in:\n%s", len(presses), out)
 		}

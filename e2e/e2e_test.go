@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"image"
 	"image/png"
 	"os"
 	"os/exec"
@@ -136,7 +137,8 @@ func assertNoContainers(t *testing.T, runID string) {
 	}
 }
 
-func centroid(t *testing.T, path string) (float64, int) {
+// readPNG decodes a PNG file (a trace's screenshot, a replay's diff).
+func readPNG(t *testing.T, path string) image.Image {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -147,8 +149,15 @@ func centroid(t *testing.T, path string) (float64, int) {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	// Computed here from the PNG, not by the demo agent's code it checks.
-	return openaitest.GreenX(img)
+	return img
+}
+
+// centroid is the mean x and the number of the green square's pixels in a
+// screenshot, computed here from the PNG, not by the demo agent's code it
+// checks.
+func centroid(t *testing.T, path string) (float64, int) {
+	t.Helper()
+	return openaitest.GreenX(readPNG(t, path))
 }
 
 func TestMoverDemo(t *testing.T) {

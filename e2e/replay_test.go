@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,15 +128,7 @@ func TestReplay(t *testing.T) {
 			}
 		}
 		for _, f := range []string{s.Divergence.Diff, s.Divergence.Compare, "replay/expected-000003.png", "replay/actual-000003.png"} {
-			fh, err := os.Open(filepath.Join(out, f))
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			img, err := png.Decode(fh)
-			fh.Close()
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
+			img := readPNG(t, filepath.Join(out, f))
 			if f == s.Divergence.Diff && (img.Bounds().Dx() != 640 || img.Bounds().Dy() != 480) {
 				t.Errorf("diff image is %v, want 640x480", img.Bounds())
 			}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/environment/envtest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/internal/xevents"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -219,18 +219,18 @@ func TestScriptXev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := envtest.ParseXev(string(out))
+	evs := xevents.Parse(string(out))
 	var typed strings.Builder
-	for _, e := range envtest.Filter(evs, "KeyPress") {
-		if len(e.Text) > 0 && e.State&0x4 == 0 {
-			typed.Write(e.Text)
+	for _, e := range xevents.Filter(evs, "KeyPress") {
+		if len(e.Lookup) > 0 && e.State&0x4 == 0 {
+			typed.WriteString(e.Lookup)
 		}
 	}
 	if typed.String() != text {
 		t.Errorf("xev received %q, want %q", typed.String(), text)
 	}
 	var buttons []string
-	for _, e := range envtest.Filter(evs, "ButtonPress") {
+	for _, e := range xevents.Filter(evs, "ButtonPress") {
 		buttons = append(buttons, fmtButton(e))
 	}
 	if got := strings.Join(buttons, " "); got != "3@100,150 4@120,160 4@120,160" {
@@ -238,6 +238,6 @@ func TestScriptXev(t *testing.T) {
 	}
 }
 
-func fmtButton(e envtest.XevEvent) string {
+func fmtButton(e xevents.Event) string {
 	return itoa(e.Button) + "@" + itoa(e.RootX) + "," + itoa(e.RootY)
 }

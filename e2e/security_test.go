@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image/png"
 	"net"
 	"os"
 	"os/exec"
@@ -445,15 +444,7 @@ func TestSecurityConcurrentRunsStayApart(t *testing.T) {
 }
 
 func colourCounts(t *testing.T, path string, colours []string) map[string]int {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := readPNG(t, path)
 	counts := map[string]int{}
 	b := img.Bounds()
 	for y := b.Min.Y; y < b.Max.Y; y++ {

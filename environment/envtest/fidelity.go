@@ -10,6 +10,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/internal/xevents"
 )
 
 // xevBox starts xev and returns its window (absolute geometry).
@@ -26,11 +27,11 @@ func (s *suite) xevBox(t *testing.T) (*box, action.Window) {
 
 // events waits until xev has printed at least n events of the given types
 // and returns them.
-func (b *box) events(n int, types ...string) []XevEvent {
+func (b *box) events(n int, types ...string) []xevents.Event {
 	b.t.Helper()
-	var evs []XevEvent
+	var evs []xevents.Event
 	b.sink.waitFor(5*time.Second, func() bool {
-		evs = Filter(ParseXev(b.sink.stdout()), types...)
+		evs = xevents.Filter(xevents.Parse(b.sink.stdout()), types...)
 		return len(evs) >= n
 	})
 	if len(evs) < n {
@@ -55,9 +56,9 @@ func (s *suite) testTypeEveryCharacter(t *testing.T) {
 	text := allText()
 	b.do(action.Action{Kind: action.Type, Text: text})
 	runes := []rune(text)
-	var presses []XevEvent
+	var presses []xevents.Event
 	b.sink.waitFor(5*time.Second, func() bool {
-		presses = nonModifier(Filter(ParseXev(b.sink.stdout()), "KeyPress"))
+		presses = nonModifier(xevents.Filter(xevents.Parse(b.sink.stdout()), "KeyPress"))
 		return len(presses) >= len(runes)
 	})
 	if len(presses) != len(runes) {
@@ -71,14 +72,14 @@ func (s *suite) testTypeEveryCharacter(t *testing.T) {
 		}
 		wantSym, _ := keysym.ForRune(r)
 		e := presses[i]
-		if !bytes.Equal(e.Text, want) || e.Keysym != uint32(wantSym) {
+		if e.Lookup != string(want) || e.Keysym != uint32(wantSym) {
 			bad++
-			t.Errorf("character %d %q: xev saw keysym 0x%x (%s) text %q, want 0x%x %q", i, r, e.Keysym, e.KeysymName, e.Text, uint32(wantSym), want)
+			t.Errorf("character %d %q: xev saw keysym 0x%x (%s) text %q, want 0x%x %q", i, r, e.Keysym, e.KeysymName, e.Lookup, uint32(wantSym), want)
 		}
 	}
-	var releases []XevEvent
+	var releases []xevents.Event
 	b.sink.waitFor(5*time.Second, func() bool {
-		releases = nonModifier(Filter(ParseXev(b.sink.stdout()), "KeyRelease"))
+		releases = nonModifier(xevents.Filter(xevents.Parse(b.sink.stdout()), "KeyRelease"))
 		return len(releases) >= len(runes)
 	})
 	if len(releases) != len(runes) {
@@ -87,8 +88,8 @@ func (s *suite) testTypeEveryCharacter(t *testing.T) {
 	t.Logf("%d of %d characters arrived exactly (%q)", len(runes)-bad, len(runes), text)
 }
 
-func nonModifier(evs []XevEvent) []XevEvent {
-	var out []XevEvent
+func nonModifier(evs []xevents.Event) []xevents.Event {
+	var out []xevents.Event
 	for _, e := range evs {
 		if !keysym.IsModifier(keysym.Keysym(e.Keysym)) {
 			out = append(out, e)
@@ -98,7 +99,7 @@ func nonModifier(evs []XevEvent) []XevEvent {
 }
 
 // keySeq renders key events as "+Control_L +Shift_L +T -T -Shift_L -Control_L".
-func keySeq(evs []XevEvent) string {
+func keySeq(evs []xevents.Event) string {
 	var parts []string
 	for _, e := range evs {
 		sign := "+"
@@ -112,7 +113,9 @@ func keySeq(evs []XevEvent) string {
 
 func (s *suite) testKeysAndChords(t *testing.T) {
 	b, w := s.xevBox(t)
-	keys := func(from int) []XevEvent { return Filter(ParseXev(b.sink.stdout()), "KeyPress", "KeyRelease")[from:] }
+	keys := func(from int) []xevents.Event {
+		return xevents.Filter(xevents.Parse(b.sink.stdout()), "KeyPress", "KeyRelease")[from:]
+	}
 	tests := []struct {
 		act  action.Action
 		want string
@@ -171,7 +174,7 @@ func (s *suite) testMouse(t *testing.T) {
 	}
 	buttons := func(from int) []btn {
 		var out []btn
-		for _, e := range Filter(ParseXev(b.sink.stdout()), "ButtonPress", "ButtonRelease")[from:] {
+		for _, e := range xevents.Filter(xevents.Parse(b.sink.stdout()), "ButtonPress", "ButtonRelease")[from:] {
 			out = append(out, btn{e.Type, e.Button, e.RootX, e.RootY})
 		}
 		return out
@@ -199,14 +202,14 @@ func (s *suite) testMouse(t *testing.T) {
 	}
 	for count := 2; count <= 3; count++ {
 		x, y := at(300, 100+20*count)
-		first := len(Filter(ParseXev(b.sink.stdout()), "ButtonPress"))
+		first := len(xevents.Filter(xevents.Parse(b.sink.stdout()), "ButtonPress"))
 		b.do(click(action.Left, count, x, y, ""))
 		var want []btn
 		for i := 0; i < count; i++ {
 			want = append(want, btn{"ButtonPress", 1, x, y}, btn{"ButtonRelease", 1, x, y})
 		}
 		expect(fmt.Sprintf("click count %d", count), want...)
-		presses := Filter(ParseXev(b.sink.stdout()), "ButtonPress")[first:]
+		presses := xevents.Filter(xevents.Parse(b.sink.stdout()), "ButtonPress")[first:]
 		if span := presses[count-1].Time - presses[0].Time; span > 400 {
 			t.Errorf("a %d-click spans %d ms; toolkits need the clicks within their double-click time", count, span)
 		}
@@ -215,7 +218,7 @@ func (s *suite) testMouse(t *testing.T) {
 	x, y := at(200, 200)
 	b.do(click(action.Left, 1, x, y, "ctrl+shift"))
 	expect("ctrl+shift click", btn{"ButtonPress", 1, x, y}, btn{"ButtonRelease", 1, x, y})
-	if p := Filter(ParseXev(b.sink.stdout()), "ButtonPress"); p[len(p)-1].State&0x5 != 0x5 {
+	if p := xevents.Filter(xevents.Parse(b.sink.stdout()), "ButtonPress"); p[len(p)-1].State&0x5 != 0x5 {
 		t.Errorf("ctrl+shift click: state 0x%x", p[len(p)-1].State)
 	}
 	// Scroll: positive dy is down (5), negative up (4), positive dx right
@@ -236,11 +239,11 @@ func (s *suite) testMouse(t *testing.T) {
 	p0x, p0y := at(60, 300)
 	p1x, p1y := at(180, 250)
 	p2x, p2y := at(400, 330)
-	motions := len(Filter(ParseXev(b.sink.stdout()), "MotionNotify"))
+	motions := len(xevents.Filter(xevents.Parse(b.sink.stdout()), "MotionNotify"))
 	b.do(action.Action{Kind: action.Drag, Path: action.Path{{X: p0x, Y: p0y}, {X: p1x, Y: p1y}, {X: p2x, Y: p2y}}})
 	expect("drag", btn{"ButtonPress", 1, p0x, p0y}, btn{"ButtonRelease", 1, p2x, p2y})
 	passed := false
-	for _, m := range Filter(ParseXev(b.sink.stdout()), "MotionNotify")[motions:] {
+	for _, m := range xevents.Filter(xevents.Parse(b.sink.stdout()), "MotionNotify")[motions:] {
 		if m.RootX == p1x && m.RootY == p1y && m.State&0x100 != 0 {
 			passed = true
 		}

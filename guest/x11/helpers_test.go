@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/guest/xserver/xservertest"
+	"github.com/codegirl-games/agentbox/internal/xevents"
 )
 
 // testCtx returns a context that ends with the test (or after d).
@@ -87,40 +87,15 @@ func (l *testLog) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// xevEvent is one event block printed by xev.
-type xevEvent struct {
-	Type       string // KeyPress, ButtonRelease, …
-	Keycode    int
-	Keysym     uint32
-	KeysymName string
-	Lookup     string // XLookupString
-	MbLookup   string // XmbLookupString (KeyPress only)
-	HasMb      bool
-	Button     int
-	X, Y       int // event window coordinates
-	RootX      int
-	RootY      int
-	State      uint32
-	Time       uint32
-}
-
 // xev runs `xev` with a unique title and parses what it prints.
 type xev struct {
 	title string
 	win   Window
 	mu    sync.Mutex
 	cond  *sync.Cond
-	evs   []xevEvent
+	evs   []xevents.Event
 	eof   bool
 }
-
-var (
-	reHeader = regexp.MustCompile(`^(\w+) event, serial \d+, synthetic (YES|NO), window 0x[0-9a-f]+,`)
-	reKey    = regexp.MustCompile(`state 0x([0-9a-f]+), keycode (\d+) \(keysym 0x([0-9a-f]+), ([^)]*)\)`)
-	reLookX  = regexp.MustCompile(`^\s*X(mb)?LookupString gives (\d+) bytes: (?:\(([0-9a-f ]*)\) )?"`)
-	rePos    = regexp.MustCompile(`time (\d+), \((-?\d+),(-?\d+)\), root:\((-?\d+),(-?\d+)\)`)
-	reButton = regexp.MustCompile(`state 0x([0-9a-f]+), button (\d+)`)
-)
 
 // startXev starts xev on display in a UTF-8 locale and waits for its window
 // to be listed by c.
@@ -148,78 +123,19 @@ func startXev(t testing.TB, c *Conn, display string) *xev {
 func (x *xev) parse(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	var cur *xevEvent
-	// An event is published when its last line has been read (so waiters
-	// never see half an event), or at the next blank line or header.
-	flush := func() {
-		if cur != nil {
+	var p xevents.Parser
+	publish := func(e *xevents.Event) {
+		if e != nil {
 			x.mu.Lock()
-			x.evs = append(x.evs, *cur)
+			x.evs = append(x.evs, *e)
 			x.cond.Broadcast()
 			x.mu.Unlock()
-			cur = nil
 		}
 	}
 	for sc.Scan() {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			flush()
-			continue
-		}
-		if m := reHeader.FindStringSubmatch(line); m != nil {
-			flush()
-			cur = &xevEvent{Type: m[1]}
-			continue
-		}
-		if cur == nil {
-			continue
-		}
-		if m := rePos.FindStringSubmatch(line); m != nil {
-			t, _ := strconv.ParseUint(m[1], 10, 32)
-			cur.Time = uint32(t)
-			cur.X, _ = strconv.Atoi(m[2])
-			cur.Y, _ = strconv.Atoi(m[3])
-			cur.RootX, _ = strconv.Atoi(m[4])
-			cur.RootY, _ = strconv.Atoi(m[5])
-		}
-		if m := reKey.FindStringSubmatch(line); m != nil {
-			st, _ := strconv.ParseUint(m[1], 16, 32)
-			cur.State = uint32(st)
-			cur.Keycode, _ = strconv.Atoi(m[2])
-			ks, _ := strconv.ParseUint(m[3], 16, 32)
-			cur.Keysym = uint32(ks)
-			cur.KeysymName = m[4]
-		}
-		if m := reButton.FindStringSubmatch(line); m != nil {
-			st, _ := strconv.ParseUint(m[1], 16, 32)
-			cur.State = uint32(st)
-			cur.Button, _ = strconv.Atoi(m[2])
-		}
-		if m := reLookX.FindStringSubmatch(line); m != nil {
-			// Decode the hex bytes: the quoted text is not escaped by xev.
-			var b []byte
-			for _, h := range strings.Fields(m[3]) {
-				v, _ := strconv.ParseUint(h, 16, 8)
-				b = append(b, byte(v))
-			}
-			if m[1] == "mb" {
-				cur.MbLookup, cur.HasMb = string(b), true
-			} else {
-				cur.Lookup = string(b)
-			}
-		}
-		switch cur.Type {
-		case "KeyPress", "KeyRelease":
-			if strings.Contains(line, "XFilterEvent returns") {
-				flush()
-			}
-		case "ButtonPress", "ButtonRelease", "MotionNotify":
-			if strings.Contains(line, "same_screen") {
-				flush()
-			}
-		}
+		publish(p.Line(sc.Text()))
 	}
-	flush()
+	publish(p.Flush())
 	x.mu.Lock()
 	x.eof = true
 	x.cond.Broadcast()
@@ -227,7 +143,7 @@ func (x *xev) parse(r io.Reader) {
 }
 
 // waitFor waits until pred holds for the events seen so far.
-func (x *xev) waitFor(t testing.TB, what string, pred func([]xevEvent) bool) []xevEvent {
+func (x *xev) waitFor(t testing.TB, what string, pred func([]xevents.Event) bool) []xevents.Event {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	timer := time.AfterFunc(10*time.Second, func() {
@@ -244,7 +160,7 @@ func (x *xev) waitFor(t testing.TB, what string, pred func([]xevEvent) bool) []x
 		}
 		x.cond.Wait()
 	}
-	return append([]xevEvent(nil), x.evs...)
+	return append([]xevents.Event(nil), x.evs...)
 }
 
 // reset forgets the events seen so far.
@@ -254,7 +170,7 @@ func (x *xev) reset() {
 	x.mu.Unlock()
 }
 
-func count(evs []xevEvent, typ string) int {
+func count(evs []xevents.Event, typ string) int {
 	n := 0
 	for _, e := range evs {
 		if e.Type == typ {
@@ -264,19 +180,7 @@ func count(evs []xevEvent, typ string) int {
 	return n
 }
 
-func filter(evs []xevEvent, types ...string) []xevEvent {
-	var out []xevEvent
-	for _, e := range evs {
-		for _, t := range types {
-			if e.Type == t {
-				out = append(out, e)
-			}
-		}
-	}
-	return out
-}
-
-func summarize(evs []xevEvent) string {
+func summarize(evs []xevents.Event) string {
 	var sb strings.Builder
 	for i, e := range evs {
 		if i == 60 {
@@ -311,7 +215,7 @@ func focusXev(t testing.TB, c *Conn, x *xev) {
 	}
 	// Wait until xev has processed everything so far: a motion event at the
 	// pointer position shows the window is receiving.
-	x.waitFor(t, "motion into the xev window", func(evs []xevEvent) bool { return count(evs, "MotionNotify") > 0 })
+	x.waitFor(t, "motion into the xev window", func(evs []xevents.Event) bool { return count(evs, "MotionNotify") > 0 })
 	x.reset()
 }
 
@@ -360,6 +264,6 @@ func warmKeyboard(t testing.TB, c *Conn, x *xev) {
 	if err := c.TypeText(testCtx(t, 10*time.Second), "x", 0); err != nil {
 		t.Fatal(err)
 	}
-	x.waitFor(t, "the warm-up key", func(evs []xevEvent) bool { return count(evs, "KeyRelease") > 0 })
+	x.waitFor(t, "the warm-up key", func(evs []xevents.Event) bool { return count(evs, "KeyRelease") > 0 })
 	x.reset()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/guest/xserver"
+	"github.com/codegirl-games/agentbox/internal/xevents"
 )
 
 const (
@@ -22,8 +23,8 @@ const (
 func isModifierKeysym(ks uint32) bool { return ks >= 0xffe1 && ks <= 0xffee }
 
 // presses returns the non-modifier KeyPress events.
-func presses(evs []xevEvent) []xevEvent {
-	var out []xevEvent
+func presses(evs []xevents.Event) []xevents.Event {
+	var out []xevents.Event
 	for _, e := range evs {
 		if e.Type == "KeyPress" && !isModifierKeysym(e.Keysym) {
 			out = append(out, e)
@@ -55,7 +56,7 @@ func TestTypeTextXev(t *testing.T) {
 				t.Fatalf("TypeText: %v", err)
 			}
 			want := []rune(text)
-			evs := x.waitFor(t, "all key presses and releases", func(evs []xevEvent) bool {
+			evs := x.waitFor(t, "all key presses and releases", func(evs []xevents.Event) bool {
 				return len(presses(evs)) >= len(want) && count(evs, "KeyPress") == count(evs, "KeyRelease")
 			})
 			got := presses(evs)
@@ -106,7 +107,7 @@ func TestTypeTextReusesSpares(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []rune(text)
-	evs := x.waitFor(t, "presses", func(evs []xevEvent) bool { return len(presses(evs)) >= len(want) })
+	evs := x.waitFor(t, "presses", func(evs []xevents.Event) bool { return len(presses(evs)) >= len(want) })
 	got := presses(evs)
 	for i, r := range want {
 		if got[i].MbLookup != string(r) {
@@ -135,8 +136,8 @@ func TestChordXev(t *testing.T) {
 	if err := e.c.Chord(ctx, []uint32{ksControlL, 0xffe1, 't'}, 1); err != nil {
 		t.Fatal(err)
 	}
-	evs := x.waitFor(t, "ctrl+shift+t", func(evs []xevEvent) bool { return count(evs, "KeyRelease") >= 3 })
-	keys := filter(evs, "KeyPress", "KeyRelease")
+	evs := x.waitFor(t, "ctrl+shift+t", func(evs []xevents.Event) bool { return count(evs, "KeyRelease") >= 3 })
+	keys := xevents.Filter(evs, "KeyPress", "KeyRelease")
 	want := []string{"KeyPress Control_L", "KeyPress Shift_L", "KeyPress T", "KeyRelease T", "KeyRelease Shift_L", "KeyRelease Control_L"}
 	if got := keyNames(keys); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("ctrl+shift+t: got %v, want %v", got, want)
@@ -161,7 +162,7 @@ func TestChordXev(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	evs = x.waitFor(t, "all chords", func(evs []xevEvent) bool {
+	evs = x.waitFor(t, "all chords", func(evs []xevents.Event) bool {
 		n := 0
 		for _, e := range evs {
 			if e.Type == "KeyRelease" && e.Keysym == ksEscape {
@@ -170,7 +171,7 @@ func TestChordXev(t *testing.T) {
 		}
 		return n == 2
 	})
-	got := keyNames(filter(evs, "KeyPress"))
+	got := keyNames(xevents.Filter(evs, "KeyPress"))
 	wantPress := []string{
 		"KeyPress Alt_L", "KeyPress Tab", "KeyPress Alt_L", "KeyPress Tab",
 		"KeyPress Control_L", "KeyPress Alt_L", "KeyPress Left", "KeyPress Control_L", "KeyPress Alt_L", "KeyPress Left",
@@ -187,7 +188,7 @@ func TestChordXev(t *testing.T) {
 	}
 }
 
-func keyNames(evs []xevEvent) []string {
+func keyNames(evs []xevents.Event) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = e.Type + " " + e.KeysymName
@@ -224,8 +225,8 @@ func TestKeyDownUpAndModifiersWhileTyping(t *testing.T) {
 	if k, b := c.Held(); len(k) != 0 || len(b) != 0 {
 		t.Fatalf("Held() = %v %v after KeyUp", k, b)
 	}
-	evs := x.waitFor(t, "six key releases", func(evs []xevEvent) bool { return count(evs, "KeyRelease") >= 6 })
-	got := keyNames(filter(evs, "KeyPress", "KeyRelease"))
+	evs := x.waitFor(t, "six key releases", func(evs []xevents.Event) bool { return count(evs, "KeyRelease") >= 6 })
+	got := keyNames(xevents.Filter(evs, "KeyPress", "KeyRelease"))
 	want := []string{
 		"KeyPress Shift_L",
 		"KeyRelease Shift_L", // cleared for typing
@@ -258,10 +259,10 @@ func TestKeyDownUnmappedKeysym(t *testing.T) {
 	if err := e.c.KeyUp(ctx, euro); err != nil {
 		t.Fatal(err)
 	}
-	evs := x.waitFor(t, "euro release", func(evs []xevEvent) bool {
+	evs := x.waitFor(t, "euro release", func(evs []xevents.Event) bool {
 		return len(evs) > 0 && evs[len(evs)-1].Type == "KeyRelease" && evs[len(evs)-1].Keysym == euro
 	})
-	ke := filter(evs, "KeyPress", "KeyRelease")
+	ke := xevents.Filter(evs, "KeyPress", "KeyRelease")
 	if ke[0].Keysym != euro || ke[0].Type != "KeyPress" {
 		t.Fatalf("first event %s", summarize(ke[:1]))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/guest/xserver"
+	"github.com/codegirl-games/agentbox/internal/xevents"
 )
 
 func TestMouseXev(t *testing.T) {
@@ -37,8 +38,8 @@ func testMouseXev(t *testing.T, wm bool) {
 			t.Fatal(err)
 		}
 	}
-	evs := x.waitFor(t, "three clicks", func(evs []xevEvent) bool { return count(evs, "ButtonRelease") >= 3 })
-	bs := filter(evs, "ButtonPress", "ButtonRelease")
+	evs := x.waitFor(t, "three clicks", func(evs []xevents.Event) bool { return count(evs, "ButtonRelease") >= 3 })
+	bs := xevents.Filter(evs, "ButtonPress", "ButtonRelease")
 	if len(bs) != 6 {
 		t.Fatalf("button events: %s", summarize(evs))
 	}
@@ -65,9 +66,9 @@ func testMouseXev(t *testing.T, wm bool) {
 	if err := c.Scroll(ctx, -1, 0); err != nil {
 		t.Fatal(err)
 	}
-	evs = x.waitFor(t, "scroll clicks", func(evs []xevEvent) bool { return count(evs, "ButtonRelease") >= 7 })
+	evs = x.waitFor(t, "scroll clicks", func(evs []xevents.Event) bool { return count(evs, "ButtonRelease") >= 7 })
 	var got []int
-	for _, e := range filter(evs, "ButtonPress") {
+	for _, e := range xevents.Filter(evs, "ButtonPress") {
 		got = append(got, e.Button)
 	}
 	if want := []int{5, 5, 4, 7, 7, 7, 6}; !equalInts(got, want) {
@@ -79,8 +80,8 @@ func testMouseXev(t *testing.T, wm bool) {
 	if err := c.Click(ctx, 1, 2); err != nil {
 		t.Fatal(err)
 	}
-	evs = x.waitFor(t, "double click", func(evs []xevEvent) bool { return count(evs, "ButtonRelease") >= 2 })
-	bp := filter(evs, "ButtonPress")
+	evs = x.waitFor(t, "double click", func(evs []xevents.Event) bool { return count(evs, "ButtonRelease") >= 2 })
+	bp := xevents.Filter(evs, "ButtonPress")
 	if len(bp) != 2 || bp[0].Button != 1 || bp[1].Button != 1 {
 		t.Fatalf("double click: %s", summarize(evs))
 	}
@@ -99,8 +100,8 @@ func testMouseXev(t *testing.T, wm bool) {
 	if err := c.ButtonUp(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	evs = x.waitFor(t, "drag", func(evs []xevEvent) bool { return count(evs, "ButtonRelease") >= 1 })
-	br := filter(evs, "ButtonRelease")
+	evs = x.waitFor(t, "drag", func(evs []xevents.Event) bool { return count(evs, "ButtonRelease") >= 1 })
+	br := xevents.Filter(evs, "ButtonRelease")
 	if br[0].RootX != w.X+50 || br[0].RootY != w.Y+60 {
 		t.Errorf("release at %d,%d", br[0].RootX, br[0].RootY)
 	}
