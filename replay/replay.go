@@ -88,6 +88,13 @@ func EnvFromRun(run trace.Run) environment.Config {
 	return env
 }
 
+// FirstSettle is how a replay waits before its first screenshot: until
+// the screen has been still for 100 ms (at most 3 s). A recording's first
+// screen shows the app drawn; a replay that looked the moment the window
+// was mapped could catch it still blank. The replay's clock starts at this
+// screenshot, as the recording's did at its first.
+var FirstSettle = runtime.Settle{Mode: runtime.SettleStable, Duration: 100 * time.Millisecond, Timeout: 3 * time.Second}
+
 // SettleFromRun is the recording's settle mode (none for traces that
 // predate its recording).
 func SettleFromRun(run trace.Run) (runtime.Settle, error) {
@@ -190,6 +197,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		StartTimeout: cfg.StartTimeout,
 		ReadyTimeout: readyTimeout,
 		Settle:       cfg.Settle,
+		FirstSettle:  FirstSettle,
 		TraceDir:     cfg.TraceDir,
 		LogCap:       logCap,
 		Progress:     cfg.Progress,

@@ -49,12 +49,13 @@ func (r *run) loop(parent context.Context) *ending {
 	var viewReq *action.Action // the last screenshot action with options
 	appGone := false           // the agent has seen one observation with the app gone
 	for step := 1; ; step++ {
-		var settled time.Duration
-		if step > 1 {
-			var err error
-			if settled, err = r.settle(ctx); err != nil {
-				return r.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
-			}
+		how := cfg.Settle
+		if step == 1 {
+			how = cfg.FirstSettle
+		}
+		settled, err := r.settle(ctx, how)
+		if err != nil {
+			return r.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
 		}
 		obs, rec, err := r.observe(ctx, step)
 		if err != nil {
@@ -273,9 +274,11 @@ func (r *run) thaw(ctx context.Context, f environment.Freezer, since time.Time) 
 	return err
 }
 
-// settle lets the screen settle before a screenshot, as configured.
-func (r *run) settle(ctx context.Context) (time.Duration, error) {
-	s := r.cfg.Settle
+// settle lets the screen settle before a screenshot as s says.
+func (r *run) settle(ctx context.Context, s Settle) (time.Duration, error) {
+	if s.Mode == "" || s.Mode == SettleNone {
+		return 0, nil
+	}
 	t := time.Now()
 	switch s.Mode {
 	case SettleFixed:

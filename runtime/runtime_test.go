@@ -458,3 +458,23 @@ func TestMalformedAgent(t *testing.T) {
 		t.Errorf("exchange.json of the failed decision: %q %v", data, err)
 	}
 }
+
+// FirstSettle applies to the first screenshot only; Settle to the others.
+func TestFirstSettle(t *testing.T) {
+	ag := &scripted{steps: []agent.Decision{
+		{Action: action.Action{Kind: action.KeyDown, Key: "Right"}},
+		{Action: action.Action{Kind: action.Done}},
+	}}
+	_, tr := runFake(t, &fakeBackend{}, ag, func(c *Config) {
+		c.FirstSettle = Settle{Mode: SettleFixed, Duration: 80 * time.Millisecond}
+	})
+	if len(tr.Steps) != 2 {
+		t.Fatalf("%d steps", len(tr.Steps))
+	}
+	if got := tr.Steps[0].Observation.SettleMS; got < 80 {
+		t.Errorf("first screenshot settled %v ms, want ≥ 80", got)
+	}
+	if got := tr.Steps[1].Observation.SettleMS; got != 0 {
+		t.Errorf("second screenshot settled %v ms with Settle none", got)
+	}
+}
