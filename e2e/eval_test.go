@@ -69,6 +69,9 @@ func TestEvalSuite(t *testing.T) {
 	tot := sum.Totals
 	if tot.Episodes != 8 || tot.Passed != 5 || tot.Failed != 2 || tot.Infrastructure != 1 || sum.Parallel != 4 {
 		t.Errorf("totals = %+v", tot)
+		for _, ep := range sum.Episodes {
+			t.Logf("episode %s #%d: %s/%s %q (%d steps, %.0f ms)", ep.Task, ep.N, ep.Outcome, ep.Reason, ep.Message, ep.Steps, ep.DurationMS)
+		}
 	}
 	want := map[string][2]int{"script": {3, 3}, "demo": {2, 2}, "broken": {0, 2}, "nowindow": {0, 1}}
 	for _, ts := range sum.Tasks {
