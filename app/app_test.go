@@ -26,7 +26,7 @@ func TestParseManifest(t *testing.T) {
 		name, in, wantErr string
 	}{
 		{"minimal", `{"command":"game"}`, ""},
-		{"full", `{"command":"bin/game","args":["-x"],"env":{"A_1":"b"},"window_title":"/^G.*$/","ready_timeout":"5s","wait_for_window":false,"files":["bin","data/x"]}`, ""},
+		{"full", `{"command":"bin/game","args":["-x"],"env":{"A_1":"b"},"window_title":"/^G.*$/","ready_output":"game: ready","ready_timeout":"5s","wait_for_window":false,"files":["bin","data/x"]}`, ""},
 		{"ms timeout", `{"command":"g","ready_timeout":1500}`, ""},
 		{"no command", `{"args":[]}`, `"command" is required`},
 		{"unknown field", `{"command":"g","comand":"x"}`, `unknown field "comand"`},
@@ -37,6 +37,9 @@ func TestParseManifest(t *testing.T) {
 		{"bad env", `{"command":"g","env":{"A-B":"x"}}`, `not a valid variable name`},
 		{"bad regex", `{"command":"g","window_title":"/(/"}`, `bad regular expression`},
 		{"bad duration", `{"command":"g","ready_timeout":"soon"}`, `bad duration`},
+		{"blank ready_output", `{"command":"g","ready_output":"  "}`, `"ready_output" is blank`},
+		{"multi-line ready_output", `{"command":"g","ready_output":"a\nb"}`, `"ready_output" contains a NUL byte or a newline`},
+		{"long ready_output", `{"command":"g","ready_output":"` + strings.Repeat("x", MaxReadyOutput+1) + `"}`, `more than 1024`},
 		{"type error", `{"command":"g","args":"x"}`, `field "args" must be []string`},
 		{"syntax error", "{\n  \"command\": \"g\",\n}", `line 3, column 1`},
 	}

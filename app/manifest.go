@@ -37,7 +37,12 @@ type Manifest struct {
 	// WaitForWindow, when false, starts the run without waiting for any
 	// window. Default: wait for WindowTitle, or for any window.
 	WaitForWindow *bool `json:"wait_for_window,omitempty"`
-	// ReadyTimeout bounds the wait for the window ("10s"; default 30s).
+	// ReadyOutput, when set, also waits (after the window) until the app
+	// prints a line, on stdout or stderr, containing this text: for apps
+	// whose window is mapped before its first frame is drawn.
+	ReadyOutput string `json:"ready_output,omitempty"`
+	// ReadyTimeout bounds the wait for the window and the ready output
+	// ("10s"; default 30s).
 	ReadyTimeout Duration `json:"ready_timeout,omitempty"`
 	// Files limits staging to these paths (files or directories) relative
 	// to the app directory; default: the whole directory.
@@ -46,6 +51,10 @@ type Manifest struct {
 
 // Waits reports whether launching waits for a window.
 func (m *Manifest) Waits() bool { return m.WaitForWindow == nil || *m.WaitForWindow }
+
+// MaxReadyOutput bounds the text of ready_output; longer lines are cut
+// before they are matched.
+const MaxReadyOutput = 1024
 
 // DefaultReadyTimeout bounds the wait for the app's window.
 const DefaultReadyTimeout = 30 * time.Second
@@ -86,7 +95,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fail("%s", jsonError(data, err))
 	}
-	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_timeout", "files"}
+	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files"}
 	var unknown []string
 	for k := range raw {
 		if !containsString(known, k) {
@@ -126,6 +135,15 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	}
 	if _, err := TitleMatcher(m.WindowTitle); err != nil {
 		return nil, fail("field \"window_title\": %v", err)
+	}
+	switch {
+	case m.ReadyOutput == "":
+	case strings.TrimSpace(m.ReadyOutput) == "":
+		return nil, fail("field \"ready_output\" is blank: give the text of a line the app prints when it is ready")
+	case strings.ContainsAny(m.ReadyOutput, "\x00\n"):
+		return nil, fail("field \"ready_output\" contains a NUL byte or a newline: it matches within one line")
+	case len(m.ReadyOutput) > MaxReadyOutput:
+		return nil, fail("field \"ready_output\" is %d bytes, more than %d", len(m.ReadyOutput), MaxReadyOutput)
 	}
 	if m.ReadyTimeout < 0 {
 		return nil, fail("field \"ready_timeout\" is negative")

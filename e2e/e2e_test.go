@@ -81,7 +81,7 @@ func moverApp(t *testing.T, manifest string) string {
 		t.Fatal(err)
 	}
 	if manifest == "" {
-		manifest = `{"command": "mover", "window_title": "mover", "ready_timeout": "20s"}`
+		manifest = `{"command": "mover", "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s"}`
 	}
 	if err := os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
@@ -173,8 +173,13 @@ func TestMoverDemo(t *testing.T) {
 	if tr.Incomplete || tr.Run.Outcome != trace.Success || len(tr.Missing) > 0 {
 		t.Fatalf("trace: incomplete=%v outcome=%s missing=%v", tr.Incomplete, tr.Run.Outcome, tr.Missing)
 	}
+	// The manifest's ready_output held the loop until the first frame was
+	// drawn, so the demo agent saw the square at once: four steps.
 	if len(tr.Steps) != 4 {
 		t.Fatalf("%d steps, want 4 (key_down, wait, key_up, done)", len(tr.Steps))
+	}
+	if _, ok := tr.Run.Timings["ready_output"]; !ok || !strings.Contains(r.stderr, `the app printed "mover: ready"`) {
+		t.Errorf("no wait for ready_output: timings %v\n%s", tr.Run.Timings, r.stderr)
 	}
 	// Computed by the test from the PNGs: before holding Right, and after
 	// the one-second wait.

@@ -54,8 +54,8 @@ func readSummary(t *testing.T, dir string) replaySummary {
 // 100 px/s it stays well below it, while the variant still ends 50 px
 // short, more than the square's 40 px: every one of its pixels differs.
 const (
-	moverSpeedManifest = `{"command": "mover", "args": ["-speed", "100"], "window_title": "mover", "ready_timeout": "20s"}`
-	moverHalfManifest  = `{"command": "mover", "args": ["-speed", "50"], "window_title": "mover", "ready_timeout": "20s"}`
+	moverSpeedManifest = `{"command": "mover", "args": ["-speed", "100"], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s"}`
+	moverHalfManifest  = `{"command": "mover", "args": ["-speed", "50"], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s"}`
 )
 
 // TestReplay records a mover run with the demo agent, replays it against

@@ -406,7 +406,7 @@ func TestSecurityConcurrentRunsStayApart(t *testing.T) {
 		app := filepath.Join(dir, fmt.Sprintf("app%d", i))
 		os.MkdirAll(app, 0o755)
 		os.WriteFile(filepath.Join(app, "mover"), mover, 0o755)
-		os.WriteFile(filepath.Join(app, "agentbox.json"), []byte(`{"command":"mover","window_title":"mover","args":["-color","`+c+`"]}`), 0o644)
+		os.WriteFile(filepath.Join(app, "agentbox.json"), []byte(`{"command":"mover","window_title":"mover","ready_output":"mover: ready","args":["-color","`+c+`"]}`), 0o644)
 		fmt.Fprintf(&suite, "  - {name: c%d, target: app%d, script: play.yaml}\n", i, i)
 	}
 	os.WriteFile(filepath.Join(dir, "play.yaml"), []byte("steps:\n  - {action: key_down, key: Right}\n  - {action: wait, ms: 150}\n  - {action: wait, ms: 150}\n  - {action: wait, ms: 150}\n  - {action: key_up, key: Right}\n  - {action: wait, ms: 150}\n"), 0o644)

@@ -199,7 +199,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	r.tw = tw
-	r.events = newSink(tw, r.started)
+	r.events = newSink(tw, r.started, r.cfg.App.Manifest.ReadyOutput)
 	r.cfg.Env.Events = r.events
 
 	end := r.execute(ctx)
@@ -331,8 +331,40 @@ func (r *run) execute(ctx context.Context) (end *ending) {
 	if lr.Window != nil {
 		fmt.Fprintf(cfg.Progress, "agentbox: app window %q is up after %v\n", lr.Window.Title, lr.Ready.Round(time.Millisecond))
 	}
+	if text := cfg.App.Manifest.ReadyOutput; text != "" {
+		t2 := time.Now()
+		if end := r.waitReadyOutput(ctx, startCtx, t1, text); end != nil {
+			return end
+		}
+		waited := time.Since(t2)
+		r.timing("ready_output", waited)
+		r.timing("app_ready", lr.Ready+waited)
+		fmt.Fprintf(cfg.Progress, "agentbox: the app printed %q after %v\n", text, (lr.Ready + waited).Round(time.Millisecond))
+	}
 
 	return r.loop(ctx)
+}
+
+// waitReadyOutput waits, until launchStart+ReadyTimeout, for the app to
+// print the manifest's ready_output.
+func (r *run) waitReadyOutput(ctx, startCtx context.Context, launchStart time.Time, text string) *ending {
+	wctx, cancel := context.WithDeadline(startCtx, launchStart.Add(r.cfg.ReadyTimeout))
+	defer cancel()
+	err := r.events.waitReady(wctx)
+	if err == nil {
+		return nil
+	}
+	if e := interrupted(ctx); e != nil {
+		return e
+	}
+	var nr *errNotReady
+	switch {
+	case errors.As(err, &nr):
+		return &ending{trace.Error, trace.ReasonAppStart, fmt.Sprintf("%v before printing a line containing %q (ready_output)%s", err, text, r.events.tail(5))}
+	case startCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return &ending{trace.Error, trace.ReasonAppStart, fmt.Sprintf("the app did not print a line containing %q (ready_output) within %v%s", text, r.cfg.ReadyTimeout, r.events.tail(5))}
+	}
+	return r.startFailure(ctx, "wait for the app's ready output", err)
 }
 
 // startFailure classifies an error before the loop began.

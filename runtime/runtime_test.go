@@ -27,6 +27,10 @@ type fakeBackend struct {
 	exitAfter int    // the app exits after this many observations (0: never)
 	stopped   string // the exit is marked as caused by the sandbox stopping
 	actErr    error
+	// late is output written 30 ms apart after the launch returns;
+	// lateExit makes the app exit after it.
+	late     []string
+	lateExit bool
 
 	mu     sync.Mutex
 	envs   []*fakeEnv
@@ -54,6 +58,7 @@ type fakeEnv struct {
 	observed int
 	exited   bool
 	actions  []action.Action
+	lateDone chan struct{}
 }
 
 func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fake", ID: "f1"} }
@@ -64,6 +69,19 @@ func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.L
 	}
 	e.cfg.Events.Output(action.Stdout, []byte("mover: ready\npartial"), 0)
 	e.cfg.Events.Window("mapped", action.Window{ID: 1, Title: "mover"})
+	if len(e.b.late) > 0 || e.b.lateExit {
+		e.lateDone = make(chan struct{})
+		go func() {
+			defer close(e.lateDone)
+			for _, out := range e.b.late {
+				time.Sleep(30 * time.Millisecond)
+				e.cfg.Events.Output(action.Stdout, []byte(out), 0)
+			}
+			if e.b.lateExit {
+				e.cfg.Events.Exited(action.Exit{Code: 2})
+			}
+		}()
+	}
 	return environment.LaunchResult{PID: 7, Window: &action.Window{Title: "mover"}}, nil
 }
 
@@ -112,6 +130,9 @@ func (e *fakeEnv) Act(ctx context.Context, a action.Action) (action.Result, erro
 }
 
 func (e *fakeEnv) Close(context.Context) error {
+	if e.lateDone != nil {
+		<-e.lateDone
+	}
 	e.b.mu.Lock()
 	e.b.closed++
 	e.b.mu.Unlock()
@@ -255,6 +276,12 @@ func TestOutcomes(t *testing.T) {
 			trace.Error, trace.ReasonNoWindow, "launch"},
 		{"app does not start", &fakeBackend{launchErr: environment.ErrAppStart}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
 			trace.Error, trace.ReasonAppStart, "launch"},
+		{"no ready output", &fakeBackend{late: []string{"loading\n"}}, func(*testing.T) agent.Agent { return &scripted{} },
+			func(c *Config) { c.App.Manifest.ReadyOutput, c.ReadyTimeout = "game: ready", 300*time.Millisecond },
+			trace.Error, trace.ReasonAppStart, `did not print a line containing "game: ready" (ready_output) within 300ms; the app's last output:`},
+		{"exits before ready output", &fakeBackend{late: []string{"fatal: no GL\n"}, lateExit: true}, func(*testing.T) agent.Agent { return &scripted{} },
+			func(c *Config) { c.App.Manifest.ReadyOutput = "game: ready" },
+			trace.Error, trace.ReasonAppStart, `the app exited (exit code 2) before printing a line containing "game: ready"`},
 		{"guest dies", &fakeBackend{actErr: environment.ErrGuest}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
 			trace.Error, trace.ReasonEnvironment, "guest failure"},
 		{"agent panics", &fakeBackend{}, func(*testing.T) agent.Agent { return &scripted{panic: true} }, nil,
@@ -265,6 +292,37 @@ func TestOutcomes(t *testing.T) {
 			res, _ := runFake(t, tt.b, tt.ag(t), tt.mod)
 			if res.Outcome != tt.outcome || res.Reason != tt.reason || !strings.Contains(res.Message, tt.msgContain) {
 				t.Errorf("got %s/%s %q, want %s/%s containing %q", res.Outcome, res.Reason, res.Message, tt.outcome, tt.reason, tt.msgContain)
+			}
+		})
+	}
+}
+
+// TestReadyOutput: with ready_output the loop starts only once the app has
+// printed it, even split over writes or without its newline, and the agent
+// still sees every line.
+func TestReadyOutput(t *testing.T) {
+	for _, late := range [][]string{
+		{"loading\n", "game: re", "ady 640x480\n"},
+		{"loading\n", "> game: ready"},
+	} {
+		t.Run(fmt.Sprintf("%q", late), func(t *testing.T) {
+			ag := &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Done}}}}
+			b := &fakeBackend{late: late}
+			res, tr := runFake(t, b, ag, func(c *Config) { c.App.Manifest.ReadyOutput = "game: ready" })
+			if res.Outcome != trace.Success {
+				t.Fatalf("result = %+v", res)
+			}
+			// The text is complete ≥ 60 ms after the launch returned; the
+			// wait began a moment after that.
+			if got := tr.Run.Timings["ready_output"]; got < 40 {
+				t.Errorf("ready_output timing = %v ms, want ≥ 40 (the text came 60 ms after the launch)", got)
+			}
+			var seen []string
+			for _, l := range ag.seen[0].Output {
+				seen = append(seen, l.Text)
+			}
+			if want := strings.Join(late, ""); strings.Join(seen, "\n") != strings.TrimSuffix("mover: ready\npartial"+want, "\n") {
+				t.Errorf("first observation's output = %q", seen)
 			}
 		})
 	}

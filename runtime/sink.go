@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,10 +32,54 @@ type sink struct {
 	skipped  int
 	appExit  *action.Exit
 	exitedAt time.Time
+	// readyText, when set, is the manifest's ready_output: the first line
+	// (or unfinished line) containing it sets ready.
+	readyText []byte
+	ready     bool
+	// changed is closed and replaced whenever output arrives or the app
+	// exits, to wake waitReady.
+	changed chan struct{}
 }
 
-func newSink(tw *trace.Writer, start time.Time) *sink {
-	return &sink{tw: tw, start: start, partial: map[action.Stream][]byte{}}
+func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {
+	s := &sink{tw: tw, start: start, partial: map[action.Stream][]byte{}, changed: make(chan struct{})}
+	if readyText != "" {
+		s.readyText = []byte(readyText)
+	}
+	return s
+}
+
+// notify wakes waitReady; s.mu is held.
+func (s *sink) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// errNotReady is returned by waitReady when the app exits before printing
+// the ready text.
+type errNotReady struct{ exit *action.Exit }
+
+func (e *errNotReady) Error() string { return "the app exited (" + describeExit(e.exit) + ")" }
+
+// waitReady returns once the app has printed the ready text, with an
+// *errNotReady if it exits first, or with the context's error.
+func (s *sink) waitReady(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		ready, exit, changed := s.ready, s.appExit, s.changed
+		s.mu.Unlock()
+		switch {
+		case ready:
+			return nil
+		case exit != nil:
+			return &errNotReady{exit}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Output implements environment.Events.
@@ -55,10 +100,20 @@ func (s *sink) Output(stream action.Stream, data []byte, dropped int64) {
 		s.addLine(stream, buf)
 		buf = nil
 	}
+	// A prompt-like ready line may come without its newline.
+	s.matchReady(buf)
 	s.partial[stream] = append([]byte(nil), buf...)
+	s.notify()
+}
+
+func (s *sink) matchReady(b []byte) {
+	if !s.ready && s.readyText != nil && bytes.Contains(b, s.readyText) {
+		s.ready = true
+	}
 }
 
 func (s *sink) addLine(stream action.Stream, b []byte) {
+	s.matchReady(b)
 	text := string(bytes.TrimRight(b, "\r"))
 	if len(text) > maxLineBytes {
 		text = text[:maxLineBytes] + " …[line truncated]"
@@ -99,6 +154,7 @@ func (s *sink) Exited(e action.Exit) {
 		ex := e
 		s.appExit = &ex
 		s.exitedAt = time.Now()
+		s.notify()
 	}
 	s.mu.Unlock()
 	data := map[string]any{"code": e.Code, "signal": e.Signal, "oom_killed": e.OOM}
