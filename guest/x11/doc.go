@@ -39,8 +39,9 @@
 // columns 0 and 1 so that no modifier is needed, and the mapping change is
 // synced before the key event. Spares are kept bound (no unbinding after the
 // key, unlike xdotool) and reused least-recently-used first, never within
-// 100 ms of their last press (see reuseAge). TypeText binds the text's
-// missing keysyms before typing its first character (see prebind).
+// 250 ms of their last press (see reuseAge), and nothing is bound within
+// 250 ms of the Conn's first key press (see bind). TypeText binds the
+// text's missing keysyms before typing its first character (see prebind).
 //
 // TypeText clears active modifiers as xdotool's type does: modifier keys
 // that are down are released and a locked Caps Lock is switched off for the

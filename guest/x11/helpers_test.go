@@ -94,6 +94,7 @@ type xev struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	evs   []xevents.Event
+	raw   []string // xev's output lines since the last reset, for failures
 	eof   bool
 }
 
@@ -133,6 +134,9 @@ func (x *xev) parse(r io.Reader) {
 		}
 	}
 	for sc.Scan() {
+		x.mu.Lock()
+		x.raw = append(x.raw, sc.Text())
+		x.mu.Unlock()
 		publish(p.Line(sc.Text()))
 	}
 	publish(p.Flush())
@@ -142,11 +146,30 @@ func (x *xev) parse(r io.Reader) {
 	x.mu.Unlock()
 }
 
+// output returns xev's raw output since the last reset.
+func (x *xev) output() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return strings.Join(x.raw, "\n")
+}
+
 // waitFor waits until pred holds for the events seen so far.
 func (x *xev) waitFor(t testing.TB, what string, pred func([]xevents.Event) bool) []xevents.Event {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	timer := time.AfterFunc(10*time.Second, func() {
+	if !x.seen(10*time.Second, pred) {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		t.Fatalf("xev: timed out waiting for %s; got %d events: %s", what, len(x.evs), summarize(x.evs))
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]xevents.Event(nil), x.evs...)
+}
+
+// seen reports whether pred comes to hold within d.
+func (x *xev) seen(d time.Duration, pred func([]xevents.Event) bool) bool {
+	deadline := time.Now().Add(d)
+	timer := time.AfterFunc(d, func() {
 		x.mu.Lock()
 		x.cond.Broadcast()
 		x.mu.Unlock()
@@ -155,18 +178,18 @@ func (x *xev) waitFor(t testing.TB, what string, pred func([]xevents.Event) bool
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for !pred(x.evs) {
-		if x.eof || time.Now().After(deadline) {
-			t.Fatalf("xev: timed out waiting for %s; got %d events: %s", what, len(x.evs), summarize(x.evs))
+		if x.eof || !time.Now().Before(deadline) {
+			return false
 		}
 		x.cond.Wait()
 	}
-	return append([]xevents.Event(nil), x.evs...)
+	return true
 }
 
 // reset forgets the events seen so far.
 func (x *xev) reset() {
 	x.mu.Lock()
-	x.evs = nil
+	x.evs, x.raw = nil, nil
 	x.mu.Unlock()
 }
 
@@ -258,7 +281,10 @@ func client(t testing.TB, display string) *xgb.Conn {
 }
 
 // warmKeyboard types one key and waits until xev has seen it: Xlib loads
-// the keyboard mapping when it handles its first key event (see prebind).
+// the keyboard mapping when it handles its first key event. It then asks
+// for mapping notifications only when it next waits for events, and on a
+// loaded machine it may not have by the time it prints the key: the Conn's
+// bind waits for that (TestKeyDownUnmappedKeysym binds right after this).
 func warmKeyboard(t testing.TB, c *Conn, x *xev) {
 	t.Helper()
 	if err := c.TypeText(testCtx(t, 10*time.Second), "x", 0); err != nil {

@@ -33,7 +33,7 @@ const (
 // less than reuseAge ago does the Conn wait for it to age. Text cycling
 // through more distinct unmapped keysyms than there are spares is therefore
 // typed at up to (spares / reuseAge) such characters per second.
-const reuseAge = 100 * time.Millisecond
+const reuseAge = 250 * time.Millisecond
 
 // keyboard is the Conn's view of the keyboard mapping and the keys it holds.
 // Fields below mu are shared with the event goroutine; the rest belong to the
@@ -51,7 +51,8 @@ type keyboard struct {
 	modKeys           map[xproto.Keycode]bool
 	spares            []*spare
 	bySym             map[uint32]*spare
-	clock             uint64 // counts presses and bindings of spares (LRU order)
+	clock             uint64    // counts presses and bindings of spares (LRU order)
+	firstPress        time.Time // the Conn's first key press (see bind)
 	held              []heldKey
 }
 
@@ -271,8 +272,20 @@ type binding struct {
 // before one round trip, so that the server has applied them (and sent
 // MappingNotify to every client) before any later key event. The spares
 // must be distinct.
+//
+// Xlib reads the keyboard mapping when an app handles its first key event
+// and subscribes to mapping changes only when it next waits for events; a
+// binding the server applies in between never reaches the app. So a binding
+// within reuseAge of the Conn's first key press waits for the rest of it.
 func (c *Conn) bind(o *op, bs []binding) error {
 	k := &c.kb
+	if !k.firstPress.IsZero() {
+		if wait := reuseAge - time.Since(k.firstPress); wait > 0 {
+			if err := o.sleep(wait); err != nil {
+				return err
+			}
+		}
+	}
 	rows := make([][]xproto.Keysym, len(bs))
 	k.mu.Lock()
 	if k.ownPending == nil {
@@ -382,6 +395,9 @@ func (c *Conn) pressKey(r resolved, shift xproto.Keycode, addShift bool) {
 		c.fake(xproto.KeyPress, byte(shift), 0, 0)
 	}
 	c.fake(xproto.KeyPress, byte(r.code), 0, 0)
+	if c.kb.firstPress.IsZero() {
+		c.kb.firstPress = time.Now()
+	}
 	if r.sp != nil {
 		c.kb.clock++
 		r.sp.last = c.kb.clock

@@ -264,7 +264,7 @@ func TestKeyDownUnmappedKeysym(t *testing.T) {
 	})
 	ke := xevents.Filter(evs, "KeyPress", "KeyRelease")
 	if ke[0].Keysym != euro || ke[0].Type != "KeyPress" {
-		t.Fatalf("first event %s", summarize(ke[:1]))
+		t.Fatalf("first event %s; xev printed:\n%s", summarize(ke[:1]), x.output())
 	}
 	var typed []rune
 	for _, e := range presses(ke[1:]) {
@@ -272,6 +272,24 @@ func TestKeyDownUnmappedKeysym(t *testing.T) {
 	}
 	if want := "αβγδεζηθικλμνξοπρστυφχψωАБВГДЕЖЗИЙКЛМН"; string(typed) != want {
 		t.Errorf("typed %q, want %q", string(typed), want)
+	}
+}
+
+// TestNoBindingRightAfterFirstKey: the first binding after the Conn's first
+// key press waits until reuseAge has passed since it, so that an app that
+// loaded the keyboard map on that key has subscribed to its changes.
+func TestNoBindingRightAfterFirstKey(t *testing.T) {
+	e := newEnv(t, xserver.Config{}, false)
+	ctx := testCtx(t, 10*time.Second)
+	t0 := time.Now()
+	if err := e.c.TypeText(ctx, "x", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.TypeText(ctx, "€", 0); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took < reuseAge {
+		t.Errorf("bound € %v after the first key press, want ≥ %v", took, reuseAge)
 	}
 }
 
