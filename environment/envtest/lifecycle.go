@@ -225,3 +225,40 @@ func (s *suite) testWaits(t *testing.T) {
 		t.Errorf("wait 150 ms returned after %v", d)
 	}
 }
+
+// testFreezeThaw: an environment that can freeze survives an agent that
+// decides in no time (--freeze-while-thinking with a scripted or local
+// agent): freeze and thaw back to back, many times, and the app still runs
+// and answers after them.
+func (s *suite) testFreezeThaw(t *testing.T) {
+	b := s.newBox(t)
+	f, ok := b.env.(environment.Freezer)
+	if !ok {
+		if s.o.Posture.Freezes {
+			t.Fatal("the environment does not implement environment.Freezer, and Posture.Freezes says it does")
+		}
+		t.Log("this backend does not freeze on this host (Posture.Freezes is false)")
+		return
+	}
+	if _, err := b.staged(s.moverDir(t, ""), 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const cycles = 60
+	t0 := time.Now()
+	for i := range cycles {
+		if err := f.Freeze(b.ctx); err != nil {
+			t.Fatalf("cycle %d: Freeze: %v", i, err)
+		}
+		if err := f.Thaw(b.ctx); err != nil {
+			t.Fatalf("cycle %d: Thaw: %v", i, err)
+		}
+	}
+	t.Logf("%d freeze/thaw cycles in %v", cycles, time.Since(t0).Round(time.Millisecond))
+	f0, _ := b.observe()
+	x0, _ := greenCentroid(f0)
+	b.do(action.Action{Kind: action.KeyDown, Key: "Right"}, action.Action{Kind: action.Wait, MS: 300}, action.Action{Kind: action.KeyUp, Key: "Right"})
+	f1, st := b.observe()
+	if x1, _ := greenCentroid(f1); x1-x0 < 30 || !st.Running {
+		t.Errorf("after the cycles, holding Right for 0.3 s moved the square %.0f px (running: %v)", x1-x0, st.Running)
+	}
+}

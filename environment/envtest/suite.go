@@ -70,6 +70,8 @@ type Posture struct {
 	// create a thread it needs; the local backend starts its guest with
 	// threads in reserve.)
 	GuestSurvivesForkBomb bool
+	// Freezes: environments implement environment.Freezer on this host.
+	Freezes bool
 }
 
 // Run runs every conformance test as a subtest of t.
@@ -89,6 +91,7 @@ func Run(t *testing.T, o Options) {
 		{"Xterm", s.testXterm},
 		{"Xcalc", s.testXcalc},
 		{"Deadlines", s.testDeadlines},
+		{"FreezeThaw", s.testFreezeThaw},
 		{"Cleanup", s.testCleanup},
 		{"Isolation", s.testIsolation},
 	} {
