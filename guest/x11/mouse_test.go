@@ -210,7 +210,19 @@ bind . <Triple-Button-1> {puts triple; flush stdout}
 					t.Fatalf("Tk printed %q, want %q", l, wl)
 				}
 			case <-time.After(5 * time.Second):
-				t.Fatalf("Tk printed nothing, want %q", wl)
+				// Say what the desktop looked like, and whether a second
+				// click lands (see docs/actions.md, "first click").
+				ws, _ := e.c.Windows(testCtx(t, 5*time.Second))
+				px, py, _ := e.c.Cursor(testCtx(t, 5*time.Second))
+				again := "nothing"
+				_ = e.c.Click(testCtx(t, 5*time.Second), 1, 1)
+				select {
+				case l := <-lines:
+					again = l
+				case <-time.After(5 * time.Second):
+				}
+				t.Fatalf("Tk printed nothing, want %q; window when waited for %+v, now %+v; pointer %d,%d; after one more click Tk printed %s; wm sync state %d, misses %d",
+					wl, w, ws, px, py, again, e.c.wm.state.Load(), e.c.wm.misses)
 			}
 		}
 	}
