@@ -47,7 +47,8 @@ func (c *Conn) drainEvents() {
 				c.queueSelect(e.Window)
 				c.notify()
 			}
-		case xproto.MapNotifyEvent, xproto.UnmapNotifyEvent, xproto.DestroyNotifyEvent, xproto.ReparentNotifyEvent:
+		case xproto.MapNotifyEvent, xproto.UnmapNotifyEvent, xproto.DestroyNotifyEvent, xproto.ReparentNotifyEvent,
+			xproto.ConfigureNotifyEvent: // geometry: a window can be mapped before it has its size
 			c.notify()
 		}
 	}

@@ -109,7 +109,12 @@ func startXev(t testing.TB, c *Conn, display string) *xev {
 		"-geometry", "400x300+20+20", "-name", x.title,
 		"-event", "keyboard", "-event", "button", "-event", "mouse")
 	go x.parse(out)
-	w, err := c.WaitWindow(testCtx(t, 20*time.Second), func(w Window) bool { return w.Title == x.title && w.Mapped })
+	// The size too: under load xev's window has been listed mapped at
+	// 78×78 before it got its 400×300, and a click aimed by the first
+	// geometry missed it.
+	w, err := c.WaitWindow(testCtx(t, 20*time.Second), func(w Window) bool {
+		return w.Title == x.title && w.Mapped && w.Width == 400 && w.Height == 300
+	})
 	if err != nil {
 		ws, _ := c.Windows(testCtx(t, 5*time.Second))
 		dc := exec.Command("sh", "-c", "xwininfo -root -tree | grep -v 'has no name'; xprop -root _NET_CLIENT_LIST _NET_ACTIVE_WINDOW; xwininfo -name "+x.title+" | grep -E 'Map State|Override'; xprop -name "+x.title+"; ps -o pid,stat,etimes,time,args -C openbox; cat /proc/"+strconv.Itoa(cmd.Process.Pid)+"/status | head -3")

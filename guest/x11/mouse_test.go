@@ -194,7 +194,9 @@ bind . <Triple-Button-1> {puts triple; flush stdout}
 		close(lines)
 	}()
 	ctx := testCtx(t, 20*time.Second)
-	w, err := e.c.WaitWindow(ctx, func(w Window) bool { return w.Title == "agentbox-tk" && w.Mapped })
+	w, err := e.c.WaitWindow(ctx, func(w Window) bool {
+		return w.Title == "agentbox-tk" && w.Mapped && w.Width == 300 && w.Height == 200
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,4 +243,23 @@ bind . <Triple-Button-1> {puts triple; flush stdout}
 		t.Fatal(err)
 	}
 	expect("single", "double", "triple")
+}
+
+// TestFirstClickIntoNewWindow: a click right after a window is listed at
+// its size lands in it (the first thing an agent does with a new window).
+func TestFirstClickIntoNewWindow(t *testing.T) {
+	e := newEnv(t, xserver.Config{}, true)
+	x := startXev(t, e.c, e.srv.Display())
+	ctx := testCtx(t, 20*time.Second)
+	if err := e.c.MouseMove(ctx, x.win.X+100, x.win.Y+100); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Click(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	evs := x.waitFor(t, "the first click", func(evs []xevents.Event) bool { return count(evs, "ButtonRelease") > 0 })
+	p := xevents.Filter(evs, "ButtonPress")
+	if len(p) != 1 || p[0].X != 100 || p[0].Y != 100 {
+		t.Errorf("presses %+v, want one at (100,100) in the window", p)
+	}
 }
