@@ -161,15 +161,6 @@ type Result struct {
 	Outcome trace.Outcome
 	Reason  string
 	Message string
-	// Settle says how to let the screen settle before each screenshot
-	// after an action (default: take it at once; input is synchronous, so
-	// the X server has already processed it).
-	Settle Settle
-	// FirstSettle is the same for the first screenshot, after the app's
-	// window is up (default: at once). A replay waits for a still screen
-	// here, so an app that has mapped its window but not drawn it yet does
-	// not differ from its recording at step 1.
-	FirstSettle Settle
 
 	TraceDir string
 	Steps    int

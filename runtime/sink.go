@@ -32,27 +32,21 @@ type sink struct {
 	skipped  int
 	appExit  *action.Exit
 	exitedAt time.Time
-	// readyText, when set, is the manifest's ready_output: the first line
-	// (or unfinished line) containing it sets ready.
+	// readyText is the manifest's ready_output until a line (or unfinished
+	// line) containing it arrives; then ready is closed and readyText nil.
 	readyText []byte
-	ready     bool
-	// changed is closed and replaced whenever output arrives or the app
-	// exits, to wake waitReady.
-	changed chan struct{}
+	ready     chan struct{}
+	exited    chan struct{} // closed when the app exits
 }
 
 func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {
-	s := &sink{tw: tw, start: start, partial: map[action.Stream][]byte{}, changed: make(chan struct{})}
-	if readyText != "" {
+	s := &sink{tw: tw, start: start, partial: map[action.Stream][]byte{}, ready: make(chan struct{}), exited: make(chan struct{})}
+	if readyText == "" {
+		close(s.ready)
+	} else {
 		s.readyText = []byte(readyText)
 	}
 	return s
-}
-
-// notify wakes waitReady; s.mu is held.
-func (s *sink) notify() {
-	close(s.changed)
-	s.changed = make(chan struct{})
 }
 
 // errNotReady is returned by waitReady when the app exits before printing
@@ -64,21 +58,18 @@ func (e *errNotReady) Error() string { return "the app exited (" + describeExit(
 // waitReady returns once the app has printed the ready text, with an
 // *errNotReady if it exits first, or with the context's error.
 func (s *sink) waitReady(ctx context.Context) error {
-	for {
-		s.mu.Lock()
-		ready, exit, changed := s.ready, s.appExit, s.changed
-		s.mu.Unlock()
-		switch {
-		case ready:
-			return nil
-		case exit != nil:
-			return &errNotReady{exit}
-		}
+	select {
+	case <-s.ready:
+		return nil
+	case <-s.exited:
 		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-s.ready: // its last words were the ready line
+			return nil
+		default:
+			return &errNotReady{s.exit()}
 		}
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -103,12 +94,13 @@ func (s *sink) Output(stream action.Stream, data []byte, dropped int64) {
 	// A prompt-like ready line may come without its newline.
 	s.matchReady(buf)
 	s.partial[stream] = append([]byte(nil), buf...)
-	s.notify()
 }
 
+// matchReady closes ready when b holds the ready text; s.mu is held.
 func (s *sink) matchReady(b []byte) {
-	if !s.ready && s.readyText != nil && bytes.Contains(b, s.readyText) {
-		s.ready = true
+	if s.readyText != nil && bytes.Contains(b, s.readyText) {
+		s.readyText = nil
+		close(s.ready)
 	}
 }
 
@@ -154,7 +146,7 @@ func (s *sink) Exited(e action.Exit) {
 		ex := e
 		s.appExit = &ex
 		s.exitedAt = time.Now()
-		s.notify()
+		close(s.exited)
 	}
 	s.mu.Unlock()
 	data := map[string]any{"code": e.Code, "signal": e.Signal, "oom_killed": e.OOM}

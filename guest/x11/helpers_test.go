@@ -161,13 +161,12 @@ func (x *xev) output() string {
 // waitFor waits until pred holds for the events seen so far.
 func (x *xev) waitFor(t testing.TB, what string, pred func([]xevents.Event) bool) []xevents.Event {
 	t.Helper()
-	if !x.seen(10*time.Second, pred) {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		t.Fatalf("xev: timed out waiting for %s; got %d events: %s", what, len(x.evs), summarize(x.evs))
-	}
+	ok := x.seen(10*time.Second, pred)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if !ok {
+		t.Fatalf("xev: timed out waiting for %s; got %d events: %s", what, len(x.evs), summarize(x.evs))
+	}
 	return append([]xevents.Event(nil), x.evs...)
 }
 
