@@ -20,6 +20,13 @@ type Result struct {
 	Met *bool `json:"met,omitempty"`
 	// Elapsed is how long the action took inside the environment.
 	ElapsedUS int64 `json:"elapsed_us,omitempty"`
+	// ConfirmUS is how much of Elapsed went into confirming the input: the
+	// X server's round trip after each batch of events and any wait for the
+	// window manager where it had to act first (focus on a click into an
+	// inactive window, a drag on a title bar). A busy machine shows here.
+	// Input that could not be confirmed before the action's deadline makes
+	// the result not OK, with the reason in Error.
+	ConfirmUS int64 `json:"confirm_us,omitempty"`
 }
 
 // Frame is one screenshot: RGBA pixels, row-major, stride 4×Width.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/internal/keysym"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -30,13 +31,19 @@ func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error)
 	if err := action.Validate(a, action.DefaultLimits(g.screen.Width, g.screen.Height)); err != nil {
 		return action.Result{}, wire.Errorf(wire.CodeInvalid, "%v", err)
 	}
-	t := time.Now()
+	t, c0 := time.Now(), g.x.ConfirmTime()
 	res := action.Result{OK: true}
 	err := g.perform(ctx, a, &res)
+	res.ElapsedUS = time.Since(t).Microseconds()
+	res.ConfirmUS = (g.x.ConfirmTime() - c0).Microseconds()
+	if errors.Is(err, x11.ErrUnconfirmed) {
+		// Never OK for input that may not have landed as sent: say so.
+		res.OK, res.Error = false, err.Error()
+		err = nil
+	}
 	if err != nil {
 		return action.Result{}, err
 	}
-	res.ElapsedUS = time.Since(t).Microseconds()
 	switch a.Kind {
 	case action.MouseMove, action.Click, action.MouseDown, action.MouseUp, action.Drag, action.Scroll, action.CursorPosition:
 		ctx, cancel := context.WithTimeout(ctx, xTimeout)

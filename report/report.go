@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -171,6 +172,8 @@ type runData struct {
 	Steps      int                `json:"steps"`
 	Timings    map[string]float64 `json:"timings,omitempty"`
 	AppExit    string             `json:"app_exit,omitempty"`
+	// Confirm summarises how long input took to be confirmed per step.
+	Confirm string `json:"confirm,omitempty"`
 }
 
 type stepData struct {
@@ -204,6 +207,7 @@ type resultData struct {
 	OK    bool    `json:"ok"`
 	Error string  `json:"error,omitempty"`
 	MS    float64 `json:"ms,omitempty"`
+	CMS   float64 `json:"cms,omitempty"` // of which confirming the input
 }
 
 // lineData is one line of app output ("o" stdout, "e" stderr) or an event
@@ -373,11 +377,13 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		}
 		if i < len(tr.Steps) {
 			if res := tr.Steps[i].Result; res != nil && res.Result != nil {
-				s.R = &resultData{OK: res.Result.OK, Error: res.Result.Error, MS: res.DurationMS}
+				s.R = &resultData{OK: res.Result.OK, Error: res.Result.Error, MS: res.DurationMS,
+					CMS: float64(res.Result.ConfirmUS) / 1000}
 			}
 		}
 		p.Steps = append(p.Steps, s)
 	}
+	p.Run.Confirm = confirmSummary(p.Steps)
 	alignOutput(tr, p.Steps)
 	if p.Replay = readReplay(tr.Dir, baseDir); p.Replay != nil {
 		for i := range p.Steps {
@@ -397,6 +403,34 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		p.Logs = append(p.Logs, ld)
 	}
 	return p, nil
+}
+
+// confirmSummary describes the input confirmation times of the steps: the
+// median and the slowest, so a run on a busy machine shows it at a glance.
+func confirmSummary(steps []stepData) string {
+	var ms []float64
+	slowest, at := 0.0, 0
+	for _, s := range steps {
+		if s.R == nil || s.R.CMS <= 0 {
+			continue
+		}
+		ms = append(ms, s.R.CMS)
+		if s.R.CMS > slowest {
+			slowest, at = s.R.CMS, s.N
+		}
+	}
+	if len(ms) == 0 {
+		return ""
+	}
+	sort.Float64s(ms)
+	return fmt.Sprintf("median %s, slowest %s (step %d)", fmtMS(ms[len(ms)/2]), fmtMS(slowest), at)
+}
+
+func fmtMS(ms float64) string {
+	if ms < 10 {
+		return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
+	}
+	return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
 }
 
 // alignOutput puts every output line and event under the step during which

@@ -88,6 +88,7 @@ func Run(t *testing.T, o Options) {
 		{"TypeEveryCharacter", s.testTypeEveryCharacter},
 		{"KeysAndChords", s.testKeysAndChords},
 		{"Mouse", s.testMouse},
+		{"InputUnderLoad", s.testInputUnderLoad},
 		{"Xterm", s.testXterm},
 		{"Xcalc", s.testXcalc},
 		{"Deadlines", s.testDeadlines},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -60,13 +61,15 @@ type Conn struct {
 	// lanes serialise operations of one kind; see op.
 	input, capture, query lane
 
-	kb      keyboard     // guarded by the input lane, except the fields noted
-	ptr     pointerState // guarded by the input lane
-	wm      wmSyncState
-	capt    captureState // guarded by the capture lane
-	heldMu  sync.Mutex   // guards heldKey and heldBtn
-	heldKey []uint32     // snapshot for Held, updated under the input lane
-	heldBtn []int
+	kb  keyboard     // guarded by the input lane, except the fields noted
+	ptr pointerState // guarded by the input lane
+	wm  wmSyncState
+	// confirmNS accumulates the time spent confirming input (ConfirmTime).
+	confirmNS atomic.Int64
+	capt      captureState // guarded by the capture lane
+	heldMu    sync.Mutex   // guards heldKey and heldBtn
+	heldKey   []uint32     // snapshot for Held, updated under the input lane
+	heldBtn   []int
 
 	subMu  sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -234,11 +237,29 @@ func (c *Conn) Sync(ctx context.Context) error {
 	return o.wrap("sync", o.do(c.syncX))
 }
 
-// syncX is the GetInputFocus round trip used after input.
+// syncX is a GetInputFocus round trip: when it returns, the server has
+// processed every request sent before.
 func (c *Conn) syncX() error {
 	_, err := xproto.GetInputFocus(c.xc).Reply()
 	return err
 }
+
+// syncInput is syncX after input: the server processes the events XTEST
+// queued before it handles the next request, so when the reply arrives every
+// event has been delivered, at the position it was sent with (nothing
+// freezes the pointer; see press.go). The wait counts as confirmation time.
+func (c *Conn) syncInput() error {
+	t0 := time.Now()
+	err := c.syncX()
+	c.confirmNS.Add(int64(time.Since(t0)))
+	return err
+}
+
+// ConfirmTime returns the total time the Conn has spent waiting for input
+// to be confirmed: the server's round trip after each batch of events and
+// every wait for the window manager. The difference across an action is the
+// action's confirmation time.
+func (c *Conn) ConfirmTime() time.Duration { return time.Duration(c.confirmNS.Load()) }
 
 // Done is closed when the Conn is closed or its server has gone away.
 func (c *Conn) Done() <-chan struct{} { return c.closed }

@@ -39,6 +39,13 @@ var ErrNoSpareKeycode = errors.New("x11: no spare keycode to bind a keysym to")
 // invalid UTF-8 or control characters other than \n and \t.
 var ErrBadText = errors.New("x11: text cannot be typed")
 
+// ErrUnconfirmed is returned (wrapped) when input was not confirmed before
+// the action's deadline because the window manager, which had to act on it
+// (see press.go), did not answer: a press that needed its window activated
+// first was not sent at all; a press on the window manager's own windows
+// was delivered, but its effect (a move, a close) may not have happened.
+var ErrUnconfirmed = errors.New("x11: input not confirmed")
+
 // ErrBadArgument is returned (wrapped) for out-of-range arguments such as a
 // rectangle outside the screen or button 0.
 var ErrBadArgument = errors.New("x11: bad argument")

@@ -31,6 +31,7 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 type env struct {
 	srv *xserver.Server
 	c   *Conn
+	wm  *xserver.WM // nil without a window manager
 }
 
 // newEnv starts Xvfb (and Openbox when wm), then opens a Conn, closed at the
@@ -44,10 +45,11 @@ func newEnv(t testing.TB, cfg xserver.Config, wm bool, opts ...Option) env {
 		t.Fatalf("Open(%s): %v", srv.Display(), err)
 	}
 	t.Cleanup(func() { c.Close() })
+	e := env{srv: srv, c: c}
 	if wm {
-		xservertest.StartWM(t, srv.Display())
+		e.wm = xservertest.StartWM(t, srv.Display())
 	}
-	return env{srv: srv, c: c}
+	return e
 }
 
 // startApp runs an X client on display for the test, killed when the test
@@ -102,12 +104,22 @@ type xev struct {
 // to be listed by c.
 func startXev(t testing.TB, c *Conn, display string) *xev {
 	t.Helper()
+	return startXevAt(t, c, display, 20, 20, false)
+}
+
+// startXevAt starts xev with its 400×300 window at (wx, wy), printing focus
+// events too when focus is set.
+func startXevAt(t testing.TB, c *Conn, display string, wx, wy int, focus bool) *xev {
+	t.Helper()
 	xservertest.Require(t, "xev")
 	x := &xev{title: fmt.Sprintf("agentbox-xev-%d", time.Now().UnixNano())}
 	x.cond = sync.NewCond(&x.mu)
-	cmd, out := startApp(t, display, []string{"LC_ALL=C.UTF-8"}, "stdbuf", "-oL", "xev",
-		"-geometry", "400x300+20+20", "-name", x.title,
-		"-event", "keyboard", "-event", "button", "-event", "mouse")
+	args := []string{"-oL", "xev", "-geometry", fmt.Sprintf("400x300+%d+%d", wx, wy), "-name", x.title,
+		"-event", "keyboard", "-event", "button", "-event", "mouse"}
+	if focus {
+		args = append(args, "-event", "focus")
+	}
+	cmd, out := startApp(t, display, []string{"LC_ALL=C.UTF-8"}, "stdbuf", args...)
 	go x.parse(out)
 	// The size too: under load xev's window has been listed mapped at
 	// 78×78 before it got its 400×300, and a click aimed by the first

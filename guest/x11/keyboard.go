@@ -454,7 +454,7 @@ func (c *Conn) keyDown(o *op, keysym uint32) error {
 	}
 	return o.do(func() error {
 		c.pressKey(r, shift, addShift)
-		return c.syncX()
+		return c.syncInput()
 	})
 }
 
@@ -483,7 +483,7 @@ func (c *Conn) keyUp(o *op, keysym uint32) error {
 		}
 		return o.do(func() error {
 			c.releaseKey(r, 0, false)
-			return c.syncX()
+			return c.syncInput()
 		})
 	}
 	h := k.held[i]
@@ -501,7 +501,7 @@ func (c *Conn) keyUp(o *op, keysym uint32) error {
 	c.publishHeld()
 	return o.do(func() error {
 		c.releaseKey(resolved{sym: h.sym, code: h.code}, shift, h.shift)
-		return c.syncX()
+		return c.syncInput()
 	})
 }
 
@@ -570,7 +570,7 @@ func (c *Conn) chord(o *op, keysyms []uint32, repeat int) error {
 			for i := len(rs) - 1; i >= 0; i-- {
 				c.releaseKey(rs[i], shift, adds[i])
 			}
-			return c.syncX()
+			return c.syncInput()
 		})
 		if err != nil {
 			return err
@@ -666,7 +666,7 @@ func (c *Conn) typeSyms(o *op, syms []uint32, delay time.Duration) error {
 		typeErr = o.do(func() error {
 			c.pressKey(r, shift, r.shift)
 			c.releaseKey(r, shift, r.shift)
-			return c.syncX()
+			return c.syncInput()
 		})
 		if typeErr != nil {
 			break
@@ -773,7 +773,7 @@ func (c *Conn) clearModifiers(o *op) (released []xproto.Keycode, caps xproto.Key
 			c.fake(xproto.KeyPress, byte(caps), 0, 0)
 			c.fake(xproto.KeyRelease, byte(caps), 0, 0)
 		}
-		return c.syncX()
+		return c.syncInput()
 	})
 	return released, caps, err
 }
@@ -791,7 +791,7 @@ func (c *Conn) restoreModifiers(o *op, released []xproto.Keycode, caps xproto.Ke
 		for _, kc := range released {
 			c.fake(xproto.KeyPress, byte(kc), 0, 0)
 		}
-		return c.syncX()
+		return c.syncInput()
 	})
 }
 
@@ -875,7 +875,7 @@ func (c *Conn) releaseAll(o *op) error {
 		for _, b := range stuckButtons {
 			c.fake(xproto.ButtonRelease, b, 0, 0)
 		}
-		return c.syncX()
+		return c.syncInput()
 	})
 }
 

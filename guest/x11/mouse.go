@@ -25,6 +25,10 @@ const (
 // pointerState is guarded by the input lane.
 type pointerState struct {
 	held []int // buttons pressed by ButtonDown, in press order
+	// wmPress is set while a button pressed by ButtonDown on the window
+	// manager's own windows is held: the press, every motion and the
+	// release are each followed by wmSync.
+	wmPress bool
 }
 
 func checkButton(button int) error {
@@ -55,10 +59,11 @@ func (c *Conn) MouseMove(ctx context.Context, x, y int) error {
 		return err
 	}
 	defer o.end()
-	return o.wrap("mouse move", o.do(func() error {
+	err = o.do(func() error {
 		c.fake(xproto.MotionNotify, 0, int16(x), int16(y))
-		return c.syncX()
-	}))
+		return c.syncInput()
+	})
+	return o.wrap("mouse move", c.wmSyncDrag(o, err, "mouse move"))
 }
 
 // MouseMoveRelative moves the pointer by (dx, dy) pixels. It reads the
@@ -76,7 +81,7 @@ func (c *Conn) MouseMoveRelative(ctx context.Context, dx, dy int) error {
 		return err
 	}
 	defer o.end()
-	return o.wrap("mouse move relative", o.do(func() error {
+	err = o.do(func() error {
 		p, err := xproto.QueryPointer(c.xc, c.root).Reply()
 		if err != nil {
 			return err
@@ -84,8 +89,21 @@ func (c *Conn) MouseMoveRelative(ctx context.Context, dx, dy int) error {
 		x := min(max(int(p.RootX)+dx, math.MinInt16), math.MaxInt16)
 		y := min(max(int(p.RootY)+dy, math.MinInt16), math.MaxInt16)
 		c.fake(xproto.MotionNotify, 0, int16(x), int16(y))
-		return c.syncX()
-	}))
+		return c.syncInput()
+	})
+	return o.wrap("mouse move relative", c.wmSyncDrag(o, err, "mouse move"))
+}
+
+// wmSyncDrag follows a motion sent without error by wmSync while a button
+// pressed on the window manager's own windows is held: Openbox drops a
+// title-bar drag whose events it reads only after the release (measured with
+// Openbox stopped during the drag), so such a drag goes at Openbox's pace,
+// one event at a time.
+func (c *Conn) wmSyncDrag(o *op, err error, what string) error {
+	if err != nil || !c.ptr.wmPress {
+		return err
+	}
+	return c.wmSync(o, what)
 }
 
 // ButtonDown presses button (1 left, 2 middle, 3 right, 4/5 wheel up/down,
@@ -100,16 +118,21 @@ func (c *Conn) ButtonDown(ctx context.Context, button int) error {
 		return err
 	}
 	defer o.end()
+	syncAfter, err := c.beforePress(o, button, "button down")
+	if err != nil {
+		return o.wrap("button down", err)
+	}
 	if !slices.Contains(c.ptr.held, button) {
 		c.ptr.held = append(c.ptr.held, button)
 		c.publishHeld()
 	}
+	c.ptr.wmPress = c.ptr.wmPress || syncAfter
 	err = o.do(func() error {
 		c.fake(xproto.ButtonPress, byte(button), 0, 0)
-		return c.syncX()
+		return c.syncInput()
 	})
-	if err == nil {
-		err = c.wmSync(o)
+	if err == nil && c.ptr.wmPress {
+		err = c.wmSync(o, "button down")
 	}
 	return o.wrap("button down", err)
 }
@@ -128,10 +151,15 @@ func (c *Conn) ButtonUp(ctx context.Context, button int) error {
 		c.ptr.held = slices.Delete(c.ptr.held, i, i+1)
 		c.publishHeld()
 	}
-	return o.wrap("button up", o.do(func() error {
+	err = o.do(func() error {
 		c.fake(xproto.ButtonRelease, byte(button), 0, 0)
-		return c.syncX()
-	}))
+		return c.syncInput()
+	})
+	if err == nil && c.ptr.wmPress && len(c.ptr.held) == 0 {
+		c.ptr.wmPress = false
+		err = c.wmSync(o, "button up")
+	}
+	return o.wrap("button up", err)
 }
 
 // Click presses and releases button count times (count ≥ 1) at the current
@@ -139,9 +167,10 @@ func (c *Conn) ButtonUp(ctx context.Context, button int) error {
 // DefaultClickInterval) between clicks, so count 2 is a double click and 3 a
 // triple click in every toolkit.
 //
-// Like every method that presses a button, Click returns only when the
-// window manager, if one runs, has handled the press too (see wmsync.go), so
-// a following move cannot shift where the click lands.
+// Like every method that presses a button, Click first gives an inactive
+// window under the pointer the focus through the window manager, and after
+// a click on the window manager's own windows waits until it has handled
+// the click (see press.go).
 func (c *Conn) Click(ctx context.Context, button, count int) error {
 	if err := checkButton(button); err != nil {
 		return err
@@ -154,6 +183,10 @@ func (c *Conn) Click(ctx context.Context, button, count int) error {
 		return err
 	}
 	defer o.end()
+	syncAfter, err := c.beforePress(o, button, "click")
+	if err != nil {
+		return o.wrap("click", err)
+	}
 	for i := range count {
 		if i > 0 {
 			if err := o.sleep(c.opts.clickInterval); err != nil {
@@ -163,14 +196,14 @@ func (c *Conn) Click(ctx context.Context, button, count int) error {
 		err := o.do(func() error {
 			c.fake(xproto.ButtonPress, byte(button), 0, 0)
 			c.fake(xproto.ButtonRelease, byte(button), 0, 0)
-			return c.syncX()
+			return c.syncInput()
 		})
-		if err == nil {
-			err = c.wmSync(o)
-		}
 		if err != nil {
 			return o.wrap("click", err)
 		}
+	}
+	if syncAfter {
+		return o.wrap("click", c.wmSync(o, "click"))
 	}
 	return nil
 }
@@ -203,11 +236,8 @@ func (c *Conn) Scroll(ctx context.Context, dx, dy int) error {
 		}
 		wheel(dy, ButtonWheelUp, ButtonWheelDown)
 		wheel(dx, ButtonWheelLeft, ButtonWheelRight)
-		return c.syncX()
+		return c.syncInput()
 	})
-	if err == nil {
-		err = c.wmSync(o)
-	}
 	return o.wrap("scroll", err)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jezek/xgb"
@@ -249,65 +248,30 @@ func (c *Conn) ActiveWindow(ctx context.Context) (WindowID, error) {
 	return WindowID(id), nil
 }
 
-// activateWait bounds how long Activate waits for the window manager to
-// confirm the activation before it sets the focus itself.
-const activateWait = 500 * time.Millisecond
-
 // Activate raises win and gives it the keyboard focus. With a window manager
 // it sends the EWMH _NET_ACTIVE_WINDOW request (source indication 2, as a
-// pager or a person would) and waits until the manager reports win active;
-// if it does not within half a second, or without a window manager, it
-// raises the window and sets the input focus itself.
+// pager or a person would) and waits until the window manager has handled
+// it (the probe of wmsync.go: no fixed limit, ctx bounds the wait); if the
+// window manager then does not report win active (it may refuse a window
+// that takes no input), or without a window manager, it raises the window
+// and sets the input focus itself. Activate queues behind input, as a click
+// would.
 func (c *Conn) Activate(ctx context.Context, win WindowID) error {
-	changed, stop := c.WatchWindows()
-	defer stop()
-	o, err := c.begin(ctx, &c.query, "activate")
+	o, err := c.begin(ctx, &c.input, "activate")
 	if err != nil {
 		return err
 	}
-	var hasWM bool
-	err = o.do(func() error {
-		p, err := xproto.GetProperty(c.xc, false, c.root, c.atoms.netSupportingWmCheck, xproto.AtomWindow, 0, 1).Reply()
-		if err != nil {
-			return err
-		}
-		hasWM = p.Format == 32 && p.ValueLen == 1
-		if !hasWM {
-			return nil
-		}
-		ev := xproto.ClientMessageEvent{
-			Format: 32,
-			Window: xproto.Window(win),
-			Type:   c.atoms.netActiveWindow,
-			Data:   xproto.ClientMessageDataUnionData32New([]uint32{2, 0, 0, 0, 0}),
-		}
-		return xproto.SendEventChecked(c.xc, false, c.root,
-			xproto.EventMaskSubstructureRedirect|xproto.EventMaskSubstructureNotify, string(ev.Bytes())).Check()
-	})
+	hasWM, err := c.wmPresent(o)
+	if err == nil && hasWM {
+		err = c.activateSync(o, xproto.Window(win), "activate")
+	}
 	o.end()
 	if err != nil {
 		return o.wrap("activate", err)
 	}
 	if hasWM {
-		wait, cancel := context.WithTimeout(ctx, activateWait)
-		defer cancel()
-		for {
-			ok, err := c.isActive(wait, win)
-			if err == nil && ok {
-				return nil
-			}
-			if ctx.Err() != nil {
-				return ctxError(ctx, "activate")
-			}
-			if err != nil && !isContextErr(err) {
-				return err
-			}
-			select {
-			case <-changed:
-				continue
-			case <-wait.Done():
-			}
-			break
+		if ok, err := c.isActive(ctx, win); err != nil || ok {
+			return err
 		}
 	}
 	return c.focus(ctx, win)

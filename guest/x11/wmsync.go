@@ -1,6 +1,7 @@
 package x11
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -9,27 +10,21 @@ import (
 
 // Window manager synchronisation.
 //
-// Openbox gives a clicked window the focus through a passive button grab in
-// synchronous mode: on a press the pointer freezes until Openbox has handled
-// the press and replayed it to the application. Events sent meanwhile are
-// queued and get their coordinates when they are finally delivered, so a
-// press-move-release sent quickly arrives at the application as a press and
-// release at the end position (measured: the release of a click at A was
-// reported at B when the pointer moved on to B at once). After sending a
-// button press the Conn therefore waits until the window manager has handled
-// everything before it: it asks for _NET_REQUEST_FRAME_EXTENTS on a hidden
-// probe window, which Openbox answers from its event loop after the press,
-// by setting _NET_FRAME_EXTENTS on the probe. Without a window manager, or
-// with one that does not list _NET_REQUEST_FRAME_EXTENTS in _NET_SUPPORTED,
-// there is nothing to wait for.
-
-// wmSyncLimit bounds the wait for the window manager's answer. After
-// wmSyncMisses unanswered probes in a row the window manager is not waited
-// for any more, until it changes.
-const (
-	wmSyncLimit  = 250 * time.Millisecond
-	wmSyncMisses = 3
-)
+// Input never waits for the window manager on its way to an application:
+// agentbox's Openbox configuration has no mouse binding in the client
+// context, so Openbox holds no passive button grab on application windows
+// and the pointer is never frozen (see press.go for why that matters and
+// what replaces click-to-focus). The window manager still acts on some
+// input — a press on an inactive window activates it first, a press on a
+// title bar or border is Openbox's own — and there the Conn waits until the
+// window manager has handled everything sent before: it asks for
+// _NET_REQUEST_FRAME_EXTENTS on a hidden probe window, which Openbox answers
+// from its event loop, in order, by setting _NET_FRAME_EXTENTS on the probe.
+// The wait has no fixed limit of its own and never switches itself off: a
+// late answer is waited for until the action's deadline, and no answer by
+// then is ErrUnconfirmed, which the step reports. Without a window manager,
+// or with one that does not list _NET_REQUEST_FRAME_EXTENTS in
+// _NET_SUPPORTED, there is nothing to wait for.
 
 const (
 	wmUnknown int32 = iota // re-read _NET_SUPPORTING_WM_CHECK and _NET_SUPPORTED
@@ -44,7 +39,6 @@ type wmSyncState struct {
 	answers  atomic.Uint64 // _NET_FRAME_EXTENTS settings seen on the probe
 	answer   chan struct{} // receives after answers is incremented
 	requests uint64        // probes sent; input lane only
-	misses   int           // unanswered probes in a row; input lane only
 }
 
 // wmChanged is called by the event goroutine when the root window's
@@ -61,9 +55,9 @@ func (w *wmSyncState) answered() {
 	}
 }
 
-// wmSync waits until the window manager has handled every event generated
-// so far (see above). It returns an error only when o's context ends.
-func (c *Conn) wmSync(o *op) error {
+// wmPresent reports whether a window manager that answers the probe runs,
+// creating the probe window the first time.
+func (c *Conn) wmPresent(o *op) (bool, error) {
 	w := &c.wm
 	if w.state.Load() == wmUnknown {
 		var supported bool
@@ -73,11 +67,11 @@ func (c *Conn) wmSync(o *op) error {
 			return err
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !supported {
 			w.state.CompareAndSwap(wmUnknown, wmNone)
-			return nil
+			return false, nil
 		}
 		if w.probe.Load() == 0 {
 			err := o.do(func() error {
@@ -95,22 +89,34 @@ func (c *Conn) wmSync(o *op) error {
 				return nil
 			})
 			if err != nil {
-				return err
+				return false, err
 			}
 		}
 		w.requests = w.answers.Load() // start counting afresh
 		w.state.CompareAndSwap(wmUnknown, wmProbe)
 	}
-	if w.state.Load() != wmProbe {
-		return nil
+	return w.state.Load() == wmProbe, nil
+}
+
+// wmSync waits until the window manager has handled every event and request
+// sent so far (see above). what names the input for the error. It returns
+// ErrUnconfirmed (wrapped) when o's deadline passes first, and adds the time
+// it waited to the Conn's confirmation time.
+func (c *Conn) wmSync(o *op, what string) error {
+	ok, err := c.wmPresent(o)
+	if err != nil || !ok {
+		return err
 	}
+	w := &c.wm
 	ev := xproto.ClientMessageEvent{
 		Format: 32,
 		Window: xproto.Window(w.probe.Load()),
 		Type:   c.atoms.netRequestFrameExtents,
 		Data:   xproto.ClientMessageDataUnionData32New(make([]uint32, 5)),
 	}
-	err := o.do(func() error {
+	t0 := time.Now()
+	defer func() { c.confirmNS.Add(int64(time.Since(t0))) }()
+	err = o.do(func() error {
 		xproto.SendEvent(c.xc, false, c.root,
 			xproto.EventMaskSubstructureRedirect|xproto.EventMaskSubstructureNotify, string(ev.Bytes()))
 		return nil
@@ -120,26 +126,19 @@ func (c *Conn) wmSync(o *op) error {
 	}
 	// The window manager answers requests in order, one property change
 	// each, so when the answers catch up with the requests, ours (and with
-	// it the press before it) has been handled, even if an earlier probe
-	// timed out and its answer comes late.
+	// it everything before it) has been handled, even if an earlier probe
+	// went unanswered and its answer comes late.
 	w.requests++
-	t := time.NewTimer(wmSyncLimit)
-	defer t.Stop()
 	for w.answers.Load() < w.requests {
 		select {
 		case <-w.answer:
-		case <-t.C:
-			if w.misses++; w.misses >= wmSyncMisses {
-				w.state.CompareAndSwap(wmProbe, wmNone)
-			}
-			return nil
 		case <-o.ctx.Done():
-			return ctxError(o.ctx, o.name)
+			return fmt.Errorf("x11: %s: the window manager did not answer within %v: %w",
+				what, time.Since(t0).Round(time.Millisecond), ErrUnconfirmed)
 		case <-c.closed:
 			return ErrClosed
 		}
 	}
-	w.misses = 0
 	return nil
 }
 

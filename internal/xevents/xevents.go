@@ -97,6 +97,10 @@ func (p *Parser) Line(line string) *Event {
 		if strings.Contains(line, "same_screen") {
 			return p.Flush()
 		}
+	case "FocusIn", "FocusOut":
+		if strings.Contains(line, "detail ") {
+			return p.Flush()
+		}
 	}
 	return nil
 }

@@ -53,6 +53,7 @@
   fact("image", R.image);
   fact("settle", R.settle && R.settle !== "none" ? R.settle : "");
   fact("app exit", R.app_exit);
+  fact("input confirmed", R.confirm);
   fact("started", R.started ? R.started.replace("T", " ").replace(/\.\d+/, "") : "");
   header.appendChild(facts);
 
@@ -393,7 +394,7 @@
       info.appendChild(el("h3", "", "Action"));
       info.appendChild(el("pre", "", JSON.stringify(s.a)));
       if (s.inv) info.appendChild(el("div", "res bad", "rejected: " + s.inv));
-      if (s.r) info.appendChild(el("div", "res " + (s.r.ok ? "ok" : "bad"), (s.r.ok ? "✓ ok" : "✗ " + (s.r.error || "failed")) + (s.r.ms ? " in " + dur(s.r.ms) : "")));
+      if (s.r) info.appendChild(el("div", "res " + (s.r.ok ? "ok" : "bad"), (s.r.ok ? "✓ ok" : "✗ " + (s.r.error || "failed")) + (s.r.ms ? " in " + dur(s.r.ms) : "") + (s.r.cms ? " (input confirmed in " + dur(s.r.cms) + ")" : "")));
     }
     const next = S[i + 1];
     info.appendChild(el("h3", "", "App output and events " + (next ? secs(s.t) + " – " + secs(next.t) : "from " + secs(s.t))));
