@@ -20,8 +20,9 @@ const loadRounds = 20
 // mixed sequence of input loadRounds times: clicks with three buttons at
 // three places, a double click, a drag through several points, scrolls both
 // ways, a chord, a key held across a click, and text with characters that
-// need Shift, Latin-1 and characters missing from the keymap. Every event
-// must arrive exactly as sent, every round.
+// need Shift, Latin-1 and characters missing from the keymap (more of them
+// over the rounds than there are spare keycodes). Every event must arrive
+// exactly as sent, every round.
 func (s *suite) testInputUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("saturates every CPU for about a minute")
@@ -112,8 +113,13 @@ func mixedSequence(w action.Window, round int) (acts []action.Action, buttons, k
 	click(action.Left, 1, 1, x, y, "")
 	acts = append(acts, action.Action{Kind: action.KeyUp, Key: "shift"})
 	keys = append(keys, "-Shift_L")
-	// Text: Shift for the capital, Latin-1, and characters the keymap lacks.
+	// Text: Shift for the capital, Latin-1, and characters the keymap lacks:
+	// four new ones each round, so that after a few rounds every spare
+	// keycode is rebound while xev may still be reading earlier presses.
 	text := "Hé€✓日本 ok"
+	for i := range 4 {
+		text += string(rune(0x4e00 + 4*round + i))
+	}
 	acts = append(acts, action.Action{Kind: action.Type, Text: text})
 	for _, r := range text {
 		ks, _ := keysym.ForRune(r)

@@ -313,3 +313,47 @@ func TestTitleBarDragWaitsForWM(t *testing.T) {
 		t.Errorf("xev saw %d presses of a drag on the title bar", n)
 	}
 }
+
+// Typing under load: more distinct characters missing from the keymap than
+// there are spare keycodes, so spares are rebound while xev, starved of CPU,
+// still has earlier presses of them to read.
+func TestTypeUnmappedUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("saturates the CPUs")
+	}
+	e := newEnv(t, xserver.Config{}, true)
+	x := startXev(t, e.c, e.srv.Display())
+	focusXev(t, e.c, x)
+	warmKeyboard(t, e.c, x)
+	cpuload.Start(t, 8)
+	var sb strings.Builder
+	for r := rune(0x4e00); r < 0x4e00+150; r++ { // CJK ideographs
+		sb.WriteRune(r)
+	}
+	for r := rune(0x3b1); r < 0x3b1+25; r++ { // Greek
+		sb.WriteRune(r)
+	}
+	text := sb.String()
+	for round := range 3 {
+		if err := e.c.TypeText(testCtx(t, 60*time.Second), text, 0); err != nil {
+			t.Fatal(err)
+		}
+		want := []rune(text)
+		evs := x.waitFor(t, "presses", func(evs []xevents.Event) bool { return len(presses(evs)) >= len(want) })
+		got := presses(evs)
+		bad := 0
+		for i, r := range want {
+			if got[i].MbLookup != string(r) {
+				bad++
+				if bad < 10 {
+					t.Errorf("round %d char %d: got %q (keysym %#x) want %q", round, i, got[i].MbLookup, got[i].Keysym, string(r))
+				}
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("round %d: %d of %d characters wrong", round, bad, len(want))
+		}
+		x.reset()
+	}
+	t.Logf("spare keycodes: %d", len(e.c.kb.spares))
+}

@@ -78,6 +78,7 @@ type StepStats struct {
 	Screen    environment.Screen
 	Unchanged Stats // mouse_move, then a screenshot of an unchanged screen
 	Full      Stats // the same with the whole frame transferred every time
+	Click     Stats // a left click into the app's window, then a screenshot
 }
 
 // Report holds every figure.
@@ -201,14 +202,55 @@ func stepLatency(ctx context.Context, o Options, b *app.Bundle, s environment.Sc
 				ds = append(ds, time.Since(t))
 			}
 		}
-		closeEnv(ctx, env)
-		if full {
-			st.Full = summarize(ds)
-		} else {
+		if !full {
 			st.Unchanged = summarize(ds)
+			// Clicks into the app's own (active) window: no window manager
+			// involvement, one round trip to confirm.
+			cs, err := clickLatency(ctx, o, env, s)
+			if err != nil {
+				closeEnv(ctx, env)
+				return st, err
+			}
+			st.Click = cs
+		} else {
+			st.Full = summarize(ds)
 		}
+		closeEnv(ctx, env)
 	}
 	return st, nil
+}
+
+// clickLatency measures a left click at the window's centre and the next
+// screenshot.
+func clickLatency(ctx context.Context, o Options, env environment.Environment, s environment.Screen) (Stats, error) {
+	_, st, err := env.Observe(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	x, y := s.Width/2, s.Height/2
+	for _, w := range st.Windows {
+		if w.Focused {
+			x, y = w.X+w.Width/2, w.Y+w.Height/2
+		}
+	}
+	var ds []time.Duration
+	for i := 0; i < o.Samples+10; i++ {
+		t := time.Now()
+		res, err := env.Act(ctx, action.Action{Kind: action.Click, X: &x, Y: &y})
+		if err != nil {
+			return Stats{}, err
+		}
+		if !res.OK {
+			return Stats{}, fmt.Errorf("click at (%d,%d): %s", x, y, res.Error)
+		}
+		if _, _, err := env.Observe(ctx); err != nil {
+			return Stats{}, err
+		}
+		if i >= 10 {
+			ds = append(ds, time.Since(t))
+		}
+	}
+	return summarize(ds), nil
 }
 
 // moverAgent holds Right for a while, releases, moves the mouse, and
@@ -301,6 +343,7 @@ func (r *Report) Print(w io.Writer, o Options) {
 		fmt.Fprintf(w, "step at %dx%d, mouse_move → next screenshot (as the agent sees it):\n", s.Screen.Width, s.Screen.Height)
 		fmt.Fprintf(w, "  screen unchanged:          %s\n", s.Unchanged)
 		fmt.Fprintf(w, "  full frame every step:     %s\n", s.Full)
+		fmt.Fprintf(w, "  click, screen unchanged:   %s\n", s.Click)
 	}
 	fmt.Fprintf(w, "%d-step run with its full trace (PNGs, JSONL, logs):\n  %s per step; trace writing %.1f%% of the loop; %s waiting for the last PNGs\n",
 		r.RunSteps, FormatMS(r.RunPerStep), 100*r.TraceShare, FormatMS(r.TraceFinish))

@@ -129,19 +129,17 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	row("cold start (create → window → screenshot)", func(r *bench.Report) string { return pp(r.ColdStart) })
 	for i, s := range runs[0].Report.Steps {
 		size := fmt.Sprintf("%dx%d", s.Screen.Width, s.Screen.Height)
-		step := func(full bool) func(r *bench.Report) string {
+		step := func(f func(bench.StepStats) bench.Stats) func(r *bench.Report) string {
 			return func(r *bench.Report) string {
 				if i >= len(r.Steps) {
 					return "-"
 				}
-				if full {
-					return pp(r.Steps[i].Full)
-				}
-				return pp(r.Steps[i].Unchanged)
+				return pp(f(r.Steps[i]))
 			}
 		}
-		row("step "+size+", screen unchanged", step(false))
-		row("step "+size+", full frame", step(true))
+		row("step "+size+", screen unchanged", step(func(s bench.StepStats) bench.Stats { return s.Unchanged }))
+		row("step "+size+", full frame", step(func(s bench.StepStats) bench.Stats { return s.Full }))
+		row("step "+size+", click", step(func(s bench.StepStats) bench.Stats { return s.Click }))
 	}
 	row("full run, per step (trace included)", func(r *bench.Report) string { return bench.FormatMS(r.RunPerStep) })
 }
