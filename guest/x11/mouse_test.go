@@ -177,6 +177,7 @@ func TestMultiClickTk(t *testing.T) {
 	err := os.WriteFile(script, []byte(`
 wm title . agentbox-tk
 wm geometry . 300x200+40+40
+bind . <Map> {puts mapped; flush stdout}
 bind . <Button-1> {puts single; flush stdout}
 bind . <Double-Button-1> {puts double; flush stdout}
 bind . <Triple-Button-1> {puts triple; flush stdout}
@@ -202,6 +203,18 @@ bind . <Triple-Button-1> {puts triple; flush stdout}
 	}
 	if err := e.c.MouseMove(ctx, w.X+100, w.Y+100); err != nil {
 		t.Fatal(err)
+	}
+	// Tk maps its toplevel inside the wrapper window the window manager
+	// lists a moment after the wrapper: a click before that lands on the
+	// wrapper, where no binding is (a person would click a window that has
+	// not drawn yet). Wait, as an agent would wait for the app to draw.
+	select {
+	case l := <-lines:
+		if l != "mapped" {
+			t.Fatalf("Tk printed %q, want mapped", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Tk never mapped its toplevel")
 	}
 	expect := func(want ...string) {
 		t.Helper()
