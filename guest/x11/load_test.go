@@ -155,7 +155,10 @@ func TestInputExactWhileWMStalled(t *testing.T) {
 	t.Logf("confirmation took %v in all", e.c.ConfirmTime()-before)
 }
 
-func TestInputExactUnderLoad(t *testing.T) {
+// loadedXev starts xev under Openbox, focused and with its keyboard map
+// loaded, then perCore busy loops on every CPU (skipped with -short).
+func loadedXev(t *testing.T, perCore int) (env, *xev) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("saturates the CPUs")
 	}
@@ -163,7 +166,12 @@ func TestInputExactUnderLoad(t *testing.T) {
 	x := startXev(t, e.c, e.srv.Display())
 	focusXev(t, e.c, x)
 	warmKeyboard(t, e.c, x)
-	cpuload.Start(t, 4)
+	cpuload.Start(t, perCore)
+	return e, x
+}
+
+func TestInputExactUnderLoad(t *testing.T) {
+	e, x := loadedXev(t, 4)
 	for i := range 5 {
 		before := e.c.ConfirmTime()
 		buttons, keys := mixedInput(t, e.c, x.win)
@@ -220,7 +228,7 @@ func TestClickFocusesInactiveWindow(t *testing.T) {
 	if !b.seen(10*time.Second, func(evs []xevents.Event) bool { return count(evs, "FocusOut") > 0 }) {
 		t.Errorf("the active window saw no FocusOut:\n%s", b.output())
 	}
-	if n := count(b.output2(), "KeyPress"); n != 0 {
+	if n := count(b.events(), "KeyPress"); n != 0 {
 		t.Errorf("the window that lost the focus got %d key presses", n)
 	}
 	active, err := e.c.ActiveWindow(ctx)
@@ -259,13 +267,13 @@ func TestClickInactiveWindowWMStalled(t *testing.T) {
 	if want := []btn{{"ButtonPress", 3, x, y}, {"ButtonRelease", 3, x, y}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("a saw %v, want only the second click %v", got, want)
 	}
-	if n := count(b.output2(), "ButtonPress"); n != 0 {
+	if n := count(b.events(), "ButtonPress"); n != 0 {
 		t.Errorf("b saw %d presses", n)
 	}
 }
 
-// output2 returns the events seen so far.
-func (x *xev) output2() []xevents.Event {
+// events returns the events seen so far.
+func (x *xev) events() []xevents.Event {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return append([]xevents.Event(nil), x.evs...)
@@ -309,7 +317,7 @@ func TestTitleBarDragWaitsForWM(t *testing.T) {
 			t.Errorf("after the drag the window is at (%d,%d), want (%d,%d)", got.X, got.Y, w.X+50, w.Y+40)
 		}
 	}
-	if n := count(x.output2(), "ButtonPress"); n != 0 {
+	if n := count(x.events(), "ButtonPress"); n != 0 {
 		t.Errorf("xev saw %d presses of a drag on the title bar", n)
 	}
 }
@@ -318,14 +326,7 @@ func TestTitleBarDragWaitsForWM(t *testing.T) {
 // there are spare keycodes, so spares are rebound while xev, starved of CPU,
 // still has earlier presses of them to read.
 func TestTypeUnmappedUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("saturates the CPUs")
-	}
-	e := newEnv(t, xserver.Config{}, true)
-	x := startXev(t, e.c, e.srv.Display())
-	focusXev(t, e.c, x)
-	warmKeyboard(t, e.c, x)
-	cpuload.Start(t, 8)
+	e, x := loadedXev(t, 8)
 	var sb strings.Builder
 	for r := rune(0x4e00); r < 0x4e00+150; r++ { // CJK ideographs
 		sb.WriteRune(r)
