@@ -184,30 +184,32 @@ func TestInputExactUnderLoad(t *testing.T) {
 	}
 }
 
-// twoXevs starts two xev windows side by side; the second is active.
-func twoXevs(t *testing.T, e env) (a, b *xev) {
+// twoXevs starts two xev windows side by side under Openbox, makes the
+// second active and puts the pointer at (x, y) inside the first.
+func twoXevs(t *testing.T) (e env, a, b *xev, x, y int) {
 	t.Helper()
+	e = newEnv(t, xserver.Config{}, true)
 	a = startXevAt(t, e.c, e.srv.Display(), 10, 10, true)
 	b = startXevAt(t, e.c, e.srv.Display(), 420, 10, true)
-	if err := e.c.Activate(testCtx(t, 20*time.Second), b.win.ID); err != nil {
+	ctx := testCtx(t, 20*time.Second)
+	if err := e.c.Activate(ctx, b.win.ID); err != nil {
 		t.Fatal(err)
 	}
 	b.waitFor(t, "focus in b", func(evs []xevents.Event) bool { return count(evs, "FocusIn") > 0 })
+	x, y = a.win.X+100, a.win.Y+100
+	if err := e.c.MouseMove(ctx, x, y); err != nil {
+		t.Fatal(err)
+	}
 	a.reset()
 	b.reset()
-	return a, b
+	return e, a, b, x, y
 }
 
 // A click into an inactive window gives it the focus before the press, as
 // Openbox's click-to-focus did; keys typed next go to it.
 func TestClickFocusesInactiveWindow(t *testing.T) {
-	e := newEnv(t, xserver.Config{}, true)
-	a, b := twoXevs(t, e)
+	e, a, b, x, y := twoXevs(t)
 	ctx := testCtx(t, 20*time.Second)
-	x, y := a.win.X+100, a.win.Y+100
-	if err := e.c.MouseMove(ctx, x, y); err != nil {
-		t.Fatal(err)
-	}
 	if err := e.c.Click(ctx, ButtonLeft, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -242,13 +244,8 @@ func TestClickFocusesInactiveWindow(t *testing.T) {
 // the error says the input was not confirmed. The next click, once it
 // answers again, works.
 func TestClickInactiveWindowWMStalled(t *testing.T) {
-	e := newEnv(t, xserver.Config{}, true)
-	a, b := twoXevs(t, e)
+	e, a, b, x, y := twoXevs(t)
 	ctx := testCtx(t, 20*time.Second)
-	x, y := a.win.X+100, a.win.Y+100
-	if err := e.c.MouseMove(ctx, x, y); err != nil {
-		t.Fatal(err)
-	}
 	resume := stallWM(t, e.wm)
 	err := e.c.Click(testCtx(t, 500*time.Millisecond), ButtonLeft, 1)
 	if !errors.Is(err, ErrUnconfirmed) {
