@@ -21,6 +21,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -212,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	})
 	res.Duration = time.Since(r.started)
 	if ferr != nil {
-		fmt.Fprintf(cfg.Progress, "agentbox: trace: %v\n", ferr)
+		fmt.Fprintf(cfg.Progress, "agentbox: trace: %s\n", termsafe.Text(ferr.Error()))
 	}
 	return res, nil
 }
@@ -392,7 +393,7 @@ func (r *run) teardown(ctx context.Context) {
 	defer cancel()
 	t := time.Now()
 	if err := env.Close(tctx); err != nil {
-		fmt.Fprintf(r.cfg.Progress, "agentbox: teardown: %v\n", err)
+		fmt.Fprintf(r.cfg.Progress, "agentbox: teardown: %s\n", termsafe.Text(err.Error()))
 		r.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "teardown_error", Data: map[string]any{"error": err.Error()}})
 	}
 	r.timing("teardown", time.Since(t))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 func newEvalCmd() *cobra.Command {
@@ -90,7 +91,7 @@ are counted apart from task failures.`,
 				return failErr(err)
 			}
 			sum.PrintTable(stdout)
-			fmt.Fprintf(stdout, "summary: %s · junit: %s\n", filepath.Join(out, eval.SummaryFile), filepath.Join(out, eval.JUnitFile))
+			fmt.Fprintf(stdout, "summary: %s · junit: %s\n", termsafe.Line(filepath.Join(out, eval.SummaryFile)), termsafe.Line(filepath.Join(out, eval.JUnitFile)))
 			if err != nil {
 				return failErr(err)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/runtime"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -234,7 +235,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 
 	reapLeftovers(ctx, backend, stderr)
 
-	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", runID, target, describeAgent(agentInfo), backend.Name())
+	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", runID, termsafe.Line(target), termsafe.Line(describeAgent(agentInfo)), backend.Name())
 	res, err := runtime.Run(ctx, runtime.Config{
 		RunID:   runID,
 		Backend: backend,
@@ -291,11 +292,13 @@ func silentExitOrNil(code int) error {
 
 // report prints the outcome and where the trace is.
 func report(w io.Writer, r runtime.Result) {
-	fmt.Fprintf(w, "%s: %s", r.Outcome, r.Message)
+	// The message holds text from outside agentbox: the agent's done
+	// message, the app's last output, the guest's last words.
+	fmt.Fprintf(w, "%s: %s", r.Outcome, termsafe.Text(r.Message))
 	if r.Reason != "" && r.Reason != trace.ReasonDone {
-		fmt.Fprintf(w, " [%s]", r.Reason)
+		fmt.Fprintf(w, " [%s]", termsafe.Line(r.Reason))
 	}
-	fmt.Fprintf(w, "\n%d steps in %v · trace: %s\n", r.Steps, r.Duration.Round(10*time.Millisecond), r.TraceDir)
+	fmt.Fprintf(w, "\n%d steps in %v · trace: %s\n", r.Steps, r.Duration.Round(10*time.Millisecond), termsafe.Line(r.TraceDir))
 }
 
 // reapLeftovers removes, before a command starts its own, the sandboxes
@@ -309,7 +312,7 @@ func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.W
 	defer cancel()
 	reaped, _ := r.Reap(ctx, environment.ReapOptions{})
 	for _, x := range reaped {
-		fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", shortID(x.ID), x.RunID, x.Reason)
+		fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", termsafe.Line(shortID(x.ID)), termsafe.Line(x.RunID), termsafe.Line(x.Reason))
 	}
 }
 

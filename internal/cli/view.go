@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	htmlreport "github.com/codegirl-games/agentbox/report"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -111,9 +112,9 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 		return failErr(err)
 	}
 	if tr.Incomplete {
-		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace (the run did not finish); the report says so\n", dir)
+		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace (the run did not finish); the report says so\n", termsafe.Line(dir))
 	}
-	fmt.Fprintf(stdout, "report: %s (%d steps, %d screenshots, %s in %v)\n", stats.Path, len(tr.Steps), stats.Images, humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "report: %s (%d steps, %d screenshots, %s in %v)\n", termsafe.Line(stats.Path), len(tr.Steps), stats.Images, humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
 	if !f.serve {
 		return nil
 	}
@@ -133,7 +134,7 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 		files.ServeHTTP(w, r)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "serving %s on http://%s/%s (Ctrl-C to stop)\n", root, ln.Addr(), page)
+	fmt.Fprintf(stdout, "serving %s on http://%s/%s (Ctrl-C to stop)\n", termsafe.Line(root), ln.Addr(), termsafe.Line(page))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
