@@ -282,7 +282,7 @@ func (r *run) execute(ctx context.Context) (end *ending) {
 		// A panic anywhere below still tears down (the deferred teardown
 		// has run by now) and is recorded as an error with its stack.
 		if p := recover(); p != nil {
-			fmt.Fprintf(r.cfg.Progress, "agentbox: panic: %v\n%s", p, debug.Stack())
+			fmt.Fprintf(r.cfg.Progress, "agentbox: panic: %s\n%s", termsafe.Line(fmt.Sprint(p)), debug.Stack())
 			end = &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("agentbox panicked: %v", p)}
 		}
 	}()

@@ -46,8 +46,8 @@ are counted apart from task failures.`,
 			if parallel <= 0 || parallel > 256 {
 				return usageErrorf("--parallel must be between 1 and 256, got %d", parallel)
 			}
-			if episodes < 0 || maxSteps <= 0 || timeout <= 0 || cpus <= 0 || pids <= 0 {
-				return usageErrorf("--episodes must not be negative; --max-steps, --timeout, --cpus and --pids must be positive")
+			if episodes < 0 || maxSteps <= 0 || timeout <= 0 {
+				return usageErrorf("--episodes must not be negative; --max-steps and --timeout must be positive")
 			}
 			mem, err := parseSize("--memory", memory)
 			if err != nil {
@@ -55,6 +55,10 @@ are counted apart from task failures.`,
 			}
 			tmp, err := parseSize("--tmpfs", tmpfs)
 			if err != nil {
+				return err
+			}
+			resources := environment.Resources{CPUs: cpus, MemoryMB: int(mem >> 20), PIDs: pids, TmpfsMB: int(tmp >> 20)}
+			if err := checkResources(resources, flagNames); err != nil {
 				return err
 			}
 			suite, err := eval.Load(args[0])
@@ -82,7 +86,7 @@ are counted apart from task failures.`,
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
 				Env: environment.Config{
 					Image: image, Runtime: ociRuntime, GuestBinary: guestBinary,
-					Resources: environment.Resources{CPUs: cpus, MemoryMB: int(mem >> 20), PIDs: pids, TmpfsMB: int(tmp >> 20)},
+					Resources: resources,
 				},
 				Timeout: timeout, MaxSteps: maxSteps, FreezeWhileThinking: freeze, MaxRate: maxRate,
 				Progress: stderr, Terminal: isTerminal(stderr),

@@ -18,6 +18,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/replay"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 type replayFlags struct {
@@ -186,11 +187,21 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return usageErrorf("backend: %v", err)
 	}
-	envCfg := replay.EnvFromRun(src.Run)
+	// The sandbox is the recording's, held to the rules of the flags that
+	// set it: a trace is input, and may have been crafted.
+	envCfg, err := recordedEnv(src.Run)
+	if err != nil {
+		return err
+	}
 	if f.image != "" {
 		envCfg.Image = f.image
 	}
 	envCfg.GuestBinary = f.guestBinary
+	var logCap int64
+	if src.Run.Settings != nil {
+		logCap = src.Run.Settings.LogCap
+	}
+	fmt.Fprintf(stderr, "agentbox: replay sandbox: %s (limits from %s)\n", termsafe.Line(describeSandbox(envCfg, logCap)), termsafe.Line(filepath.Join(dir, trace.RunFile)))
 	tmpfs := int64(envCfg.Resources.WithDefaults().TmpfsMB) << 20
 
 	target := f.target

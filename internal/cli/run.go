@@ -149,6 +149,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
+		return err
+	}
 	env, err := parseKV("--env", f.env)
 	if err != nil {
 		return err
@@ -163,8 +166,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if f.maxSteps <= 0 {
 		return usageErrorf("--max-steps must be positive, got %d", f.maxSteps)
 	}
-	if f.cpus <= 0 || f.pids <= 0 {
-		return usageErrorf("--cpus and --pids must be positive")
+	resources := environment.Resources{CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20)}
+	if err := checkResources(resources, flagNames); err != nil {
+		return err
 	}
 	if f.timeout <= 0 || f.startTimeout <= 0 || f.readyTimeout < 0 {
 		return usageErrorf("--timeout and --start-timeout must be positive")
@@ -240,12 +244,10 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		RunID:   runID,
 		Backend: backend,
 		Env: environment.Config{
-			Image:   f.image,
-			Runtime: f.ociRuntime,
-			Screen:  screen,
-			Resources: environment.Resources{
-				CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20),
-			},
+			Image:       f.image,
+			Runtime:     f.ociRuntime,
+			Screen:      screen,
+			Resources:   resources,
 			NoWM:        f.noWM,
 			GuestBinary: f.guestBinary,
 		},
@@ -401,11 +403,11 @@ func parseScreen(s string) (environment.Screen, error) {
 		}
 		n[i] = v
 	}
-	if n[0] < 64 || n[1] < 64 || n[0] > 7680 || n[1] > 4320 {
-		return environment.Screen{}, usageErrorf("--screen %q: width and height must be between 64 and 7680x4320", s)
+	if n[0] < minScreen || n[1] < minScreen || n[0] > maxScreenW || n[1] > maxScreenH {
+		return environment.Screen{}, usageErrorf("--screen %q: width and height must be between %d and %dx%d", s, minScreen, maxScreenW, maxScreenH)
 	}
-	if n[2] != 24 {
-		return environment.Screen{}, usageErrorf("--screen %q: only depth 24 is supported", s)
+	if n[2] != screenDepth {
+		return environment.Screen{}, usageErrorf("--screen %q: only depth %d is supported", s, screenDepth)
 	}
 	return environment.Screen{Width: n[0], Height: n[1], Depth: n[2]}, nil
 }

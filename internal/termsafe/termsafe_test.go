@@ -124,3 +124,17 @@ func FuzzLine(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkLine(b *testing.B) {
+	for _, c := range []struct{ name, s string }{
+		{"clean 1 KiB", strings.Repeat("abcdefghijklmnopqrstuvwxyz ✓ 0123", 32)},
+		{"hostile 1 KiB", strings.Repeat("\x1b]52;c;eA==\x07\u009b2J\xff ok ", 64)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.s)))
+			for b.Loop() {
+				_ = Line(c.s)
+			}
+		})
+	}
+}
