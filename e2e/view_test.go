@@ -538,7 +538,7 @@ func TestViewIncomplete(t *testing.T) {
 }
 
 // TestViewServe serves a report on 127.0.0.1 and loads it, with its images,
-// over HTTP in Chromium.
+// over HTTP in Chromium (what it refuses to serve: TestSecurityTraceServe).
 func TestViewServe(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "served")
 	synthTrace(t, dir, 5, 160, 120, true)
@@ -582,7 +582,7 @@ func TestViewServe(t *testing.T) {
 	for _, c := range []struct {
 		path string
 		ct   string
-	}{{"/report.html", "text/html"}, {"/screenshots/000001.png", "image/png"}, {"/run.json", "application/json"}} {
+	}{{"/report.html", "text/html"}, {"/screenshots/000001.png", "image/png"}, {"/stdout.log", "text/plain"}} {
 		resp, err := http.Get(strings.TrimSuffix(url, "/report.html") + c.path)
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 // progress reports episodes as they finish: a live status line on a
@@ -87,14 +89,15 @@ func (p *progress) finished(ep *Episode) {
 	}
 	if p.terminal {
 		if ep.Category != Passed {
-			fmt.Fprintf(p.w, "\r\x1b[K%s #%d %s: %s\n", ep.Task, ep.N, ep.Category, ep.Message)
+			// The message is the run's: it may quote the app or the agent.
+			fmt.Fprintf(p.w, "\r\x1b[K%s #%d %s: %s\n", termsafe.Line(ep.Task), ep.N, ep.Category, termsafe.Line(ep.Message))
 		}
 		p.line()
 		return
 	}
-	fmt.Fprintf(p.w, "[%d/%d] %s #%d: %s", p.done, p.total, ep.Task, ep.N, ep.Category)
+	fmt.Fprintf(p.w, "[%d/%d] %s #%d: %s", p.done, p.total, termsafe.Line(ep.Task), ep.N, ep.Category)
 	if ep.Category != Passed {
-		fmt.Fprintf(p.w, " (%s: %s)", ep.Reason, ep.Message)
+		fmt.Fprintf(p.w, " (%s: %s)", termsafe.Line(ep.Reason), termsafe.Line(ep.Message))
 	}
 	fmt.Fprintf(p.w, " in %v, %d steps — %s\n", (time.Duration(ep.DurationMS) * time.Millisecond).Round(10*time.Millisecond), ep.Steps, p.eta())
 }

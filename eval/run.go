@@ -14,6 +14,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/runtime"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -390,7 +391,7 @@ func (s *Summary) PrintTable(w io.Writer) {
 		}
 		var reasons []string
 		for r, n := range t.Reasons {
-			reasons = append(reasons, fmt.Sprintf("%s ×%d", r, n))
+			reasons = append(reasons, fmt.Sprintf("%s ×%d", termsafe.Line(r), n))
 		}
 		sort.Strings(reasons)
 		detail := strings.Join(kinds, ", ")
@@ -400,7 +401,7 @@ func (s *Summary) PrintTable(w io.Writer) {
 		if detail == "" {
 			detail = "-"
 		}
-		fmt.Fprintf(w, "%-20s %8s %8.0f%% %10.1f %10s  %s\n", t.Name, fmt.Sprintf("%d/%d", t.Passed, t.Episodes),
+		fmt.Fprintf(w, "%-20s %8s %8.0f%% %10.1f %10s  %s\n", termsafe.Line(t.Name), fmt.Sprintf("%d/%d", t.Passed, t.Episodes),
 			100*t.PassRate, t.MeanSteps, (time.Duration(t.MeanDurationMS) * time.Millisecond).Round(10*time.Millisecond), detail)
 	}
 	for _, t := range s.Tasks {

@@ -101,6 +101,16 @@ func loadRGBA(path string) (*image.RGBA, error) {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("export: %s: %w", path, err)
+	}
+	if err := checkSize(path, cfg); err != nil {
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
 	img, err := png.Decode(f)
 	if err != nil {
 		return nil, fmt.Errorf("export: %s: %w", path, err)

@@ -103,10 +103,6 @@ func Frames(tr *trace.Trace, opts Options) ([]Frame, error) {
 		t    float64 // ms
 	}
 	var list []obs
-	missing := map[string]bool{}
-	for _, m := range tr.Missing {
-		missing[m] = true
-	}
 	add := func(r *trace.Record) {
 		o := r.Observation
 		if o == nil {
@@ -117,7 +113,9 @@ func Frames(tr *trace.Trace, opts Options) ([]Frame, error) {
 			t -= r.Decision.LatencyMS // when the screen was observed
 		}
 		p := ""
-		if o.Screenshot != "" && !missing[o.Screenshot] {
+		// Only screenshots that are plain files inside the trace (see
+		// trace.OpenFile): a crafted path or a link is not read.
+		if tr.HasScreenshot(o.Screenshot) {
 			p = filepath.Join(tr.Dir, filepath.FromSlash(o.Screenshot))
 		} else if len(list) > 0 {
 			p = list[len(list)-1].path // keep showing the last screen we have
@@ -245,5 +243,20 @@ func frameSize(path string) (int, int, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("export: %s: %w", path, err)
 	}
+	if err := checkSize(path, cfg); err != nil {
+		return 0, 0, err
+	}
 	return cfg.Width, cfg.Height, nil
+}
+
+// maxPixels bounds a frame: the largest screen agentbox makes (7680×4320).
+// A PNG's header names its size before any pixel is decoded, so a crafted
+// one cannot make the decoder allocate more.
+const maxPixels = 7680 * 4320
+
+func checkSize(path string, cfg image.Config) error {
+	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+		return fmt.Errorf("export: %s: %dx%d is larger than any screen (at most %d pixels)", path, cfg.Width, cfg.Height, maxPixels)
+	}
+	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"image"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -347,7 +346,7 @@ func (a *Agent) load(rel string) (*image.RGBA, error) {
 	if img, ok := a.cache[rel]; ok {
 		return img, nil
 	}
-	img, err := LoadPNG(filepath.Join(a.src.Dir, filepath.FromSlash(rel)))
+	img, err := LoadTracePNG(a.src.Dir, rel)
 	if err != nil {
 		return nil, err
 	}

@@ -6,11 +6,14 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
+	"io"
 	"os"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
+
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 // Rules say when a replayed screen matches a recorded one.
@@ -290,6 +293,11 @@ func rect(img *image.RGBA, r image.Rectangle, c color.RGBA, width int) {
 	}
 }
 
+// MaxPixels bounds a screenshot read from a trace: the largest screen
+// agentbox makes (7680×4320). A PNG's header names its size before any
+// pixel is decoded, so a crafted one cannot make the decoder allocate more.
+const MaxPixels = 7680 * 4320
+
 // LoadPNG reads a screenshot as RGBA.
 func LoadPNG(path string) (*image.RGBA, error) {
 	f, err := os.Open(path)
@@ -297,9 +305,34 @@ func LoadPNG(path string) (*image.RGBA, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return decodePNG(f, path)
+}
+
+// LoadTracePNG reads a screenshot of a trace as RGBA: rel is the path the
+// trace names, read only if it is a plain file inside dir (trace.OpenFile).
+func LoadTracePNG(dir, rel string) (*image.RGBA, error) {
+	f, err := trace.OpenFile(dir, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return decodePNG(f, rel)
+}
+
+func decodePNG(f io.ReadSeeker, name string) (*image.RGBA, error) {
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
+		return nil, fmt.Errorf("%s: %dx%d is larger than any screen (at most %d pixels)", name, cfg.Width, cfg.Height, MaxPixels)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
 	img, err := png.Decode(f)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return ToRGBA(img), nil
 }

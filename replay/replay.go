@@ -272,11 +272,11 @@ func compareFinal(src, replayed *trace.Trace, rules Rules) (*Divergence, error) 
 	if ro.FrameHash == po.FrameHash && ro.Width == po.Width && ro.Height == po.Height {
 		return nil, nil
 	}
-	want, err := LoadPNG(filepath.Join(src.Dir, filepath.FromSlash(ro.Screenshot)))
+	want, err := LoadTracePNG(src.Dir, ro.Screenshot)
 	if err != nil {
 		return nil, err
 	}
-	got, err := LoadPNG(filepath.Join(replayed.Dir, filepath.FromSlash(po.Screenshot)))
+	got, err := LoadTracePNG(replayed.Dir, po.Screenshot)
 	if err != nil {
 		return nil, err
 	}

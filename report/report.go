@@ -6,6 +6,12 @@
 // The page needs no network: its CSS, script and data are inline, and
 // screenshots are referenced relative to the page (or embedded as data: URIs
 // with Options.Embed), so it opens from file:// and from any static server.
+//
+// A trace is input: the page is built from files read through
+// trace.OpenFile (confined to the trace directory, no symbolic links), links
+// only to files of the trace by relative URLs, and its Content-Security-
+// Policy runs only its own script and style (by hash: no 'unsafe-inline'),
+// so nothing the trace holds can run or fetch anything.
 // It stays light with thousands of steps: the data is one compact JSON
 // object, rows are plain text, and images load only when they come into view.
 package report
@@ -13,11 +19,15 @@ package report
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	_ "embed" // the page's CSS and script
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
+	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
@@ -56,6 +66,23 @@ var css string
 //go:embed assets/report.js
 var script string
 
+// The page's inline style and script exactly as written into it, and the
+// Content-Security-Policy that allows those two and nothing else: no other
+// script (no 'unsafe-inline', so no javascript: URL or injected element
+// runs), no fetch but the trace's own images and data: images.
+var (
+	inlineStyle  = "\n" + css
+	inlineScript = "\n" + script
+	// CSP is the page's policy; view --serve sends it as a header too.
+	CSP = "default-src 'none'; img-src 'self' data:; style-src " + sourceHash(inlineStyle) +
+		"; script-src " + sourceHash(inlineScript) + "; base-uri 'none'; form-action 'none'"
+)
+
+func sourceHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return "'sha256-" + base64.StdEncoding.EncodeToString(h[:]) + "'"
+}
+
 // Options tunes the page.
 type Options struct {
 	// Embed inlines the screenshots as data: URIs, so the page is one file
@@ -70,6 +97,15 @@ type Stats struct {
 	Steps    int
 	Images   int
 	Duration time.Duration
+	// Files lists the trace's files the page links to (slash-separated,
+	// relative to the trace directory): what a server of the report must
+	// serve, and all it needs to.
+	Files []string
+	// Refused says which files the trace names were not read, and why
+	// (outside the trace, a symbolic link, not a regular file).
+	Refused []string
+	// Page is the HTML written.
+	Page []byte
 }
 
 // Write renders the trace to path (normally DIR/report.html) through a
@@ -77,7 +113,7 @@ type Stats struct {
 // directory of path.
 func Write(ctx context.Context, tr *trace.Trace, path string, opts Options) (Stats, error) {
 	t0 := time.Now()
-	page, n, err := Render(ctx, tr, filepath.Dir(path), opts)
+	page, d, err := render(ctx, tr, filepath.Dir(path), opts)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -99,37 +135,47 @@ func Write(ctx context.Context, tr *trace.Trace, path string, opts Options) (Sta
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return Stats{}, fmt.Errorf("report: %w", err)
 	}
-	return Stats{Path: path, Bytes: len(page), Steps: len(tr.Steps), Images: n, Duration: time.Since(t0)}, nil
+	return Stats{Path: path, Bytes: len(page), Steps: len(tr.Steps), Images: len(d.Images), Duration: time.Since(t0),
+		Files: d.files, Refused: d.Refused, Page: page}, nil
 }
 
 // Render builds the page; screenshot URLs are relative to baseDir. It
 // returns the HTML and the number of distinct screenshots referenced.
 func Render(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) ([]byte, int, error) {
-	d, err := build(ctx, tr, baseDir, opts)
+	page, d, err := render(ctx, tr, baseDir, opts)
 	if err != nil {
 		return nil, 0, err
 	}
+	return page, len(d.Images), nil
+}
+
+func render(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) ([]byte, *page, error) {
+	d, err := build(ctx, tr, baseDir, opts)
+	if err != nil {
+		return nil, nil, err
+	}
 	data, err := json.Marshal(d) // escapes <, > and &: safe inside <script>
 	if err != nil {
-		return nil, 0, fmt.Errorf("report: encode: %w", err)
+		return nil, nil, fmt.Errorf("report: encode: %w", err)
 	}
 	var b bytes.Buffer
 	b.Grow(len(data) + len(css) + len(script) + 2048)
 	title := fmt.Sprintf("%s · %s · agentbox", tr.Run.ID, outcomeLabel(tr))
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
 	b.WriteString("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
-	// Nothing may be fetched from the network: only the trace's own files
-	// and inline data.
-	b.WriteString("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n")
+	// Nothing may be fetched from the network, and no script runs but the
+	// page's own.
+	fmt.Fprintf(&b, "<meta http-equiv=\"Content-Security-Policy\" content=\"%s\">\n", CSP)
+	b.WriteString("<meta name=\"referrer\" content=\"no-referrer\">\n")
 	b.WriteString("<meta name=\"generator\" content=\"agentbox view\">\n")
-	fmt.Fprintf(&b, "<title>%s</title>\n<style>\n%s</style>\n</head>\n", html.EscapeString(title), css)
+	fmt.Fprintf(&b, "<title>%s</title>\n<style>%s</style>\n</head>\n", html.EscapeString(title), inlineStyle)
 	b.WriteString("<body>\n<noscript>This report needs JavaScript to show the steps; the trace files next to it are plain JSON and PNG.</noscript>\n")
 	b.WriteString("<script id=\"data\" type=\"application/json\">")
 	b.Write(data)
-	b.WriteString("</script>\n<script>\n")
-	b.WriteString(script)
+	b.WriteString("</script>\n<script>")
+	b.WriteString(inlineScript)
 	b.WriteString("</script>\n</body>\n</html>\n")
-	return b.Bytes(), len(d.Images), nil
+	return b.Bytes(), d, nil
 }
 
 func outcomeLabel(tr *trace.Trace) string {
@@ -147,7 +193,10 @@ type page struct {
 	Incomplete []string    `json:"incomplete,omitempty"`
 	Logs       []logData   `json:"logs"`
 	Replay     *replayData `json:"replay,omitempty"`
+	Refused    []string    `json:"refused,omitempty"`
 	Generated  string      `json:"generated"`
+
+	files []string // the trace's files the page links to
 }
 
 type runData struct {
@@ -282,15 +331,14 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		p.Incomplete = append(p.Incomplete, fmt.Sprintf("%d screenshot(s) referenced by steps are not on disk (first: %s)", len(tr.Missing), tr.Missing[0]))
 	}
 
-	// Screenshots: one URL per distinct file.
+	p.Refused = append(p.Refused, tr.Refused...)
+
+	// Screenshots: one URL per distinct file, each a plain file inside the
+	// trace (trace.Open checked them; OpenFile checks again as it reads).
 	imgIndex := map[string]int{}
-	missing := map[string]bool{}
-	for _, m := range tr.Missing {
-		missing[m] = true
-	}
 	var embedded int
 	imageOf := func(shot string) (int, error) {
-		if shot == "" || missing[shot] {
+		if !tr.HasScreenshot(shot) {
 			return -1, nil
 		}
 		if i, ok := imgIndex[shot]; ok {
@@ -298,17 +346,21 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		}
 		var u string
 		if opts.Embed {
-			data, err := os.ReadFile(filepath.Join(tr.Dir, filepath.FromSlash(shot)))
-			if err != nil {
+			data, err := readEmbedded(tr.Dir, shot, maxEmbedBytes-embedded)
+			switch {
+			case errors.Is(err, trace.ErrRefused):
+				p.Refused = append(p.Refused, err.Error())
+				return -1, nil
+			case errors.Is(err, fs.ErrNotExist):
 				return -1, nil // removed since Open: shown as missing
+			case err != nil:
+				return -1, err
 			}
 			embedded += len(data)
-			if embedded > maxEmbedBytes {
-				return -1, fmt.Errorf("report: screenshots exceed %d MiB; write the report without embedding them", maxEmbedBytes>>20)
-			}
 			u = "data:image/png;base64," + base64.StdEncoding.EncodeToString(data)
 		} else {
 			u = relURL(baseDir, tr.Dir, shot)
+			p.files = append(p.files, shot)
 		}
 		imgIndex[shot] = len(p.Images)
 		p.Images = append(p.Images, u)
@@ -385,7 +437,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	}
 	p.Run.Confirm = confirmSummary(p.Steps)
 	alignOutput(tr, p.Steps)
-	if p.Replay = readReplay(tr.Dir, baseDir); p.Replay != nil {
+	if p.Replay = readReplay(p, tr.Dir, baseDir); p.Replay != nil {
 		for i := range p.Steps {
 			if c, ok := p.Replay.steps[p.Steps[i].N]; ok {
 				p.Steps[i].Rep = c
@@ -398,8 +450,16 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		bytes   int64
 		dropped int64
 	}{{trace.StdoutFile, run.Logs.StdoutBytes, run.Logs.StdoutDropped}, {trace.StderrFile, run.Logs.StderrBytes, run.Logs.StderrDropped}} {
-		ld := logData{Name: lg.name, URL: relURL(baseDir, tr.Dir, lg.name), Bytes: lg.bytes, Dropped: lg.dropped}
-		ld.Tail, ld.Truncated, ld.Bytes = readTail(filepath.Join(tr.Dir, lg.name), maxLogBytes)
+		ld := logData{Name: lg.name, Bytes: lg.bytes, Dropped: lg.dropped}
+		var err error
+		ld.Tail, ld.Truncated, ld.Bytes, err = readTail(tr.Dir, lg.name, maxLogBytes)
+		switch {
+		case err == nil:
+			ld.URL = relURL(baseDir, tr.Dir, lg.name)
+			p.files = append(p.files, lg.name)
+		case errors.Is(err, trace.ErrRefused):
+			p.Refused = append(p.Refused, err.Error())
+		}
 		p.Logs = append(p.Logs, ld)
 	}
 	return p, nil
@@ -431,6 +491,27 @@ func fmtMS(ms float64) string {
 		return strconv.FormatFloat(ms, 'f', 2, 64) + " ms"
 	}
 	return strconv.FormatFloat(ms, 'f', 0, 64) + " ms"
+}
+
+// readEmbedded reads a screenshot to embed, if it fits in budget bytes.
+func readEmbedded(dir, shot string, budget int) ([]byte, error) {
+	f, err := trace.OpenFile(dir, shot)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	if st.Size() > int64(budget) {
+		return nil, fmt.Errorf("report: screenshots exceed %d MiB; write the report without embedding them", maxEmbedBytes>>20)
+	}
+	data := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, fmt.Errorf("report: %s: %w", shot, err)
+	}
+	return data, nil
 }
 
 // alignOutput puts every output line and event under the step during which
@@ -523,7 +604,9 @@ func relURL(baseDir, traceDir, rel string) string {
 	}
 	parts := strings.Split(filepath.ToSlash(p), "/")
 	for i, s := range parts {
-		parts[i] = url.PathEscape(s)
+		// ':' too: a first segment such as "javascript:x" must stay a
+		// path, not become a scheme.
+		parts[i] = strings.ReplaceAll(url.PathEscape(s), ":", "%3A")
 	}
 	return path.Join(parts...)
 }
@@ -535,17 +618,17 @@ func absOr(p string) string {
 	return p
 }
 
-// readTail returns the last max bytes of a file (cut at a line start) and
-// its size.
-func readTail(p string, max int64) (string, bool, int64) {
-	f, err := os.Open(p)
+// readTail returns the last max bytes of a file of the trace (cut at a
+// line start) and its size.
+func readTail(dir, name string, max int64) (string, bool, int64, error) {
+	f, err := trace.OpenFile(dir, name)
 	if err != nil {
-		return "", false, 0
+		return "", false, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return "", false, 0
+		return "", false, 0, err
 	}
 	size := st.Size()
 	off := max64(0, size-max)
@@ -557,7 +640,7 @@ func readTail(p string, max int64) (string, bool, int64) {
 			buf = buf[i+1:]
 		}
 	}
-	return strings.ToValidUTF8(string(buf), "\uFFFD"), off > 0, size
+	return strings.ToValidUTF8(string(buf), "\uFFFD"), off > 0, size, nil
 }
 
 func max64(a, b int64) int64 {
@@ -567,8 +650,14 @@ func max64(a, b int64) int64 {
 	return b
 }
 
-func readReplay(dir, baseDir string) *replayData {
-	data, err := os.ReadFile(filepath.Join(dir, ReplayFile))
+// maxReplayBytes bounds replay.json.
+const maxReplayBytes = 64 << 20
+
+func readReplay(p *page, dir, baseDir string) *replayData {
+	data, err := trace.ReadFile(dir, ReplayFile, maxReplayBytes)
+	if errors.Is(err, trace.ErrRefused) {
+		p.Refused = append(p.Refused, err.Error())
+	}
 	if err != nil {
 		return nil
 	}
@@ -607,12 +696,23 @@ func readReplay(dir, baseDir string) *replayData {
 	}
 	if r.Divergence != nil {
 		rd.Step = r.Divergence.Step
-		if r.Divergence.Diff != "" {
-			rd.Diff = relURL(baseDir, dir, r.Divergence.Diff)
+		// Only relative links to plain files of the trace: a value such as
+		// "javascript:…" or "../../secret.png" is dropped, and said so.
+		link := func(rel string) string {
+			if rel == "" {
+				return ""
+			}
+			if err := trace.CheckFile(dir, rel); err != nil {
+				if errors.Is(err, trace.ErrRefused) {
+					p.Refused = append(p.Refused, ReplayFile+": "+err.Error())
+				}
+				return ""
+			}
+			p.files = append(p.files, path.Clean(rel))
+			return relURL(baseDir, dir, rel)
 		}
-		if r.Divergence.Compare != "" {
-			rd.Compare = relURL(baseDir, dir, r.Divergence.Compare)
-		}
+		rd.Diff = link(r.Divergence.Diff)
+		rd.Compare = link(r.Divergence.Compare)
 	}
 	return rd
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -134,9 +135,11 @@ func (r *run) loop(parent context.Context) *ending {
 		}
 		r.steps = step
 		if cfg.Verbose {
-			fmt.Fprintf(cfg.Progress, "step %d: %s", step, a)
+			// The action and the message are the agent's (a model's
+			// text): shown, never obeyed by the terminal.
+			fmt.Fprintf(cfg.Progress, "step %d: %s", step, termsafe.Line(a.String()))
 			if d.Message != "" {
-				fmt.Fprintf(cfg.Progress, " — %s", d.Message)
+				fmt.Fprintf(cfg.Progress, " — %s", termsafe.Line(d.Message))
 			}
 			fmt.Fprintln(cfg.Progress)
 		}
@@ -144,7 +147,7 @@ func (r *run) loop(parent context.Context) *ending {
 			last = &action.Result{OK: false, Error: verr.Error()}
 			r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: last})
 			if cfg.Verbose {
-				fmt.Fprintf(cfg.Progress, "step %d: rejected: %v\n", step, verr)
+				fmt.Fprintf(cfg.Progress, "step %d: rejected: %s\n", step, termsafe.Line(verr.Error()))
 			}
 			continue
 		}
@@ -193,7 +196,7 @@ func (r *run) loop(parent context.Context) *ending {
 		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})
 		r.traceTime += time.Since(tw)
 		if !res.OK && cfg.Verbose {
-			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, res.Error)
+			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, termsafe.Line(res.Error))
 		}
 	}
 }

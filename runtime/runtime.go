@@ -21,6 +21,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -212,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	})
 	res.Duration = time.Since(r.started)
 	if ferr != nil {
-		fmt.Fprintf(cfg.Progress, "agentbox: trace: %v\n", ferr)
+		fmt.Fprintf(cfg.Progress, "agentbox: trace: %s\n", termsafe.Text(ferr.Error()))
 	}
 	return res, nil
 }
@@ -281,7 +282,7 @@ func (r *run) execute(ctx context.Context) (end *ending) {
 		// A panic anywhere below still tears down (the deferred teardown
 		// has run by now) and is recorded as an error with its stack.
 		if p := recover(); p != nil {
-			fmt.Fprintf(r.cfg.Progress, "agentbox: panic: %v\n%s", p, debug.Stack())
+			fmt.Fprintf(r.cfg.Progress, "agentbox: panic: %s\n%s", termsafe.Line(fmt.Sprint(p)), debug.Stack())
 			end = &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("agentbox panicked: %v", p)}
 		}
 	}()
@@ -392,7 +393,7 @@ func (r *run) teardown(ctx context.Context) {
 	defer cancel()
 	t := time.Now()
 	if err := env.Close(tctx); err != nil {
-		fmt.Fprintf(r.cfg.Progress, "agentbox: teardown: %v\n", err)
+		fmt.Fprintf(r.cfg.Progress, "agentbox: teardown: %s\n", termsafe.Text(err.Error()))
 		r.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "teardown_error", Data: map[string]any{"error": err.Error()}})
 	}
 	r.timing("teardown", time.Since(t))

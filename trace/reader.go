@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Trace is a trace directory read back.
@@ -30,6 +31,18 @@ type Trace struct {
 	// Missing lists referenced screenshots that are not on disk (the
 	// writer died before encoding them).
 	Missing []string
+	// Refused lists, with the reason, the referenced screenshots that are
+	// not read because they are not plain files inside the trace: paths
+	// that leave it, symbolic links, devices (see OpenFile).
+	Refused []string
+
+	unusable map[string]bool // Missing and Refused screenshots
+}
+
+// HasScreenshot reports whether a screenshot the trace references is on
+// disk and may be read: neither missing nor refused.
+func (t *Trace) HasScreenshot(rel string) bool {
+	return rel != "" && !t.unusable[rel]
 }
 
 // Step is one decision with its outcome.
@@ -44,17 +57,22 @@ const MaxLine = 64 << 20
 // Open reads a trace directory. It fails only when the directory is not a
 // trace; damage from a crash is reported in the Trace's fields.
 func Open(dir string) (*Trace, error) {
-	t := &Trace{Dir: dir}
-	run, err := ReadRun(dir)
+	t := &Trace{Dir: dir, unusable: map[string]bool{}}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %s is not a trace directory: %w", dir, err)
+	}
+	defer root.Close()
+	run, err := readRun(root, dir)
 	if err != nil {
 		return nil, err
 	}
 	t.Run = run
 	t.Incomplete = t.Run.Status != StatusComplete
 
-	f, err := os.Open(filepath.Join(dir, StepsFile))
+	f, err := openIn(root, StepsFile)
 	if err != nil {
-		return nil, fmt.Errorf("trace: %w", err)
+		return nil, fmt.Errorf("trace: %s: %w", dir, unprefixed(err))
 	}
 	defer f.Close()
 	recs, torn, err := ReadRecords(f)
@@ -85,21 +103,60 @@ func Open(dir string) (*Trace, error) {
 		if r.Observation == nil || r.Observation.Screenshot == "" || seen[r.Observation.Screenshot] {
 			continue
 		}
-		seen[r.Observation.Screenshot] = true
-		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(r.Observation.Screenshot))); err != nil {
-			t.Missing = append(t.Missing, r.Observation.Screenshot)
+		shot := r.Observation.Screenshot
+		seen[shot] = true
+		_, err := checkIn(root, shot)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, ErrRefused):
+			t.Refused = append(t.Refused, err.Error())
+		default:
+			t.Missing = append(t.Missing, shot)
 		}
+		t.unusable[shot] = true
 	}
 	return t, nil
 }
 
+// unprefixed drops the package's "trace: " from an error that is wrapped
+// again.
+func unprefixed(err error) error {
+	if s, ok := strings.CutPrefix(err.Error(), "trace: "); ok {
+		return &wrapped{s, err}
+	}
+	return err
+}
+
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
+
 // ReadRun reads and checks run.json alone: cheap enough to list many
 // traces. The errors are those of Open.
 func ReadRun(dir string) (Run, error) {
-	var run Run
-	data, err := os.ReadFile(filepath.Join(dir, RunFile))
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return run, fmt.Errorf("trace: %s is not a trace directory: %w", dir, err)
+		return Run{}, fmt.Errorf("trace: %s is not a trace directory: %w", dir, err)
+	}
+	defer root.Close()
+	return readRun(root, dir)
+}
+
+func readRun(root *os.Root, dir string) (Run, error) {
+	var run Run
+	f, err := openIn(root, RunFile)
+	if err != nil {
+		return run, fmt.Errorf("trace: %s is not a trace directory: %w", dir, unprefixed(err))
+	}
+	data, err := readAll(f, RunFile, MaxRunBytes)
+	f.Close()
+	if err != nil {
+		return run, fmt.Errorf("trace: %s: %w", dir, unprefixed(err))
 	}
 	if err := json.Unmarshal(data, &run); err != nil {
 		return run, fmt.Errorf("trace: %s: %w", filepath.Join(dir, RunFile), err)

@@ -33,6 +33,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/internal/pipes"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 // Protocol is the version of the JSON-lines protocol.
@@ -192,7 +193,7 @@ func (a *Agent) passStderr(r io.ReadCloser) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<10)
 	for sc.Scan() {
-		fmt.Fprintf(a.stderr, "agent %s: %s\n", filepath.Base(a.argv[0]), sc.Text())
+		fmt.Fprintf(a.stderr, "agent %s: %s\n", termsafe.Line(filepath.Base(a.argv[0])), termsafe.Line(sc.Text()))
 	}
 	io.Copy(io.Discard, r)
 }

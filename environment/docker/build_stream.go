@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/api/types/jsonstream"
 
 	"github.com/codegirl-games/agentbox/image"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 // buildTailLines is how many lines of build output a BuildError carries.
@@ -207,7 +208,8 @@ func (d *buildStreamDecoder) flushPartial() {
 }
 
 func (d *buildStreamDecoder) printf(format string, args ...any) {
-	fmt.Fprintf(d.out, d.prefix+" "+format+"\n", args...)
+	// Lines quote the build's output: shown, never obeyed by the terminal.
+	fmt.Fprintf(d.out, "%s %s\n", d.prefix, termsafe.Line(fmt.Sprintf(format, args...)))
 }
 
 func (d *buildStreamDecoder) keep(l string) {

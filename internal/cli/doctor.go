@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 func newDoctorCmd() *cobra.Command {
@@ -51,9 +52,9 @@ Exit code 0 when that backend (or the one named) has everything it needs,
 						mark = "FAIL"
 						failed[name]++
 					}
-					fmt.Fprintf(out, "  %s %s: %s\n", mark, ch.Name, ch.Detail)
+					fmt.Fprintf(out, "  %s %s: %s\n", mark, termsafe.Line(ch.Name), termsafe.Text(ch.Detail))
 					if ch.Fix != "" {
-						fmt.Fprintf(out, "       fix: %s\n", ch.Fix)
+						fmt.Fprintf(out, "       fix: %s\n", termsafe.Text(ch.Fix))
 					}
 				}
 			}
@@ -61,11 +62,11 @@ Exit code 0 when that backend (or the one named) has everything it needs,
 			if only == "" || only == environment.Auto {
 				b, note, err := environment.Resolve(ctx, environment.Auto)
 				if err != nil {
-					fmt.Fprintf(out, "\n--backend auto: no backend can run here: %v\n", err)
+					fmt.Fprintf(out, "\n--backend auto: no backend can run here: %s\n", termsafe.Text(err.Error()))
 					return silentExit(ExitError)
 				}
 				target = b.Name()
-				fmt.Fprintf(out, "\n--backend auto (the default) uses: %s\n", note)
+				fmt.Fprintf(out, "\n--backend auto (the default) uses: %s\n", termsafe.Text(note))
 			}
 			if failed[target] > 0 {
 				return silentExit(ExitError)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 func newEvalCmd() *cobra.Command {
@@ -45,8 +46,8 @@ are counted apart from task failures.`,
 			if parallel <= 0 || parallel > 256 {
 				return usageErrorf("--parallel must be between 1 and 256, got %d", parallel)
 			}
-			if episodes < 0 || maxSteps <= 0 || timeout <= 0 || cpus <= 0 || pids <= 0 {
-				return usageErrorf("--episodes must not be negative; --max-steps, --timeout, --cpus and --pids must be positive")
+			if episodes < 0 || maxSteps <= 0 || timeout <= 0 {
+				return usageErrorf("--episodes must not be negative; --max-steps and --timeout must be positive")
 			}
 			mem, err := parseSize("--memory", memory)
 			if err != nil {
@@ -54,6 +55,10 @@ are counted apart from task failures.`,
 			}
 			tmp, err := parseSize("--tmpfs", tmpfs)
 			if err != nil {
+				return err
+			}
+			resources := environment.Resources{CPUs: cpus, MemoryMB: int(mem >> 20), PIDs: pids, TmpfsMB: int(tmp >> 20)}
+			if err := checkResources(resources, flagNames); err != nil {
 				return err
 			}
 			suite, err := eval.Load(args[0])
@@ -81,7 +86,7 @@ are counted apart from task failures.`,
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
 				Env: environment.Config{
 					Image: image, Runtime: ociRuntime, GuestBinary: guestBinary,
-					Resources: environment.Resources{CPUs: cpus, MemoryMB: int(mem >> 20), PIDs: pids, TmpfsMB: int(tmp >> 20)},
+					Resources: resources,
 				},
 				Timeout: timeout, MaxSteps: maxSteps, FreezeWhileThinking: freeze, MaxRate: maxRate,
 				Progress: stderr, Terminal: isTerminal(stderr),
@@ -90,7 +95,7 @@ are counted apart from task failures.`,
 				return failErr(err)
 			}
 			sum.PrintTable(stdout)
-			fmt.Fprintf(stdout, "summary: %s · junit: %s\n", filepath.Join(out, eval.SummaryFile), filepath.Join(out, eval.JUnitFile))
+			fmt.Fprintf(stdout, "summary: %s · junit: %s\n", termsafe.Line(filepath.Join(out, eval.SummaryFile)), termsafe.Line(filepath.Join(out, eval.JUnitFile)))
 			if err != nil {
 				return failErr(err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/export"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 type exportFlags struct {
@@ -81,7 +82,7 @@ func runExport(cmd *cobra.Command, f exportFlags, dir string) error {
 		return err
 	}
 	if tr.Incomplete {
-		fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s is an incomplete trace; exporting the screens it has\n", dir)
+		fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s is an incomplete trace; exporting the screens it has\n", termsafe.Line(dir))
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
@@ -97,7 +98,7 @@ func runExport(cmd *cobra.Command, f exportFlags, dir string) error {
 		timing = fmt.Sprintf("%g fps", f.fps)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "video: %s (%s by %s, %d frames, %dx%d, %v at %s, %s in %v)\n",
-		f.video, st.Format, st.Encoder, st.Frames, st.Width, st.Height, st.Length.Round(time.Millisecond), timing,
+		termsafe.Line(f.video), st.Format, st.Encoder, st.Frames, st.Width, st.Height, st.Length.Round(time.Millisecond), timing,
 		humanBytes(st.Bytes), st.Took.Round(time.Millisecond))
 	return nil
 }

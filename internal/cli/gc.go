@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 func newGCCmd() *cobra.Command {
@@ -62,9 +63,9 @@ sandbox, including those of runs still in progress.`,
 				case dryRun:
 					verb = "would remove"
 				}
-				fmt.Fprintf(out, "%s %s %s (run %s, owner %s, created %s): %s", verb, shortID(x.ID), x.Name, x.RunID, x.Owner, x.Created, x.Reason)
+				fmt.Fprintf(out, "%s %s %s (run %s, owner %s, created %s): %s", verb, termsafe.Line(shortID(x.ID)), termsafe.Line(x.Name), termsafe.Line(x.RunID), termsafe.Line(x.Owner), termsafe.Line(x.Created), termsafe.Line(x.Reason))
 				if x.Err != nil {
-					fmt.Fprintf(out, ": %v", x.Err)
+					fmt.Fprintf(out, ": %s", termsafe.Line(x.Err.Error()))
 				}
 				fmt.Fprintln(out)
 			}

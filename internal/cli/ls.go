@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -47,13 +48,13 @@ suites (SUITE/TASK/NNN) are found too.`,
 				return err
 			}
 			for _, w := range warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s\n", w)
+				fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s\n", termsafe.Line(w))
 			}
 			if f.json {
 				return writeLsJSON(cmd.OutOrStdout(), entries)
 			}
 			if len(entries) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no runs in %s\n", dir)
+				fmt.Fprintf(cmd.OutOrStdout(), "no runs in %s\n", termsafe.Line(dir))
 				return nil
 			}
 			writeLs(cmd.OutOrStdout(), entries, time.Local)
@@ -175,9 +176,16 @@ func writeLs(w io.Writer, entries []lsEntry, loc *time.Location) {
 		if e.DurationMS > 0 {
 			d = (time.Duration(e.DurationMS*1e3) * time.Microsecond).Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", started, e.Path, e.outcome(), e.Steps, d, e.App, e.Agent)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", started, lsCell(e.Path), lsCell(e.outcome()), e.Steps, d, lsCell(e.App), lsCell(e.Agent))
 	}
 	tw.Flush()
+}
+
+// lsCell renders a value read from a trace (or a directory name) for one
+// cell of the table: controls escaped, and tabs, which would shift the
+// columns, as spaces.
+func lsCell(s string) string {
+	return strings.ReplaceAll(termsafe.Line(s), "\t", " ")
 }
 
 func writeLsJSON(w io.Writer, entries []lsEntry) error {

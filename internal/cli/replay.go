@@ -16,7 +16,9 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/replay"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 type replayFlags struct {
@@ -170,7 +172,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		return usageErrorf("%s has no steps to replay (the run ended before its first observation: %s)", dir, src.Run.Message)
 	}
 	if src.Incomplete {
-		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace; replaying its %d recorded steps\n", dir, len(src.Steps))
+		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace; replaying its %d recorded steps\n", termsafe.Line(dir), len(src.Steps))
 	}
 	settle, err := replay.SettleFromRun(src.Run)
 	if err != nil {
@@ -185,11 +187,21 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return usageErrorf("backend: %v", err)
 	}
-	envCfg := replay.EnvFromRun(src.Run)
+	// The sandbox is the recording's, held to the rules of the flags that
+	// set it: a trace is input, and may have been crafted.
+	envCfg, err := recordedEnv(src.Run)
+	if err != nil {
+		return err
+	}
 	if f.image != "" {
 		envCfg.Image = f.image
 	}
 	envCfg.GuestBinary = f.guestBinary
+	var logCap int64
+	if src.Run.Settings != nil {
+		logCap = src.Run.Settings.LogCap
+	}
+	fmt.Fprintf(stderr, "agentbox: replay sandbox: %s (limits from %s)\n", termsafe.Line(describeSandbox(envCfg, logCap)), termsafe.Line(filepath.Join(dir, trace.RunFile)))
 	tmpfs := int64(envCfg.Resources.WithDefaults().TmpfsMB) << 20
 
 	target := f.target
@@ -235,7 +247,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	reapLeftovers(ctx, backend, stderr)
 
 	fmt.Fprintf(stderr, "agentbox: replay %s: %d steps of %s against %s on %s (area %s, tolerance %d, max diff %s, timing %s)\n",
-		runID, len(src.Steps), src.Run.ID, target, backend.Name(), rules.Area, rules.Tolerance, pct(rules.MaxDiff), timing)
+		runID, len(src.Steps), termsafe.Line(src.Run.ID), termsafe.Line(target), backend.Name(), rules.Area, rules.Tolerance, pct(rules.MaxDiff), timing)
 	res, err := replay.Run(ctx, replay.Config{
 		Source:       src,
 		App:          bundle,
@@ -255,17 +267,17 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		return failErr(err)
 	}
 	for _, n := range res.Notes {
-		fmt.Fprintf(stderr, "agentbox: %s\n", n)
+		fmt.Fprintf(stderr, "agentbox: %s\n", termsafe.Line(n))
 	}
-	fmt.Fprintf(stdout, "%s: %s\n", res.Verdict, res.Message)
+	fmt.Fprintf(stdout, "%s: %s\n", res.Verdict, termsafe.Text(res.Message))
 	if d := res.Divergence; d != nil && d.DiffFile != "" {
-		fmt.Fprintf(stdout, "diff: %s · side by side: %s\n", filepath.Join(out, d.DiffFile), filepath.Join(out, d.CompareFile))
+		fmt.Fprintf(stdout, "diff: %s · side by side: %s\n", termsafe.Line(filepath.Join(out, d.DiffFile)), termsafe.Line(filepath.Join(out, d.CompareFile)))
 	}
 	if res.Verdict == replay.Failed && res.Run.Reason != "" {
-		fmt.Fprintf(stdout, "[%s]\n", res.Run.Reason)
+		fmt.Fprintf(stdout, "[%s]\n", termsafe.Line(res.Run.Reason))
 	}
 	fmt.Fprintf(stdout, "%d of %d steps replayed in %v · trace: %s (agentbox view %s)\n",
-		res.Replayed, res.Steps, res.Duration.Round(10*time.Millisecond), out, out)
+		res.Replayed, res.Steps, res.Duration.Round(10*time.Millisecond), termsafe.Line(out), termsafe.Line(out))
 	return silentExitOrNil(res.ExitCode())
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/internal/termsafe"
+
 	// Built-in backends and agents register themselves.
 	_ "github.com/codegirl-games/agentbox/agent/anthropic"
 	_ "github.com/codegirl-games/agentbox/agent/demo"
@@ -61,7 +63,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &se) {
 		return int(se)
 	}
-	fmt.Fprintf(stderr, "agentbox: %v\n", err)
+	// Errors carry text from outside (app output, guest messages, names
+	// read from traces): shown, never obeyed by the terminal.
+	fmt.Fprintf(stderr, "agentbox: %s\n", termsafe.Text(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

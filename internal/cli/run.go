@@ -21,6 +21,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/runtime"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -148,6 +149,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
+		return err
+	}
 	env, err := parseKV("--env", f.env)
 	if err != nil {
 		return err
@@ -162,8 +166,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if f.maxSteps <= 0 {
 		return usageErrorf("--max-steps must be positive, got %d", f.maxSteps)
 	}
-	if f.cpus <= 0 || f.pids <= 0 {
-		return usageErrorf("--cpus and --pids must be positive")
+	resources := environment.Resources{CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20)}
+	if err := checkResources(resources, flagNames); err != nil {
+		return err
 	}
 	if f.timeout <= 0 || f.startTimeout <= 0 || f.readyTimeout < 0 {
 		return usageErrorf("--timeout and --start-timeout must be positive")
@@ -234,17 +239,15 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 
 	reapLeftovers(ctx, backend, stderr)
 
-	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", runID, target, describeAgent(agentInfo), backend.Name())
+	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", runID, termsafe.Line(target), termsafe.Line(describeAgent(agentInfo)), backend.Name())
 	res, err := runtime.Run(ctx, runtime.Config{
 		RunID:   runID,
 		Backend: backend,
 		Env: environment.Config{
-			Image:   f.image,
-			Runtime: f.ociRuntime,
-			Screen:  screen,
-			Resources: environment.Resources{
-				CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20),
-			},
+			Image:       f.image,
+			Runtime:     f.ociRuntime,
+			Screen:      screen,
+			Resources:   resources,
 			NoWM:        f.noWM,
 			GuestBinary: f.guestBinary,
 		},
@@ -291,11 +294,13 @@ func silentExitOrNil(code int) error {
 
 // report prints the outcome and where the trace is.
 func report(w io.Writer, r runtime.Result) {
-	fmt.Fprintf(w, "%s: %s", r.Outcome, r.Message)
+	// The message holds text from outside agentbox: the agent's done
+	// message, the app's last output, the guest's last words.
+	fmt.Fprintf(w, "%s: %s", r.Outcome, termsafe.Text(r.Message))
 	if r.Reason != "" && r.Reason != trace.ReasonDone {
-		fmt.Fprintf(w, " [%s]", r.Reason)
+		fmt.Fprintf(w, " [%s]", termsafe.Line(r.Reason))
 	}
-	fmt.Fprintf(w, "\n%d steps in %v · trace: %s\n", r.Steps, r.Duration.Round(10*time.Millisecond), r.TraceDir)
+	fmt.Fprintf(w, "\n%d steps in %v · trace: %s\n", r.Steps, r.Duration.Round(10*time.Millisecond), termsafe.Line(r.TraceDir))
 }
 
 // reapLeftovers removes, before a command starts its own, the sandboxes
@@ -309,7 +314,7 @@ func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.W
 	defer cancel()
 	reaped, _ := r.Reap(ctx, environment.ReapOptions{})
 	for _, x := range reaped {
-		fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", shortID(x.ID), x.RunID, x.Reason)
+		fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", termsafe.Line(shortID(x.ID)), termsafe.Line(x.RunID), termsafe.Line(x.Reason))
 	}
 }
 
@@ -398,11 +403,11 @@ func parseScreen(s string) (environment.Screen, error) {
 		}
 		n[i] = v
 	}
-	if n[0] < 64 || n[1] < 64 || n[0] > 7680 || n[1] > 4320 {
-		return environment.Screen{}, usageErrorf("--screen %q: width and height must be between 64 and 7680x4320", s)
+	if n[0] < minScreen || n[1] < minScreen || n[0] > maxScreenW || n[1] > maxScreenH {
+		return environment.Screen{}, usageErrorf("--screen %q: width and height must be between %d and %dx%d", s, minScreen, maxScreenW, maxScreenH)
 	}
-	if n[2] != 24 {
-		return environment.Screen{}, usageErrorf("--screen %q: only depth 24 is supported", s)
+	if n[2] != screenDepth {
+		return environment.Screen{}, usageErrorf("--screen %q: only depth %d is supported", s, screenDepth)
 	}
 	return environment.Screen{Width: n[0], Height: n[1], Depth: n[2]}, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,13 +9,16 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 	htmlreport "github.com/codegirl-games/agentbox/report"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -111,29 +115,18 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 		return failErr(err)
 	}
 	if tr.Incomplete {
-		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace (the run did not finish); the report says so\n", dir)
+		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace (the run did not finish); the report says so\n", termsafe.Line(dir))
 	}
-	fmt.Fprintf(stdout, "report: %s (%d steps, %d screenshots, %s in %v)\n", stats.Path, len(tr.Steps), stats.Images, humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
+	for _, r := range stats.Refused {
+		fmt.Fprintf(stderr, "agentbox: %s: not read: %s\n", termsafe.Line(dir), termsafe.Line(r))
+	}
+	fmt.Fprintf(stdout, "report: %s (%d steps, %d screenshots, %s in %v)\n", termsafe.Line(stats.Path), len(tr.Steps), stats.Images, humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
 	if !f.serve {
 		return nil
 	}
-	root := dir
-	page := htmlreport.FileName
-	if f.out != "" {
-		root, page = filepath.Dir(out), filepath.Base(out)
-	}
-	mux := http.NewServeMux()
-	files := http.FileServer(http.Dir(root))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/" {
-			http.Redirect(w, r, "/"+page, http.StatusFound)
-			return
-		}
-		w.Header().Set("Cache-Control", "no-cache")
-		files.ServeHTTP(w, r)
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "serving %s on http://%s/%s (Ctrl-C to stop)\n", root, ln.Addr(), page)
+	page := "/" + filepath.Base(out)
+	srv := &http.Server{Handler: reportHandler(ln.Addr(), tr.Dir, page, stats.Page, servedFiles(tr.Dir, filepath.Dir(out), stats.Files)), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "serving %s on http://%s%s (Ctrl-C to stop)\n", termsafe.Line(filepath.Dir(out)), ln.Addr(), termsafe.Line(page))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -147,6 +140,116 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 		c()
 	}
 	return nil
+}
+
+// servedFiles maps the URL path of each trace file the page links to (as
+// the browser asks for it, relative to the page's folder) to its path in
+// the trace. Files the page reaches outside its own folder are not served.
+func servedFiles(traceDir, pageDir string, files []string) map[string]string {
+	m := map[string]string{}
+	for _, f := range files {
+		rel, err := filepath.Rel(absOr(pageDir), absOr(filepath.Join(traceDir, filepath.FromSlash(f))))
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		m["/"+filepath.ToSlash(rel)] = path.Clean(f)
+	}
+	return m
+}
+
+func absOr(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// reportHandler serves the report page (from memory: exactly what was
+// written) and the trace files it links to, nothing else: no listings, no
+// other file of the trace, and no file through a link (each is opened with
+// trace.OpenFile when asked for). Requests must name the server by a
+// loopback name or the address it is bound to, so a web page whose name
+// was rebound to 127.0.0.1 (DNS rebinding) gets nothing.
+func reportHandler(bound net.Addr, traceDir, page string, html []byte, files map[string]string) http.Handler {
+	modtime := time.Now()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.Set("Cache-Control", "no-cache")
+		if !hostAllowed(r.Host, bound) {
+			http.Error(w, "agentbox view serves this report to 127.0.0.1, [::1] and localhost only", http.StatusMisdirectedRequest)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		switch r.URL.Path {
+		case "/":
+			http.Redirect(w, r, page, http.StatusFound)
+			return
+		case page:
+			h.Set("Content-Type", "text/html; charset=utf-8")
+			h.Set("Content-Security-Policy", htmlreport.CSP)
+			http.ServeContent(w, r, page, modtime, bytes.NewReader(html))
+			return
+		}
+		rel, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := trace.OpenFile(traceDir, rel)
+		if err != nil {
+			http.NotFound(w, r) // gone, or refused (a link, not a plain file)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		if err != nil {
+			http.Error(w, "cannot read the file", http.StatusInternalServerError)
+			return
+		}
+		// A file of the trace is data, never a page: its own type, no
+		// sniffing, and sandboxed should a browser open it.
+		h.Set("Content-Type", servedType(rel))
+		h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
+		http.ServeContent(w, r, "", st.ModTime(), f)
+	})
+}
+
+func servedType(rel string) string {
+	switch strings.ToLower(path.Ext(rel)) {
+	case ".png":
+		return "image/png"
+	case ".log", ".txt":
+		return "text/plain; charset=utf-8"
+	}
+	return "application/octet-stream"
+}
+
+// hostAllowed says whether a request's Host names this server: localhost
+// or the address it is bound to, with its port.
+func hostAllowed(host string, bound net.Addr) bool {
+	ta, ok := bound.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name, port = host, "80"
+	}
+	if port != strconv.Itoa(ta.Port) {
+		return false
+	}
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && ip.Equal(ta.IP)
 }
 
 func humanBytes(n int64) string {

@@ -25,6 +25,11 @@
     return (ms / 1000).toFixed(2) + " s";
   }
   function label(s) { return s.final ? "final" : "#" + s.n; }
+  // Links go only to files of the trace: relative URLs, never another
+  // scheme (agentbox view writes no other; this holds whatever the data).
+  function relative(u) {
+    return typeof u === "string" && u !== "" && !/^[a-z][a-z0-9+.-]*:/i.test(u) && !/^[\/\\]/.test(u) ? u : null;
+  }
 
   // ---- header ----
   const R = D.run;
@@ -88,9 +93,13 @@
   if (R.agentbox) chips.appendChild(el("span", "", "agentbox " + R.agentbox));
   for (const lg of D.logs) {
     const sp = el("span");
-    const a = el("a", "", lg.name);
-    a.href = lg.url;
-    sp.appendChild(a);
+    if (relative(lg.url)) {
+      const a = el("a", "", lg.name);
+      a.href = relative(lg.url);
+      sp.appendChild(a);
+    } else {
+      sp.appendChild(document.createTextNode(lg.name));
+    }
     sp.appendChild(document.createTextNode(" " + lg.bytes + " B" + (lg.dropped ? ", " + lg.dropped + " B dropped" : "")));
     chips.appendChild(sp);
   }
@@ -110,16 +119,25 @@
     b.appendChild(ul);
     banners.appendChild(b);
   }
+  if (D.refused && D.refused.length) {
+    const b = el("div", "banner incomplete", "Not read — files this trace names that are not plain files inside it (paths that leave it, symbolic links, devices):");
+    b.id = "refused";
+    const ul = el("ul");
+    for (const m of D.refused) ul.appendChild(el("li", "", m));
+    b.appendChild(ul);
+    banners.appendChild(b);
+  }
   if (D.replay) {
     const rp = D.replay;
     const b = el("div", "banner " + (rp.verdict === "matched" ? "matched" : "diverged"),
       "Replay" + (rp.source ? " of " + rp.source : "") + ": " + rp.message);
     b.id = "replay";
-    if (rp.compare || rp.diff) {
+    const link = relative(rp.compare) || relative(rp.diff);
+    if (link) {
       const a = el("a");
-      a.href = rp.compare || rp.diff;
+      a.href = link;
       const img = el("img");
-      img.src = rp.compare || rp.diff;
+      img.src = link;
       img.alt = "expected | replayed | difference";
       a.appendChild(img);
       b.appendChild(a);

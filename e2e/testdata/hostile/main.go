@@ -6,6 +6,7 @@
 //
 //	hostile egress HOST_TCP_PORT HOST_UDP_PORT GATEWAY
 //	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab
+//	hostile terminal exit|window
 package main
 
 import (
@@ -80,6 +81,8 @@ func main() {
 		return
 	case "grab":
 		grab()
+	case "terminal":
+		terminal(args[0])
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(2)

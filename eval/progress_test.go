@@ -1,0 +1,40 @@
+package eval
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// TestProgressEscapes: an episode's message (an agent's words, the app's
+// last output) cannot move the cursor, rewrite the status line or set the
+// terminal's title: the only control sequence in eval's progress is its
+// own status-line redraw, and only on a terminal.
+func TestProgressEscapes(t *testing.T) {
+	const evil = "\x1b[1A\x1b[2K\rsuccess: all passed\n\x1b]0;pwned\x07\u009b2J"
+	for _, terminal := range []bool{false, true} {
+		var b bytes.Buffer
+		p := newProgress(&b, terminal, 2, 1)
+		p.started()
+		p.finished(&Episode{Task: "task\x1b]0;t\x07", N: 1, Category: Failed, Outcome: trace.Failure, Reason: trace.ReasonGaveUp, Message: evil})
+		p.stop()
+		out := strings.ReplaceAll(b.String(), "\r\x1b[K", "") // eval's own redraw
+		if strings.ContainsAny(out, "\x1b\r\x07") || strings.Contains(out, "\u009b") {
+			t.Errorf("terminal=%v: progress holds control characters: %q", terminal, b.String())
+		}
+		if !strings.Contains(out, `\x1b]0;pwned\x07`) {
+			t.Errorf("terminal=%v: the message is not shown: %q", terminal, out)
+		}
+		if strings.Count(out, "\n") > 2 {
+			t.Errorf("terminal=%v: the message broke the line: %q", terminal, out)
+		}
+	}
+	var b bytes.Buffer
+	s := &Summary{Tasks: []TaskSummary{{Name: "t\x1b[2J", Episodes: 1, Failed: 1, Reasons: map[string]int{"gave_up\x1b]0;x\x07": 1}}}}
+	s.PrintTable(&b)
+	if strings.ContainsAny(b.String(), "\x1b\x07") {
+		t.Errorf("table holds control characters: %q", b.String())
+	}
+}
