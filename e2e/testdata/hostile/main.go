@@ -5,7 +5,7 @@
 // comes with a positive control proving the probe itself works.
 //
 //	hostile egress HOST_TCP_PORT HOST_UDP_PORT GATEWAY
-//	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab
+//	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab | fds
 package main
 
 import (
@@ -80,6 +80,8 @@ func main() {
 		return
 	case "grab":
 		grab()
+	case "fds":
+		fds()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(2)
