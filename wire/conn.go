@@ -64,7 +64,13 @@ func NewConn(r io.Reader, w io.Writer) *Conn {
 
 // ReadFrame reads one frame directly, under the limit; use it only before
 // Serve, for the handshake.
-func (c *Conn) ReadFrame() (*Message, error) { return readFrame(c.r, c.admit) }
+func (c *Conn) ReadFrame() (*Message, error) {
+	m, err := readFrame(c.r, c.admit)
+	if errors.Is(err, errSkip) {
+		return nil, fmt.Errorf("%w: an answer to no request", ErrProtocol)
+	}
+	return m, err
+}
 
 // admit decides, from its header, whether an incoming frame is read:
 // responses must answer a pending call (others, such as late answers to
