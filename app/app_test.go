@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,4 +237,79 @@ func FuzzParseManifest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLinkChains: links are resolved through each other, as the sandbox's
+// kernel will, before anything starts; every link that leaves the app
+// directory, however chained, is refused naming the link.
+func TestLinkChains(t *testing.T) {
+	type link struct{ name, target string }
+	tests := []struct {
+		name    string
+		dirs    []string
+		links   []link
+		wantErr string // "" accepts
+	}{
+		{"the red team's chain", nil, []link{{"s", "."}, {"t", "s/.."}, {"u", "t/.."}}, "/t: symbolic link to s/.. leaves the app directory (through s -> .)"},
+		{"only the last of a chain leaves", []string{"d"}, []link{{"s", "."}, {"d/t", "../s/.."}}, "/d/t: symbolic link to ../s/.. leaves the app directory (through s -> .)"},
+		{"a chain through a directory link", []string{"data"}, []link{{"a", "b/c"}, {"b", "data"}, {"data/c", "../s/.."}, {"s", "."}},
+			"/a: symbolic link to b/c leaves the app directory (through b -> data, data/c -> ../s/.., s -> .)"},
+		{"a link to a link that leaves", nil, []link{{"a", "b"}, {"b", "c/.."}, {"c", "."}}, "/a: symbolic link to b leaves the app directory (through b -> c/.., c -> .)"},
+		{"up and back down is still out", nil, []link{{"s", "."}, {"x", "s/../" + "app/game"}}, "/x: symbolic link to s/../app/game leaves the app directory"},
+		{"a link to the app directory itself", nil, []link{{"s", "."}, {"t", "s/s/s"}}, ""},
+		{"a chain that stays inside", []string{"data", "data/sub"}, []link{{"cur", "data/sub"}, {"up", "cur/.."}, {"x", "up/../game"}}, ""},
+		{"a loop goes nowhere", nil, []link{{"a", "b"}, {"b", "a"}, {"c", "a/.."}}, ""},
+		{"a dangling link inside", nil, []link{{"a", "missing/file"}}, ""},
+		{"a dangling link read lexically", nil, []link{{"a", "missing/../.."}}, "/a: symbolic link to missing/../.. leaves the app directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "app")
+			write(t, filepath.Join(p, ManifestName), `{"command":"game"}`, 0o644)
+			write(t, filepath.Join(p, "game"), elf, 0o755)
+			for _, d := range tt.dirs {
+				if err := os.MkdirAll(filepath.Join(p, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, l := range tt.links {
+				if err := os.Symlink(l.target, filepath.Join(p, l.name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := Load(p, DefaultLimits)
+			if err == nil {
+				b.Close()
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Load: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), p+tt.wantErr) || !errors.Is(err, ErrInvalid)):
+				t.Fatalf("Load: %v\nwant an error naming %q", err, p+tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestLinkChainLong: a chain of thousands of links costs little to check.
+func TestLinkChainLong(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "app")
+	write(t, filepath.Join(p, ManifestName), `{"command":"game"}`, 0o644)
+	write(t, filepath.Join(p, "game"), elf, 0o755)
+	const n = 1000
+	for i := 0; i < n; i++ {
+		if err := os.Symlink(fmt.Sprintf("l%05d", i+1), filepath.Join(p, fmt.Sprintf("l%05d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("s/..", filepath.Join(p, fmt.Sprintf("l%05d", n))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".", filepath.Join(p, "s")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p, Limits{MaxFiles: 2 * n, MaxBytes: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "/l00000: symbolic link to l00001 leaves the app directory (through l00001 -> l00002,") {
+		t.Fatalf("Load: %.300v", err)
+	}
 }

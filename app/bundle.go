@@ -298,7 +298,136 @@ func (b *Bundle) collect(lim Limits) error {
 	}
 	// Parents before children.
 	sort.SliceStable(b.Files, func(i, j int) bool { return b.Files[i].Rel < b.Files[j].Rel })
+	return b.checkLinks()
+}
+
+// checkLinks resolves every link as the sandbox's kernel will, through the
+// bundle's own links, and refuses any that leaves the app directory however
+// it is chained: with s -> . and t -> s/.., t is the app directory's
+// parent, though "s/.." alone looks local.
+func (b *Bundle) checkLinks() error {
+	r := &linkResolver{files: make(map[string]*File, len(b.Files)), memo: map[string]*resolved{}}
+	for i := range b.Files {
+		r.files[b.Files[i].Rel] = &b.Files[i]
+	}
+	for _, f := range b.Files {
+		if f.Link == "" {
+			continue
+		}
+		_, err := r.link(f.Rel)
+		var esc *escapeError
+		if errors.As(err, &esc) {
+			where := filepath.Join(b.Dir, filepath.FromSlash(f.Rel))
+			chain := ""
+			if len(esc.via) > 1 {
+				chain = " (through " + strings.Join(esc.via[1:], ", ") + ")"
+			}
+			return fmt.Errorf("%w: %s: symbolic link to %s leaves the app directory%s", ErrInvalid, where, f.Link, chain)
+		}
+	}
 	return nil
+}
+
+// escapeError says a path goes above the app directory; via lists the
+// links followed on the way, outermost first, as "name -> target".
+type escapeError struct{ via []string }
+
+func (e *escapeError) Error() string { return "leaves the app directory" }
+
+// errLoop says a path goes round in links: the kernel refuses it (ELOOP),
+// so it leads nowhere, inside or out.
+var errLoop = errors.New("too many levels of symbolic links")
+
+type resolved struct {
+	comps []string // the target's components below the app directory
+	via   []string // the links followed to get there, as "name -> target"
+	err   error    // *escapeError or errLoop
+	busy  bool     // being resolved: meeting it again is a loop
+}
+
+// linkResolver resolves the bundle's links, each once.
+type linkResolver struct {
+	files map[string]*File
+	memo  map[string]*resolved
+}
+
+// link resolves the link rel to its final target. Its error, an
+// *escapeError, lists rel first and then the links followed.
+func (r *linkResolver) link(rel string) ([]string, error) {
+	m := r.follow(rel)
+	return m.comps, m.err
+}
+
+func (r *linkResolver) follow(rel string) *resolved {
+	if m := r.memo[rel]; m != nil {
+		if m.busy {
+			return &resolved{err: errLoop}
+		}
+		return m
+	}
+	m := &resolved{busy: true}
+	r.memo[rel] = m
+	var dir []string // the link's directory: every parent of a staged entry is a real directory
+	if d := path.Dir(rel); d != "." {
+		dir = strings.Split(d, "/")
+	}
+	target := r.files[rel].Link
+	m.comps, m.via, m.err = r.walk(dir, target)
+	m.via = shortVia(append([]string{rel + " -> " + target}, m.via...))
+	if m.err != nil {
+		m.comps = nil
+		if _, ok := m.err.(*escapeError); ok {
+			m.err = &escapeError{via: m.via}
+		}
+	}
+	m.busy = false
+	return m
+}
+
+// shortVia keeps the first links of a chain, enough for an error message:
+// a chain of n links must not cost n² to describe.
+func shortVia(via []string) []string {
+	const keep = 8
+	if len(via) > keep {
+		return append(via[:keep:keep], "…")
+	}
+	return via
+}
+
+// walk resolves name (slash-separated) from the directory dir, following
+// the bundle's links at every component, the last included, and returns
+// the result's components and the links followed. A component that is not
+// staged is taken as a plain name: opening such a path fails in the
+// sandbox, and resolving it lexically is the cautious reading.
+func (r *linkResolver) walk(dir []string, name string) (comps, via []string, err error) {
+	if path.IsAbs(name) {
+		return nil, nil, &escapeError{}
+	}
+	cur := append([]string(nil), dir...)
+	for _, c := range strings.Split(name, "/") {
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return nil, via, &escapeError{}
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		next := path.Join(path.Join(cur...), c)
+		if f := r.files[next]; f == nil || f.Link == "" {
+			cur = append(cur, c)
+			continue
+		}
+		m := r.follow(next)
+		via = shortVia(append(via, m.via...))
+		if m.err != nil {
+			return nil, via, m.err
+		}
+		cur = append(cur[:0:0], m.comps...)
+	}
+	return cur, via, nil
 }
 
 // linkInside accepts a relative symlink target that stays inside the

@@ -315,11 +315,18 @@ func TestStagingRejects(t *testing.T) {
 	os.WriteFile(filepath.Join(trav, "agentbox.json"), []byte(`{"command":"../../bin/sh"}`), 0o644)
 	link := moverApp(t, "")
 	os.Symlink("/etc/passwd", filepath.Join(link, "passwd"))
+	// Each link looks local on its own; t resolves to the app directory's
+	// parent once s is followed (issue 12).
+	chain := moverApp(t, "")
+	os.Symlink(".", filepath.Join(chain, "s"))
+	os.Symlink("s/..", filepath.Join(chain, "t"))
+	os.Symlink("t/..", filepath.Join(chain, "u"))
 	tests := []struct {
 		name, dir, want string
 	}{
 		{"manifest with ../", trav, "leaves the app directory"},
 		{"symlink to /etc/passwd", link, "passwd"},
+		{"symlink chain s -> ., t -> s/..", chain, "/t: symbolic link to s/.. leaves the app directory (through s -> .)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

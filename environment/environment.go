@@ -242,3 +242,12 @@ type Check struct {
 	Detail string // what was found
 	Fix    string // how to fix it, when not OK
 }
+
+// DropCounter is implemented by Events receivers that record what the host
+// discarded from the guest beyond its bounds: window events past their
+// budget, log lines past theirs, a second exit. kind names the event kind
+// ("window", "log", "exit"); n how many were dropped. Output beyond its cap
+// is reported through Output's dropped argument instead.
+type DropCounter interface {
+	Dropped(kind string, n int64)
+}

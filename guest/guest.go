@@ -20,6 +20,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/guest/xserver"
+	"github.com/codegirl-games/agentbox/internal/fds"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -73,6 +74,12 @@ type request struct {
 // process exit code.
 func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int {
 	g := &Guest{opts: opts, conn: wire.NewConn(stdin, stdout), logw: stderr, winCh: make(chan struct{}, 1)}
+	// Nothing the guest inherited beyond stdio reaches Xvfb, Openbox or
+	// the app.
+	if err := fds.CloseOnExec(3); err != nil {
+		fmt.Fprintf(stderr, "agentbox guest: %v\n", err)
+		return 1
+	}
 	reserveThreads(guestThreads)
 	if err := harden(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: cannot make the guest non-dumpable: %v\n", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -162,6 +163,11 @@ func (s *sink) Window(kind string, w action.Window) {
 		"id": w.ID, "title": w.Title, "x": w.X, "y": w.Y, "width": w.Width, "height": w.Height,
 	}})
 }
+
+var _ environment.DropCounter = (*sink)(nil)
+
+// Dropped implements environment.DropCounter.
+func (s *sink) Dropped(kind string, n int64) { s.tw.EventsDropped(kind, n) }
 
 func (s *sink) exit() *action.Exit {
 	s.mu.Lock()

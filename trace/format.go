@@ -189,6 +189,10 @@ type LogInfo struct {
 	StderrBytes   int64 `json:"stderr_bytes"`
 	StdoutDropped int64 `json:"stdout_dropped,omitempty"`
 	StderrDropped int64 `json:"stderr_dropped,omitempty"`
+	// EventsDropped counts events the host discarded beyond their bound,
+	// by kind ("window", "log", "exit"); steps.jsonl has an
+	// "events_dropped" event where each kind's dropping began.
+	EventsDropped map[string]int64 `json:"events_dropped,omitempty"`
 }
 
 // Record types in steps.jsonl.

@@ -357,6 +357,25 @@ func (w *Writer) Output(stream action.Stream, data []byte, dropped int64) {
 	}
 }
 
+// EventsDropped counts n events of a kind the host discarded beyond their
+// bound. The first time for a kind it also records an "events_dropped"
+// event, so a reader of steps.jsonl sees where the record stops being
+// complete; the totals go to run.json.
+func (w *Writer) EventsDropped(kind string, n int64) {
+	w.mu.Lock()
+	first := w.run.Logs.EventsDropped[kind] == 0
+	if w.run.Logs.EventsDropped == nil {
+		w.run.Logs.EventsDropped = map[string]int64{}
+	}
+	w.run.Logs.EventsDropped[kind] += n
+	w.mu.Unlock()
+	if first {
+		w.Record(Record{Type: TypeEvent, Event: "events_dropped", Data: map[string]any{
+			"kind": kind, "note": "further " + kind + " events are counted in run.json (logs.events_dropped), not recorded",
+		}})
+	}
+}
+
 // Finish waits for the screenshots, writes the truncation markers, syncs
 // everything and rewrites run.json with status "complete". The update
 // function fills in the outcome. Finish is idempotent.

@@ -26,26 +26,73 @@ type Conn struct {
 
 	wmu sync.Mutex
 
+	limit Limit // set before Serve
+
 	mu      sync.Mutex
 	nextID  uint32
-	pending map[uint32]chan *Message
+	pending map[uint32]pendingCall
 	err     error // why the stream ended; set once
 	done    chan struct{}
 }
+
+type pendingCall struct {
+	method string
+	ch     chan *Message // buffered
+}
+
+// A Limit bounds what a Conn accepts from its peer. It sees each incoming
+// frame's header (with the JSON body still undecoded in Body) and the
+// length of its payload before a byte of the payload is read or allocated,
+// and refuses the frame by returning an error: the stream then ends with
+// ErrProtocol. Responses reach the limit only when they answer a pending
+// call and name that call's method (others are discarded unread), so the
+// limit can trust a response's Method.
+type Limit func(h *Header, payload int) error
+
+// SetLimit installs l; call it before ReadFrame and Serve.
+func (c *Conn) SetLimit(l Limit) { c.limit = l }
 
 // NewConn wraps a stream. Call Serve (usually in a goroutine) to read.
 func NewConn(r io.Reader, w io.Writer) *Conn {
 	return &Conn{
 		r:       bufio.NewReaderSize(r, 256<<10),
 		w:       w,
-		pending: make(map[uint32]chan *Message),
+		pending: make(map[uint32]pendingCall),
 		done:    make(chan struct{}),
 	}
 }
 
-// ReadFrame reads one frame directly; use it only before Serve, for the
-// handshake.
-func (c *Conn) ReadFrame() (*Message, error) { return ReadFrame(c.r) }
+// ReadFrame reads one frame directly, under the limit; use it only before
+// Serve, for the handshake.
+func (c *Conn) ReadFrame() (*Message, error) {
+	m, err := readFrame(c.r, c.admit)
+	if errors.Is(err, errSkip) {
+		return nil, fmt.Errorf("%w: an answer to no request", ErrProtocol)
+	}
+	return m, err
+}
+
+// admit decides, from its header, whether an incoming frame is read:
+// responses must answer a pending call (others, such as late answers to
+// cancelled calls, are skipped without reading their payload) and name its
+// method; then the limit has its say.
+func (c *Conn) admit(h *Header, payload int) error {
+	if h.Type == Response {
+		c.mu.Lock()
+		p, ok := c.pending[h.ID]
+		c.mu.Unlock()
+		if !ok {
+			return errSkip
+		}
+		if h.Method != p.method {
+			return fmt.Errorf("response to request %d (%s) is for %q", h.ID, p.method, h.Method)
+		}
+	}
+	if c.limit != nil {
+		return c.limit(h, payload)
+	}
+	return nil
+}
 
 // Serve reads frames until the stream ends, delivering responses to their
 // callers and everything else to h. It returns the reason the stream ended
@@ -54,17 +101,20 @@ func (c *Conn) Serve(h Handler) error {
 	var err error
 	for {
 		var m *Message
-		m, err = ReadFrame(c.r)
+		m, err = readFrame(c.r, c.admit)
+		if errors.Is(err, errSkip) {
+			continue
+		}
 		if err != nil {
 			break
 		}
 		if m.Type == Response {
 			c.mu.Lock()
-			ch := c.pending[m.ID]
+			p, ok := c.pending[m.ID]
 			delete(c.pending, m.ID)
 			c.mu.Unlock()
-			if ch != nil {
-				ch <- m // buffered
+			if ok {
+				p.ch <- m // buffered
 			}
 			continue
 		}
@@ -94,8 +144,8 @@ func (c *Conn) close(err error) {
 	}
 	c.err = err
 	close(c.done)
-	for id, ch := range c.pending {
-		close(ch)
+	for id, p := range c.pending {
+		close(p.ch)
 		delete(c.pending, id)
 	}
 }
@@ -138,7 +188,7 @@ func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []b
 	}
 	c.nextID++
 	id := c.nextID
-	c.pending[id] = ch
+	c.pending[id] = pendingCall{method: method, ch: ch}
 	c.mu.Unlock()
 
 	if err := c.Write(&Header{Type: Request, ID: id, Method: method, Body: body}, payload); err != nil {

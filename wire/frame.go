@@ -114,6 +114,18 @@ func WriteFrame(w io.Writer, h *Header, payload []byte) error {
 // ReadFrame reads one frame. io.EOF is returned only for a clean end between
 // frames; a stream that ends inside a frame yields io.ErrUnexpectedEOF.
 func ReadFrame(r *bufio.Reader) (*Message, error) {
+	return readFrame(r, nil)
+}
+
+// errSkip, returned by a check, makes readFrame discard the frame's payload
+// unread and return errSkip: the stream stays usable.
+var errSkip = errors.New("wire: frame skipped")
+
+// readFrame reads one frame. check, if not nil, sees the decoded header
+// and the payload's length before a byte of the payload is read or
+// allocated: an error refuses the frame (the stream is then unusable,
+// since the payload was not consumed), errSkip discards the payload.
+func readFrame(r *bufio.Reader, check func(h *Header, payload int) error) (*Message, error) {
 	var pre [8]byte
 	if _, err := io.ReadFull(r, pre[:4]); err != nil {
 		return nil, err
@@ -132,12 +144,12 @@ func ReadFrame(r *bufio.Reader) (*Message, error) {
 	if hn > n-4 || hn > MaxHeader {
 		return nil, fmt.Errorf("%w: header length %d exceeds frame length %d", ErrProtocol, hn, n)
 	}
-	body := make([]byte, n-4)
-	if _, err := io.ReadFull(r, body); err != nil {
+	hdr := make([]byte, hn)
+	if _, err := io.ReadFull(r, hdr); err != nil {
 		return nil, noEOF(err)
 	}
 	m := &Message{}
-	if err := json.Unmarshal(body[:hn], &m.Header); err != nil {
+	if err := json.Unmarshal(hdr, &m.Header); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrProtocol, err)
 	}
 	switch m.Type {
@@ -145,8 +157,22 @@ func ReadFrame(r *bufio.Reader) (*Message, error) {
 	default:
 		return nil, fmt.Errorf("%w: unknown frame type %q", ErrProtocol, m.Type)
 	}
-	if int(hn) < len(body) {
-		m.Payload = body[hn:]
+	pn := int(n - 4 - hn)
+	if check != nil {
+		if err := check(&m.Header, pn); errors.Is(err, errSkip) {
+			if _, err := r.Discard(pn); err != nil {
+				return nil, noEOF(err)
+			}
+			return nil, errSkip
+		} else if err != nil {
+			return nil, fmt.Errorf("%w: %s %s: %w", ErrProtocol, m.Type, m.Method, err)
+		}
+	}
+	if pn > 0 {
+		m.Payload = make([]byte, pn)
+		if _, err := io.ReadFull(r, m.Payload); err != nil {
+			return nil, noEOF(err)
+		}
 	}
 	return m, nil
 }

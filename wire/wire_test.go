@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -189,3 +190,65 @@ func FuzzReadFrame(f *testing.F) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestConnLimit: a Conn reads a frame's payload only after the limit and
+// its own checks accept the header: answers to calls never made are
+// skipped unread (the limit never sees them), an answer naming another
+// method and a frame the limit refuses end the stream with ErrProtocol.
+func TestConnLimit(t *testing.T) {
+	frame := func(h *Header, payload []byte) []byte {
+		var b bytes.Buffer
+		if err := WriteFrame(&b, h, payload); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	answer := frame(&Header{Type: Response, ID: 1, Method: "get"}, []byte("ok"))
+	tests := []struct {
+		name   string
+		stream []byte // what the peer sends once call 1 ("get") arrives
+		want   string // the call's error; "" for success
+		seen   string // the payload lengths the limit saw
+	}{
+		{"answer", answer, "", "[2]"},
+		{"late answer skipped unread", append(frame(&Header{Type: Response, ID: 9, Method: "get"}, bytes.Repeat([]byte{1}, 1<<20)), answer...), "", "[2]"},
+		{"answer for another method", frame(&Header{Type: Response, ID: 1, Method: "put"}, []byte("ok")), `protocol error: res put: response to request 1 (get) is for "put"`, "[]"},
+		{"refused by the limit", frame(&Header{Type: Event, Method: "big"}, make([]byte, 100)), "protocol error: evt big: 100 bytes is too many", "[100]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hr, pw := io.Pipe()
+			pr, hw := io.Pipe()
+			defer pw.Close()
+			defer hw.Close()
+			c := NewConn(hr, hw)
+			var seen []int
+			c.SetLimit(func(h *Header, payload int) error {
+				seen = append(seen, payload)
+				if payload > 10 {
+					return fmt.Errorf("%d bytes is too many", payload)
+				}
+				return nil
+			})
+			served := make(chan struct{})
+			go func() { c.Serve(nil); close(served) }()
+			go func() {
+				if _, err := ReadFrame(bufio.NewReader(pr)); err == nil {
+					pw.Write(tt.stream)
+				}
+			}()
+			p, err := c.Call(context.Background(), "get", nil, nil, nil)
+			switch {
+			case tt.want == "" && (err != nil || string(p) != "ok"):
+				t.Errorf("call = %q, %v", p, err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrProtocol)):
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+			pw.Close()
+			<-served
+			if got := fmt.Sprint(seen); got != tt.seen {
+				t.Errorf("the limit saw payloads %s, want %s", got, tt.seen)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -46,6 +47,11 @@ type Client struct {
 	served chan struct{}
 	logf   func(string)
 
+	// What the guest may send (bounds.go).
+	handshaken atomic.Bool
+	screen     atomic.Pointer[environment.Screen]
+	budgets    budgets
+
 	// FullFrames disables the unchanged-frame shortcut.
 	FullFrames bool
 }
@@ -55,6 +61,7 @@ type Client struct {
 // reading. r is the guest's stdout, w its stdin.
 func Dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Events, logf func(string)) (*Client, error) {
 	c := &Client{conn: wire.NewConn(r, w), events: events, served: make(chan struct{}), logf: logf}
+	c.conn.SetLimit(c.check)
 	type first struct {
 		m   *wire.Message
 		err error
@@ -82,6 +89,8 @@ func Dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Even
 	if err := json.Unmarshal(f.m.Body, &c.hello); err != nil || c.hello.Magic != wire.Magic {
 		return nil, fmt.Errorf("%w: the guest's hello is not agentbox's", environment.ErrGuest)
 	}
+	c.hello.Version = clip(c.hello.Version, 64)
+	c.handshaken.Store(true)
 	if c.hello.Protocol != wire.Protocol {
 		return nil, fmt.Errorf("%w: guest speaks protocol %d (agentbox %s), host speaks %d (agentbox %s)",
 			environment.ErrGuest, c.hello.Protocol, c.hello.Version, wire.Protocol, version.Version)
@@ -106,34 +115,6 @@ func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
 // Err says why the stream ended.
 func (c *Client) Err() error { return c.conn.Err() }
 
-func (c *Client) handle(m *wire.Message) {
-	if m.Type != wire.Event {
-		return
-	}
-	switch m.Method {
-	case wire.EventOutput:
-		var e wire.OutputEvent
-		if json.Unmarshal(m.Body, &e) == nil && c.events != nil {
-			c.events.Output(e.Stream, m.Payload, e.Dropped)
-		}
-	case wire.EventExit:
-		var e action.Exit
-		if json.Unmarshal(m.Body, &e) == nil && c.events != nil {
-			c.events.Exited(e)
-		}
-	case wire.EventWindow:
-		var e wire.WindowEvent
-		if json.Unmarshal(m.Body, &e) == nil && c.events != nil {
-			c.events.Window(e.Kind, e.Window)
-		}
-	case wire.EventLog:
-		var e wire.LogEvent
-		if json.Unmarshal(m.Body, &e) == nil && c.logf != nil {
-			c.logf(e.Level + ": " + e.Msg)
-		}
-	}
-}
-
 // wrap classifies an error from a call.
 func (c *Client) wrap(what string, err error) error {
 	switch {
@@ -151,6 +132,7 @@ func (c *Client) wrap(what string, err error) error {
 
 // Start brings up the display and window manager.
 func (c *Client) Start(ctx context.Context, screen environment.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
+	c.screen.Store(&screen) // screenshots are bounded by it
 	req := wire.StartRequest{
 		Screen:    wire.Screen{Width: screen.Width, Height: screen.Height, Depth: screen.Depth},
 		NoWM:      noWM,
@@ -162,6 +144,7 @@ func (c *Client) Start(ctx context.Context, screen environment.Screen, noWM bool
 	if err != nil {
 		return c.start, c.wrap("start display", err)
 	}
+	c.start.Display = clip(c.start.Display, 64)
 	return c.start, nil
 }
 
@@ -244,6 +227,7 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 		ReadyMS:     int(spec.ReadyTimeout / time.Millisecond),
 		LogCap:      spec.LogCap,
 	}
+	c.budgets.logCap.Store(spec.LogCap)
 	req.Env = append(req.Env, extraEnv...)
 	for k, v := range m.Env {
 		req.Env = append(req.Env, k+"="+v)
@@ -259,6 +243,10 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrAppExited, err)
 		}
 		return environment.LaunchResult{}, c.wrap("launch", err)
+	}
+	if resp.Window != nil {
+		w := clipWindow(*resp.Window)
+		resp.Window = &w
 	}
 	return environment.LaunchResult{
 		PID:    resp.PID,
@@ -283,7 +271,7 @@ func (c *Client) Observe(ctx context.Context) (*action.Frame, environment.State,
 	}
 	var st environment.State
 	if resp.State != nil {
-		st = environment.State{Cursor: resp.State.Cursor, Windows: resp.State.Windows, Running: resp.State.Running, Exit: resp.State.Exit}
+		st = environment.State{Cursor: resp.State.Cursor, Windows: clipWindows(resp.State.Windows), Running: resp.State.Running, Exit: clipExitPtr(resp.State.Exit)}
 	}
 	if resp.Unchanged && c.last != nil {
 		return c.last, st, nil
@@ -300,8 +288,10 @@ func (c *Client) decode(resp *wire.ScreenshotResponse, payload []byte) (*action.
 	if resp.Encoding != wire.EncodingBGRXS2 {
 		return nil, fmt.Errorf("unknown pixel encoding %q", resp.Encoding)
 	}
+	// check refused frames larger than the screen before reading them;
+	// this is the same bound again, next to the allocations.
 	w, h := resp.Width, resp.Height
-	if w <= 0 || h <= 0 || w > 16384 || h > 16384 {
+	if sc := c.screen.Load(); sc == nil || w <= 0 || h <= 0 || w > sc.Width || h > sc.Height {
 		return nil, fmt.Errorf("bad frame size %dx%d", w, h)
 	}
 	n, err := s2.DecodedLen(payload)
@@ -337,6 +327,7 @@ func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error
 		}
 		return res, c.wrap(a.String(), err)
 	}
+	res.Error = clip(res.Error, MaxText)
 	return res, nil
 }
 
@@ -348,7 +339,7 @@ func (c *Client) Stop(ctx context.Context, grace time.Duration) (*action.Exit, e
 	if err != nil {
 		return nil, c.wrap("stop", err)
 	}
-	return resp.Exit, nil
+	return clipExitPtr(resp.Exit), nil
 }
 
 // Ping checks the guest answers.

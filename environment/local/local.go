@@ -29,6 +29,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/internal/fds"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 )
 
@@ -331,6 +332,13 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		}
 	}()
 
+	// bubblewrap passes on every descriptor it inherits, and so would the
+	// guest to Xvfb, Openbox and the app: whatever this process inherited
+	// beyond stdio (a shell's 9</root/secret) must not be inheritable. This
+	// is process-wide and idempotent; agentbox's main does it first thing.
+	if err := fds.CloseOnExec(3); err != nil {
+		return nil, fmt.Errorf("%w: cannot keep this process's inherited descriptors out of the sandbox: %w", environment.ErrUnavailable, err)
+	}
 	attr := sysProcAttr()
 	cgp := cgroupV2()
 	if cgp.dir != "" {

@@ -18,6 +18,8 @@ import (
 	_ "github.com/codegirl-games/agentbox/agent/openai"
 	_ "github.com/codegirl-games/agentbox/environment/docker"
 	_ "github.com/codegirl-games/agentbox/environment/local"
+
+	"github.com/codegirl-games/agentbox/internal/fds"
 )
 
 // Exit codes shared by every command (see README: exit codes).
@@ -53,6 +55,11 @@ func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
 
 // Main runs the command line and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// Descriptors this process inherited beyond stdio reach nothing it
+	// starts: not bubblewrap, the guest or the app (SECURITY.md).
+	if err := fds.CloseOnExec(3); err != nil {
+		fmt.Fprintf(stderr, "agentbox: warning: inherited descriptors stay inheritable: %v\n", err)
+	}
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()

@@ -106,7 +106,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.DurationVar(&f.startTimeout, "start-timeout", 60*time.Second, "deadline for creating the sandbox and launching the app")
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
 	fl.StringVar(&f.out, "out", "", "trace directory (must be new or empty; default ./agentbox-runs/RUN-ID)")
-	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of stdout.log and stderr.log")
+	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of stdout.log and stderr.log, and on the window events recorded")
 	fl.StringArrayVar(&f.env, "env", nil, "extra app environment variable KEY=VALUE (repeatable)")
 	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print every step")

@@ -5,7 +5,7 @@
 // comes with a positive control proving the probe itself works.
 //
 //	hostile egress HOST_TCP_PORT HOST_UDP_PORT GATEWAY
-//	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab
+//	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab | fds
 //	hostile terminal exit|window
 package main
 
@@ -83,6 +83,8 @@ func main() {
 		grab()
 	case "terminal":
 		terminal(args[0])
+	case "fds":
+		fds()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(2)
