@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/codegirl-games/agentbox/action"
 )
 
 // ManifestName is the manifest file looked for in an app directory.
@@ -133,7 +135,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 			return nil, fail("field \"env\"[%q] contains a NUL byte", k)
 		}
 	}
-	if _, err := TitleMatcher(m.WindowTitle); err != nil {
+	if _, err := action.TitleMatcher(m.WindowTitle); err != nil {
 		return nil, fail("field \"window_title\": %v", err)
 	}
 	switch {
@@ -221,35 +223,4 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// TitleMatcher compiles a window-title pattern: "/re/" is a regular
-// expression, anything else a glob where * and ? are wildcards. An empty
-// pattern matches every title.
-func TitleMatcher(pattern string) (func(string) bool, error) {
-	if pattern == "" {
-		return func(string) bool { return true }, nil
-	}
-	if len(pattern) >= 2 && strings.HasPrefix(pattern, "/") && strings.HasSuffix(pattern, "/") {
-		re, err := regexp.Compile(pattern[1 : len(pattern)-1])
-		if err != nil {
-			return nil, fmt.Errorf("bad regular expression %s: %w", pattern, err)
-		}
-		return re.MatchString, nil
-	}
-	var b strings.Builder
-	b.WriteString("^")
-	for _, r := range pattern {
-		switch r {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	b.WriteString("$")
-	re := regexp.MustCompile(b.String())
-	return re.MatchString, nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
-	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/internal/keysym"
 	"github.com/codegirl-games/agentbox/wire"
@@ -242,7 +241,7 @@ func (g *Guest) wait(ctx context.Context, a action.Action) (bool, error) {
 	defer cancel()
 	switch a.Until {
 	case action.UntilWindow:
-		match, err := app.TitleMatcher(a.Title)
+		match, err := action.TitleMatcher(a.Title)
 		if err != nil {
 			return false, wire.Errorf(wire.CodeInvalid, "title: %v", err)
 		}

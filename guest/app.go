@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codegirl-games/agentbox/action"
-	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -125,7 +124,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	if g.app != nil {
 		return resp, wire.Errorf(wire.CodeInvalid, "launch: an app is already running")
 	}
-	match, err := app.TitleMatcher(req.WindowTitle)
+	match, err := action.TitleMatcher(req.WindowTitle)
 	if err != nil {
 		return resp, wire.Errorf(wire.CodeInvalid, "launch: window_title: %v", err)
 	}

@@ -31,7 +31,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/codegirl-games/agentbox/action"
-	"github.com/codegirl-games/agentbox/app"
 )
 
 // ErrInvalid is wrapped by every error about a script.
@@ -513,7 +512,7 @@ func (p *parser) check(num int, raw map[string]json.RawMessage, where func(strin
 		if err := getString("title", &c.Title); err != nil {
 			return nil, err
 		}
-		m, err := app.TitleMatcher(c.Title)
+		m, err := action.TitleMatcher(c.Title)
 		if err != nil || c.Title == "" {
 			return nil, fail("title", "want a glob or /regex/: %v", err)
 		}
