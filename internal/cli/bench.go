@@ -12,7 +12,6 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/bench"
-	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -41,9 +40,10 @@ It reports figures; it passes or fails nothing.`,
 				o.Screens = append(o.Screens, sc)
 			}
 			if o.App == "" {
+				// The default is the demo of the source tree bench runs in.
 				o.App = filepath.Join("examples", "mover")
 				if _, err := os.Stat(filepath.Join(o.App, "mover")); err != nil {
-					o.App = filepath.Join(testenv.RepoRoot(), "examples", "mover")
+					return usageErrorf("--app: no built mover demo at %s (run bench from the source tree after make build, or name an app directory)", o.App)
 				}
 			}
 			o.Progress = cmd.ErrOrStderr()
