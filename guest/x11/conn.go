@@ -28,28 +28,20 @@ const DefaultClickInterval = 40 * time.Millisecond
 type Option func(*options)
 
 type options struct {
-	coreCapture   bool
-	clickInterval time.Duration
+	coreCapture bool
 }
 
 // WithCoreCapture makes the Conn capture with core GetImage even when MIT-SHM
 // is available (for tests and benchmarks).
 func WithCoreCapture() Option { return func(o *options) { o.coreCapture = true } }
 
-// WithClickInterval sets the pause between the clicks of Click with count > 1
-// (default DefaultClickInterval).
-func WithClickInterval(d time.Duration) Option {
-	return func(o *options) { o.clickInterval = d }
-}
-
 // Conn is the guest's connection to an X server. Its methods are safe for
 // concurrent use; calls of one kind (capture, input, window queries) are
 // serialised among themselves.
 type Conn struct {
-	xc      *xgb.Conn
-	nc      net.Conn
-	display string
-	opts    options
+	xc   *xgb.Conn
+	nc   net.Conn
+	opts options
 
 	root           xproto.Window
 	width, height  int
@@ -88,7 +80,7 @@ type Conn struct {
 // window and starts the goroutine that drains events. ctx bounds the whole
 // open.
 func Open(ctx context.Context, display string, opts ...Option) (c *Conn, err error) {
-	o := options{clickInterval: DefaultClickInterval}
+	var o options
 	for _, f := range opts {
 		f(&o)
 	}
@@ -105,7 +97,6 @@ func Open(ctx context.Context, display string, opts ...Option) (c *Conn, err err
 	c = &Conn{
 		xc:         xc,
 		nc:         nc,
-		display:    display,
 		opts:       o,
 		input:      newLane(),
 		capture:    newLane(),
@@ -213,18 +204,6 @@ func initExtension(xc *xgb.Conn, name string, initFn func(*xgb.Conn) error) (boo
 	xc.ExtLock.Unlock()
 	return true, nil
 }
-
-// Display returns the display string the Conn was opened with.
-func (c *Conn) Display() string { return c.display }
-
-// ScreenSize returns the size of the screen in pixels.
-func (c *Conn) ScreenSize() (width, height int) { return c.width, c.height }
-
-// HasXFixes reports whether the server offers XFixes 5 (cursor image).
-func (c *Conn) HasXFixes() bool { return c.hasFix }
-
-// Root returns the root window.
-func (c *Conn) Root() WindowID { return WindowID(c.root) }
 
 // Sync makes a round trip to the server: when it returns, every request sent
 // before has been processed.

@@ -163,9 +163,8 @@ func (c *Conn) ButtonUp(ctx context.Context, button int) error {
 }
 
 // Click presses and releases button count times (count ≥ 1) at the current
-// pointer position, pausing the click interval (WithClickInterval, default
-// DefaultClickInterval) between clicks, so count 2 is a double click and 3 a
-// triple click in every toolkit.
+// pointer position, pausing DefaultClickInterval between clicks, so count 2
+// is a double click and 3 a triple click in every toolkit.
 //
 // Like every method that presses a button, Click first gives an inactive
 // window under the pointer the focus through the window manager, and after
@@ -189,7 +188,7 @@ func (c *Conn) Click(ctx context.Context, button, count int) error {
 	}
 	for i := range count {
 		if i > 0 {
-			if err := o.sleep(c.opts.clickInterval); err != nil {
+			if err := o.sleep(DefaultClickInterval); err != nil {
 				return err
 			}
 		}

@@ -72,19 +72,6 @@ func startProc(name, path string, args, env []string, stderr io.Writer, extra []
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
-// wait blocks until the process has exited or ctx is done.
-func (p *proc) wait(ctx context.Context) error {
-	select {
-	case <-p.done:
-		if p.err != nil {
-			return fmt.Errorf("xserver: %s: %w", p.name, p.err)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // terminate sends SIGTERM, waits up to stopGrace (or until ctx is done) and
 // then SIGKILL. It returns once the process has been reaped. An exit caused by
 // our own signal is not an error.

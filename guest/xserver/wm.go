@@ -324,9 +324,6 @@ func (w *WM) ReadyAfter() time.Duration { return w.readyIn }
 // Done is closed when Openbox has exited.
 func (w *WM) Done() <-chan struct{} { return w.p.done }
 
-// Wait blocks until Openbox exits or ctx is done, like Server.Wait.
-func (w *WM) Wait(ctx context.Context) error { return w.p.wait(ctx) }
-
 // Stop stops Openbox like Server.Stop and removes the configuration
 // directory if StartWM created it.
 func (w *WM) Stop(ctx context.Context) error {

@@ -218,15 +218,8 @@ func (s *Server) Pid() int { return s.p.pid() }
 // readiness.
 func (s *Server) ReadyAfter() time.Duration { return s.ready }
 
-// Size returns the configured screen size.
-func (s *Server) Size() (width, height int) { return s.cfg.Width, s.cfg.Height }
-
 // Done is closed when Xvfb has exited, for whatever reason.
 func (s *Server) Done() <-chan struct{} { return s.p.done }
-
-// Wait blocks until Xvfb exits or ctx is done. It returns the exit error (an
-// *exec.ExitError, wrapped) if Xvfb failed, ctx.Err() if ctx ended first.
-func (s *Server) Wait(ctx context.Context) error { return s.p.wait(ctx) }
 
 // Stop sends SIGTERM, waits up to two seconds (or until ctx is done), then
 // sends SIGKILL, and returns once Xvfb has been reaped. It is safe to call more
