@@ -109,8 +109,14 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 		if m.Type != wire.Request {
 			return
 		}
-		if m.Method == wire.MethodCancel {
+		switch m.Method {
+		case wire.MethodCancel:
 			g.cancel(m)
+			return
+		case wire.MethodPing:
+			// Answered here, not behind the request being worked on: the
+			// host checks with it that the guest is alive (protocol 2).
+			_ = g.conn.Reply(m.ID, m.Method, nil, nil, nil)
 			return
 		}
 		reqs <- request{m}

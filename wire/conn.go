@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ErrClosed is returned by calls on a connection whose stream has ended.
@@ -31,17 +33,60 @@ type Conn struct {
 	pending map[uint32]chan *Message
 	err     error // why the stream ended; set once
 	done    chan struct{}
+
+	// lastRead is when bytes last arrived (unix nanoseconds), busySince
+	// when the first of the calls now pending was made: together they say
+	// how long the peer has been silent while an answer is owed.
+	lastRead  atomic.Int64
+	busySince time.Time // under mu
 }
 
 // NewConn wraps a stream. Call Serve (usually in a goroutine) to read.
 func NewConn(r io.Reader, w io.Writer) *Conn {
-	return &Conn{
-		r:       bufio.NewReaderSize(r, 256<<10),
+	c := &Conn{
 		w:       w,
 		pending: make(map[uint32]chan *Message),
 		done:    make(chan struct{}),
 	}
+	c.r = bufio.NewReaderSize(activityReader{r, &c.lastRead}, 256<<10)
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
 }
+
+// activityReader notes the time of every read that returns bytes, so a
+// frame that takes long to arrive still counts as the peer speaking.
+type activityReader struct {
+	r    io.Reader
+	last *atomic.Int64
+}
+
+func (a activityReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// Silence reports whether calls are waiting for answers and, if so, how
+// long the peer has sent nothing since the first of them was made.
+func (c *Conn) Silence() (time.Duration, bool) {
+	c.mu.Lock()
+	waiting, since := len(c.pending) > 0, c.busySince
+	c.mu.Unlock()
+	if !waiting {
+		return 0, false
+	}
+	if last := time.Unix(0, c.lastRead.Load()); last.After(since) {
+		since = last
+	}
+	return time.Since(since), true
+}
+
+// Abort ends the connection from this side: every pending call and every
+// later one fails with ErrClosed wrapping why. It does not close the
+// underlying stream; the caller does that.
+func (c *Conn) Abort(why error) { c.close(why) }
 
 // ReadFrame reads one frame directly; use it only before Serve, for the
 // handshake.
@@ -138,11 +183,18 @@ func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []b
 	}
 	c.nextID++
 	id := c.nextID
+	if len(c.pending) == 0 {
+		c.busySince = time.Now()
+	}
 	c.pending[id] = ch
 	c.mu.Unlock()
 
 	if err := c.Write(&Header{Type: Request, ID: id, Method: method, Body: body}, payload); err != nil {
 		c.forget(id)
+		if cerr := c.Err(); cerr != nil {
+			// The stream was ended under the write (Abort): say why.
+			return nil, fmt.Errorf("wire: %s: %w", method, cerr)
+		}
 		return nil, err
 	}
 	select {
