@@ -86,6 +86,13 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, fmt.Errorf("%w: inspect %s: %w", environment.ErrImage, image, err)
 	}
 	guestBin, err := GuestBinary(cfg.GuestBinary)
+	if err == nil {
+		// Mounted from a neutral copy: the sandbox's mount table shows the
+		// source of every bind mount (guestconn.Staged).
+		if guestBin, err = guestconn.Staged(guestBin); err != nil {
+			err = fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
+		}
+	}
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -308,11 +308,14 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err != nil {
 		return nil, err
 	}
+	// Mounted from a neutral copy: the sandbox's mount table shows the
+	// source of every bind mount (guestconn.Staged).
+	if guestBin, err = guestconn.Staged(guestBin); err != nil {
+		return nil, fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
+	}
 	uid, gid, dropped := hostIdentity()
-	if dropped {
-		if guestBin, err = sandboxCopy(guestBin, uid, gid); err != nil {
-			return nil, fmt.Errorf("%w: the guest binary must be readable by uid %d, which sandboxes run as: %w", environment.ErrGuest, uid, err)
-		}
+	if dropped && !reachable(guestBin, uid, gid) {
+		return nil, fmt.Errorf("%w: the guest binary %s must be readable by uid %d, which sandboxes run as", environment.ErrGuest, guestBin, uid)
 	}
 
 	e := &env{cfg: cfg, res: res, timings: timings, exited: make(chan struct{}), extra: map[string]string{
