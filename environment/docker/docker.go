@@ -161,9 +161,18 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 
 // createOptions is the hardened container: no network, read-only root,
 // bounded tmpfs with exec, non-root, no capabilities, no new privileges,
-// CPU/memory/PID limits, an init that reaps, logs off, ownership labels.
+// CPU/memory/PID limits, logs off, ownership labels.
+//
+// The guest is the container's init (PID 1), not a child of Docker's
+// docker-init: an init holds the container's attached stdio, which is the
+// protocol channel, and docker-init runs as the app's user and is
+// dumpable, so the app could open /proc/1/fd/1 and write frames of its
+// own. The guest is non-dumpable and reaps orphans itself (guest/init.go);
+// as the namespace's init it cannot be stopped or killed from inside.
+// Docker stops it with SIGKILL (StopSignal): the guest ignores catchable
+// signals, which anything inside the sandbox could send.
 func createOptions(cfg environment.Config, image, guestBin string, res environment.Resources) client.ContainerCreateOptions {
-	yes := true
+	no := false
 	mem := int64(res.MemoryMB) << 20
 	pids := int64(res.PIDs)
 	cmd := []string{guestPath, "guest", "--sandboxed"}
@@ -183,6 +192,7 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			AttachStderr: true,
 			Tty:          false,
 			Labels:       Labels(cfg.RunID),
+			StopSignal:   "SIGKILL",
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
@@ -194,7 +204,7 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			CapDrop:     []string{"ALL"},
 			SecurityOpt: []string{"no-new-privileges"},
 			IpcMode:     "private",
-			Init:        &yes,
+			Init:        &no,
 			AutoRemove:  true,
 			LogConfig:   container.LogConfig{Type: "none"},
 			Runtime:     cfg.Runtime,

@@ -23,7 +23,7 @@ func TestSandboxArgs(t *testing.T) {
 	for _, want := range []string{
 		"--unshare-user --uid 1000 --gid 1000 --disable-userns",
 		"--unshare-pid --unshare-ipc --unshare-net --unshare-uts --unshare-cgroup-try",
-		"--die-with-parent --new-session",
+		"--as-pid-1 --die-with-parent --new-session",
 		"--ro-bind /usr /usr",
 		"--ro-bind /etc /etc",
 		"--proc /proc --dev /dev",
