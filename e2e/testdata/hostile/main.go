@@ -6,6 +6,7 @@
 //
 //	hostile egress HOST_TCP_PORT HOST_UDP_PORT GATEWAY
 //	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab
+//	hostile channel | signals | stop-guest | host-view
 package main
 
 import (
@@ -80,6 +81,14 @@ func main() {
 		return
 	case "grab":
 		grab()
+	case "channel":
+		channel()
+	case "signals":
+		signals()
+	case "stop-guest":
+		stopGuest()
+	case "host-view":
+		hostView()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(2)
