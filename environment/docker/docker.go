@@ -1,8 +1,8 @@
 // Package docker is the Docker backend: one hardened container per
 // environment, created through the Engine API Go client. The container's
-// main process is the agentbox binary itself (`agentbox guest`),
-// bind-mounted read-only, speaking the wire protocol over the attached
-// stdio. Only this package may import the Docker SDK.
+// init (PID 1) is the agentbox binary itself (`agentbox guest`),
+// bind-mounted read-only from a neutral copy, speaking the wire protocol
+// over the attached stdio. Only this package may import the Docker SDK.
 package docker
 
 import (
