@@ -34,11 +34,8 @@ type Conn struct {
 	err     error // why the stream ended; set once
 	done    chan struct{}
 
-	// lastRead is when bytes last arrived (unix nanoseconds), busySince
-	// when the first of the calls now pending was made: together they say
-	// how long the peer has been silent while an answer is owed.
-	lastRead  atomic.Int64
-	busySince time.Time // under mu
+	// lastRead is when bytes last arrived (unix nanoseconds).
+	lastRead atomic.Int64
 }
 
 // NewConn wraps a stream. Call Serve (usually in a goroutine) to read.
@@ -68,20 +65,10 @@ func (a activityReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Silence reports whether calls are waiting for answers and, if so, how
-// long the peer has sent nothing since the first of them was made.
-func (c *Conn) Silence() (time.Duration, bool) {
-	c.mu.Lock()
-	waiting, since := len(c.pending) > 0, c.busySince
-	c.mu.Unlock()
-	if !waiting {
-		return 0, false
-	}
-	if last := time.Unix(0, c.lastRead.Load()); last.After(since) {
-		since = last
-	}
-	return time.Since(since), true
-}
+// LastRead is when bytes last arrived from the peer (or when the Conn was
+// made, before any did). A frame that takes long to arrive counts as the
+// peer speaking all along.
+func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
 
 // Abort ends the connection from this side: every pending call and every
 // later one fails with ErrClosed wrapping why. It does not close the
@@ -183,9 +170,6 @@ func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []b
 	}
 	c.nextID++
 	id := c.nextID
-	if len(c.pending) == 0 {
-		c.busySince = time.Now()
-	}
 	c.pending[id] = ch
 	c.mu.Unlock()
 

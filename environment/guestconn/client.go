@@ -47,8 +47,10 @@ type Client struct {
 	served chan struct{}
 	logf   func(string)
 
-	timing  timing                // deadlines and the liveness check (deadline.go)
-	stalled atomic.Pointer[error] // why the guest was given up on
+	timing    timing                // deadlines and the liveness check (deadline.go)
+	calls     atomic.Int32          // requests awaiting an answer (pings not counted)
+	busySince atomic.Int64          // when calls last rose from 0 (unix nanoseconds)
+	stalled   atomic.Pointer[error] // why the guest was given up on
 
 	// FullFrames disables the unchanged-frame shortcut.
 	FullFrames bool

@@ -67,6 +67,10 @@ var defaultTiming = timing{pingEvery: PingEvery, stallAfter: StallAfter, slack: 
 // may take) plus the slack. A request that misses it fails with an error
 // of environment.ErrGuest (through wrap).
 func (c *Client) call(ctx context.Context, method string, bound time.Duration, in, out any, payload []byte) ([]byte, error) {
+	if c.calls.Add(1) == 1 {
+		c.busySince.Store(time.Now().UnixNano())
+	}
+	defer c.calls.Add(-1)
 	limit := bound + c.timing.slack
 	cctx, cancel := context.WithTimeoutCause(ctx, limit, &noAnswerError{method, limit})
 	defer cancel()
@@ -93,9 +97,18 @@ func (c *Client) watch(closer io.Closer) {
 			return
 		case <-tick.C:
 		}
-		silent, waiting := c.conn.Silence()
+		// Only requests count: a ping left unanswered when the last request
+		// returned (say, the sandbox was frozen while the agent thinks)
+		// owes nothing.
+		if c.calls.Load() == 0 {
+			continue
+		}
+		since := c.conn.LastRead()
+		if busy := time.Unix(0, c.busySince.Load()); busy.After(since) {
+			since = busy
+		}
+		silent := time.Since(since)
 		switch {
-		case !waiting:
 		case silent >= c.timing.stallAfter:
 			why := fmt.Errorf("%w: nothing from it for %v while a request was outstanding (stopped, frozen or hung)",
 				ErrStalled, silent.Round(time.Millisecond))

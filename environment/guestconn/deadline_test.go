@@ -117,11 +117,11 @@ func TestRequestDeadline(t *testing.T) {
 	}
 }
 
-// Positive control: a request that legitimately takes many times the
+// Positive control: a request that legitimately takes several times the
 // liveness bound (a long wait) succeeds, because the guest keeps answering
 // pings meanwhile.
 func TestLongRequestOnLiveGuest(t *testing.T) {
-	const stall = 150 * time.Millisecond
+	const stall = time.Second // generous: a loaded machine may delay the fake's answers
 	c := startFake(t, timing{pingEvery: 20 * time.Millisecond, stallAfter: stall, slack: time.Minute},
 		func(conn *wire.Conn, m *wire.Message) {
 			if m.Method == wire.MethodPing {
@@ -129,11 +129,11 @@ func TestLongRequestOnLiveGuest(t *testing.T) {
 				return
 			}
 			go func() { // a worker, as the real guest has
-				time.Sleep(6 * stall)
+				time.Sleep(3 * stall)
 				_ = conn.Reply(m.ID, m.Method, action.Result{OK: true}, nil, nil)
 			}()
 		})
-	res, err := c.Act(context.Background(), action.Action{Kind: action.Wait, MS: int(6 * stall / time.Millisecond)})
+	res, err := c.Act(context.Background(), action.Action{Kind: action.Wait, MS: int(3 * stall / time.Millisecond)})
 	if err != nil || !res.OK {
 		t.Fatalf("a long wait on a live guest: %+v, %v", res, err)
 	}
@@ -189,12 +189,39 @@ func waitPending(t *testing.T, c *Client) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, waiting := c.conn.Silence(); waiting {
+		if c.calls.Load() > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no call became pending")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// A ping left unanswered when the request it watched over has returned
+// (the sandbox frozen while the agent thinks, with --freeze-while-thinking)
+// owes nothing: only requests arm the liveness check.
+func TestUnansweredPingBetweenRequests(t *testing.T) {
+	const stall = time.Second
+	c := startFake(t, timing{pingEvery: 20 * time.Millisecond, stallAfter: stall, slack: time.Minute},
+		func(conn *wire.Conn, m *wire.Message) {
+			if m.Method == wire.MethodPing {
+				return // the frozen guest: pings stay unanswered
+			}
+			_ = conn.Reply(m.ID, m.Method, action.Result{OK: true}, nil, nil)
+		})
+	// A ping outstanding between requests, as the check's own would be.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.conn.Call(ctx, wire.MethodPing, nil, nil, nil)
+	time.Sleep(3 * stall)
+	select {
+	case <-c.Done():
+		t.Fatalf("the connection ended between requests: %v", c.Err())
+	default:
+	}
+	if _, err := c.Act(context.Background(), action.Action{Kind: action.Wait, MS: 10}); err != nil {
+		t.Errorf("the next request: %v", err)
 	}
 }
