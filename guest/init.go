@@ -83,7 +83,11 @@ func initSignals(logf func(format string, args ...any)) error {
 		n := 0
 		for s := range ch {
 			if n++; n <= 5 {
-				logf("ignored %v: the guest is the sandbox's init; only the host stops it", s)
+				name := s.String()
+				if sig, ok := s.(syscall.Signal); ok {
+					name = unix.SignalName(sig)
+				}
+				logf("ignored %s: the guest is the sandbox's init; only the host stops it", name)
 			}
 		}
 	}()
