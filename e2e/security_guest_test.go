@@ -209,6 +209,22 @@ func guestHostPID(t *testing.T, k sandboxKind, tr *trace.Trace) int {
 	return 0
 }
 
+// The guest, as the sandbox's init, reaps what is orphaned into it (50
+// processes that exit at once leave no zombie). Control: the app's own
+// child, not yet waited for, is seen as a zombie.
+func TestGuestReapsOrphans(t *testing.T) {
+	eachSandbox(t, func(t *testing.T, k sandboxKind) {
+		res, r, _ := probeOn(t, k, "orphans")
+		if r.code != 0 {
+			t.Fatalf("the probe run failed:\n%s", r)
+		}
+		expect(t, res, true, "", "the app's own unwaited child is a zombie (control)")
+		if n := res["orphans left as zombies"].Info; n != "0" {
+			t.Errorf("%s orphans left as zombies", n)
+		}
+	})
+}
+
 // What the sandbox shows of the host: the mount table does not name
 // where the agentbox binary lives (a home directory, a build directory) —
 // the guest is mounted from a neutral copy. The rest of the host's view

@@ -303,3 +303,35 @@ func hostView() {
 	data, err := os.ReadFile("/etc/passwd")
 	report("read /etc/passwd", err, strconv.Itoa(strings.Count(string(data), "\n"))+" lines")
 }
+
+// orphans leaves 50 processes to the sandbox's init, which exit at once,
+// and counts the zombies left after a while. Control: a child of its own
+// that it has not waited for yet is a zombie, and is counted.
+func orphans() {
+	own := exec.Command("/bin/true")
+	if err := own.Start(); err != nil {
+		report("start a child (control)", err, "")
+		return
+	}
+	for i := 0; i < 50; i++ {
+		// The subshell exits at once; its sleep goes to the init and ends
+		// 0.2 s later.
+		exec.Command("/bin/sh", "-c", "(sleep 0.2 &)").Run()
+	}
+	time.Sleep(3 * time.Second)
+	var zombies []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && state(pid) == "Z" {
+			zombies = append(zombies, e.Name())
+		}
+	}
+	ownZombie := state(own.Process.Pid) == "Z"
+	report("the app's own unwaited child is a zombie (control)", boolErr(ownZombie, state(own.Process.Pid)), "")
+	n := len(zombies)
+	if ownZombie {
+		n--
+	}
+	report("orphans left as zombies", nil, strconv.Itoa(n))
+	own.Wait()
+}

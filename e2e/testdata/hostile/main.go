@@ -6,7 +6,7 @@
 //
 //	hostile egress HOST_TCP_PORT HOST_UDP_PORT GATEWAY
 //	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab
-//	hostile channel | signals | stop-guest | host-view
+//	hostile channel | signals | stop-guest | host-view | orphans
 package main
 
 import (
@@ -89,6 +89,8 @@ func main() {
 		stopGuest()
 	case "host-view":
 		hostView()
+	case "orphans":
+		orphans()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(2)
