@@ -121,9 +121,10 @@ type Exit struct {
 	Signal string `json:"signal,omitempty"`
 	OOM    bool   `json:"oom_killed,omitempty"`
 	// Stopped is set when the app did not end by itself: the sandbox was
-	// being stopped from outside (the guest got SIGTERM, for instance when
-	// the Docker daemon stopped the container) and took the app down with
-	// it. It names why, e.g. "the guest received SIGTERM".
+	// being stopped from outside and took the app down with it. It names
+	// why, e.g. "the guest received SIGTERM" (a guest that is not its
+	// sandbox's init; as the init, which it is on agentbox's backends, the
+	// guest ignores signals and is stopped with SIGKILL).
 	Stopped string `json:"stopped,omitempty"`
 }
 

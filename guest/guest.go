@@ -1,8 +1,10 @@
 // Package guest is the in-sandbox supervisor, run as `agentbox guest`: the
-// container's main process (under an init that reaps). It speaks the wire
-// protocol on stdin/stdout, starts Xvfb, Openbox and the app, holds one X
-// connection for screenshots (MIT-SHM) and input (XTEST), forwards the app's
-// output and exit, and ends everything when its stdin closes.
+// init (PID 1) of the sandbox's PID namespace, which reaps orphans and
+// cannot be signalled from inside (init.go). It speaks the wire protocol on
+// stdin/stdout, which no other process holds, starts Xvfb, Openbox and the
+// app, holds one X connection for screenshots (MIT-SHM) and input (XTEST),
+// forwards the app's output and exit, and ends everything when its stdin
+// closes.
 package guest
 
 import (
@@ -91,18 +93,28 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 		return 1
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	go func() {
-		s := <-sigs
-		why := "the guest received " + map[os.Signal]string{
-			syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGHUP: "SIGHUP",
-		}[s]
-		g.stopping.Store(&why)
-		g.logf("warn", "received %v; stopping", s)
-		g.shutdown(2 * time.Second)
-		os.Exit(0)
-	}()
+	if isInit() {
+		// The sandbox's init: nothing inside may stop it (see init.go).
+		if err := initSignals(func(f string, a ...any) { g.logf("warn", f, a...) }); err != nil {
+			g.logf("warn", "signals: %v", err)
+		}
+		startReaper(func(f string, a ...any) { g.logf("warn", f, a...) })
+	} else {
+		// Run some other way (by hand, in tests): a signal stops the guest
+		// as it would any program.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		go func() {
+			s := <-sigs
+			why := "the guest received " + map[os.Signal]string{
+				syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGHUP: "SIGHUP",
+			}[s]
+			g.stopping.Store(&why)
+			g.logf("warn", "received %v; stopping", s)
+			g.shutdown(2 * time.Second)
+			os.Exit(0)
+		}()
+	}
 
 	reqs := make(chan request, 64)
 	done := make(chan struct{})
@@ -116,8 +128,14 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 		if m.Type != wire.Request {
 			return
 		}
-		if m.Method == wire.MethodCancel {
+		switch m.Method {
+		case wire.MethodCancel:
 			g.cancel(m)
+			return
+		case wire.MethodPing:
+			// Answered here, not behind the request being worked on: the
+			// host checks with it that the guest is alive (protocol 2).
+			_ = g.conn.Reply(m.ID, m.Method, nil, nil, nil)
 			return
 		}
 		reqs <- request{m}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // ErrClosed is returned by calls on a connection whose stream has ended.
@@ -33,6 +35,9 @@ type Conn struct {
 	pending map[uint32]pendingCall
 	err     error // why the stream ended; set once
 	done    chan struct{}
+
+	// lastRead is when bytes last arrived (unix nanoseconds).
+	lastRead atomic.Int64
 }
 
 type pendingCall struct {
@@ -54,13 +59,40 @@ func (c *Conn) SetLimit(l Limit) { c.limit = l }
 
 // NewConn wraps a stream. Call Serve (usually in a goroutine) to read.
 func NewConn(r io.Reader, w io.Writer) *Conn {
-	return &Conn{
-		r:       bufio.NewReaderSize(r, 256<<10),
+	c := &Conn{
 		w:       w,
 		pending: make(map[uint32]pendingCall),
 		done:    make(chan struct{}),
 	}
+	c.r = bufio.NewReaderSize(activityReader{r, &c.lastRead}, 256<<10)
+	c.lastRead.Store(time.Now().UnixNano())
+	return c
 }
+
+// activityReader notes the time of every read that returns bytes, so a
+// frame that takes long to arrive still counts as the peer speaking.
+type activityReader struct {
+	r    io.Reader
+	last *atomic.Int64
+}
+
+func (a activityReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// LastRead is when bytes last arrived from the peer (or when the Conn was
+// made, before any did). A frame that takes long to arrive counts as the
+// peer speaking all along.
+func (c *Conn) LastRead() time.Time { return time.Unix(0, c.lastRead.Load()) }
+
+// Abort ends the connection from this side: every pending call and every
+// later one fails with ErrClosed wrapping why. It does not close the
+// underlying stream; the caller does that.
+func (c *Conn) Abort(why error) { c.close(why) }
 
 // ReadFrame reads one frame directly, under the limit; use it only before
 // Serve, for the handshake.
@@ -193,6 +225,10 @@ func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []b
 
 	if err := c.Write(&Header{Type: Request, ID: id, Method: method, Body: body}, payload); err != nil {
 		c.forget(id)
+		if cerr := c.Err(); cerr != nil {
+			// The stream was ended under the write (Abort): say why.
+			return nil, fmt.Errorf("wire: %s: %w", method, cerr)
+		}
 		return nil, err
 	}
 	select {

@@ -27,7 +27,10 @@ import (
 // Protocol is the wire protocol version. Peers with different versions
 // refuse to talk; the guest is the same binary as the host, so they match
 // unless a user points agentbox at a foreign guest.
-const Protocol = 1
+//
+// 2: the guest answers ping from its read loop, at once, even while a
+// request is being worked on (the host's liveness check relies on it).
+const Protocol = 2
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.

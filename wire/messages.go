@@ -12,7 +12,7 @@ const (
 	MethodAct        = "act"        // ActRequest → action.Result
 	MethodState      = "state"      // nothing → State
 	MethodStop       = "stop"       // StopRequest → StopResponse
-	MethodPing       = "ping"       // nothing → nothing
+	MethodPing       = "ping"       // nothing → nothing, answered at once (not queued behind other requests)
 )
 
 // Events (guest → host).

@@ -1,8 +1,8 @@
 // Package docker is the Docker backend: one hardened container per
 // environment, created through the Engine API Go client. The container's
-// main process is the agentbox binary itself (`agentbox guest`),
-// bind-mounted read-only, speaking the wire protocol over the attached
-// stdio. Only this package may import the Docker SDK.
+// init (PID 1) is the agentbox binary itself (`agentbox guest`),
+// bind-mounted read-only from a neutral copy, speaking the wire protocol
+// over the attached stdio. Only this package may import the Docker SDK.
 package docker
 
 import (
@@ -86,6 +86,13 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, fmt.Errorf("%w: inspect %s: %w", environment.ErrImage, image, err)
 	}
 	guestBin, err := GuestBinary(cfg.GuestBinary)
+	if err == nil {
+		// Mounted from a neutral copy: the sandbox's mount table shows the
+		// source of every bind mount (guestconn.Staged).
+		if guestBin, err = guestconn.Staged(guestBin); err != nil {
+			err = fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
+		}
+	}
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -154,9 +161,18 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 
 // createOptions is the hardened container: no network, read-only root,
 // bounded tmpfs with exec, non-root, no capabilities, no new privileges,
-// CPU/memory/PID limits, an init that reaps, logs off, ownership labels.
+// CPU/memory/PID limits, logs off, ownership labels.
+//
+// The guest is the container's init (PID 1), not a child of Docker's
+// docker-init: an init holds the container's attached stdio, which is the
+// protocol channel, and docker-init runs as the app's user and is
+// dumpable, so the app could open /proc/1/fd/1 and write frames of its
+// own. The guest is non-dumpable and reaps orphans itself (guest/init.go);
+// as the namespace's init it cannot be stopped or killed from inside.
+// Docker stops it with SIGKILL (StopSignal): the guest ignores catchable
+// signals, which anything inside the sandbox could send.
 func createOptions(cfg environment.Config, image, guestBin string, res environment.Resources) client.ContainerCreateOptions {
-	yes := true
+	no := false
 	mem := int64(res.MemoryMB) << 20
 	pids := int64(res.PIDs)
 	cmd := []string{guestPath, "guest", "--sandboxed"}
@@ -176,6 +192,7 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			AttachStderr: true,
 			Tty:          false,
 			Labels:       Labels(cfg.RunID),
+			StopSignal:   "SIGKILL",
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
@@ -187,7 +204,7 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			CapDrop:     []string{"ALL"},
 			SecurityOpt: []string{"no-new-privileges"},
 			IpcMode:     "private",
-			Init:        &yes,
+			Init:        &no,
 			AutoRemove:  true,
 			LogConfig:   container.LogConfig{Type: "none"},
 			Runtime:     cfg.Runtime,

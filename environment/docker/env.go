@@ -157,12 +157,20 @@ func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 
 // Observe implements environment.Environment.
 func (e *env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
-	return e.guest.Observe(ctx)
+	f, st, err := e.guest.Observe(ctx)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.explain(ctx, err) // how the container ended (killed, stopped), what the guest said
+	}
+	return f, st, err
 }
 
 // Act implements environment.Environment.
 func (e *env) Act(ctx context.Context, a action.Action) (action.Result, error) {
-	return e.guest.Act(ctx, a)
+	r, err := e.guest.Act(ctx, a)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.explain(ctx, err)
+	}
+	return r, err
 }
 
 // Freeze pauses every process in the container (cgroup freezer).

@@ -52,6 +52,11 @@ type Client struct {
 	screen     atomic.Pointer[environment.Screen]
 	budgets    budgets
 
+	timing    timing                // deadlines and the liveness check (deadline.go)
+	calls     atomic.Int32          // requests awaiting an answer (pings not counted)
+	busySince atomic.Int64          // when calls last rose from 0 (unix nanoseconds)
+	stalled   atomic.Pointer[error] // why the guest was given up on
+
 	// FullFrames disables the unchanged-frame shortcut.
 	FullFrames bool
 }
@@ -60,7 +65,11 @@ type Client struct {
 // hello, checks magic and protocol, answers with the host's hello and starts
 // reading. r is the guest's stdout, w its stdin.
 func Dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Events, logf func(string)) (*Client, error) {
-	c := &Client{conn: wire.NewConn(r, w), events: events, served: make(chan struct{}), logf: logf}
+	return dial(ctx, r, w, events, logf, defaultTiming)
+}
+
+func dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Events, logf func(string), tm timing) (*Client, error) {
+	c := &Client{conn: wire.NewConn(r, w), events: events, served: make(chan struct{}), logf: logf, timing: tm}
 	c.conn.SetLimit(c.check)
 	type first struct {
 		m   *wire.Message
@@ -99,8 +108,10 @@ func Dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Even
 		defer close(c.served)
 		_ = c.conn.Serve(c.handle)
 	}()
+	closer, _ := w.(io.Closer)
+	go c.watch(closer)
 	in := wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version}
-	if _, err := c.conn.Call(ctx, wire.MethodHello, in, nil, nil); err != nil {
+	if _, err := c.call(ctx, wire.MethodHello, 0, in, nil, nil); err != nil {
 		return nil, c.wrap("hello", err)
 	}
 	return c, nil
@@ -117,6 +128,9 @@ func (c *Client) Err() error { return c.conn.Err() }
 
 // wrap classifies an error from a call.
 func (c *Client) wrap(what string, err error) error {
+	if serr := c.stallError(what, err); serr != nil {
+		return serr
+	}
 	switch {
 	case err == nil:
 		return nil
@@ -140,7 +154,7 @@ func (c *Client) Start(ctx context.Context, screen environment.Screen, noWM bool
 		AppDir:    AppDir,
 		TimeoutMS: int(timeout / time.Millisecond),
 	}
-	_, err := c.conn.Call(ctx, wire.MethodStart, req, &c.start, nil)
+	_, err := c.call(ctx, wire.MethodStart, timeout, req, &c.start, nil)
 	if err != nil {
 		return c.start, c.wrap("start display", err)
 	}
@@ -161,12 +175,12 @@ func (c *Client) Stage(ctx context.Context, b *app.Bundle) (map[string]string, e
 		switch {
 		case f.Mode.IsDir():
 			req.Dir = true
-			if _, err := c.conn.Call(ctx, wire.MethodWriteFile, req, nil, nil); err != nil {
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, nil); err != nil {
 				return nil, c.wrap("stage "+f.Rel, err)
 			}
 			continue
 		case f.Link != "":
-			if _, err := c.conn.Call(ctx, wire.MethodWriteFile, wireLink(f), nil, nil); err != nil {
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, wireLink(f), nil, nil); err != nil {
 				return nil, c.wrap("stage "+f.Rel, err)
 			}
 			continue
@@ -196,7 +210,7 @@ func (c *Client) stageFile(ctx context.Context, b *app.Bundle, f app.File, req w
 		n, rerr := io.ReadFull(r, buf)
 		if n > 0 || first {
 			req.Append = !first
-			if _, err := c.conn.Call(ctx, wire.MethodWriteFile, req, nil, buf[:n]); err != nil {
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, buf[:n]); err != nil {
 				return "", c.wrap("stage "+f.Rel, err)
 			}
 			h.Write(buf[:n])
@@ -233,7 +247,11 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 		req.Env = append(req.Env, k+"="+v)
 	}
 	var resp wire.LaunchResponse
-	if _, err := c.conn.Call(ctx, wire.MethodLaunch, req, &resp, nil); err != nil {
+	bound := maxRequest // the guest waits for the window without a limit of its own
+	if req.ReadyMS > 0 {
+		bound = time.Duration(req.ReadyMS)*time.Millisecond + 2*xCall
+	}
+	if _, err := c.call(ctx, wire.MethodLaunch, bound, req, &resp, nil); err != nil {
 		switch {
 		case wire.IsCode(err, wire.CodeNotFound):
 			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrAppStart, err)
@@ -265,7 +283,7 @@ func (c *Client) Observe(ctx context.Context) (*action.Frame, environment.State,
 		req.IfNot = 0
 	}
 	var resp wire.ScreenshotResponse
-	payload, err := c.conn.Call(ctx, wire.MethodScreenshot, req, &resp, nil)
+	payload, err := c.call(ctx, wire.MethodScreenshot, 2*xCall, req, &resp, nil)
 	if err != nil {
 		return nil, environment.State{}, c.wrap("screenshot", err)
 	}
@@ -320,7 +338,7 @@ func BGRXToRGBA(dst, src []byte) {
 // in the Result.
 func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error) {
 	var res action.Result
-	_, err := c.conn.Call(ctx, wire.MethodAct, wire.ActRequest{Action: a}, &res, nil)
+	_, err := c.call(ctx, wire.MethodAct, actBound(a), wire.ActRequest{Action: a}, &res, nil)
 	if err != nil {
 		if wire.IsCode(err, wire.CodeInvalid) || wire.IsCode(err, wire.CodeTimeout) {
 			return action.Result{OK: false, Error: err.Error()}, nil
@@ -335,7 +353,9 @@ func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error
 // the app's exit if it was still running.
 func (c *Client) Stop(ctx context.Context, grace time.Duration) (*action.Exit, error) {
 	var resp wire.StopResponse
-	_, err := c.conn.Call(ctx, wire.MethodStop, wire.StopRequest{GraceMS: int(grace / time.Millisecond)}, &resp, nil)
+	// The guest ends the app (grace, then SIGKILL and 2 s), then the
+	// desktop (the same again).
+	_, err := c.call(ctx, wire.MethodStop, 2*(grace+2*time.Second)+xCall, wire.StopRequest{GraceMS: int(grace / time.Millisecond)}, &resp, nil)
 	if err != nil {
 		return nil, c.wrap("stop", err)
 	}
@@ -344,7 +364,7 @@ func (c *Client) Stop(ctx context.Context, grace time.Duration) (*action.Exit, e
 
 // Ping checks the guest answers.
 func (c *Client) Ping(ctx context.Context) error {
-	_, err := c.conn.Call(ctx, wire.MethodPing, nil, nil, nil)
+	_, err := c.call(ctx, wire.MethodPing, 0, nil, nil, nil)
 	return c.wrap("ping", err)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestconn"
 )
 
 var _ environment.Checker = (*Backend)(nil)
@@ -57,12 +58,9 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 	if bin, err := GuestBinary(cfg.GuestBinary); err != nil {
 		out = append(out, environment.Check{Name: "guest binary", Detail: trimErr(err), Fix: "make build, or set AGENTBOX_GUEST_BINARY"})
 	} else {
-		c := environment.Check{Name: "guest binary", OK: true, Detail: bin}
-		if uid, gid, dropped := hostIdentity(); dropped {
+		c := environment.Check{Name: "guest binary", OK: true, Detail: bin + "; sandboxes mount a copy from " + guestconn.StageDir()}
+		if uid, _, dropped := hostIdentity(); dropped {
 			c.Detail += fmt.Sprintf("; sandboxes run as host uid %d (agentbox runs as root)", uid)
-			if !reachable(bin, uid, gid) {
-				c.Detail += fmt.Sprintf(", which cannot read it there: a copy goes to %s", cacheDir)
-			}
 		}
 		out = append(out, c)
 	}

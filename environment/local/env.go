@@ -36,7 +36,7 @@ type env struct {
 	exited   chan struct{} // closed when bubblewrap has exited
 	waitErr  error
 
-	nsInit      int    // the sandbox's PID 1 (bubblewrap's child), on the host
+	nsInit      int    // the sandbox's PID 1 (the guest, bubblewrap's child), on the host
 	nsInitStart uint64 //
 	pidNS       string // "pid:[…]"
 	cg          *cgroup
@@ -165,12 +165,20 @@ func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 
 // Observe implements environment.Environment.
 func (e *env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
-	return e.guest.Observe(ctx)
+	f, st, err := e.guest.Observe(ctx)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.explain(err) // how the sandbox ended, what the guest said
+	}
+	return f, st, err
 }
 
 // Act implements environment.Environment.
 func (e *env) Act(ctx context.Context, a action.Action) (action.Result, error) {
-	return e.guest.Act(ctx, a)
+	r, err := e.guest.Act(ctx, a)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.explain(err)
+	}
+	return r, err
 }
 
 // Close implements environment.Environment: the guest stops the app and the

@@ -235,6 +235,12 @@ func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources
 	a = append(a,
 		"--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
 		"--hostname", hostname,
+		// The guest is the PID namespace's init, not a child of
+		// bubblewrap's: that init would hold the guest's stdio (the
+		// protocol channel) as the sandbox's user, dumpable, where the app
+		// could open /proc/1/fd/1. The guest reaps orphans itself and, as
+		// the init, cannot be signalled from inside (guest/init.go).
+		"--as-pid-1",
 		"--die-with-parent", "--new-session",
 		// The host's system, read-only.
 		"--ro-bind", "/usr", "/usr",
@@ -309,11 +315,14 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err != nil {
 		return nil, err
 	}
+	// Mounted from a neutral copy: the sandbox's mount table shows the
+	// source of every bind mount (guestconn.Staged).
+	if guestBin, err = guestconn.Staged(guestBin); err != nil {
+		return nil, fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
+	}
 	uid, gid, dropped := hostIdentity()
-	if dropped {
-		if guestBin, err = sandboxCopy(guestBin, uid, gid); err != nil {
-			return nil, fmt.Errorf("%w: the guest binary must be readable by uid %d, which sandboxes run as: %w", environment.ErrGuest, uid, err)
-		}
+	if dropped && !reachable(guestBin, uid, gid) {
+		return nil, fmt.Errorf("%w: the guest binary %s must be readable by uid %d, which sandboxes run as", environment.ErrGuest, guestBin, uid)
 	}
 
 	e := &env{cfg: cfg, res: res, timings: timings, exited: make(chan struct{}), extra: map[string]string{
@@ -388,12 +397,9 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	timings["guest_hello"] = time.Since(t).Milliseconds()
 
 	// The guest set its limits before saying hello; make sure it did (a
-	// guest binary without this package would not).
-	kids := children(e.nsInit)
-	if len(kids) != 1 {
-		return nil, e.explain(fmt.Errorf("%w: cannot find the guest process under the sandbox's init (pid %d)", environment.ErrGuest, e.nsInit))
-	}
-	if err := checkRlimits(kids[0], limits); err != nil {
+	// guest binary without this package would not). It is the sandbox's
+	// init (--as-pid-1).
+	if err := checkRlimits(e.nsInit, limits); err != nil {
 		return nil, e.explain(fmt.Errorf("%w: the guest's limits: %w (is %s this agentbox?)", environment.ErrGuest, err, guestBin))
 	}
 	if e.cg != nil {

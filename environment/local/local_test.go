@@ -23,7 +23,7 @@ func TestSandboxArgs(t *testing.T) {
 	for _, want := range []string{
 		"--unshare-user --uid 1000 --gid 1000 --disable-userns",
 		"--unshare-pid --unshare-ipc --unshare-net --unshare-uts --unshare-cgroup-try",
-		"--die-with-parent --new-session",
+		"--as-pid-1 --die-with-parent --new-session",
 		"--ro-bind /usr /usr",
 		"--ro-bind /etc /etc",
 		"--proc /proc --dev /dev",
@@ -196,31 +196,6 @@ func TestReachable(t *testing.T) {
 		t.Error("a 0755 file in 0755 directories is not reachable")
 	}
 
-	// sandboxCopy puts an unreachable guest where nobody can run it.
-	old := cacheDir
-	t.Cleanup(func() { cacheDir = old })
-	cacheDir = filepath.Join(dir, "cache")
-	got, err := sandboxCopy(filepath.Join(priv, "bin"), RootHostUID, RootHostUID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(got, cacheDir+"/guest-") || !reachable(got, RootHostUID, RootHostUID) {
-		t.Errorf("copy %s", got)
-	}
-	if again, _ := sandboxCopy(filepath.Join(priv, "bin"), RootHostUID, RootHostUID); again != got {
-		t.Errorf("second copy %s, first %s", again, got)
-	}
-	if same, _ := sandboxCopy(filepath.Join(pub, "bin"), RootHostUID, RootHostUID); same != filepath.Join(pub, "bin") {
-		t.Errorf("a reachable guest was copied to %s", same)
-	}
-	// A cache directory others may write to is refused.
-	cacheDir = filepath.Join(dir, "open")
-	os.Mkdir(cacheDir, 0o777)
-	os.Chmod(cacheDir, 0o777)
-	copies = map[string]string{}
-	if _, err := sandboxCopy(filepath.Join(priv, "bin"), RootHostUID, RootHostUID); err == nil {
-		t.Error("a world-writable cache directory was used")
-	}
 }
 
 // TestCgroupParent walks the cgroup v2 choice on a fake hierarchy.

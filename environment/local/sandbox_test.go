@@ -54,13 +54,13 @@ func TestLimits(t *testing.T) {
 	env := create(t, environment.Config{Resources: environment.Resources{PIDs: 77, MemoryMB: 700, TmpfsMB: 100}})
 	info := env.Info()
 	t.Logf("extra: %v", info.Extra)
-	initPID := info.Extra["ns_init_pid"]
-	kids, _ := os.ReadFile("/proc/" + initPID + "/task/" + initPID + "/children")
-	guest := strings.Fields(string(kids))
-	if len(guest) != 1 {
-		t.Fatalf("the sandbox's init has children %q, want the guest alone", kids)
+	// The guest is the sandbox's init (--as-pid-1): no other process holds
+	// its stdio.
+	guest := info.Extra["ns_init_pid"]
+	if argv, _ := os.ReadFile("/proc/" + guest + "/cmdline"); !strings.Contains(string(argv), "guest\x00--sandboxed") {
+		t.Fatalf("the sandbox's init (pid %s) is %q, want the guest", guest, argv)
 	}
-	limits, _ := os.ReadFile("/proc/" + guest[0] + "/limits")
+	limits, _ := os.ReadFile("/proc/" + guest + "/limits")
 	switch l := info.Extra["limits"]; {
 	case strings.HasPrefix(l, local.LimitsRlimit+":"):
 		for _, want := range []string{"Max processes 77 77", "Max data size 734003200 734003200", "Max file size 104857600 104857600"} {
@@ -73,13 +73,13 @@ func TestLimits(t *testing.T) {
 		t.Errorf("limits = %q", l)
 	}
 	if os.Geteuid() == 0 {
-		for _, pid := range []string{info.Extra["pid"], initPID, guest[0]} {
+		for _, pid := range []string{info.Extra["pid"], guest} {
 			if uid := statusField(pid, "Uid"); uid != strconv.Itoa(local.RootHostUID) {
 				t.Errorf("pid %s runs as host uid %s, want %d", pid, uid, local.RootHostUID)
 			}
 		}
 	}
-	if s := statusField(guest[0], "NoNewPrivs"); s != "1" {
+	if s := statusField(guest, "NoNewPrivs"); s != "1" {
 		t.Errorf("guest NoNewPrivs %s", s)
 	}
 	if _, ok := env.(environment.Freezer); ok != strings.HasPrefix(info.Extra["limits"], local.LimitsCgroup2) {

@@ -7,6 +7,7 @@
 //	hostile egress HOST_TCP_PORT HOST_UDP_PORT GATEWAY
 //	hostile writes | secrets | privesc | forkbomb | fill | flood BYTES | daemons MARK | grab | fds
 //	hostile terminal exit|window
+//	hostile channel | signals | stop-guest | host-view | orphans
 package main
 
 import (
@@ -85,6 +86,16 @@ func main() {
 		terminal(args[0])
 	case "fds":
 		fds()
+	case "channel":
+		channel()
+	case "signals":
+		signals()
+	case "stop-guest":
+		stopGuest()
+	case "host-view":
+		hostView()
+	case "orphans":
+		orphans()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown mode", os.Args[1])
 		os.Exit(2)
