@@ -13,7 +13,7 @@ help: ## list the targets
 
 build: bin/agentbox examples/mover/mover ## build agentbox (static) and the mover demo
 
-bin/agentbox: $(GOFILES) image/Dockerfile image/Dockerfile.test
+bin/agentbox: $(GOFILES) images/Dockerfile images/Dockerfile.test
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/agentbox
 
 examples/mover/mover: $(wildcard examples/mover/*.go)

@@ -15,7 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
-	"github.com/codegirl-games/agentbox/runtime"
+	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -113,7 +113,7 @@ func (s *Summary) ExitCode() int {
 }
 
 // categorize maps an outcome to a grader's category.
-func categorize(r runtime.Result) string {
+func categorize(r session.Result) string {
 	switch r.Outcome {
 	case trace.Success:
 		return Passed
@@ -129,7 +129,7 @@ func categorize(r runtime.Result) string {
 }
 
 // Run runs every episode of the suite and writes the summary. Cancelling
-// ctx with runtime.ErrInterrupted stops scheduling, interrupts running
+// ctx with session.ErrInterrupted stops scheduling, interrupts running
 // episodes (their sandboxes are removed) and still writes the summary.
 func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 	if o.Parallel <= 0 {
@@ -286,7 +286,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if t.Script == "" {
 		name, opts = t.Agent, t.Options
 	}
-	res, err := runtime.Run(ctx, runtime.Config{
+	res, err := session.Run(ctx, session.Config{
 		RunID:               fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N),
 		Backend:             o.Backend,
 		Env:                 env,
@@ -311,7 +311,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	ep.Category = categorize(res)
 	ep.Outcome, ep.Reason, ep.Message, ep.Steps = res.Outcome, res.Reason, res.Message, res.Steps
 	ep.DurationMS = float64(res.Duration.Microseconds()) / 1000
-	if errors.Is(context.Cause(ctx), runtime.ErrInterrupted) && res.Outcome == trace.Interrupted {
+	if errors.Is(context.Cause(ctx), session.ErrInterrupted) && res.Outcome == trace.Interrupted {
 		ep.Category = Interrupted
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/runtime"
+	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -45,7 +45,7 @@ type Config struct {
 	Backend environment.Backend
 	// Env is the sandbox; EnvFromRun fills it from the recording.
 	Env      environment.Config
-	Settle   runtime.Settle
+	Settle   session.Settle
 	Rules    Rules
 	Timing   Timing
 	RunID    string
@@ -93,15 +93,15 @@ func EnvFromRun(run trace.Run) environment.Config {
 // screen shows the app drawn; a replay that looked the moment the window
 // was mapped could catch it still blank. The replay's clock starts at this
 // screenshot, as the recording's did at its first.
-var FirstSettle = runtime.Settle{Mode: runtime.SettleStable, Duration: 100 * time.Millisecond, Timeout: 3 * time.Second}
+var FirstSettle = session.Settle{Mode: session.SettleStable, Duration: 100 * time.Millisecond, Timeout: 3 * time.Second}
 
 // SettleFromRun is the recording's settle mode (none for traces that
 // predate its recording).
-func SettleFromRun(run trace.Run) (runtime.Settle, error) {
+func SettleFromRun(run trace.Run) (session.Settle, error) {
 	if run.Settings == nil || run.Settings.Settle == "" {
-		return runtime.Settle{Mode: runtime.SettleNone}, nil
+		return session.Settle{Mode: session.SettleNone}, nil
 	}
-	return runtime.ParseSettle(run.Settings.Settle)
+	return session.ParseSettle(run.Settings.Settle)
 }
 
 // Result is how a replay ended.
@@ -113,7 +113,7 @@ type Result struct {
 	// were re-sent.
 	Steps    int
 	Replayed int
-	Run      runtime.Result
+	Run      session.Result
 	// Notes compare the two environments' fingerprints: a different app
 	// build, image or agentbox.
 	Notes    []string
@@ -184,7 +184,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		"max_diff":  fmt.Sprint(cfg.Rules.MaxDiff),
 		"timing":    string(cfg.Timing),
 	}
-	res, err := runtime.Run(ctx, runtime.Config{
+	res, err := session.Run(ctx, session.Config{
 		RunID:        cfg.RunID,
 		Backend:      cfg.Backend,
 		Env:          cfg.Env,
@@ -226,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 }
 
 // verdict decides how the replay compares with the recording.
-func verdict(src, replayed *trace.Trace, ag *Agent, res runtime.Result, rules Rules) (string, string, *Divergence) {
+func verdict(src, replayed *trace.Trace, ag *Agent, res session.Result, rules Rules) (string, string, *Divergence) {
 	n := len(src.Steps)
 	if d := ag.Divergence; d != nil {
 		return Diverged, d.Message, d

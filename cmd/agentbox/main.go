@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/codegirl-games/agentbox/internal/cli"
+	"github.com/codegirl-games/agentbox/cli"
 )
 
 func main() {

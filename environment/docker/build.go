@@ -16,7 +16,7 @@ import (
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
 
-	"github.com/codegirl-games/agentbox/image"
+	"github.com/codegirl-games/agentbox/images"
 )
 
 // Image references BuildImage produces by default.
@@ -29,7 +29,7 @@ const (
 )
 
 // Labels BuildImage sets on the images it builds (besides the Dockerfiles'
-// own image.LabelImage).
+// own images.LabelImage).
 const (
 	// LabelBuildHash holds BuildHash of the inputs the image was built from;
 	// a tag whose label matches is up to date.
@@ -90,7 +90,7 @@ func ParseOfflineMode(s string) (OfflineMode, error) {
 
 // BuildOptions configure BuildImage.
 type BuildOptions struct {
-	// Variant is image.VariantRuntime (default) or image.VariantTest.
+	// Variant is images.VariantRuntime (default) or images.VariantTest.
 	Variant string
 	// Tag defaults to RuntimeImageRef or TestImageRef.
 	Tag string
@@ -160,7 +160,7 @@ func BuildImage(ctx context.Context, cli BuildClient, opts BuildOptions) (BuildR
 	fail := func(what string, err error) (BuildResult, error) {
 		return BuildResult{}, fmt.Errorf("build image %s: %s: %w", o.Tag, what, err)
 	}
-	dockerfile, err := image.Dockerfile(o.Variant)
+	dockerfile, err := images.Dockerfile(o.Variant)
 	if err != nil {
 		return fail("dockerfile", err)
 	}
@@ -178,7 +178,7 @@ func BuildImage(ctx context.Context, cli BuildClient, opts BuildOptions) (BuildR
 		}
 		if err == nil && cur.labels[LabelBuildHash] == hash {
 			res.ID, res.Size, res.UpToDate, res.Duration = cur.id, cur.size, true, time.Since(start)
-			p.printf("%s is up to date (%s, on %s) — %s", o.Tag, buildShortID(cur.id), base.ref, image.FormatDuration(res.Duration))
+			p.printf("%s is up to date (%s, on %s) — %s", o.Tag, buildShortID(cur.id), base.ref, images.FormatDuration(res.Duration))
 			return res, nil
 		}
 	}
@@ -223,7 +223,7 @@ func BuildImage(ctx context.Context, cli BuildClient, opts BuildOptions) (BuildR
 		return fail("check", fmt.Errorf("%s has build hash %q, want %q (built concurrently?)", o.Tag, cur.labels[LabelBuildHash], hash))
 	}
 	res.ID, res.Size, res.Duration = cur.id, cur.size, time.Since(start)
-	p.printf("built %s (%s, %s) in %s", o.Tag, buildShortID(cur.id), image.FormatBytes(cur.size), image.FormatDuration(res.Duration))
+	p.printf("built %s (%s, %s) in %s", o.Tag, buildShortID(cur.id), images.FormatBytes(cur.size), images.FormatDuration(res.Duration))
 	return res, nil
 }
 
@@ -235,7 +235,7 @@ func ImageUpToDate(ctx context.Context, cli BuildClient, opts BuildOptions) (boo
 	if err != nil {
 		return false, fmt.Errorf("image up to date: %w", err)
 	}
-	dockerfile, err := image.Dockerfile(o.Variant)
+	dockerfile, err := images.Dockerfile(o.Variant)
 	if err != nil {
 		return false, fmt.Errorf("image up to date: %w", err)
 	}
@@ -258,19 +258,19 @@ func ImageUpToDate(ctx context.Context, cli BuildClient, opts BuildOptions) (boo
 
 func (o BuildOptions) normalized() (BuildOptions, error) {
 	if o.Variant == "" {
-		o.Variant = image.VariantRuntime
+		o.Variant = images.VariantRuntime
 	}
 	switch o.Variant {
-	case image.VariantRuntime:
+	case images.VariantRuntime:
 		if o.Tag == "" {
 			o.Tag = RuntimeImageRef
 		}
-	case image.VariantTest:
+	case images.VariantTest:
 		if o.Tag == "" {
 			o.Tag = TestImageRef
 		}
 	default:
-		return o, fmt.Errorf("unknown variant %q (want %q or %q)", o.Variant, image.VariantRuntime, image.VariantTest)
+		return o, fmt.Errorf("unknown variant %q (want %q or %q)", o.Variant, images.VariantRuntime, images.VariantTest)
 	}
 	if o.Offline < OfflineAuto || o.Offline > OfflineNever {
 		return o, fmt.Errorf("unknown offline mode %d", int(o.Offline))
@@ -301,7 +301,7 @@ func resolveBuildBase(ctx context.Context, cli BuildClient, o BuildOptions, crea
 		return buildBase{ref: ref, id: img.id}, true, nil
 	}
 
-	if o.Variant == image.VariantTest {
+	if o.Variant == images.VariantTest {
 		ref := o.Base
 		if ref == "" {
 			ref = RuntimeImageRef
@@ -313,7 +313,7 @@ func resolveBuildBase(ctx context.Context, cli BuildClient, o BuildOptions, crea
 		p := buildProgress{w: o.Progress, prefix: "[test]"}
 		p.printf("runtime image %s is missing; building it first", ref)
 		r, err := BuildImage(ctx, cli, BuildOptions{
-			Variant: image.VariantRuntime, Tag: ref, Offline: o.Offline,
+			Variant: images.VariantRuntime, Tag: ref, Offline: o.Offline,
 			Mirror: o.Mirror, NoCache: o.NoCache, Progress: o.Progress,
 		})
 		if err != nil {
@@ -341,23 +341,23 @@ func resolveBuildBase(ctx context.Context, cli BuildClient, o BuildOptions, crea
 		}
 		return importOfflineBase(ctx, cli, o.Mirror, p)
 	case OfflineNever:
-		b, ok, err := local(image.DefaultBase)
+		b, ok, err := local(images.DefaultBase)
 		if err != nil || ok || !create {
 			return b, err
 		}
-		return pullBuildBase(ctx, cli, image.DefaultBase, 0, p)
+		return pullBuildBase(ctx, cli, images.DefaultBase, 0, p)
 	}
 	// OfflineAuto: what is here already, the registry's, then the offline one.
-	for _, ref := range []string{image.DefaultBase, OfflineBaseRef} {
+	for _, ref := range []string{images.DefaultBase, OfflineBaseRef} {
 		b, ok, err := local(ref)
 		if err != nil || ok {
 			return b, err
 		}
 	}
 	if !create {
-		return buildBase{ref: image.DefaultBase}, nil
+		return buildBase{ref: images.DefaultBase}, nil
 	}
-	b, err := pullBuildBase(ctx, cli, image.DefaultBase, buildPullTimeout, p)
+	b, err := pullBuildBase(ctx, cli, images.DefaultBase, buildPullTimeout, p)
 	if err == nil {
 		return b, nil
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/codegirl-games/agentbox/image"
+	"github.com/codegirl-games/agentbox/images"
 )
 
 // pullBuildBase pulls ref. With a reachTimeout, the registry must answer
@@ -57,7 +57,7 @@ func pullBuildBase(ctx context.Context, cli BuildClient, ref string, reachTimeou
 	if err != nil {
 		return buildBase{}, fmt.Errorf("pull %s: inspect: %w", ref, err)
 	}
-	p.printf("pulled %s (%s, %d layers) in %s", ref, buildShortID(img.id), len(layers), image.FormatDuration(time.Since(start)))
+	p.printf("pulled %s (%s, %d layers) in %s", ref, buildShortID(img.id), len(layers), images.FormatDuration(time.Since(start)))
 	return buildBase{ref: ref, id: img.id}, nil
 }
 
@@ -69,7 +69,7 @@ func importOfflineBase(ctx context.Context, cli BuildClient, mirror string, p bu
 		return buildBase{}, fmt.Errorf("offline base %s: %w", OfflineBaseRef, err)
 	}
 	p.printf("making %s offline: debootstrap (needs root) + import", OfflineBaseRef)
-	rfs, err := image.BuildRootfs(ctx, image.RootfsOptions{Mirror: mirror, Progress: p.w, Prefix: p.prefix})
+	rfs, err := images.BuildRootfs(ctx, images.RootfsOptions{Mirror: mirror, Progress: p.w, Prefix: p.prefix})
 	if err != nil {
 		return fail(err)
 	}
@@ -93,7 +93,7 @@ func importOfflineBase(ctx context.Context, cli BuildClient, mirror string, p bu
 			Changes: []string{
 				"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 				`CMD ["bash"]`,
-				"LABEL " + image.LabelImage + "=base",
+				"LABEL " + images.LabelImage + "=base",
 				"LABEL " + LabelMirror + "=" + rfs.Mirror,
 			},
 		})
@@ -127,6 +127,6 @@ func importOfflineBase(ctx context.Context, cli BuildClient, mirror string, p bu
 	if err != nil {
 		return fail(fmt.Errorf("inspect: %w", err))
 	}
-	p.printf("imported %s (%s, %s) in %s", OfflineBaseRef, buildShortID(img.id), image.FormatBytes(img.size), image.FormatDuration(time.Since(start)))
+	p.printf("imported %s (%s, %s) in %s", OfflineBaseRef, buildShortID(img.id), images.FormatBytes(img.size), images.FormatDuration(time.Since(start)))
 	return buildBase{ref: OfflineBaseRef, id: img.id}, nil
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/moby/moby/api/types/jsonstream"
 
-	"github.com/codegirl-games/agentbox/image"
+	"github.com/codegirl-games/agentbox/images"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
@@ -306,7 +306,7 @@ func (d *buildStreamDecoder) endStep() {
 	case d.cached:
 		d.printf("  (cached)")
 	case el >= time.Second:
-		d.printf("  done in %s", image.FormatDuration(el))
+		d.printf("  done in %s", images.FormatDuration(el))
 	}
 	d.step, d.cached = "", false
 }

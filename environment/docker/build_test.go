@@ -25,7 +25,7 @@ import (
 	"github.com/moby/moby/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/codegirl-games/agentbox/image"
+	"github.com/codegirl-games/agentbox/images"
 )
 
 var buildUpdateGolden = flag.Bool("update-build-golden", false, "rewrite the build stream golden files in testdata")
@@ -263,8 +263,8 @@ func TestBuildImageFake(t *testing.T) {
 		t.Fatalf("builds %d, pulls %q", len(f.builds), f.pulls)
 	}
 	o := f.builds[0]
-	df, _ := image.Dockerfile(image.VariantRuntime)
-	hash := BuildHash(df, baseID, image.VariantRuntime)
+	df, _ := images.Dockerfile(images.VariantRuntime)
+	hash := BuildHash(df, baseID, images.VariantRuntime)
 	if *o.BuildArgs["BASE"] != OfflineBaseRef || o.PullParent || !o.Remove || !o.ForceRemove || o.Version != build.BuilderV1 ||
 		o.Tags[0] != RuntimeImageRef || o.Labels[LabelBuildHash] != hash || o.Labels[LabelBaseID] != baseID {
 		t.Errorf("build options %+v", o)
@@ -298,7 +298,7 @@ func TestBuildImageFake(t *testing.T) {
 	}
 
 	// A local debian:bookworm-slim is preferred in auto mode, ignored in always.
-	slimID := f.add(image.DefaultBase, nil)
+	slimID := f.add(images.DefaultBase, nil)
 	if res, _ = BuildImage(ctx, f, BuildOptions{}); res.BaseID != slimID {
 		t.Errorf("auto with slim: base %s", res.Base)
 	}
@@ -311,10 +311,10 @@ func TestBuildImageFakeTestVariant(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeBuildClient()
 	f.add(OfflineBaseRef, nil)
-	if ok, err := ImageUpToDate(ctx, f, BuildOptions{Variant: image.VariantTest}); ok || err != nil {
+	if ok, err := ImageUpToDate(ctx, f, BuildOptions{Variant: images.VariantTest}); ok || err != nil {
 		t.Errorf("ImageUpToDate without runtime = %v, %v", ok, err)
 	}
-	res, err := BuildImage(ctx, f, BuildOptions{Variant: image.VariantTest})
+	res, err := BuildImage(ctx, f, BuildOptions{Variant: images.VariantTest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,12 +322,12 @@ func TestBuildImageFakeTestVariant(t *testing.T) {
 		t.Fatalf("builds %+v", f.builds)
 	}
 	rtID := f.images[RuntimeImageRef].ID
-	df, _ := image.Dockerfile(image.VariantTest)
+	df, _ := images.Dockerfile(images.VariantTest)
 	if *f.builds[1].BuildArgs["BASE"] != RuntimeImageRef || res.BaseID != rtID ||
-		f.builds[1].Labels[LabelBuildHash] != BuildHash(df, rtID, image.VariantTest) {
+		f.builds[1].Labels[LabelBuildHash] != BuildHash(df, rtID, images.VariantTest) {
 		t.Errorf("test build %+v, result %+v", f.builds[1], res)
 	}
-	if res, err = BuildImage(ctx, f, BuildOptions{Variant: image.VariantTest}); err != nil || !res.UpToDate || len(f.builds) != 2 {
+	if res, err = BuildImage(ctx, f, BuildOptions{Variant: images.VariantTest}); err != nil || !res.UpToDate || len(f.builds) != 2 {
 		t.Errorf("second call: %+v, %v", res, err)
 	}
 }

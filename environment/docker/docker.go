@@ -19,7 +19,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 )
 
 // Name is the backend's registered name.
@@ -88,8 +88,8 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	guestBin, err := GuestBinary(cfg.GuestBinary)
 	if err == nil {
 		// Mounted from a neutral copy: the sandbox's mount table shows the
-		// source of every bind mount (guestconn.Staged).
-		if guestBin, err = guestconn.Staged(guestBin); err != nil {
+		// source of every bind mount (guestenv.Staged).
+		if guestBin, err = guestenv.Staged(guestBin); err != nil {
 			err = fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
 		}
 	}
@@ -141,7 +141,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	timings["container_start"] = time.Since(t).Milliseconds()
 
 	t = time.Now()
-	gc, err := guestconn.Dial(ctx, stdout, att.Conn, cfg.Events, cfg.GuestLog)
+	gc, err := guestenv.Dial(ctx, stdout, att.Conn, cfg.Events, cfg.GuestLog)
 	if err != nil {
 		return nil, e.explain(ctx, err)
 	}
@@ -184,7 +184,7 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			Entrypoint:   []string{},
 			User:         "1000:1000",
 			WorkingDir:   "/tmp",
-			Env:          []string{"HOME=" + guestconn.Home, "LANG=C.UTF-8", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Env:          []string{"HOME=" + guestenv.Home, "LANG=C.UTF-8", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 			OpenStdin:    true,
 			StdinOnce:    true,
 			AttachStdin:  true,

@@ -18,7 +18,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -30,7 +30,7 @@ type env struct {
 	image   string
 	imageID string
 	hijack  *client.HijackedResponse
-	guest   *guestconn.Client
+	guest   *guestenv.Client
 	start   wire.StartResponse
 	timings map[string]int64
 

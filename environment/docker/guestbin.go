@@ -7,14 +7,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 )
 
 // GuestBinary resolves the agentbox binary to mount as the guest (see
-// guestconn.Binary). It must be statically linked (CGO_ENABLED=0), since
+// guestenv.Binary). It must be statically linked (CGO_ENABLED=0), since
 // the image's libc is not the host's.
 func GuestBinary(path string) (string, error) {
-	return guestconn.Binary(path, func(f *elf.File) error {
+	return guestenv.Binary(path, func(f *elf.File) error {
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP {
 				return fmt.Errorf("it is dynamically linked; build agentbox with CGO_ENABLED=0 (as `make` does) or set AGENTBOX_GUEST_BINARY to a static build")

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 )
 
 var _ environment.Checker = (*Backend)(nil)
@@ -58,7 +58,7 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 	if bin, err := GuestBinary(cfg.GuestBinary); err != nil {
 		out = append(out, environment.Check{Name: "guest binary", Detail: trimErr(err), Fix: "make build, or set AGENTBOX_GUEST_BINARY"})
 	} else {
-		c := environment.Check{Name: "guest binary", OK: true, Detail: bin + "; sandboxes mount a copy from " + guestconn.StageDir()}
+		c := environment.Check{Name: "guest binary", OK: true, Detail: bin + "; sandboxes mount a copy from " + guestenv.StageDir()}
 		if uid, _, dropped := hostIdentity(); dropped {
 			c.Detail += fmt.Sprintf("; sandboxes run as host uid %d (agentbox runs as root)", uid)
 		}

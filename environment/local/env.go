@@ -16,7 +16,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -41,7 +41,7 @@ type env struct {
 	pidNS       string // "pid:[…]"
 	cg          *cgroup
 
-	guest *guestconn.Client
+	guest *guestenv.Client
 
 	tailMu     sync.Mutex
 	tail       []string // the last lines of bubblewrap's and the guest's stderr

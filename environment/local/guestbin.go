@@ -7,14 +7,14 @@ import (
 	"syscall"
 
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 )
 
 // GuestBinary resolves the agentbox binary the sandbox runs as its guest
-// (see guestconn.Binary). It runs on the host's own libraries, so unlike
+// (see guestenv.Binary). It runs on the host's own libraries, so unlike
 // Docker's it need not be static.
 func GuestBinary(path string) (string, error) {
-	return guestconn.Binary(path, nil)
+	return guestenv.Binary(path, nil)
 }
 
 // reachable reports whether uid/gid may traverse every directory above

@@ -28,7 +28,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/guestconn"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/internal/fds"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 )
@@ -266,7 +266,7 @@ func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources
 		"--remount-ro", "/",
 		// No host environment.
 		"--clearenv",
-		"--setenv", "HOME", guestconn.Home,
+		"--setenv", "HOME", guestenv.Home,
 		"--setenv", "LANG", "C.UTF-8",
 		"--setenv", "PATH", sandboxPath,
 		"--setenv", runIDEnv, cfg.RunID,
@@ -316,8 +316,8 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, err
 	}
 	// Mounted from a neutral copy: the sandbox's mount table shows the
-	// source of every bind mount (guestconn.Staged).
-	if guestBin, err = guestconn.Staged(guestBin); err != nil {
+	// source of every bind mount (guestenv.Staged).
+	if guestBin, err = guestenv.Staged(guestBin); err != nil {
 		return nil, fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
 	}
 	uid, gid, dropped := hostIdentity()
@@ -388,7 +388,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	timings["bwrap"] = time.Since(t).Milliseconds()
 
 	t = time.Now()
-	gc, err := guestconn.Dial(ctx, e.stdout, e.stdin, cfg.Events, cfg.GuestLog)
+	gc, err := guestenv.Dial(ctx, e.stdout, e.stdin, cfg.Events, cfg.GuestLog)
 	if err != nil {
 		return nil, e.explain(err)
 	}

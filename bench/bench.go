@@ -1,0 +1,355 @@
+// Package bench measures agentbox on the real stack: cold start, the
+// observe+act step as the agent sees it, a full run with its trace, and the
+// seed-style docker-exec step it replaced. `agentbox bench` prints the
+// figures; nothing here passes or fails.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// Options select what to measure.
+type Options struct {
+	Backend   environment.Backend
+	Image     string
+	App       string // the mover's app directory
+	ColdRuns  int
+	Samples   int // steps per latency measurement
+	RunSteps  int // steps of the full run
+	SeedSteps int // seed-style steps (0 skips)
+	Screens   []environment.Screen
+	Progress  io.Writer
+}
+
+// Stats summarises samples in milliseconds.
+type Stats struct {
+	N             int
+	Min, P50, P95 float64
+	Max, Mean     float64
+}
+
+func summarize(d []time.Duration) Stats {
+	if len(d) == 0 {
+		return Stats{}
+	}
+	ms := make([]float64, len(d))
+	var sum float64
+	for i, v := range d {
+		ms[i] = float64(v.Microseconds()) / 1000
+		sum += ms[i]
+	}
+	sort.Float64s(ms)
+	q := func(p float64) float64 { return ms[int(math.Ceil(p*float64(len(ms))))-1] }
+	return Stats{N: len(ms), Min: ms[0], P50: q(0.5), P95: q(0.95), Max: ms[len(ms)-1], Mean: sum / float64(len(ms))}
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("p50 %s  p95 %s  (min %s, max %s, n=%d)", FormatMS(s.P50), FormatMS(s.P95), FormatMS(s.Min), FormatMS(s.Max), s.N)
+}
+
+// FormatMS renders milliseconds as "1.25 ms", "343 ms" or "1.04 s".
+func FormatMS(v float64) string {
+	switch {
+	case v < 10:
+		return fmt.Sprintf("%.2f ms", v)
+	case v < 1000:
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return fmt.Sprintf("%.2f s", v/1000)
+}
+
+// StepStats are the step latencies at one screen size.
+type StepStats struct {
+	Screen    environment.Screen
+	Unchanged Stats // mouse_move, then a screenshot of an unchanged screen
+	Full      Stats // the same with the whole frame transferred every time
+	Click     Stats // a left click into the app's window, then a screenshot
+}
+
+// Report holds every figure.
+type Report struct {
+	ColdStart   Stats
+	Steps       []StepStats
+	RunPerStep  float64 // ms per step of the full run, trace included
+	RunSteps    int
+	TraceShare  float64 // trace writing as a fraction of the loop
+	TraceFinish float64 // ms waiting for queued PNGs at the end
+	Seed        Stats
+	Ratio       float64 // seed-style step / full-run step
+}
+
+// Run measures everything.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	bundle, err := app.Load(o.App, app.DefaultLimits)
+	if err != nil {
+		return nil, err
+	}
+	defer bundle.Close()
+	rep := &Report{}
+	logf := func(format string, args ...any) { fmt.Fprintf(o.Progress, format+"\n", args...) }
+
+	logf("cold start: %d runs of create → app window → first screenshot …", o.ColdRuns)
+	var cold []time.Duration
+	for i := 0; i < o.ColdRuns; i++ {
+		d, err := coldStart(ctx, o, bundle)
+		if err != nil {
+			return nil, fmt.Errorf("cold start: %w", err)
+		}
+		cold = append(cold, d)
+	}
+	rep.ColdStart = summarize(cold)
+
+	for _, s := range o.Screens {
+		logf("step latency at %dx%d: %d samples each …", s.Width, s.Height, o.Samples)
+		st, err := stepLatency(ctx, o, bundle, s)
+		if err != nil {
+			return nil, fmt.Errorf("step latency %dx%d: %w", s.Width, s.Height, err)
+		}
+		rep.Steps = append(rep.Steps, st)
+	}
+
+	logf("a %d-step run with its full trace …", o.RunSteps)
+	if err := fullRun(ctx, o, bundle, rep); err != nil {
+		return nil, fmt.Errorf("full run: %w", err)
+	}
+
+	if o.SeedSteps > 0 && o.Backend.Name() != docker.Name {
+		logf("seed-style step: skipped (it is docker exec, so Docker only)")
+	} else if o.SeedSteps > 0 {
+		logf("seed-style steps (docker exec scrot + cat + xdotool): %d samples …", o.SeedSteps)
+		s, err := seedStyle(ctx, o, bundle)
+		if err != nil {
+			return nil, fmt.Errorf("seed-style step: %w", err)
+		}
+		rep.Seed = s
+		if rep.RunPerStep > 0 {
+			rep.Ratio = s.P50 / rep.RunPerStep
+		}
+	}
+	return rep, nil
+}
+
+func newEnv(ctx context.Context, o Options, b *app.Bundle, s environment.Screen, full bool) (environment.Environment, error) {
+	env, err := o.Backend.Create(ctx, environment.Config{
+		RunID: fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()), Image: o.Image, Screen: s, FullFrames: full,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := env.Launch(ctx, environment.LaunchSpec{App: b, ReadyTimeout: 30 * time.Second}); err != nil {
+		env.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return env, nil
+}
+
+func closeEnv(ctx context.Context, env environment.Environment) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	env.Close(cctx)
+}
+
+func coldStart(ctx context.Context, o Options, b *app.Bundle) (time.Duration, error) {
+	t := time.Now()
+	env, err := newEnv(ctx, o, b, environment.DefaultScreen, false)
+	if err != nil {
+		return 0, err
+	}
+	defer closeEnv(ctx, env)
+	if _, _, err := env.Observe(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(t), nil
+}
+
+// stepLatency measures one mouse move and the next screenshot, as the
+// agent sees it.
+func stepLatency(ctx context.Context, o Options, b *app.Bundle, s environment.Screen) (StepStats, error) {
+	st := StepStats{Screen: s}
+	for _, full := range []bool{false, true} {
+		env, err := newEnv(ctx, o, b, s, full)
+		if err != nil {
+			return st, err
+		}
+		var ds []time.Duration
+		for i := 0; i < o.Samples+10; i++ {
+			x, y := 10+(i*37)%(s.Width-20), 10+(i*53)%(s.Height-20)
+			t := time.Now()
+			if _, err := env.Act(ctx, action.Action{Kind: action.MouseMove, X: &x, Y: &y}); err != nil {
+				closeEnv(ctx, env)
+				return st, err
+			}
+			if _, _, err := env.Observe(ctx); err != nil {
+				closeEnv(ctx, env)
+				return st, err
+			}
+			if i >= 10 { // warm-up
+				ds = append(ds, time.Since(t))
+			}
+		}
+		if !full {
+			st.Unchanged = summarize(ds)
+			// Clicks into the app's own (active) window: no window manager
+			// involvement, one round trip to confirm.
+			cs, err := clickLatency(ctx, o, env, s)
+			if err != nil {
+				closeEnv(ctx, env)
+				return st, err
+			}
+			st.Click = cs
+		} else {
+			st.Full = summarize(ds)
+		}
+		closeEnv(ctx, env)
+	}
+	return st, nil
+}
+
+// clickLatency measures a left click at the window's centre and the next
+// screenshot.
+func clickLatency(ctx context.Context, o Options, env environment.Environment, s environment.Screen) (Stats, error) {
+	_, st, err := env.Observe(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	x, y := s.Width/2, s.Height/2
+	for _, w := range st.Windows {
+		if w.Focused {
+			x, y = w.X+w.Width/2, w.Y+w.Height/2
+		}
+	}
+	var ds []time.Duration
+	for i := 0; i < o.Samples+10; i++ {
+		t := time.Now()
+		res, err := env.Act(ctx, action.Action{Kind: action.Click, X: &x, Y: &y})
+		if err != nil {
+			return Stats{}, err
+		}
+		if !res.OK {
+			return Stats{}, fmt.Errorf("click at (%d,%d): %s", x, y, res.Error)
+		}
+		if _, _, err := env.Observe(ctx); err != nil {
+			return Stats{}, err
+		}
+		if i >= 10 {
+			ds = append(ds, time.Since(t))
+		}
+	}
+	return summarize(ds), nil
+}
+
+// moverAgent holds Right for a while, releases, moves the mouse, and
+// repeats, so the screen keeps changing; it finishes after n steps.
+type moverAgent struct{ n, step int }
+
+func (a *moverAgent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+	a.step++
+	var act action.Action
+	switch {
+	case a.step >= a.n:
+		act = action.Action{Kind: action.Done}
+	case a.step%40 == 1:
+		act = action.Action{Kind: action.KeyDown, Key: "Right"}
+	case a.step%40 == 20:
+		act = action.Action{Kind: action.KeyUp, Key: "Right"}
+	case a.step%40 == 21:
+		act = action.Action{Kind: action.KeyDown, Key: "Left"}
+	case a.step%40 == 39:
+		act = action.Action{Kind: action.KeyUp, Key: "Left"}
+	default:
+		x, y := 10+(a.step*37)%600, 10+(a.step*53)%440
+		act = action.Action{Kind: action.MouseMove, X: &x, Y: &y}
+	}
+	return agent.Decision{Action: act}, nil
+}
+
+func fullRun(ctx context.Context, o Options, b *app.Bundle, rep *Report) error {
+	dir, err := os.MkdirTemp("", "agentbox-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	res, err := session.Run(ctx, session.Config{
+		RunID: "bench-run", Backend: o.Backend, Env: environment.Config{Image: o.Image},
+		App: b, Agent: &moverAgent{n: o.RunSteps}, AgentInfo: trace.AgentInfo{Name: "bench"},
+		MaxSteps: o.RunSteps + 1, TraceDir: filepath.Join(dir, "trace"),
+	})
+	if err != nil {
+		return err
+	}
+	if res.Outcome != trace.Success {
+		return fmt.Errorf("the run ended %s: %s", res.Outcome, res.Message)
+	}
+	tr, err := trace.Open(filepath.Join(dir, "trace"))
+	if err != nil {
+		return err
+	}
+	t := tr.Run.Timings
+	// The loop plus the wait for the last PNGs: the whole cost of steps.
+	perStep := (t["loop"] + t["trace_finish"]) / float64(res.Steps)
+	rep.RunPerStep, rep.RunSteps = perStep, res.Steps
+	rep.TraceShare = t["trace_write"] / t["loop"]
+	rep.TraceFinish = t["trace_finish"]
+	return nil
+}
+
+func seedStyle(ctx context.Context, o Options, b *app.Bundle) (Stats, error) {
+	env, err := newEnv(ctx, o, b, environment.DefaultScreen, false)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer closeEnv(ctx, env)
+	info := env.Info()
+	if info.Backend != docker.Name {
+		return Stats{}, fmt.Errorf("the seed-style step needs the docker backend")
+	}
+	var ds []time.Duration
+	for i := 0; i < o.SeedSteps+2; i++ {
+		t := time.Now()
+		if _, err := docker.SeedStyleStep(ctx, info.ID, info.Display, 10+i*7, 10+i*5); err != nil {
+			return Stats{}, err
+		}
+		if i >= 2 {
+			ds = append(ds, time.Since(t))
+		}
+	}
+	return summarize(ds), nil
+}
+
+// Print writes the report as a table.
+func (r *Report) Print(w io.Writer, o Options) {
+	image := o.Image
+	if image == "" {
+		image = "none (the host's system)"
+	}
+	fmt.Fprintf(w, "\nagentbox bench — backend %s, image %s\n\n", o.Backend.Name(), image)
+	fmt.Fprintf(w, "cold start, create → app window up → first screenshot:\n  %s\n", r.ColdStart)
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "step at %dx%d, mouse_move → next screenshot (as the agent sees it):\n", s.Screen.Width, s.Screen.Height)
+		fmt.Fprintf(w, "  screen unchanged:          %s\n", s.Unchanged)
+		fmt.Fprintf(w, "  full frame every step:     %s\n", s.Full)
+		fmt.Fprintf(w, "  click, screen unchanged:   %s\n", s.Click)
+	}
+	fmt.Fprintf(w, "%d-step run with its full trace (PNGs, JSONL, logs):\n  %s per step; trace writing %.1f%% of the loop; %s waiting for the last PNGs\n",
+		r.RunSteps, FormatMS(r.RunPerStep), 100*r.TraceShare, FormatMS(r.TraceFinish))
+	if r.Seed.N > 0 {
+		fmt.Fprintf(w, "seed-style step (docker exec scrot + docker exec cat + docker exec xdotool):\n  %s\n", r.Seed)
+		fmt.Fprintf(w, "\nthe %d-step run is %.0f× faster per step than the seed-style step (p50 %s vs %s)\n",
+			r.RunSteps, r.Ratio, FormatMS(r.Seed.P50), FormatMS(r.RunPerStep))
+	}
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codegirl-games/agentbox/bench"
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		o           bench.Options
+		backendName string
+		screens     string
+		jsonOut     string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure cold start, step latency and a full run on the real stack",
+		Long: `bench measures, with the mover demo in real sandboxes: cold start (create →
+app window up → first screenshot), the observe+act step as the agent sees it
+(one mouse move, then the next screenshot) at each --screens size, a full run
+with its trace, and — for comparison — the seed-style step that ran
+docker exec scrot, docker exec cat and docker exec xdotool per step.
+It reports figures; it passes or fails nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, s := range strings.Split(screens, ",") {
+				sc, err := parseScreen(strings.TrimSpace(s))
+				if err != nil {
+					return err
+				}
+				o.Screens = append(o.Screens, sc)
+			}
+			if o.App == "" {
+				// The default is the demo of the source tree bench runs in.
+				o.App = filepath.Join("examples", "mover")
+				if _, err := os.Stat(filepath.Join(o.App, "mover")); err != nil {
+					return usageErrorf("--app: no built mover demo at %s (run bench from the source tree after make build, or name an app directory)", o.App)
+				}
+			}
+			o.Progress = cmd.ErrOrStderr()
+			var runs []benchRun
+			for _, name := range strings.Split(backendName, ",") {
+				name = strings.TrimSpace(name)
+				bo := o
+				image := ""
+				if cmd.Flags().Changed("image") {
+					image = o.Image
+				}
+				b, err := resolveBackend(cmd.Context(), cmd.ErrOrStderr(), name, image, "")
+				if err != nil {
+					return err
+				}
+				bo.Backend = b
+				if b.Name() != "docker" {
+					if cmd.Flags().Changed("image") {
+						return usageErrorf("--image: the %s backend has no images", b.Name())
+					}
+					bo.Image = ""
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "== backend %s\n", b.Name())
+				rep, err := bench.Run(cmd.Context(), bo)
+				if err != nil {
+					return failErr(fmt.Errorf("%s: %w", b.Name(), err))
+				}
+				rep.Print(cmd.OutOrStdout(), bo)
+				runs = append(runs, benchRun{Backend: b.Name(), Image: bo.Image, Report: rep})
+			}
+			if len(runs) > 1 {
+				printSideBySide(cmd.OutOrStdout(), runs)
+			}
+			if jsonOut != "" {
+				var v any = runs
+				if len(runs) == 1 {
+					v = runs[0].Report
+				}
+				data, _ := json.MarshalIndent(v, "", "  ")
+				if err := os.WriteFile(jsonOut, append(data, '\n'), 0o644); err != nil {
+					return failErr(err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "figures written to %s\n", jsonOut)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&backendName, "backend", environment.Auto, "backend to measure, or several side by side: docker,local")
+	fl.StringVar(&o.Image, "image", "agentbox/test:bookworm", "image (the seed-style step needs scrot and xdotool: the test image)")
+	fl.StringVar(&o.App, "app", "", "the mover app directory (default examples/mover)")
+	fl.IntVar(&o.ColdRuns, "cold", 8, "cold starts to measure")
+	fl.IntVar(&o.Samples, "samples", 300, "steps per latency measurement")
+	fl.IntVar(&o.RunSteps, "steps", 200, "steps of the full run")
+	fl.IntVar(&o.SeedSteps, "seed-steps", 20, "seed-style steps to measure (0 skips)")
+	fl.StringVar(&screens, "screens", "640x480,1920x1080", "screen sizes for the step latency")
+	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
+	return cmd
+}
+
+// benchRun is one backend's figures.
+type benchRun struct {
+	Backend string
+	Image   string `json:",omitempty"`
+	Report  *bench.Report
+}
+
+// printSideBySide puts the backends' main figures next to each other.
+func printSideBySide(w io.Writer, runs []benchRun) {
+	fmt.Fprintf(w, "\nside by side (p50 / p95):\n\n%-44s", "")
+	for _, r := range runs {
+		fmt.Fprintf(w, "  %-22s", r.Backend)
+	}
+	fmt.Fprintln(w)
+	row := func(label string, f func(*bench.Report) string) {
+		fmt.Fprintf(w, "%-44s", label)
+		for _, r := range runs {
+			fmt.Fprintf(w, "  %-22s", f(r.Report))
+		}
+		fmt.Fprintln(w)
+	}
+	pp := func(s bench.Stats) string { return bench.FormatMS(s.P50) + " / " + bench.FormatMS(s.P95) }
+	row("cold start (create → window → screenshot)", func(r *bench.Report) string { return pp(r.ColdStart) })
+	for i, s := range runs[0].Report.Steps {
+		size := fmt.Sprintf("%dx%d", s.Screen.Width, s.Screen.Height)
+		step := func(f func(bench.StepStats) bench.Stats) func(r *bench.Report) string {
+			return func(r *bench.Report) string {
+				if i >= len(r.Steps) {
+					return "-"
+				}
+				return pp(f(r.Steps[i]))
+			}
+		}
+		row("step "+size+", screen unchanged", step(func(s bench.StepStats) bench.Stats { return s.Unchanged }))
+		row("step "+size+", full frame", step(func(s bench.StepStats) bench.Stats { return s.Full }))
+		row("step "+size+", click", step(func(s bench.StepStats) bench.Stats { return s.Click }))
+	}
+	row("full run, per step (trace included)", func(r *bench.Report) string { return bench.FormatMS(r.RunPerStep) })
+}

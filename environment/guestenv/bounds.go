@@ -1,0 +1,306 @@
+package guestenv
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/s2"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// What the host accepts from the guest. Whoever writes the guest's stdout —
+// the guest, or anything that got hold of it — the host bounds every frame
+// before it allocates for it, and every kind of event before it records it.
+//
+// Two rules. What the real guest can never send (a frame larger than its
+// kind allows, a screenshot larger than the screen, an unknown stream,
+// event or window kind, a request) is a protocol error: the stream ends
+// and the run ends as an environment error. What the real guest may send
+// in any amount because the app decides it (output, window events, log
+// lines, long titles, many windows) is capped: beyond the cap it is
+// dropped and counted, as app output always was.
+const (
+	// maxEventHeader bounds the JSON header of an event (a window event
+	// with a 4 KiB title is below 32 KiB even with every byte escaped).
+	maxEventHeader = 256 << 10
+	// maxOutputChunk bounds the payload of one output event; the guest
+	// sends at most 32 KiB at a time.
+	maxOutputChunk = 64 << 10
+	// maxDropped bounds the dropped-bytes count of one output event (the
+	// guest reports at least once a second).
+	maxDropped = 1 << 50
+	// MaxTitle bounds a window title as the host keeps it; the guest reads
+	// at most 4096 bytes of a title.
+	MaxTitle = 4096
+	// MaxWindows bounds the windows of one desktop state.
+	MaxWindows = 256
+	// MaxText bounds any other string from the guest: error messages,
+	// exit signals, log lines, the display name, the guest's version.
+	MaxText = 4096
+	// windowEventCost is what one window event costs the window budget
+	// besides its title: about the size of its record in steps.jsonl.
+	windowEventCost = 128
+	// logBudget bounds the bytes of log events passed on.
+	logBudget = 1 << 20
+	// defaultLogCap is the output and window budget until Launch says
+	// otherwise (trace.DefaultLogCap).
+	defaultLogCap = 8 << 20
+)
+
+// Kinds of events dropped beyond their budget, as passed to
+// environment.DropCounter.
+const (
+	DroppedWindow = "window"
+	DroppedLog    = "log"
+	DroppedExit   = "exit"
+)
+
+// budgets counts what the guest sent against its caps. Only the read loop
+// touches the counters; logCap is set by Launch.
+type budgets struct {
+	logCap atomic.Int64
+	output [2]int64 // stdout, stderr
+	window int64
+	log    int64
+	exited bool
+}
+
+func (b *budgets) cap() int64 {
+	if n := b.logCap.Load(); n > 0 {
+		return n
+	}
+	return defaultLogCap
+}
+
+// check is the connection's wire.Limit: it looks at every frame's header
+// before the payload is read.
+func (c *Client) check(h *wire.Header, payload int) error {
+	switch h.Type {
+	case wire.Request:
+		return errors.New("the guest sent a request; the host serves none")
+	case wire.Event:
+		return c.checkEvent(h, payload)
+	}
+	// A response to a pending call of h.Method (wire checked that).
+	if h.Error != nil {
+		h.Error.Message = clip(h.Error.Message, MaxText)
+		if payload > 0 {
+			return fmt.Errorf("an error response carries a %d-byte payload", payload)
+		}
+		return nil
+	}
+	if h.Method != wire.MethodScreenshot {
+		if payload > 0 {
+			return fmt.Errorf("the response carries a %d-byte payload; only screenshots have one", payload)
+		}
+		return nil
+	}
+	var r wire.ScreenshotResponse
+	if err := json.Unmarshal(h.Body, &r); err != nil {
+		return fmt.Errorf("bad body: %w", err)
+	}
+	return c.checkShot(&r, payload)
+}
+
+// checkShot bounds a screenshot by the configured screen before anything
+// is allocated for its pixels.
+func (c *Client) checkShot(r *wire.ScreenshotResponse, payload int) error {
+	if r.Unchanged {
+		if payload > 0 {
+			return fmt.Errorf("an unchanged screenshot carries a %d-byte payload", payload)
+		}
+		return nil
+	}
+	if r.Encoding != wire.EncodingBGRXS2 {
+		return fmt.Errorf("unknown pixel encoding %q", clip(r.Encoding, 64))
+	}
+	var sw, sh int
+	if sc := c.screen.Load(); sc != nil {
+		sw, sh = sc.Width, sc.Height
+	}
+	if r.Width <= 0 || r.Height <= 0 || r.Width > sw || r.Height > sh {
+		return fmt.Errorf("a %d×%d screenshot does not fit the %d×%d screen", r.Width, r.Height, sw, sh)
+	}
+	if max := s2.MaxEncodedLen(4 * r.Width * r.Height); max < 0 || payload > max {
+		return fmt.Errorf("a %d×%d screenshot with a %d-byte payload (at most %d)", r.Width, r.Height, payload, max)
+	}
+	return nil
+}
+
+func (c *Client) checkEvent(h *wire.Header, payload int) error {
+	if len(h.Body) > maxEventHeader {
+		return fmt.Errorf("the event's body is %d bytes (at most %d)", len(h.Body), maxEventHeader)
+	}
+	if h.Method != wire.EventOutput && payload > 0 {
+		return fmt.Errorf("the event carries a %d-byte payload; only output has one", payload)
+	}
+	switch h.Method {
+	case wire.EventHello:
+		if c.handshaken.Load() {
+			return errors.New("a second hello")
+		}
+	case wire.EventOutput:
+		if payload > maxOutputChunk {
+			return fmt.Errorf("%d bytes of output in one event (at most %d)", payload, maxOutputChunk)
+		}
+		var e wire.OutputEvent
+		if err := json.Unmarshal(h.Body, &e); err != nil {
+			return fmt.Errorf("bad body: %w", err)
+		}
+		if streamIndex(e.Stream) < 0 {
+			return fmt.Errorf("unknown output stream %q", clip(string(e.Stream), 64))
+		}
+		if e.Dropped < 0 || e.Dropped > maxDropped {
+			return fmt.Errorf("%d dropped bytes", e.Dropped)
+		}
+	case wire.EventWindow:
+		var e wire.WindowEvent
+		if err := json.Unmarshal(h.Body, &e); err != nil {
+			return fmt.Errorf("bad body: %w", err)
+		}
+		switch e.Kind {
+		case "mapped", "title", "unmapped":
+		default:
+			return fmt.Errorf("unknown window event %q", clip(e.Kind, 64))
+		}
+	case wire.EventExit, wire.EventLog:
+	default:
+		return fmt.Errorf("unknown event %q", clip(h.Method, 64))
+	}
+	return nil
+}
+
+func streamIndex(s action.Stream) int {
+	switch s {
+	case action.Stdout:
+		return 0
+	case action.Stderr:
+		return 1
+	}
+	return -1
+}
+
+// handle passes an event that passed check on, within its budget.
+func (c *Client) handle(m *wire.Message) {
+	if m.Type != wire.Event {
+		return
+	}
+	b := &c.budgets
+	switch m.Method {
+	case wire.EventOutput:
+		var e wire.OutputEvent
+		if json.Unmarshal(m.Body, &e) != nil {
+			return
+		}
+		i := streamIndex(e.Stream)
+		data, dropped := m.Payload, e.Dropped
+		if room := b.cap() - b.output[i]; int64(len(data)) > room {
+			room = max(room, 0)
+			dropped += int64(len(data)) - room
+			data = data[:room]
+		}
+		b.output[i] += int64(len(data))
+		if c.events != nil && (len(data) > 0 || dropped > 0) {
+			c.events.Output(e.Stream, data, dropped)
+		}
+	case wire.EventExit:
+		var e action.Exit
+		if json.Unmarshal(m.Body, &e) != nil {
+			return
+		}
+		if b.exited {
+			c.dropped(DroppedExit)
+			return
+		}
+		b.exited = true
+		if c.events != nil {
+			c.events.Exited(clipExit(e))
+		}
+	case wire.EventWindow:
+		var e wire.WindowEvent
+		if json.Unmarshal(m.Body, &e) != nil {
+			return
+		}
+		w := clipWindow(e.Window)
+		cost := int64(len(w.Title)) + windowEventCost
+		if b.window+cost > b.cap() {
+			c.dropped(DroppedWindow)
+			return
+		}
+		b.window += cost
+		if c.events != nil {
+			c.events.Window(e.Kind, w)
+		}
+	case wire.EventLog:
+		var e wire.LogEvent
+		if json.Unmarshal(m.Body, &e) != nil {
+			return
+		}
+		line := clip(e.Level, 16) + ": " + clip(e.Msg, MaxText)
+		if b.log+int64(len(line)) > logBudget {
+			c.dropped(DroppedLog)
+			return
+		}
+		b.log += int64(len(line))
+		if c.logf != nil {
+			c.logf(line)
+		}
+	}
+}
+
+func (c *Client) dropped(kind string) {
+	if d, ok := c.events.(environment.DropCounter); ok {
+		d.Dropped(kind, 1)
+	}
+}
+
+// clip cuts s to at most n bytes (at a character boundary), marking the
+// cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…[cut]"
+	i := max(n-len(mark), 0)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return strings.ToValidUTF8(s[:i], "") + mark
+}
+
+func clipWindow(w action.Window) action.Window {
+	w.Title = clip(w.Title, MaxTitle)
+	return w
+}
+
+// clipWindows keeps the first MaxWindows windows, titles clipped.
+func clipWindows(ws []action.Window) []action.Window {
+	if len(ws) > MaxWindows {
+		ws = ws[:MaxWindows]
+	}
+	for i := range ws {
+		ws[i] = clipWindow(ws[i])
+	}
+	return ws
+}
+
+func clipExit(e action.Exit) action.Exit {
+	e.Signal = clip(e.Signal, 64)
+	e.Stopped = clip(e.Stopped, MaxText)
+	return e
+}
+
+func clipExitPtr(e *action.Exit) *action.Exit {
+	if e == nil {
+		return nil
+	}
+	c := clipExit(*e)
+	return &c
+}

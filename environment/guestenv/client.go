@@ -1,0 +1,377 @@
+// Package guestenv is the host side of the guest protocol. Every backend
+// starts the same guest (`agentbox guest`) in its own way and hands the
+// guest's stdio to Dial; what follows — staging, launching, screenshots,
+// input — is the same for all of them.
+package guestenv
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// Paths inside the sandbox (all on the writable tmpfs).
+const (
+	Home   = "/tmp/home"
+	AppDir = "/tmp/app"
+)
+
+// Client drives one guest.
+type Client struct {
+	conn   *wire.Conn
+	events environment.Events
+	hello  wire.Hello
+	start  wire.StartResponse
+
+	mu       sync.Mutex
+	last     *action.Frame // the newest frame, reused while the screen is unchanged
+	lastHash uint64
+	buf      []byte // decompression buffer
+
+	served chan struct{}
+	logf   func(string)
+
+	// What the guest may send (bounds.go).
+	handshaken atomic.Bool
+	screen     atomic.Pointer[environment.Screen]
+	budgets    budgets
+
+	timing    timing                // deadlines and the liveness check (deadline.go)
+	calls     atomic.Int32          // requests awaiting an answer (pings not counted)
+	busySince atomic.Int64          // when calls last rose from 0 (unix nanoseconds)
+	stalled   atomic.Pointer[error] // why the guest was given up on
+
+	// FullFrames disables the unchanged-frame shortcut.
+	FullFrames bool
+}
+
+// Dial performs the handshake on a guest's stdio: it reads the guest's
+// hello, checks magic and protocol, answers with the host's hello and starts
+// reading. r is the guest's stdout, w its stdin.
+func Dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Events, logf func(string)) (*Client, error) {
+	return dial(ctx, r, w, events, logf, defaultTiming)
+}
+
+func dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Events, logf func(string), tm timing) (*Client, error) {
+	c := &Client{conn: wire.NewConn(r, w), events: events, served: make(chan struct{}), logf: logf, timing: tm}
+	c.conn.SetLimit(c.check)
+	type first struct {
+		m   *wire.Message
+		err error
+	}
+	ch := make(chan first, 1)
+	go func() {
+		m, err := c.conn.ReadFrame()
+		ch <- first{m, err}
+	}()
+	var f first
+	select {
+	case f = <-ch:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: no hello from the guest: %w", environment.ErrGuest, ctx.Err())
+	}
+	if f.err != nil {
+		if errors.Is(f.err, io.EOF) {
+			return nil, fmt.Errorf("%w: the guest exited before saying hello", environment.ErrGuest)
+		}
+		return nil, fmt.Errorf("%w: reading the guest's hello: %w", environment.ErrGuest, f.err)
+	}
+	if f.m.Type != wire.Event || f.m.Method != wire.EventHello {
+		return nil, fmt.Errorf("%w: the guest's first frame is %s %q, not hello", environment.ErrGuest, f.m.Type, f.m.Method)
+	}
+	if err := json.Unmarshal(f.m.Body, &c.hello); err != nil || c.hello.Magic != wire.Magic {
+		return nil, fmt.Errorf("%w: the guest's hello is not agentbox's", environment.ErrGuest)
+	}
+	c.hello.Version = clip(c.hello.Version, 64)
+	c.handshaken.Store(true)
+	if c.hello.Protocol != wire.Protocol {
+		return nil, fmt.Errorf("%w: guest speaks protocol %d (agentbox %s), host speaks %d (agentbox %s)",
+			environment.ErrGuest, c.hello.Protocol, c.hello.Version, wire.Protocol, version.Version)
+	}
+	go func() {
+		defer close(c.served)
+		_ = c.conn.Serve(c.handle)
+	}()
+	closer, _ := w.(io.Closer)
+	go c.watch(closer)
+	in := wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version}
+	if _, err := c.call(ctx, wire.MethodHello, 0, in, nil, nil); err != nil {
+		return nil, c.wrap("hello", err)
+	}
+	return c, nil
+}
+
+// GuestVersion is the agentbox version the guest reported.
+func (c *Client) GuestVersion() string { return c.hello.Version }
+
+// Done is closed when the guest's stream has ended.
+func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
+
+// Err says why the stream ended.
+func (c *Client) Err() error { return c.conn.Err() }
+
+// wrap classifies an error from a call.
+func (c *Client) wrap(what string, err error) error {
+	if serr := c.stallError(what, err); serr != nil {
+		return serr
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", what, err)
+	case errors.Is(err, wire.ErrClosed):
+		return fmt.Errorf("%w: %s: the guest's stream ended: %w", environment.ErrGuest, what, err)
+	case wire.IsCode(err, wire.CodeInvalid), wire.IsCode(err, wire.CodeNotFound), wire.IsCode(err, wire.CodeTimeout):
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%w: %s: %w", environment.ErrGuest, what, err)
+}
+
+// Start brings up the display and window manager.
+func (c *Client) Start(ctx context.Context, screen environment.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
+	c.screen.Store(&screen) // screenshots are bounded by it
+	req := wire.StartRequest{
+		Screen:    wire.Screen{Width: screen.Width, Height: screen.Height, Depth: screen.Depth},
+		NoWM:      noWM,
+		Home:      Home,
+		AppDir:    AppDir,
+		TimeoutMS: int(timeout / time.Millisecond),
+	}
+	_, err := c.call(ctx, wire.MethodStart, timeout, req, &c.start, nil)
+	if err != nil {
+		return c.start, c.wrap("start display", err)
+	}
+	c.start.Display = clip(c.start.Display, 64)
+	return c.start, nil
+}
+
+// chunk is the largest piece of a file sent in one frame.
+const chunk = 1 << 20
+
+// Stage streams the bundle's files into the app directory and returns the
+// SHA-256 of each regular file (hex), computed from the bytes sent.
+func (c *Client) Stage(ctx context.Context, b *app.Bundle) (map[string]string, error) {
+	buf := make([]byte, chunk)
+	sums := map[string]string{}
+	for _, f := range b.Files {
+		req := wire.WriteFileRequest{Path: f.Rel, Mode: uint32(f.Mode.Perm())}
+		switch {
+		case f.Mode.IsDir():
+			req.Dir = true
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, nil); err != nil {
+				return nil, c.wrap("stage "+f.Rel, err)
+			}
+			continue
+		case f.Link != "":
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, wireLink(f), nil, nil); err != nil {
+				return nil, c.wrap("stage "+f.Rel, err)
+			}
+			continue
+		}
+		sum, err := c.stageFile(ctx, b, f, req, buf)
+		if err != nil {
+			return nil, err
+		}
+		sums[f.Rel] = sum
+	}
+	return sums, nil
+}
+
+func wireLink(f app.File) wire.WriteFileRequest {
+	return wire.WriteFileRequest{Path: f.Rel, Link: f.Link}
+}
+
+func (c *Client) stageFile(ctx context.Context, b *app.Bundle, f app.File, req wire.WriteFileRequest, buf []byte) (string, error) {
+	r, err := b.Open(f.Rel)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", app.ErrInvalid, err)
+	}
+	defer r.Close()
+	h := sha256.New()
+	var sent int64
+	for first := true; ; first = false {
+		n, rerr := io.ReadFull(r, buf)
+		if n > 0 || first {
+			req.Append = !first
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, buf[:n]); err != nil {
+				return "", c.wrap("stage "+f.Rel, err)
+			}
+			h.Write(buf[:n])
+			sent += int64(n)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return "", fmt.Errorf("stage %s: %w", path.Join(b.Dir, f.Rel), rerr)
+		}
+	}
+	if sent != f.Size {
+		return "", fmt.Errorf("%w: %s changed size while staging (%d bytes, expected %d)", app.ErrInvalid, f.Rel, sent, f.Size)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Launch starts the app and waits for its window.
+func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraEnv []string) (environment.LaunchResult, error) {
+	m := spec.App.Manifest
+	req := wire.LaunchRequest{
+		Command:     m.Command,
+		InImage:     spec.App.InImage,
+		Args:        m.Args,
+		WindowTitle: m.WindowTitle,
+		WaitWindow:  m.Waits(),
+		ReadyMS:     int(spec.ReadyTimeout / time.Millisecond),
+		LogCap:      spec.LogCap,
+	}
+	c.budgets.logCap.Store(spec.LogCap)
+	req.Env = append(req.Env, extraEnv...)
+	for k, v := range m.Env {
+		req.Env = append(req.Env, k+"="+v)
+	}
+	var resp wire.LaunchResponse
+	bound := maxRequest // the guest waits for the window without a limit of its own
+	if req.ReadyMS > 0 {
+		bound = time.Duration(req.ReadyMS)*time.Millisecond + 2*xCall
+	}
+	if _, err := c.call(ctx, wire.MethodLaunch, bound, req, &resp, nil); err != nil {
+		switch {
+		case wire.IsCode(err, wire.CodeNotFound):
+			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrAppStart, err)
+		case wire.IsCode(err, wire.CodeTimeout):
+			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrNoWindow, err)
+		case wire.IsCode(err, wire.CodeAppExited):
+			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrAppExited, err)
+		}
+		return environment.LaunchResult{}, c.wrap("launch", err)
+	}
+	if resp.Window != nil {
+		w := clipWindow(*resp.Window)
+		resp.Window = &w
+	}
+	return environment.LaunchResult{
+		PID:    resp.PID,
+		Window: resp.Window,
+		Ready:  time.Duration(resp.ReadyUS) * time.Microsecond,
+	}, nil
+}
+
+// Observe takes a screenshot together with the desktop state. An unchanged
+// screen costs no pixel transfer: the previous frame is returned again.
+func (c *Client) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	req := wire.ScreenshotRequest{IfNot: c.lastHash, WithState: true}
+	if c.FullFrames {
+		req.IfNot = 0
+	}
+	var resp wire.ScreenshotResponse
+	payload, err := c.call(ctx, wire.MethodScreenshot, 2*xCall, req, &resp, nil)
+	if err != nil {
+		return nil, environment.State{}, c.wrap("screenshot", err)
+	}
+	var st environment.State
+	if resp.State != nil {
+		st = environment.State{Cursor: resp.State.Cursor, Windows: clipWindows(resp.State.Windows), Running: resp.State.Running, Exit: clipExitPtr(resp.State.Exit)}
+	}
+	if resp.Unchanged && c.last != nil {
+		return c.last, st, nil
+	}
+	f, err := c.decode(&resp, payload)
+	if err != nil {
+		return nil, st, fmt.Errorf("%w: screenshot: %w", environment.ErrGuest, err)
+	}
+	c.last, c.lastHash = f, resp.Hash
+	return f, st, nil
+}
+
+func (c *Client) decode(resp *wire.ScreenshotResponse, payload []byte) (*action.Frame, error) {
+	if resp.Encoding != wire.EncodingBGRXS2 {
+		return nil, fmt.Errorf("unknown pixel encoding %q", resp.Encoding)
+	}
+	// check refused frames larger than the screen before reading them;
+	// this is the same bound again, next to the allocations.
+	w, h := resp.Width, resp.Height
+	if sc := c.screen.Load(); sc == nil || w <= 0 || h <= 0 || w > sc.Width || h > sc.Height {
+		return nil, fmt.Errorf("bad frame size %dx%d", w, h)
+	}
+	n, err := s2.DecodedLen(payload)
+	if err != nil || n != 4*w*h {
+		return nil, fmt.Errorf("frame payload decodes to %d bytes, want %d (%v)", n, 4*w*h, err)
+	}
+	raw, err := s2.Decode(c.buf[:cap(c.buf)], payload)
+	if err != nil {
+		return nil, fmt.Errorf("decompress frame: %w", err)
+	}
+	c.buf = raw
+	pix := make([]byte, 4*w*h)
+	BGRXToRGBA(pix, raw)
+	return &action.Frame{Width: w, Height: h, Pix: pix, Hash: resp.Hash}, nil
+}
+
+// BGRXToRGBA converts 32-bit BGRX pixels (X11's little-endian ZPixmap) to
+// opaque RGBA.
+func BGRXToRGBA(dst, src []byte) {
+	for i := 0; i+3 < len(src) && i+3 < len(dst); i += 4 {
+		dst[i], dst[i+1], dst[i+2], dst[i+3] = src[i+2], src[i+1], src[i], 0xff
+	}
+}
+
+// Act performs one action in the guest. Errors the action caused come back
+// in the Result.
+func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error) {
+	var res action.Result
+	_, err := c.call(ctx, wire.MethodAct, actBound(a), wire.ActRequest{Action: a}, &res, nil)
+	if err != nil {
+		if wire.IsCode(err, wire.CodeInvalid) || wire.IsCode(err, wire.CodeTimeout) {
+			return action.Result{OK: false, Error: err.Error()}, nil
+		}
+		return res, c.wrap(a.String(), err)
+	}
+	res.Error = clip(res.Error, MaxText)
+	return res, nil
+}
+
+// Stop ends the app, releases held input and stops the display. It returns
+// the app's exit if it was still running.
+func (c *Client) Stop(ctx context.Context, grace time.Duration) (*action.Exit, error) {
+	var resp wire.StopResponse
+	// The guest ends the app (grace, then SIGKILL and 2 s), then the
+	// desktop (the same again).
+	_, err := c.call(ctx, wire.MethodStop, 2*(grace+2*time.Second)+xCall, wire.StopRequest{GraceMS: int(grace / time.Millisecond)}, &resp, nil)
+	if err != nil {
+		return nil, c.wrap("stop", err)
+	}
+	return clipExitPtr(resp.Exit), nil
+}
+
+// Ping checks the guest answers.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.call(ctx, wire.MethodPing, 0, nil, nil, nil)
+	return c.wrap("ping", err)
+}
+
+// WaitServed waits until the read loop has ended (after the stream closed).
+func (c *Client) WaitServed(ctx context.Context) {
+	select {
+	case <-c.served:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,317 @@
+// Package guestenvtest is a guest for tests of the host side of the
+// protocol. It speaks the wire protocol over in-process pipes, answers every
+// request as a healthy guest would (a blank screen, one window, an app that
+// keeps running), and lets a test write frames of its own at chosen moments:
+// a hostile guest, or whatever else got hold of the guest's stdout. Backend
+// wraps it as an environment.Backend so the real runtime, sink and trace
+// writer can be driven by it.
+package guestenvtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/s2"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// Guest is a scripted guest. Zero hooks make it a healthy guest.
+type Guest struct {
+	// OnLaunch runs when the launch request arrives, before it is
+	// answered; it may write anything.
+	OnLaunch func(w *Writer)
+	// OnScreenshot, if set, may answer a screenshot request itself
+	// (returning true); n counts screenshot requests from 1.
+	OnScreenshot func(w *Writer, req *wire.Message, n int) bool
+	// OnAct runs when an act request arrives, before it is answered.
+	OnAct func(w *Writer)
+}
+
+// Writer writes frames to the host, as the guest.
+type Writer struct {
+	w   io.Writer
+	err error
+}
+
+// Err is the first write error (the host stopped reading).
+func (w *Writer) Err() error { return w.err }
+
+// Raw writes bytes as they are.
+func (w *Writer) Raw(b []byte) error {
+	if w.err == nil {
+		_, w.err = w.w.Write(b)
+	}
+	return w.err
+}
+
+// Frame writes one frame. Unlike wire.WriteFrame it does not refuse large
+// headers or frames: a hostile guest does not have to follow the rules.
+func (w *Writer) Frame(h *wire.Header, payload []byte) error {
+	b, err := Encode(h, payload)
+	if err != nil {
+		return err
+	}
+	return w.Raw(b)
+}
+
+// FrameZeros writes a frame whose payload is n zero bytes, in pieces, so
+// the writer holds no payload of that size in memory.
+func (w *Writer) FrameZeros(h *wire.Header, n int) error {
+	b, err := Encode(h, nil)
+	if err != nil {
+		return err
+	}
+	binary.BigEndian.PutUint32(b[0:4], uint32(len(b)-4+n))
+	if err := w.Raw(b); err != nil {
+		return err
+	}
+	zeros := make([]byte, 64<<10)
+	for n > 0 {
+		k := min(n, len(zeros))
+		if err := w.Raw(zeros[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+// Encode makes the bytes of one frame, without wire.WriteFrame's checks.
+func Encode(h *wire.Header, payload []byte) ([]byte, error) {
+	hdr, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 8, 8+len(hdr)+len(payload))
+	binary.BigEndian.PutUint32(buf[0:4], uint32(4+len(hdr)+len(payload)))
+	binary.BigEndian.PutUint32(buf[4:8], uint32(len(hdr)))
+	buf = append(buf, hdr...)
+	return append(buf, payload...), nil
+}
+
+// EventFrame makes the bytes of one event, for a test to write many times.
+func EventFrame(name string, body any, payload []byte) []byte {
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic(err)
+	}
+	f, err := Encode(&wire.Header{Type: wire.Event, Method: name, Body: b}, payload)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// Event writes an event.
+func (w *Writer) Event(name string, body any, payload []byte) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return w.Frame(&wire.Header{Type: wire.Event, Method: name, Body: b}, payload)
+}
+
+// Reply answers request id.
+func (w *Writer) Reply(id uint32, method string, body any, payload []byte) error {
+	h := &wire.Header{Type: wire.Response, ID: id, Method: method}
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		h.Body = b
+	}
+	return w.Frame(h, payload)
+}
+
+// Blank is the answer to a screenshot of a blank w×h screen.
+func Blank(w, h int) (wire.ScreenshotResponse, []byte) {
+	pix := make([]byte, 4*w*h)
+	return wire.ScreenshotResponse{Width: w, Height: h, Hash: 1, Encoding: wire.EncodingBGRXS2,
+		State: &wire.State{Running: true, Windows: []action.Window{Window}}}, bytes.Clone(s2.Encode(nil, pix))
+}
+
+// Window is the app's window.
+var Window = action.Window{ID: 1, Title: "fake", Width: 320, Height: 240, Focused: true}
+
+// Serve runs the guest on its stdio (stdin from the host, stdout to it)
+// until stdin ends or a write fails.
+func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
+	w := &Writer{w: stdout}
+	if err := w.Event(wire.EventHello, wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: "test"}, nil); err != nil {
+		return err
+	}
+	var screen wire.Screen
+	shots := 0
+	var blank []byte
+	var blankResp wire.ScreenshotResponse
+	br := bufio.NewReader(stdin)
+	for {
+		m, err := wire.ReadFrame(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if m.Type != wire.Request || m.Method == wire.MethodCancel {
+			continue
+		}
+		var out any
+		var payload []byte
+		switch m.Method {
+		case wire.MethodHello:
+			out = wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: "test"}
+		case wire.MethodStart:
+			var req wire.StartRequest
+			_ = json.Unmarshal(m.Body, &req)
+			screen = req.Screen
+			blankResp, blank = Blank(screen.Width, screen.Height)
+			out = wire.StartResponse{Display: ":1", WM: true}
+		case wire.MethodLaunch:
+			if g.OnLaunch != nil {
+				g.OnLaunch(w)
+			}
+			win := Window
+			out = wire.LaunchResponse{PID: 42, Window: &win}
+		case wire.MethodScreenshot:
+			shots++
+			if g.OnScreenshot != nil && g.OnScreenshot(w, m, shots) {
+				if w.err != nil {
+					return w.err
+				}
+				continue
+			}
+			var req wire.ScreenshotRequest
+			_ = json.Unmarshal(m.Body, &req)
+			resp := blankResp
+			if req.IfNot == resp.Hash {
+				resp.Unchanged, resp.Encoding = true, ""
+			} else {
+				payload = blank
+			}
+			out = resp
+		case wire.MethodAct:
+			if g.OnAct != nil {
+				g.OnAct(w)
+			}
+			out = action.Result{OK: true}
+		case wire.MethodState:
+			out = wire.State{Running: true, Windows: []action.Window{Window}}
+		case wire.MethodStop:
+			out = wire.StopResponse{Exit: &action.Exit{Signal: "SIGTERM"}}
+		}
+		if err := w.Reply(m.ID, m.Method, out, payload); err != nil {
+			return err
+		}
+	}
+}
+
+// Backend creates environments whose guest is a Guest made by New.
+type Backend struct {
+	New func() *Guest
+
+	mu     sync.Mutex
+	errs   []error
+	closed int
+}
+
+var _ environment.Backend = (*Backend)(nil)
+
+// Name implements environment.Backend.
+func (b *Backend) Name() string { return "guestenvtest" }
+
+// GuestErrors returns what the guests' Serve returned, and how many
+// environments were closed.
+func (b *Backend) GuestErrors() ([]error, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]error(nil), b.errs...), b.closed
+}
+
+// Create implements environment.Backend: it starts a guest on pipes, dials
+// it with guestenv and starts its display.
+func (b *Backend) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
+	hostR, guestW := io.Pipe()
+	guestR, hostW := io.Pipe()
+	e := &env{b: b, hostR: hostR, hostW: hostW, done: make(chan struct{})}
+	g := b.New()
+	go func() {
+		defer close(e.done)
+		err := g.Serve(guestR, guestW)
+		guestW.CloseWithError(io.EOF)
+		guestR.CloseWithError(io.ErrClosedPipe)
+		b.mu.Lock()
+		b.errs = append(b.errs, err)
+		b.mu.Unlock()
+	}()
+	gc, err := guestenv.Dial(ctx, hostR, hostW, cfg.Events, cfg.GuestLog)
+	if err != nil {
+		e.Close(ctx)
+		return nil, err
+	}
+	e.gc = gc
+	if _, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, 0); err != nil {
+		e.Close(ctx)
+		return nil, err
+	}
+	return e, nil
+}
+
+type env struct {
+	b     *Backend
+	gc    *guestenv.Client
+	hostR *io.PipeReader
+	hostW *io.PipeWriter
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (e *env) Info() environment.Info {
+	return environment.Info{Backend: "guestenvtest", ID: "fake", Display: ":1"}
+}
+
+func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
+	files, err := e.gc.Stage(ctx, spec.App)
+	if err != nil {
+		return environment.LaunchResult{}, err
+	}
+	lr, err := e.gc.Launch(ctx, spec, nil)
+	lr.Files = files
+	return lr, err
+}
+
+func (e *env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
+	return e.gc.Observe(ctx)
+}
+
+func (e *env) Act(ctx context.Context, a action.Action) (action.Result, error) {
+	return e.gc.Act(ctx, a)
+}
+
+// Close asks the guest to stop, then closes both pipes and waits for it.
+func (e *env) Close(ctx context.Context) error {
+	e.once.Do(func() {
+		if e.gc != nil {
+			_, _ = e.gc.Stop(ctx, 0)
+		}
+		e.hostW.Close()
+		e.hostR.CloseWithError(fmt.Errorf("guestenvtest: environment closed"))
+		<-e.done
+		e.b.mu.Lock()
+		e.b.closed++
+		e.b.mu.Unlock()
+	})
+	return nil
+}

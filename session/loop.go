@@ -1,0 +1,385 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+func versionString() string { return version.Version }
+
+// loop runs observe → decide → validate → record → act.
+func (r *run) loop(parent context.Context) *ending {
+	cfg := r.cfg
+	ctx, cancel := context.WithTimeout(parent, cfg.Timeout)
+	defer cancel()
+	loopStart := time.Now()
+	defer func() {
+		r.timing("loop", time.Since(loopStart))
+		r.timing("trace_write", r.traceTime)
+		if r.frozen > 0 {
+			r.timing("frozen", r.frozen)
+			r.timing("app_running", time.Since(loopStart)-r.frozen)
+		}
+	}()
+	env := r.env
+	freezer, _ := env.(environment.Freezer)
+	if !cfg.FreezeWhileThinking {
+		freezer = nil
+	}
+	screen := cfg.Env.Screen
+	limits := action.DefaultLimits(screen.Width, screen.Height)
+
+	if s, ok := cfg.Agent.(agent.Starter); ok {
+		err := s.Start(ctx, agent.Task{Text: cfg.Task, Width: screen.Width, Height: screen.Height, MaxSteps: cfg.MaxSteps})
+		if err != nil {
+			return r.loopError(ctx, parent, "agent start", err, trace.ReasonAgent)
+		}
+	}
+
+	limiter := newRateLimiter(cfg.MaxRate)
+	var last *action.Result
+	var viewReq *action.Action // the last screenshot action with options
+	appGone := false           // the agent has seen one observation with the app gone
+	for step := 1; ; step++ {
+		how := cfg.Settle
+		if step == 1 {
+			how = cfg.FirstSettle
+		}
+		settled, err := r.settle(ctx, how)
+		if err != nil {
+			return r.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
+		}
+		obs, rec, err := r.observe(ctx, step)
+		if err != nil {
+			return r.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
+		}
+		rec.Observation.SettleMS = msOf(settled)
+		if viewReq != nil {
+			v, err := action.NewView(obs.Screen, viewReq.Region, viewReq.Scale, viewReq.MaxWidth, 0)
+			if err == nil && (v.Scaled() || viewReq.Region != nil) {
+				obs.View = v
+				rec.Observation.View = &trace.ViewInfo{Region: v.Region, Width: v.Frame.Width, Height: v.Frame.Height}
+			}
+			viewReq = nil
+		}
+		if step == 1 {
+			r.timing("first_screenshot", time.Since(r.started))
+		}
+		obs.Task, obs.Last = cfg.Task, last
+		if !obs.Running {
+			if appGone {
+				return r.appExited()
+			}
+			appGone = true
+		}
+		if step > cfg.MaxSteps {
+			r.final(rec)
+			return &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", cfg.MaxSteps)}
+		}
+
+		obs.ScreenshotRef = rec.Observation.Screenshot
+		frozen, err := r.freeze(ctx, freezer)
+		if err != nil {
+			return r.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)
+		}
+		t := time.Now()
+		d, err := cfg.Agent.Decide(ctx, obs)
+		latency := time.Since(t)
+		if frozen {
+			if terr := r.thaw(ctx, freezer, t); terr != nil && err == nil {
+				return r.loopError(ctx, parent, "thaw the app", terr, trace.ReasonEnvironment)
+			}
+		}
+		if err != nil {
+			r.final(rec)
+			r.recordFailedDecision(step, d, latency, err)
+			reason := trace.ReasonAgent
+			if errors.Is(err, agent.ErrMalformed) {
+				reason = trace.ReasonMalformed
+			}
+			return r.loopError(ctx, parent, "agent", err, reason)
+		}
+		a := d.Action
+		rec.Decision = &trace.Decision{LatencyMS: msOf(latency), Message: d.Message, Meta: d.Meta}
+		if frozen {
+			rec.Decision.FrozenMS = msOf(time.Since(t))
+		}
+		for name, data := range d.Files {
+			if p, err := r.tw.Attach(step, name, data); err == nil {
+				if rec.Decision.Files == nil {
+					rec.Decision.Files = map[string]string{}
+				}
+				rec.Decision.Files[name] = p
+			}
+		}
+		rec.Action = &a
+		verr := action.Validate(a, limits)
+		if verr != nil {
+			rec.Invalid = verr.Error()
+		}
+		// The step is on disk before its action runs.
+		tw := time.Now()
+		err = r.tw.Record(*rec)
+		r.traceTime += time.Since(tw)
+		if err != nil {
+			return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: %v", err)}
+		}
+		r.steps = step
+		if cfg.Verbose {
+			// The action and the message are the agent's (a model's
+			// text): shown, never obeyed by the terminal.
+			fmt.Fprintf(cfg.Progress, "step %d: %s", step, termsafe.Line(a.String()))
+			if d.Message != "" {
+				fmt.Fprintf(cfg.Progress, " — %s", termsafe.Line(d.Message))
+			}
+			fmt.Fprintln(cfg.Progress)
+		}
+		if verr != nil {
+			last = &action.Result{OK: false, Error: verr.Error()}
+			r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: last})
+			if cfg.Verbose {
+				fmt.Fprintf(cfg.Progress, "step %d: rejected: %s\n", step, termsafe.Line(verr.Error()))
+			}
+			continue
+		}
+		if a.Kind == action.Done {
+			res := action.Result{OK: true}
+			r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res})
+			r.finalObservation(ctx, step+1)
+			msg := a.Message
+			if a.Succeeded() {
+				if msg == "" {
+					msg = "the agent finished"
+				}
+				return &ending{trace.Success, trace.ReasonDone, msg}
+			}
+			if msg == "" {
+				msg = "the agent gave up"
+			}
+			reason := trace.ReasonGaveUp
+			switch d.Reason {
+			case agent.ReasonCheckFailed:
+				reason = trace.ReasonCheckFailed
+			case agent.ReasonDiverged:
+				reason = trace.ReasonDiverged
+			}
+			return &ending{trace.Failure, reason, msg}
+		}
+		if appGone {
+			// The agent saw the app gone and did not finish: that ends it.
+			return r.appExited()
+		}
+		throttled, err := limiter.wait(ctx)
+		if err != nil {
+			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
+		}
+		t = time.Now()
+		res, err := env.Act(ctx, a)
+		dur := time.Since(t)
+		if err != nil {
+			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
+		}
+		last = &res
+		if a.Kind == action.Screenshot && (a.Region != nil || a.Scale > 0 || a.MaxWidth > 0) {
+			viewReq = &a
+		}
+		tw = time.Now()
+		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})
+		r.traceTime += time.Since(tw)
+		if !res.OK && cfg.Verbose {
+			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, termsafe.Line(res.Error))
+		}
+	}
+}
+
+// recordFailedDecision keeps what an agent returned with its error (the
+// raw exchanges of the answers that were rejected) as an event, so a run
+// that ends in agent_error or malformed_answer still shows them.
+func (r *run) recordFailedDecision(step int, d agent.Decision, latency time.Duration, err error) {
+	data := map[string]any{"error": err.Error(), "latency_ms": msOf(latency)}
+	if len(d.Meta) > 0 {
+		data["meta"] = d.Meta
+	}
+	files := map[string]string{}
+	for name, content := range d.Files {
+		if p, aerr := r.tw.Attach(step, name, content); aerr == nil {
+			files[name] = p
+		}
+	}
+	if len(files) > 0 {
+		data["files"] = files
+	}
+	r.tw.Record(trace.Record{Type: trace.TypeEvent, Step: step, Event: "agent_error", Data: data})
+}
+
+// rateLimiter is a token bucket: bursts of up to a second's worth of
+// actions, then rate actions per second.
+type rateLimiter struct {
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newRateLimiter(rate float64) *rateLimiter {
+	return &rateLimiter{rate: rate, tokens: rate, last: time.Now()}
+}
+
+// wait blocks until an action may run and returns how long it waited.
+func (l *rateLimiter) wait(ctx context.Context) (time.Duration, error) {
+	if l.rate <= 0 {
+		return 0, nil
+	}
+	now := time.Now()
+	l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	l.last = now
+	if l.tokens >= 1 {
+		l.tokens--
+		return 0, nil
+	}
+	d := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	l.last = time.Now()
+	l.tokens = 0
+	return d, nil
+}
+
+// freeze freezes the app before a decision, if asked and possible.
+func (r *run) freeze(ctx context.Context, f environment.Freezer) (bool, error) {
+	if f == nil {
+		return false, nil
+	}
+	if err := f.Freeze(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// thaw resumes the app and accounts for the frozen time; it runs even when
+// ctx has ended, so an interrupted run never leaves the app frozen.
+func (r *run) thaw(ctx context.Context, f environment.Freezer, since time.Time) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := f.Thaw(tctx)
+	r.frozen += time.Since(since)
+	return err
+}
+
+// settle lets the screen settle before a screenshot as s says.
+func (r *run) settle(ctx context.Context, s Settle) (time.Duration, error) {
+	if s.Mode == "" || s.Mode == SettleNone {
+		return 0, nil
+	}
+	t := time.Now()
+	switch s.Mode {
+	case SettleFixed:
+		select {
+		case <-time.After(s.Duration):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	case SettleStable:
+		timeout := s.Timeout
+		if timeout <= 0 {
+			timeout = 2 * time.Second
+		}
+		_, err := r.env.Act(ctx, action.Action{Kind: action.Wait, Until: action.UntilStable,
+			StableMS: int(s.Duration / time.Millisecond), MS: int(timeout / time.Millisecond)})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(t), nil
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// observe takes a screenshot and builds the agent's observation and the
+// step's record.
+func (r *run) observe(ctx context.Context, step int) (*action.Observation, *trace.Record, error) {
+	frame, st, err := r.env.Observe(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	lines := r.events.takeLines()
+	exit := r.events.exit()
+	running := st.Running && exit == nil
+	if exit == nil && st.Exit != nil {
+		exit = st.Exit
+	}
+	obs := &action.Observation{
+		Step: step, Elapsed: time.Since(r.started), Screen: frame,
+		Cursor: st.Cursor, Windows: st.Windows, Output: lines,
+		Running: running, Exit: exit,
+	}
+	tw := time.Now()
+	shot := r.tw.Screenshot(step, frame) // queues the PNG; blocks only if encoding falls behind
+	r.traceTime += time.Since(tw)
+	rec := &trace.Record{
+		Type: trace.TypeStep, Step: step,
+		Observation: &trace.Observation{
+			Screenshot: shot,
+			FrameHash:  trace.FrameHash(frame.Hash),
+			Width:      frame.Width, Height: frame.Height,
+			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
+		},
+	}
+	return obs, rec, nil
+}
+
+// final records the observation of a step that was never decided.
+func (r *run) final(rec *trace.Record) {
+	if rec == nil {
+		return
+	}
+	rec.Type = trace.TypeFinal
+	r.tw.Record(*rec)
+}
+
+// finalObservation takes one more screenshot after the last action, for the
+// record; failures here do not change the outcome.
+func (r *run) finalObservation(ctx context.Context, step int) {
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, rec, err := r.observe(octx, step)
+	if err == nil {
+		r.final(rec)
+	}
+}
+
+func (r *run) appExited() *ending {
+	ex := r.events.exit()
+	if ex != nil && ex.Stopped != "" {
+		// Not the app's doing: the sandbox was stopped under the run.
+		return &ending{trace.Error, trace.ReasonEnvironment, "the sandbox was stopped from outside (" + ex.Stopped + "), taking the app with it"}
+	}
+	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + describeExit(ex)}
+}
+
+// loopError classifies an error inside the loop: the user's interrupt, the
+// run's deadline, the app dying under us, or a real failure.
+func (r *run) loopError(ctx, parent context.Context, what string, err error, reason string) *ending {
+	if e := interrupted(parent); e != nil {
+		return e
+	}
+	if ctx.Err() != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &ending{trace.Failure, trace.ReasonTimeout, fmt.Sprintf("the run's %v deadline passed (during %s)", r.cfg.Timeout, what)}
+	}
+	if errors.Is(err, environment.ErrGuest) && r.events.exit() != nil {
+		// The sandbox went away because the app did.
+		return r.appExited()
+	}
+	return &ending{trace.Error, reason, fmt.Sprintf("%s: %v", what, err)}
+}

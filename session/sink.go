@@ -1,0 +1,201 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// Bounds on what the agent is shown of the app's output per observation.
+const (
+	maxLineBytes    = 4096 // longer lines are cut with a marker
+	maxPendingLines = 200  // older pending lines are dropped, counted
+)
+
+// sink receives the environment's events: it writes output to the trace
+// logs, records window and exit events, and splits output into lines for
+// the next observation.
+type sink struct {
+	tw    *trace.Writer
+	start time.Time
+
+	mu       sync.Mutex
+	partial  map[action.Stream][]byte
+	pending  []action.LogLine
+	skipped  int
+	appExit  *action.Exit
+	exitedAt time.Time
+	// readyText is the manifest's ready_output until a line (or unfinished
+	// line) containing it arrives; then ready is closed and readyText nil.
+	readyText []byte
+	ready     chan struct{}
+	exited    chan struct{} // closed when the app exits
+}
+
+func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {
+	s := &sink{tw: tw, start: start, partial: map[action.Stream][]byte{}, ready: make(chan struct{}), exited: make(chan struct{})}
+	if readyText == "" {
+		close(s.ready)
+	} else {
+		s.readyText = []byte(readyText)
+	}
+	return s
+}
+
+// errNotReady is returned by waitReady when the app exits before printing
+// the ready text.
+type errNotReady struct{ exit *action.Exit }
+
+func (e *errNotReady) Error() string { return "the app exited (" + describeExit(e.exit) + ")" }
+
+// waitReady returns once the app has printed the ready text, with an
+// *errNotReady if it exits first, or with the context's error.
+func (s *sink) waitReady(ctx context.Context) error {
+	select {
+	case <-s.ready:
+		return nil
+	case <-s.exited:
+		select {
+		case <-s.ready: // its last words were the ready line
+			return nil
+		default:
+			return &errNotReady{s.exit()}
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Output implements environment.Events.
+func (s *sink) Output(stream action.Stream, data []byte, dropped int64) {
+	s.tw.Output(stream, data, dropped)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	buf := append(s.partial[stream], data...)
+	for {
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			break
+		}
+		s.addLine(stream, buf[:i])
+		buf = buf[i+1:]
+	}
+	if len(buf) > maxLineBytes {
+		s.addLine(stream, buf)
+		buf = nil
+	}
+	// A prompt-like ready line may come without its newline.
+	s.matchReady(buf)
+	s.partial[stream] = append([]byte(nil), buf...)
+}
+
+// matchReady closes ready when b holds the ready text; s.mu is held.
+func (s *sink) matchReady(b []byte) {
+	if s.readyText != nil && bytes.Contains(b, s.readyText) {
+		s.readyText = nil
+		close(s.ready)
+	}
+}
+
+func (s *sink) addLine(stream action.Stream, b []byte) {
+	s.matchReady(b)
+	text := string(bytes.TrimRight(b, "\r"))
+	if len(text) > maxLineBytes {
+		text = text[:maxLineBytes] + " …[line truncated]"
+	}
+	s.pending = append(s.pending, action.LogLine{Stream: stream, Text: text, T: time.Since(s.start)})
+	if len(s.pending) > maxPendingLines {
+		n := len(s.pending) - maxPendingLines
+		s.skipped += n
+		s.pending = append(s.pending[:0], s.pending[n:]...)
+	}
+}
+
+// takeLines returns the lines since the previous call, flushing partial
+// lines, with a marker if some were dropped.
+func (s *sink) takeLines() []action.LogLine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for stream, buf := range s.partial {
+		if len(buf) > 0 {
+			s.addLine(stream, buf)
+			s.partial[stream] = nil
+		}
+	}
+	lines := s.pending
+	if s.skipped > 0 {
+		marker := action.LogLine{Stream: action.Stderr, Text: "[agentbox: " + strconv.Itoa(s.skipped) + " earlier lines not shown]", T: time.Since(s.start)}
+		lines = append([]action.LogLine{marker}, lines...)
+		s.skipped = 0
+	}
+	s.pending = nil
+	return lines
+}
+
+// Exited implements environment.Events.
+func (s *sink) Exited(e action.Exit) {
+	s.mu.Lock()
+	if s.appExit == nil {
+		ex := e
+		s.appExit = &ex
+		s.exitedAt = time.Now()
+		close(s.exited)
+	}
+	s.mu.Unlock()
+	data := map[string]any{"code": e.Code, "signal": e.Signal, "oom_killed": e.OOM}
+	if e.Stopped != "" {
+		data["stopped"] = e.Stopped
+	}
+	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "app_exited", Data: data})
+}
+
+// Window implements environment.Events.
+func (s *sink) Window(kind string, w action.Window) {
+	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "window_" + kind, Data: map[string]any{
+		"id": w.ID, "title": w.Title, "x": w.X, "y": w.Y, "width": w.Width, "height": w.Height,
+	}})
+}
+
+var _ environment.DropCounter = (*sink)(nil)
+
+// Dropped implements environment.DropCounter.
+func (s *sink) Dropped(kind string, n int64) { s.tw.EventsDropped(kind, n) }
+
+func (s *sink) exit() *action.Exit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appExit
+}
+
+// tail renders the app's last n lines of output (without consuming them)
+// for an error message: "; the app printed: …".
+func (s *sink) tail(n int) string {
+	s.mu.Lock()
+	lines := append([]action.LogLine(nil), s.pending...)
+	for stream, buf := range s.partial {
+		if len(buf) > 0 {
+			lines = append(lines, action.LogLine{Stream: stream, Text: string(buf)})
+		}
+	}
+	s.mu.Unlock()
+	if len(lines) == 0 {
+		return "; the app printed nothing"
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	var b strings.Builder
+	b.WriteString("; the app's last output:")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "\n  %s: %s", l.Stream, l.Text)
+	}
+	return b.String()
+}
