@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/codegirl-games/agentbox/internal/stagepath"
 )
 
 const elf = "\x7fELF\x02\x01\x01"
@@ -207,7 +209,7 @@ func FuzzParseManifest(f *testing.F) {
 			t.Fatal("accepted a manifest without command")
 		}
 		for _, f := range m.Files {
-			if checkRel(f) != nil {
+			if stagepath.Check(f) != nil {
 				t.Fatalf("accepted unsafe path %q", f)
 			}
 		}

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/codegirl-games/agentbox/internal/stagepath"
 )
 
 // Limits caps what may be staged.
@@ -230,7 +232,7 @@ func (b *Bundle) collect(lim Limits) error {
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrInvalid, err)
 			}
-			if err := linkInside(rel, target); err != nil {
+			if err := stagepath.LinkInside(rel, filepath.ToSlash(target)); err != nil {
 				return fmt.Errorf("%w: %s: %v", ErrInvalid, where, err)
 			}
 			f.Link = target
@@ -428,19 +430,6 @@ func (r *linkResolver) walk(dir []string, name string) (comps, via []string, err
 		cur = append(cur[:0:0], m.comps...)
 	}
 	return cur, via, nil
-}
-
-// linkInside accepts a relative symlink target that stays inside the
-// bundle when resolved from the link's directory.
-func linkInside(rel, target string) error {
-	if filepath.IsAbs(target) {
-		return fmt.Errorf("symbolic link to %s leaves the app directory (absolute target)", target)
-	}
-	resolved := path.Join(path.Dir(rel), filepath.ToSlash(target))
-	if resolved == ".." || strings.HasPrefix(resolved, "../") {
-		return fmt.Errorf("symbolic link to %s leaves the app directory", target)
-	}
-	return nil
 }
 
 func nlink(fi fs.FileInfo) uint64 {

@@ -10,13 +10,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/stagepath"
 )
 
 // ManifestName is the manifest file looked for in an app directory.
@@ -116,7 +116,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	if strings.TrimSpace(m.Command) == "" {
 		return nil, fail("field \"command\" is required: the program to start")
 	}
-	if err := checkRel(m.Command); err != nil && strings.Contains(m.Command, "/") {
+	if err := stagepath.Check(m.Command); err != nil && strings.Contains(m.Command, "/") {
 		return nil, fail("field \"command\": %v", err)
 	}
 	if strings.ContainsRune(m.Command, 0) {
@@ -151,35 +151,11 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 		return nil, fail("field \"ready_timeout\" is negative")
 	}
 	for i, f := range m.Files {
-		if err := checkRel(f); err != nil {
+		if err := stagepath.Check(f); err != nil {
 			return nil, fail("field \"files\"[%d]: %v", i, err)
 		}
 	}
 	return &m, nil
-}
-
-// checkRel accepts a relative, slash-separated path that stays inside its
-// directory.
-func checkRel(p string) error {
-	switch {
-	case p == "":
-		return errors.New("empty path")
-	case strings.HasPrefix(p, "/"):
-		return fmt.Errorf("%q is an absolute path; paths are relative to the app directory", p)
-	case strings.Contains(p, "\\"):
-		return fmt.Errorf("%q contains a backslash; use /", p)
-	case strings.ContainsRune(p, 0):
-		return fmt.Errorf("%q contains a NUL byte", p)
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return fmt.Errorf("%q leaves the app directory (..)", p)
-		}
-	}
-	if c := path.Clean(p); c == "." {
-		return fmt.Errorf("%q names the directory itself", p)
-	}
-	return nil
 }
 
 // jsonError turns a decoding error into "line L, column C: …".

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/stagepath"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -30,8 +30,8 @@ func (g *Guest) writeFile(req wire.WriteFileRequest, data []byte) error {
 		return wire.Errorf(wire.CodeInvalid, "write_file: the display is not started")
 	}
 	rel := req.Path
-	if !filepath.IsLocal(rel) || strings.Contains(rel, "\\") {
-		return wire.Errorf(wire.CodeInvalid, "write_file: %q is not a local path", rel)
+	if err := stagepath.Check(rel); err != nil {
+		return wire.Errorf(wire.CodeInvalid, "write_file: %v", err)
 	}
 	root, err := os.OpenRoot(g.appDir)
 	if err != nil {
@@ -47,9 +47,8 @@ func (g *Guest) writeFile(req wire.WriteFileRequest, data []byte) error {
 		}
 		return nil
 	case req.Link != "":
-		resolved := path.Join(path.Dir(rel), req.Link)
-		if path.IsAbs(req.Link) || resolved == ".." || strings.HasPrefix(resolved, "../") {
-			return wire.Errorf(wire.CodeInvalid, "write_file: link %s → %s leaves the app directory", rel, req.Link)
+		if err := stagepath.LinkInside(rel, req.Link); err != nil {
+			return wire.Errorf(wire.CodeInvalid, "write_file: %s: %v", rel, err)
 		}
 		if err := root.Symlink(req.Link, name); err != nil {
 			return wire.Errorf(wire.CodeInvalid, "write_file: %v", err)
