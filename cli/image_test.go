@@ -77,3 +77,18 @@ func TestImageInspectOutput(t *testing.T) {
 		Status: docker.StatusForeign, Platform: "linux/amd64"}, time.UTC)
 	golden(t, "image-inspect.golden", b.Bytes())
 }
+
+// TestImageOutputEscapes: an image's labels and tags are anyone's text (a
+// local image can claim to be agentbox's); ls and inspect show them escaped.
+func TestImageOutputEscapes(t *testing.T) {
+	evil := docker.ImageInfo{Ref: "evil:latest", Tags: []string{"evil:latest"}, ID: "sha256:0123", Role: "runtime" + hostile,
+		Apps: []string{"xterm", hostile}, Base: "base" + hostile, BaseID: "sha256:" + hostile, BuildHash: hostile,
+		Status: docker.StatusOutdated, Why: "built from another images/Dockerfile"}
+	var b bytes.Buffer
+	writeImageLs(&b, []docker.ImageInfo{evil}, time.UTC)
+	writeImageInspect(&b, evil, time.UTC)
+	noControls(t, "image ls and inspect", b.String())
+	if !strings.Contains(b.String(), `\x1b]52;c;`) {
+		t.Errorf("the label's escapes are not shown:\n%s", b.String())
+	}
+}
