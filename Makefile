@@ -6,10 +6,21 @@ export CGO_ENABLED = 0
 
 GOFILES := $(shell find . -name '*.go' -not -path './examples/*' 2>/dev/null) go.mod go.sum
 
-.PHONY: help build images demo test test-short test-disruptive fuzz lint bench clean docs-report
+.PHONY: help deps deps-demo deps-images deps-test deps-lint build images demo test test-short test-disruptive fuzz lint bench clean docs-report
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+# What each target needs on the machine (Docker, host tools, staticcheck):
+# scripts/deps.sh installs and starts what is missing when run as root, and
+# otherwise prints the one command that would (and stops make). Quick when
+# everything is there. SKIP_DEPS=1 skips it (tests whose tools are missing
+# then skip, as under go test).
+deps: ## install and start what every target needs (as root; else prints the command)
+	@scripts/deps.sh all
+
+deps-demo deps-images deps-test deps-lint:
+	@$(if $(SKIP_DEPS),:,scripts/deps.sh $(@:deps-%=%))
 
 build: bin/agentbox examples/mover/mover ## build agentbox (static) and the mover demo
 
@@ -19,21 +30,21 @@ bin/agentbox: $(GOFILES) images/Dockerfile images/Dockerfile.test
 examples/mover/mover: $(wildcard examples/mover/*.go)
 	$(GO) build -trimpath -o $@ ./examples/mover
 
-images: bin/agentbox ## build the runtime and test images (instant when up to date)
+images: deps-images bin/agentbox ## build the runtime and test images (instant when up to date)
 	bin/agentbox image build
 	bin/agentbox image build --test
 
-demo: build ## build what is missing and run the mover demo
+demo: deps-demo build ## set up and build what is missing, and run the mover demo
 	bin/agentbox image build
 	bin/agentbox run examples/mover --task "Move the character right." --agent demo
 
-test: build images ## run every test (unit, integration, end to end)
+test: deps-test build images ## set up what is missing and run every test (unit, integration, end to end)
 	$(GO) test -count=1 -timeout 45m ./...
 
 test-short: ## unit tests only (no Docker, no Xvfb needed)
 	$(GO) test -short -count=1 ./...
 
-test-disruptive: build images ## tests that restart the Docker daemon: run them alone, after the others
+test-disruptive: deps-test build images ## tests that restart the Docker daemon: run them alone, after the others
 	$(GO) test -tags disruptive -count=1 -timeout 10m -run 'Restart' ./e2e/
 
 # A count ("100000x"), not a duration: with a duration, Go 1.26's fuzz
@@ -48,12 +59,12 @@ fuzz: ## run every fuzz target FUZZTIME times, e.g. 100000x (corpora in testdata
 	  done; \
 	done
 
-lint: ## gofmt, go vet, staticcheck
+lint: deps-lint ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$$(go env GOPATH)/bin/staticcheck ./...
 
-docs-report: build images ## retake docs/report.png: a real mover run's report, shot in headless Chromium
+docs-report: deps-test build images ## retake docs/report.png: a real mover run's report, shot in headless Chromium
 	AGENTBOX_ARTIFACTS=$(CURDIR)/artifacts $(GO) test -count=1 -run 'TestViewMoverInChromium$$' ./e2e
 	cp artifacts/report-mover.png docs/report.png
 

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,32 @@ func TestLoad(t *testing.T) {
 	b2.Close()
 	if !b2.InImage {
 		t.Error("xterm should be in the image")
+	}
+
+	// A TARGET that is no file here but a bare name is a program of the
+	// image; a file of that name here is the file.
+	t.Chdir(dir)
+	b4, err := Load("xterm", DefaultLimits)
+	if err != nil {
+		t.Fatalf("run xterm: %v", err)
+	}
+	if !b4.InImage || b4.Manifest.Command != "xterm" || len(b4.Files) != 0 || b4.Dir != "" {
+		t.Errorf("xterm: bundle = %+v, want the image's xterm", b4)
+	}
+	b4.Close()
+	write(t, filepath.Join(dir, "xeyes"), elf, 0o755)
+	b5, err := Load("xeyes", DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b5.InImage || len(b5.Files) != 1 {
+		t.Errorf("./xeyes: bundle = %+v, want the file", b5)
+	}
+	b5.Close()
+	for _, bad := range []string{"./xterm", "nope/xterm", "app.json", "-xterm", ".hidden", "x y", "x\x1b"} {
+		if _, err := Load(bad, DefaultLimits); !errors.Is(err, ErrInvalid) || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%q: %v, want the missing file named", bad, err)
+		}
 	}
 
 	// A single executable.

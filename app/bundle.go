@@ -72,9 +72,14 @@ func (b *Bundle) Close() error {
 }
 
 // Load resolves TARGET: an executable file, a directory holding
-// agentbox.json, or a manifest file. Every staged path is checked.
+// agentbox.json, a manifest file, or a program of the image: a bare name
+// (no slash) with no such file here, looked up on the sandbox's PATH as a
+// manifest's bare command is. Every staged path is checked.
 func Load(target string, lim Limits) (*Bundle, error) {
 	fi, err := os.Stat(target)
+	if errors.Is(err, fs.ErrNotExist) && IsProgramName(target) {
+		return &Bundle{Target: target, Manifest: Manifest{Command: target}, InImage: true}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: target %s: %w", ErrInvalid, target, err)
 	}
@@ -94,6 +99,21 @@ func Load(target string, lim Limits) (*Bundle, error) {
 	default:
 		return loadExecutable(target, abs, fi, lim)
 	}
+}
+
+// IsProgramName reports whether a TARGET that is no file here names a
+// program of the image: a bare name such as xterm or gnome-calculator — no
+// slash, no leading dash or dot, not a manifest (.json).
+func IsProgramName(target string) bool {
+	if target == "" || len(target) > 255 || strings.HasSuffix(target, ".json") || target[0] == '-' || target[0] == '.' {
+		return false
+	}
+	for _, r := range target {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._+-", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 func loadExecutable(target, abs string, fi fs.FileInfo, lim Limits) (*Bundle, error) {

@@ -1,22 +1,207 @@
 package cli
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/images"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
 func newImageCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Build and inspect the runtime image",
+		Short: "Build, list and inspect agentbox's images",
+		Long: `image builds agentbox's images (build), lists them with the X11 apps each
+carries (ls), and describes one (inspect).`,
+		// Without Args and RunE cobra prints the help for an unknown
+		// subcommand and exits 0.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			var names []string
+			for _, c := range cmd.Commands() {
+				if c.IsAvailableCommand() {
+					names = append(names, c.Name())
+				}
+			}
+			hint := ""
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				hint = fmt.Sprintf(" (did you mean %s?)", s[0])
+			}
+			return usageErrorf("image: unknown subcommand %q%s: want one of %s", args[0], hint, strings.Join(names, ", "))
+		},
+		RunE:                       func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		SuggestionsMinimumDistance: 2,
 	}
-	cmd.AddCommand(newImageBuildCmd())
+	cmd.AddCommand(newImageBuildCmd(), newImageLsCmd(), newImageInspectCmd())
 	return cmd
+}
+
+func newImageLsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the images agentbox built: tags, sizes, status and the X11 apps each carries",
+		Long: `ls lists the images agentbox built (labelled dev.agentbox.image): the offline
+base, the runtime image and the test image, one line per tag, with the image's
+ID, size, when it was made, whether it is current (built from this agentbox's
+Dockerfile on its base as it is now) and the X11 apps it carries, which
+` + "`agentbox run NAME`" + ` and a manifest's bare command find on its PATH.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cli, err := docker.NewClient(ctx)
+			if err != nil {
+				return failErr(err)
+			}
+			defer cli.Close()
+			list, err := docker.ListImages(ctx, cli)
+			if err != nil {
+				return failErr(err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), list)
+			}
+			if len(list) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no agentbox images here: `agentbox image build` makes %s\n", docker.RuntimeImageRef)
+				return nil
+			}
+			writeImageLs(cmd.OutOrStdout(), list, time.Local)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (one array of images) instead of a table")
+	return cmd
+}
+
+func newImageInspectCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect [IMAGE]",
+		Short: "Describe an image: ID, size, base, build hash, status, the X11 apps it carries",
+		Long: `inspect describes an image (default ` + docker.RuntimeImageRef + `): its ID, tags,
+size, platform, when it was made, the base it was built on, agentbox's build
+hash, whether it is current, and the X11 apps it carries. Any image can be
+inspected; one not built by agentbox says so.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref := docker.RuntimeImageRef
+			if len(args) == 1 {
+				ref = args[0]
+			}
+			ctx := cmd.Context()
+			cli, err := docker.NewClient(ctx)
+			if err != nil {
+				return failErr(err)
+			}
+			defer cli.Close()
+			info, err := docker.InspectImage(ctx, cli, ref)
+			if errors.Is(err, docker.ErrNoImage) {
+				return usageErrorf("%v (agentbox image ls lists agentbox's images)", err)
+			}
+			if err != nil {
+				return failErr(err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), info)
+			}
+			writeImageInspect(cmd.OutOrStdout(), info, time.Local)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (one object) instead of text")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// appsText is an image's apps as a line.
+func appsText(i docker.ImageInfo) string {
+	switch {
+	case i.Apps == nil && i.Status == docker.StatusOutdated:
+		return "? (built before images listed their apps)"
+	case i.Apps == nil:
+		return "-"
+	case len(i.Apps) == 0:
+		return "none"
+	}
+	return strings.Join(i.Apps, " ")
+}
+
+func statusText(i docker.ImageInfo) string {
+	if i.Status == docker.StatusOutdated {
+		return i.Status + " (" + i.Why + ")"
+	}
+	return i.Status
+}
+
+func writeImageLs(w io.Writer, list []docker.ImageInfo, loc *time.Location) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tROLE\tID\tSIZE\tCREATED\tSTATUS\tAPPS")
+	var rebuild []string
+	for _, i := range list {
+		status := i.Status
+		switch status {
+		case docker.StatusOutdated:
+			rebuild = append(rebuild, fmt.Sprintf("%s is outdated (%s): %s makes it anew", i.Ref, i.Why, docker.RebuildCommand(i)))
+		case docker.StatusBase:
+			status = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", termsafe.Line(i.Ref), termsafe.Line(i.Role), shortID(trimSHA(i.ID)),
+			images.FormatBytes(i.Size), i.Created.In(loc).Format("2006-01-02 15:04"), status, termsafe.Line(appsText(i)))
+	}
+	tw.Flush()
+	for _, r := range rebuild {
+		fmt.Fprintln(w, termsafe.Line(r))
+	}
+}
+
+func writeImageInspect(w io.Writer, i docker.ImageInfo, loc *time.Location) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, termsafe.Line(v)) }
+	row("image", i.Ref)
+	row("id", i.ID)
+	if len(i.Tags) > 0 {
+		row("tags", strings.Join(i.Tags, " "))
+	}
+	role := i.Role
+	if role == "" {
+		role = "- (not built by agentbox)"
+	}
+	row("role", role)
+	row("size", fmt.Sprintf("%s (%d bytes)", images.FormatBytes(i.Size), i.Size))
+	if i.Platform != "" {
+		row("platform", i.Platform)
+	}
+	if !i.Created.IsZero() {
+		row("created", i.Created.In(loc).Format("2006-01-02 15:04:05 MST"))
+	}
+	if i.Base != "" {
+		row("base", fmt.Sprintf("%s (%s)", i.Base, shortID(trimSHA(i.BaseID))))
+	}
+	if i.BuildHash != "" {
+		row("build hash", i.BuildHash)
+	}
+	row("status", statusText(i))
+	if i.Status == docker.StatusOutdated {
+		row("rebuild", docker.RebuildCommand(i))
+	}
+	row("apps", appsText(i))
+	tw.Flush()
 }
 
 func newImageBuildCmd() *cobra.Command {
@@ -29,7 +214,7 @@ func newImageBuildCmd() *cobra.Command {
 		Use:   "build",
 		Short: "Build the runtime image (offline from debootstrap where no registry answers)",
 		Long: `build makes agentbox/runtime:bookworm (Debian bookworm with Xvfb, Openbox,
-fonts, Mesa software GL, SDL2 and GTK3) from image/Dockerfile. Where the
+fonts, Mesa software GL, SDL2, GTK3 and xterm) from images/Dockerfile. Where the
 registry cannot be reached the base is made offline: a minimal debootstrap root
 from the machine's Debian mirror, imported with docker import (needs root and
 debootstrap). A second call with nothing changed returns at once.

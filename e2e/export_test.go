@@ -148,9 +148,11 @@ func TestExport(t *testing.T) {
 			if r.code != 0 || !strings.Contains(r.stdout, "by ffmpeg") {
 				t.Fatalf("%s", r)
 			}
+			// ffmpeg's videos end with the last screen again, 1 ms before
+			// the end, so that the last screen lasts its time (export/ffmpeg.go).
 			n, gw, gh := probe(t, p)
-			if n != frames || gw != w || gh != h {
-				t.Errorf("%s: %d frames %dx%d, want %d %dx%d", ext, n, gw, gh, frames, w, h)
+			if n != frames+1 || gw != w || gh != h {
+				t.Errorf("%s: %d frames %dx%d, want %d %dx%d", ext, n, gw, gh, frames+1, w, h)
 			}
 		})
 	}
@@ -161,7 +163,7 @@ func TestExport(t *testing.T) {
 			t.Fatalf("%s", r)
 		}
 		n, _, _ := probe(t, p)
-		if want := int(math.Ceil(realMS / 40)); n != want {
+		if want := int(math.Ceil(realMS/40)) + 1; n != want { // and the last again
 			t.Errorf("mp4 at 25 fps: %d frames, want %d", n, want)
 		}
 	})
@@ -208,7 +210,8 @@ func TestExportMoverRun(t *testing.T) {
 		t.Fatalf("%s", r)
 	}
 	n, w, h := probe(t, p)
-	if want := len(tr.Steps) + 1; n != want || w != tr.Run.Env.Screen.Width || h != tr.Run.Env.Screen.Height {
+	// One frame per observation, and the last screen again (see TestExport).
+	if want := len(tr.Steps) + 2; n != want || w != tr.Run.Env.Screen.Width || h != tr.Run.Env.Screen.Height {
 		t.Errorf("mover.mp4: %d frames %dx%d, want %d at %dx%d", n, w, h, want, tr.Run.Env.Screen.Width, tr.Run.Env.Screen.Height)
 	}
 }

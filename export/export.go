@@ -160,7 +160,9 @@ func Frames(tr *trace.Trace, opts Options) ([]Frame, error) {
 	if step < minFrame {
 		return nil, fmt.Errorf("export: %v frames per second is too many (at most 1000)", opts.FPS)
 	}
-	n := int(math.Ceil(float64(total) / float64(step)))
+	// Counted from the rate, not from step (whole nanoseconds): at 3 fps a
+	// 2 s run is 6 frames, not 7.
+	n := int(math.Ceil(total.Seconds()*opts.FPS - 1e-9))
 	const maxFrames = 200_000
 	if n > maxFrames {
 		return nil, fmt.Errorf("export: %d frames at %v fps is too many (at most %d); lower --fps or raise --speed", n, opts.FPS, maxFrames)
@@ -221,7 +223,7 @@ func Write(ctx context.Context, tr *trace.Trace, out string, opts Options) (Stat
 		err = writeAnimated(ctx, format, frames, out, w, h)
 	default:
 		st.Encoder = "ffmpeg"
-		err = writeFFmpeg(ctx, format, frames, out, opts.FFmpeg, w, h)
+		st.Frames, err = writeFFmpeg(ctx, format, frames, out, opts.FFmpeg, w, h)
 	}
 	if err != nil {
 		return st, err

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // FindFFmpeg returns the ffmpeg binary to use, or ErrNoFFmpeg.
@@ -24,29 +25,25 @@ func FindFFmpeg(path string) (string, error) {
 
 // writeFFmpeg encodes the frames with ffmpeg: an ffconcat list gives each
 // screenshot its exact duration (millisecond timestamps), and passthrough
-// keeps one video frame per list entry.
-func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin string, w, h int) error {
+// keeps one video frame per list entry. It returns the number of frames the
+// video holds (see concatList).
+func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin string, w, h int) (int, error) {
 	ff, err := FindFFmpeg(bin)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	dir, err := os.MkdirTemp("", "agentbox-export-")
 	if err != nil {
-		return fmt.Errorf("export: %w", err)
+		return 0, fmt.Errorf("export: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	var list bytes.Buffer
-	list.WriteString("ffconcat version 1.0\n")
-	for _, f := range frames {
-		abs, err := filepath.Abs(f.Path)
-		if err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-		fmt.Fprintf(&list, "file '%s'\noption framerate 1000\nduration %.3f\n", strings.ReplaceAll(abs, "'", `'\''`), f.Dur.Seconds())
+	list, n, err := concatList(frames)
+	if err != nil {
+		return 0, err
 	}
 	listPath := filepath.Join(dir, "frames.ffconcat")
-	if err := os.WriteFile(listPath, list.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("export: %w", err)
+	if err := os.WriteFile(listPath, list, 0o644); err != nil {
+		return 0, fmt.Errorf("export: %w", err)
 	}
 	// The output goes to a temporary name first: a failed encode leaves
 	// nothing half-written under the user's name.
@@ -60,13 +57,17 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 	}
 	switch format {
 	case MP4:
-		args = append(args, "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-pix_fmt", "yuv420p",
+		// No B-frames: with them the decoding timestamps of a variable
+		// frame rate run ahead of the frames, and the track's sample table
+		// (what ffprobe reads as the stream's duration) came out shorter
+		// than the video.
+		args = append(args, "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-bf", "0", "-pix_fmt", "yuv420p",
 			"-video_track_timescale", "1000", "-movflags", "+faststart")
 	case WebM:
 		args = append(args, "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-row-mt", "1",
 			"-b:v", "0", "-crf", "32", "-pix_fmt", "yuv420p")
 	default:
-		return fmt.Errorf("export: %s is not an ffmpeg format", format)
+		return 0, fmt.Errorf("export: %s is not an ffmpeg format", format)
 	}
 	args = append(args, tmp)
 	cmd := exec.CommandContext(ctx, ff, args...)
@@ -74,14 +75,52 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
-		return fmt.Errorf("export: ffmpeg: %w: %s", err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+		return 0, fmt.Errorf("export: ffmpeg: %w: %s", err, strings.TrimSpace(lastLines(stderr.String(), 5)))
 	}
 	if err := os.Rename(tmp, out); err != nil {
-		return fmt.Errorf("export: %w", err)
+		return 0, fmt.Errorf("export: %w", err)
 	}
-	return nil
+	return n, nil
+}
+
+// concatList writes the ffconcat list of the frames and says how many video
+// frames it makes. Each image is a one-frame stream at 1000 fps, so a frame
+// lasts until the next entry starts (the sum of the durations before it) —
+// and nothing follows the last entry: ffmpeg's concat demuxer ignores the
+// last entry's duration, and the video ended 1 ms after the last frame
+// began (a 2.159 s run exported as 1.16 s). So the last screen is listed
+// twice, the second time 1 ms before the end: the video lasts exactly the
+// frames' total, with one frame more than the list.
+func concatList(frames []Frame) ([]byte, int, error) {
+	var list bytes.Buffer
+	list.WriteString("ffconcat version 1.0\n")
+	entry := func(f Frame, d time.Duration) error {
+		abs, err := filepath.Abs(f.Path)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		fmt.Fprintf(&list, "file '%s'\noption framerate 1000\nduration %.3f\n", strings.ReplaceAll(abs, "'", `'\''`), d.Seconds())
+		return nil
+	}
+	last := len(frames) - 1
+	for i, f := range frames {
+		d := f.Dur
+		if i == last && d > minFrame {
+			d -= minFrame
+		}
+		if err := entry(f, d); err != nil {
+			return nil, 0, err
+		}
+	}
+	if frames[last].Dur <= minFrame {
+		return list.Bytes(), len(frames), nil
+	}
+	if err := entry(frames[last], minFrame); err != nil {
+		return nil, 0, err
+	}
+	return list.Bytes(), len(frames) + 1, nil
 }
 
 func lastLines(s string, n int) string {

@@ -152,6 +152,9 @@ func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 	if errors.Is(err, environment.ErrGuest) {
 		return r, e.explain(ctx, err)
 	}
+	if spec.App.InImage && wire.IsCode(err, wire.CodeNotFound) {
+		err = e.whereIsApp(ctx, spec.App.Manifest.Command, err)
+	}
 	return r, err // the app's own failure: its output is in the trace
 }
 

@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# deps.sh — what agentbox's make targets need on this machine, installed or
+# started where it is missing. `make demo`, `make test` and `make lint` run it
+# first (`make deps` runs it for everything); CI runs nothing else to set up.
+#
+#   scripts/deps.sh [--check] PROFILE
+#
+# PROFILE is what the make target needs:
+#   demo, images  a Docker daemon that answers (docker.io), and debootstrap
+#                 as root (the images' offline base where no registry answers)
+#   test          that, and the host tools the tests use: Xvfb, Openbox, xev,
+#                 xterm, xdotool, xcalc, the core X fonts, keysymdef.h,
+#                 bubblewrap, ffmpeg/ffprobe, Chromium, python3, git
+#   lint          staticcheck in $(go env GOPATH)/bin
+#   all           test and lint
+#
+# As root it installs the missing Debian packages (apt-get), starts dockerd
+# when no daemon answers (systemctl where systemd runs, else dockerd in the
+# background, logging to /var/log/dockerd.log) and installs staticcheck.
+# Not as root it installs nothing that needs root: it says what is missing,
+# prints the one command that would install it, and exits 1. --check only
+# reports (exit 1 when something is missing). A running daemon is never
+# started again or restarted. With everything present it returns in well
+# under a second. Exit codes: 0 ready, 1 something is missing or failed,
+# 2 usage.
+set -euo pipefail
+
+# staticcheck's release that knows the Go of go.mod (Go 1.26).
+STATICCHECK_VERSION=${STATICCHECK_VERSION:-2026.2.2}
+DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
+
+me=$0
+say() { printf '%s: %s\n' "$me" "$*" >&2; }
+usage() {
+	say "usage: $me [--check] demo|images|test|lint|all"
+	exit 2
+}
+
+check_only=false
+profile=
+for a in "$@"; do
+	case $a in
+	--check) check_only=true ;;
+	-h | --help)
+		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+		exit 0
+		;;
+	demo | images | test | lint | all)
+		[ -z "$profile" ] || usage
+		profile=$a
+		;;
+	*) usage ;;
+	esac
+done
+[ -n "$profile" ] || usage
+
+want_docker=false want_host=false want_lint=false
+case $profile in
+demo | images) want_docker=true ;;
+test) want_docker=true want_host=true ;;
+lint) want_lint=true ;;
+all) want_docker=true want_host=true want_lint=true ;;
+esac
+
+root=false
+[ "$(id -u)" = 0 ] && root=true
+
+# ---- what is missing ----
+
+packages=() # Debian packages to install (root)
+missing=()  # one line per missing thing, for people
+need() {    # need PACKAGE WHAT
+	local p
+	missing+=("$2 (package $1)")
+	for p in "${packages[@]}"; do
+		[ "$p" != "$1" ] || return 0
+	done
+	packages+=("$1")
+}
+need_tool() { command -v "$1" >/dev/null 2>&1 || need "$2" "$1"; }
+need_file() { [ -e "$1" ] || need "$2" "$1"; }
+
+if $want_docker; then
+	need_tool docker docker.io
+	need_tool dockerd docker.io
+	# The images' offline base is made with debootstrap, which needs root:
+	# without root it is of no use, so it is not asked for.
+	if $root; then need_tool debootstrap debootstrap; fi
+fi
+if $want_host; then
+	need_tool Xvfb xvfb
+	need_tool openbox openbox
+	need_tool xev x11-utils
+	need_tool xterm xterm
+	need_tool xdotool xdotool
+	need_tool xcalc x11-apps
+	need_tool bwrap bubblewrap
+	# The core X fonts older X11 apps ask for, as the Docker image has them.
+	need_file /usr/share/fonts/X11/misc/fonts.dir xfonts-base
+	# internal/keysym is generated from it, and its test reads it.
+	need_file /usr/include/X11/keysymdef.h x11proto-dev
+	need_tool ffmpeg ffmpeg
+	need_tool ffprobe ffmpeg
+	need_tool chromium chromium
+	need_tool python3 python3
+	need_tool git git
+fi
+
+staticcheck_bin=
+if $want_lint; then
+	if ! command -v go >/dev/null 2>&1; then
+		say "go is not on PATH (sudo resets PATH: run '$me lint' as yourself): install Go, see go.mod for the version"
+		exit 1
+	fi
+	staticcheck_bin="$(go env GOPATH)/bin/staticcheck"
+	[ -x "$staticcheck_bin" ] || missing+=("staticcheck $STATICCHECK_VERSION ($staticcheck_bin)")
+fi
+
+# The Docker daemon: ok (answers), starting (dockerd runs but does not
+# answer yet), none, denied (it runs, this user may not use it), remote
+# (DOCKER_HOST names a daemon that does not answer), or unknown (no docker
+# client to ask). Asked with a deadline: a hung daemon must not hang make.
+daemon=ok
+daemon_err=
+answers() {
+	daemon_err=$(timeout 20 docker version --format '{{.Server.Version}}' 2>&1 >/dev/null) && return 0
+	daemon_err=${daemon_err:-no answer within 20s}
+	return 1
+}
+dockerd_pid() {
+	local p
+	p=$(pidof dockerd 2>/dev/null) || return 1
+	echo "${p%% *}"
+}
+daemon_state() {
+	if ! command -v docker >/dev/null 2>&1; then
+		daemon=unknown # no client to ask it: docker.io is missing
+	elif answers; then
+		daemon=ok
+	elif [ -n "${DOCKER_HOST:-}" ]; then
+		daemon=remote
+	elif [[ $daemon_err == *"permission denied"* ]]; then
+		daemon=denied
+	elif dockerd_pid >/dev/null; then
+		daemon=starting
+	else
+		daemon=none
+	fi
+}
+if $want_docker; then
+	daemon_state
+	case $daemon in
+	none) missing+=("a running Docker daemon (dockerd)") ;;
+	starting) missing+=("an answer from dockerd (pid $(dockerd_pid)): $daemon_err") ;;
+	denied) missing+=("access to the Docker daemon for $(id -un): $daemon_err") ;;
+	remote) missing+=("an answer from DOCKER_HOST=$DOCKER_HOST: $daemon_err") ;;
+	esac
+fi
+
+if [ "${#missing[@]}" -eq 0 ]; then
+	exit 0
+fi
+if $check_only; then
+	say "missing for '$profile':"
+	printf '  %s\n' "${missing[@]}" >&2
+	exit 1
+fi
+
+# ---- what any user may do ----
+
+wait_daemon() { # wait_daemon SECONDS: true once the daemon answers
+	local i
+	for ((i = 0; i < $1 * 2; i++)); do
+		answers && return 0
+		sleep 0.5
+	done
+	answers
+}
+
+if [ "$daemon" = remote ]; then
+	say "DOCKER_HOST=$DOCKER_HOST does not answer: $daemon_err"
+	say "start that daemon, or unset DOCKER_HOST to use this machine's"
+	exit 1
+fi
+if [ "$daemon" = starting ]; then
+	# Started by someone else (or by docker.io's installation): never a
+	# second one, never a restart. Wait for it.
+	pid=$(dockerd_pid) || true
+	say "dockerd (pid $pid) runs but does not answer yet; waiting for it"
+	wait_daemon 60 || { say "dockerd (pid $pid) does not answer after 60s: $daemon_err"; exit 1; }
+	daemon_state
+fi
+if [ -n "$staticcheck_bin" ] && [ ! -x "$staticcheck_bin" ]; then
+	say "installing staticcheck $STATICCHECK_VERSION into $(dirname "$staticcheck_bin")"
+	# From outside the module, so go.mod is not touched.
+	(cd / && GOFLAGS='' go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION")
+fi
+
+# ---- what needs root ----
+
+denied_hint() {
+	say "to let user $(id -un) use the Docker daemon (the docker group is as good as root on this machine), then log in again:"
+	printf '  sudo usermod -aG docker %s\n' "$(id -un)" >&2
+}
+
+if ! $root; then
+	if [ "${#packages[@]}" -gt 0 ] || [ "$daemon" = none ]; then
+		say "missing for '$profile':"
+		printf '  %s\n' "${missing[@]}" >&2
+		rp=demo
+		if $want_host; then rp='test'; fi
+		say "not root, so nothing was installed or started. This installs and starts what is missing:"
+		printf '  sudo %s %s\n' "$me" "$rp" >&2
+		[ "$daemon" != denied ] || denied_hint
+		exit 1
+	fi
+	if [ "$daemon" = denied ]; then
+		say "the Docker daemon runs, but user $(id -un) may not use it: $daemon_err"
+		denied_hint
+		exit 1
+	fi
+	exit 0
+fi
+
+if [ "${#packages[@]}" -gt 0 ]; then
+	if ! command -v apt-get >/dev/null 2>&1; then
+		say "no apt-get here: install these with this system's package manager: ${packages[*]}"
+		exit 1
+	fi
+	say "installing ${packages[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq || apt-get update
+	apt-get install -y -qq --no-install-recommends "${packages[@]}"
+fi
+
+if $want_docker && [ "$daemon" != ok ]; then
+	daemon_state
+	if [ "$daemon" = starting ]; then
+		pid=$(dockerd_pid) || true
+		say "dockerd (pid $pid) runs but does not answer yet; waiting for it"
+		wait_daemon 60 || { say "dockerd (pid $pid) does not answer after 60s: $daemon_err"; exit 1; }
+	elif [ "$daemon" = none ]; then
+		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+			say "starting docker (systemctl start docker)"
+			systemctl start docker
+			wait_daemon 60 || { say "docker.service started but the daemon does not answer: $daemon_err (journalctl -u docker)"; exit 1; }
+		else
+			say "starting dockerd (log: $DOCKERD_LOG)"
+			nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+			wait_daemon 60 || {
+				say "dockerd does not answer after 60s: $daemon_err; the end of $DOCKERD_LOG:"
+				tail -20 "$DOCKERD_LOG" >&2
+				exit 1
+			}
+		fi
+	fi
+	say "Docker daemon $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})')"
+	if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ] && ! id -nG "$SUDO_USER" 2>/dev/null | grep -qw docker; then
+		say "note: $SUDO_USER is not in the docker group, so make without sudo cannot use the daemon; to allow it (the docker group is as good as root on this machine), then log in again:"
+		printf '  sudo usermod -aG docker %s\n' "$SUDO_USER" >&2
+	fi
+fi
