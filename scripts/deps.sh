@@ -26,7 +26,7 @@
 set -euo pipefail
 
 # staticcheck's release that knows the Go of go.mod (Go 1.26).
-STATICCHECK_VERSION=${STATICCHECK_VERSION:-2026.2.2}
+STATICCHECK_VERSION=${STATICCHECK_VERSION:-v0.8.2} # release 2026.2.2; the module proxy knows it by its module version
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 
 me=$0
@@ -94,6 +94,7 @@ if $want_host; then
 	need_tool xterm xterm
 	need_tool xdotool xdotool
 	need_tool xcalc x11-apps
+	need_tool wish tk
 	need_tool bwrap bubblewrap
 	# The core X fonts older X11 apps ask for, as the Docker image has them.
 	need_file /usr/share/fonts/X11/misc/fonts.dir xfonts-base
