@@ -253,7 +253,7 @@ func Status(code int) string {
 }
 
 var (
-	htmlTags  = regexp.MustCompile(`(?s)<(script|style)\b.*?</(script|style)>|<!--.*?-->|<[^>]*>`)
+	htmlTags  = regexp.MustCompile(`(?s)<(script|style)\b.*?</(script|style)>|<!--.*?-->|<[^>]*>|<[^>]*$`)
 	htmlSpace = regexp.MustCompile(`\s+`)
 )
 

@@ -224,6 +224,9 @@ func TestExcerpt(t *testing.T) {
 	if got, want := Excerpt([]byte(page), 200), "502 Bad Gateway 502 Bad Gateway nginx/1.25"; got != want {
 		t.Errorf("Excerpt(page) = %q, want %q", got, want)
 	}
+	if got := Excerpt([]byte("<html><body><p>Oops</p><!-- cut off he"), 200); got != "Oops" {
+		t.Errorf("Excerpt(cut page) = %q", got)
+	}
 	if got := Excerpt([]byte(strings.Repeat("x", 500)), 10); got != "xxxxxxxxxx…" {
 		t.Errorf("Excerpt(long) = %q", got)
 	}

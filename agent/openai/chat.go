@@ -215,7 +215,6 @@ func (c *Chat) complete(ctx context.Context, msgs []sdk.ChatCompletionMessagePar
 	case FormatObject:
 		p.ResponseFormat.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
 	}
-	c.attempts = 0
 	resp, err := c.svc.New(ctx, p)
 	if err != nil {
 		return "", u, nil, c.callError("POST chat/completions", err)
