@@ -146,10 +146,7 @@ func (a *Agent) Preflight(ctx context.Context) error {
 	var p llm.Probe
 	_, err := a.probe.Models.List(ctx, sdk.ModelListParams{Limit: param.NewOpt[int64](1)},
 		option.WithMiddleware(p.Middleware, llm.AttemptTimeout(min(a.cfg.Timeout, preflightTimeout))))
-	if err := p.Verdict(ctx, err, a.cfg.KeyEnv, a.cfg.APIKey != ""); err != nil {
-		return fmt.Errorf("anthropic: %w", err)
-	}
-	return nil
+	return p.Verdict(ctx, err, a.cfg.KeyEnv, a.cfg.APIKey != "")
 }
 
 // SetProgress implements agent.ProgressSetter: a line per retried request.

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -329,7 +330,12 @@ func (p *Probe) Verdict(ctx context.Context, err error, keyEnv string, keySet bo
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: no answer from %s: %s", agent.ErrUnreachable, p.url, failure(nil, err))
+		cause := err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			cause = ue.Err // without the URL again
+		}
+		return Wrap(fmt.Sprintf("no answer from %s: %s", p.url, failure(nil, cause)), errors.Join(agent.ErrUnreachable, err))
 	}
 	s := p.status
 	if s < 400 || Retryable(&http.Response{StatusCode: s, Header: http.Header{}}, nil) || s >= 500 {

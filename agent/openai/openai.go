@@ -53,9 +53,6 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // scaled down to it (option max_width).
 const DefaultMaxWidth = 1280
 
-// maxBody caps one response body (a larger one is an error, not a hang).
-const maxBody = 32 << 20
-
 // client is what both agents share: settings, the recorder and the SDK
 // options that send requests through it.
 type client struct {
