@@ -306,7 +306,6 @@ func signalName(s syscall.Signal) string {
 	return s.String()
 }
 
-
 // observation is what the program receives each step.
 type observation struct {
 	Type      string           `json:"type"`
