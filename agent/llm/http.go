@@ -300,6 +300,9 @@ type Probe struct {
 	body   []byte
 }
 
+// Status is the status of the response the probe saw (0: none).
+func (p *Probe) Status() int { return p.status }
+
 // Middleware records the request's URL and the response's status and body.
 func (p *Probe) Middleware(req *http.Request, next Next) (*http.Response, error) {
 	p.url = req.URL.Redacted()

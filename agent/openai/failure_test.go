@@ -107,8 +107,12 @@ func TestPreflight(t *testing.T) {
 	setKey(t)
 	ctx := context.Background()
 	srv := openaitest.New(t, func(s *openaitest.Server, r *openaitest.Request) openaitest.Reply {
-		s.Errorf("request %d: %s %s during a preflight", r.N, r.Method, r.Path)
-		return openaitest.Reply{Status: 500}
+		// Only openai-chat's fallback after a 404 listing asks here: the
+		// wrong URL has no chat endpoint either.
+		if string(r.Raw) != "{}" {
+			s.Errorf("request %d: %s %s %.40q during a preflight", r.N, r.Method, r.Path, r.Raw)
+		}
+		return openaitest.Reply{Status: 404, Body: []byte("404 page not found")}
 	})
 	for name, ag := range both(t, srv, nil) {
 		if err := ag.Preflight(ctx); err != nil {
@@ -161,5 +165,47 @@ func TestPreflight(t *testing.T) {
 		if err := ag.Preflight(ctx); !errors.Is(err, agent.ErrUnreachable) || !strings.Contains(err.Error(), url) {
 			t.Errorf("%s: nothing listening: %v", name, err)
 		}
+	}
+}
+
+// TestChatPreflightWithoutListing: an OpenAI-compatible server without GET
+// models passes when its chat endpoint is there (an empty request is
+// refused with 400), and a wrong URL (404 there too) or a refused key
+// does not.
+func TestChatPreflightWithoutListing(t *testing.T) {
+	setKey(t)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		chat int    // the chat endpoint's answer to the empty request
+		want string // "" passes
+	}{
+		{400, ""},
+		{422, ""},
+		{404, "/v1/models: HTTP 404 Not Found: 404 page not found (is base_url right?)"},
+		{401, "/v1/chat/completions: HTTP 401 Unauthorized: invalid_request_error: bad key (the key is read from OPENAI_API_KEY)"},
+	} {
+		srv := openaitest.New(t, func(s *openaitest.Server, r *openaitest.Request) openaitest.Reply {
+			if r.Method != "POST" || r.Path != "/v1/chat/completions" || string(r.Raw) != "{}" || r.Auth != "Bearer "+testKey {
+				s.Errorf("%s %s %q auth %q", r.Method, r.Path, r.Raw, r.Auth)
+			}
+			if tt.chat == 404 {
+				return openaitest.Reply{Status: 404, Body: []byte("404 page not found")}
+			}
+			return openaitest.Error(tt.chat, "invalid_request_error", "", "bad key")
+		})
+		srv.Models(func(*openaitest.Request) openaitest.Reply {
+			return openaitest.Reply{Status: 404, Body: []byte("404 page not found")}
+		})
+		err := newChat(t, srv, nil).Preflight(ctx)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("chat endpoint answers %d: %v, want a pass", tt.chat, err)
+		case tt.want != "" && (err == nil || !strings.HasSuffix(err.Error(), tt.want)):
+			t.Errorf("chat endpoint answers %d: %v, want …%s", tt.chat, err, tt.want)
+		}
+		if n := len(srv.Requests()); n != 1 {
+			t.Errorf("chat endpoint answers %d: %d requests to it, want 1", tt.chat, n)
+		}
+		srv.Check(t)
 	}
 }

@@ -63,6 +63,7 @@ type client struct {
 	http     *http.Client
 	sdkOpts  []option.RequestOption
 	baseOpts []option.RequestOption // without retries and recording: Preflight
+	baseURL  string                 // ends in "/"
 	task     agent.Task
 	started  bool
 }
@@ -84,6 +85,7 @@ func newClient(cfg llm.Config, maxWidth int) *client {
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
 	}
+	c.baseURL = base
 	c.baseOpts = []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(c.http),
@@ -107,10 +109,16 @@ const preflightTimeout = 15 * time.Second
 // when there is one, before any sandbox exists. A refused key or a wrong
 // URL is a configuration error; no answer is agent.ErrUnreachable.
 func (c *client) Preflight(ctx context.Context) error {
+	_, err := c.listModels(ctx)
+	return err
+}
+
+// listModels is the preflight's GET models and its verdict.
+func (c *client) listModels(ctx context.Context) (*llm.Probe, error) {
 	var p llm.Probe
 	svc := sdk.NewModelService(c.baseOpts...)
 	_, err := svc.List(ctx, option.WithMiddleware(p.Middleware, llm.AttemptTimeout(min(c.cfg.Timeout, preflightTimeout))))
-	return p.Verdict(ctx, err, c.cfg.KeyEnv, c.cfg.APIKey != "")
+	return &p, p.Verdict(ctx, err, c.cfg.KeyEnv, c.cfg.APIKey != "")
 }
 
 // SetProgress implements agent.ProgressSetter: a line per retried request.
