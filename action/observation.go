@@ -121,12 +121,17 @@ type Exit struct {
 	Signal string `json:"signal,omitempty"`
 	OOM    bool   `json:"oom_killed,omitempty"`
 	// Stopped is set when the app did not end by itself: the sandbox was
-	// being stopped from outside and took the app down with it. It names
+	// being stopped from outside and took the app down with it, or
+	// agentbox stopped it when the run was over (StoppedAtEnd). It names
 	// why, e.g. "the guest received SIGTERM" (a guest that is not its
 	// sandbox's init; as the init, which it is on agentbox's backends, the
 	// guest ignores signals and is stopped with SIGKILL).
 	Stopped string `json:"stopped,omitempty"`
 }
+
+// StoppedAtEnd is the Stopped of an app that was still running when the
+// run ended and that agentbox's teardown stopped: not the app's exit.
+const StoppedAtEnd = "stopped by agentbox at the end of the run"
 
 // Crashed reports whether the app died of a signal or exited non-zero.
 func (e *Exit) Crashed() bool { return e != nil && (e.Signal != "" || e.Code != 0) }

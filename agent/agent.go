@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -66,8 +67,34 @@ type Starter interface {
 }
 
 // Closer is implemented by agents holding resources (processes, clients).
+// The session closes the agent when its run ends (after the loop, while
+// the sandbox is torn down), so stopping an agent program is part of the
+// run; whoever made the agent may close it again: Close must be safe to
+// call more than once.
 type Closer interface {
 	Close() error
+}
+
+// Preflighter is implemented by agents that depend on something outside
+// agentbox (a model API). Preflight checks, with one cheap request, that
+// it answers and takes the credentials, so that a wrong URL or a refused
+// key ends the command before any sandbox is created. An error wrapping
+// ErrUnreachable means nothing answered (an infrastructure error, exit 3);
+// any other error is a configuration error (exit 2).
+type Preflighter interface {
+	Preflight(ctx context.Context) error
+}
+
+// ErrUnreachable is wrapped by a Preflight error when the agent's service
+// did not answer at all (connection refused, no route, timeout).
+var ErrUnreachable = errors.New("the agent's service is unreachable")
+
+// ProgressSetter is implemented by agents that have something to tell the
+// user while they decide (a model request that failed and is retried).
+// Whoever runs the agent hands it a writer before the run (the CLI: its
+// stderr); the agent writes whole lines to it, from Decide's goroutine.
+type ProgressSetter interface {
+	SetProgress(w io.Writer)
 }
 
 // Options are an agent's settings from the command line (--agent-opt k=v).

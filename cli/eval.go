@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
@@ -64,6 +66,12 @@ are counted apart from task failures.`,
 			suite, err := eval.Load(args[0])
 			if err != nil {
 				return usageErrorf("%v", err)
+			}
+			if err := suite.Preflight(context.Background()); err != nil {
+				if errors.Is(err, agent.ErrUnreachable) {
+					return failErr(fmt.Errorf("%w; nothing was started", err))
+				}
+				return usageErrorf("%v; nothing was started", err)
 			}
 			backend, err := resolveBackend(cmd.Context(), stderr, backendName, image, ociRuntime)
 			if err != nil {

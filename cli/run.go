@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -225,6 +226,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
 	}
+	if p, ok := ag.(agent.ProgressSetter); ok {
+		p.SetProgress(stderr)
+	}
+	if err := preflight(context.Background(), f.agentName, ag); err != nil {
+		return err
+	}
 
 	runID := newRunID(bundle)
 	dir := f.out
@@ -272,6 +279,25 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	report(stdout, res)
 	return silentExitOrNil(res.ExitCode())
+}
+
+// preflight lets an agent that depends on a service (a model API) check,
+// before any sandbox exists, that it answers and takes the credentials:
+// nothing answering is an infrastructure error (exit 3), a refusal a
+// configuration error (exit 2).
+func preflight(ctx context.Context, name string, ag agent.Agent) error {
+	p, ok := ag.(agent.Preflighter)
+	if !ok {
+		return nil
+	}
+	err := p.Preflight(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, agent.ErrUnreachable):
+		return failErr(fmt.Errorf("agent %s: %w; nothing was started", name, err))
+	}
+	return usageErrorf("agent %s: %v; nothing was started", name, err)
 }
 
 // scriptMaxSteps is the step limit of a script run unless --max-steps says

@@ -348,6 +348,14 @@ func TestViewMoverInChromium(t *testing.T) {
 	if got := jsEval[string](t, b, `document.querySelector(".badge").textContent`); got != "success" {
 		t.Errorf("outcome badge %q, want success", got)
 	}
+	// The teardown's stop is not the app's exit; lines and events are
+	// counted apart.
+	if got := jsEval[string](t, b, `document.querySelector(".facts").textContent`); !strings.Contains(got, "app exit stopped by agentbox at the end of the run (") {
+		t.Errorf("the facts say %q", got)
+	}
+	if got := jsEval[string](t, b, `Array.from(document.querySelectorAll("#steps .row .m")).map(e => e.textContent).join("|")`); strings.Contains(got, "line(s)") || !strings.Contains(got, "event") {
+		t.Errorf("row summaries %q", got)
+	}
 	b.waitFor(t, selectedLoaded)
 	if w := jsEval[int](t, b, `document.getElementById("shot").naturalWidth`); w != 640 {
 		t.Errorf("screenshot is %d px wide, want 640", w)

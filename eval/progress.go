@@ -3,6 +3,7 @@ package eval
 import (
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,4 +116,32 @@ func (p *progress) stop() {
 		close(p.quit)
 	}
 	p.stopped = true
+}
+
+// notes is where an episode's agent tells what it waits for (a model
+// request retried): each line under the episode's name, above the live
+// status line on a terminal.
+func (p *progress) notes(ep *Episode) io.Writer {
+	return noteWriter(func(line string) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		line = strings.TrimPrefix(line, "agentbox: ")
+		if p.terminal && !p.stopped {
+			fmt.Fprintf(p.w, "\r\x1b[K%s #%d: %s\n", termsafe.Line(ep.Task), ep.N, termsafe.Line(line))
+			p.line()
+			return
+		}
+		fmt.Fprintf(p.w, "%s #%d: %s\n", termsafe.Line(ep.Task), ep.N, termsafe.Line(line))
+	})
+}
+
+// noteWriter calls its function once per line written (writers write
+// whole lines).
+type noteWriter func(string)
+
+func (f noteWriter) Write(b []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		f(l)
+	}
+	return len(b), nil
 }

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -36,5 +37,28 @@ func TestProgressEscapes(t *testing.T) {
 	s.PrintTable(&b)
 	if strings.ContainsAny(b.String(), "\x1b\x07") {
 		t.Errorf("table holds control characters: %q", b.String())
+	}
+}
+
+// TestProgressNotes: an episode's agent's retry lines appear under the
+// episode's name, escaped, and on a terminal above the status line.
+func TestProgressNotes(t *testing.T) {
+	for _, terminal := range []bool{false, true} {
+		var b bytes.Buffer
+		p := newProgress(&b, terminal, 2, 1)
+		p.started()
+		w := p.notes(&Episode{Task: "mover", N: 2})
+		fmt.Fprintf(w, "agentbox: model request failed (HTTP 503 Service Unavailable), retrying in 2s (attempt 2 of 5)\n")
+		fmt.Fprintf(w, "agentbox: model request failed (\x1b[2J), retrying in 4s (attempt 3 of 5)\n")
+		p.stop()
+		out := strings.ReplaceAll(b.String(), "\r\x1b[K", "")
+		for _, want := range []string{
+			"mover #2: model request failed (HTTP 503 Service Unavailable), retrying in 2s (attempt 2 of 5)\n",
+			`mover #2: model request failed (\x1b[2J), retrying in 4s (attempt 3 of 5)` + "\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("terminal=%v: no %q in %q", terminal, want, b.String())
+			}
+		}
 	}
 }

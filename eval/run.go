@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
@@ -38,6 +39,8 @@ type Options struct {
 	MaxRate  float64
 	Progress io.Writer
 	Terminal bool // live status line instead of one line per episode
+
+	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 }
 
 // Categories of an episode's result, as a grader would count them.
@@ -182,6 +185,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 
 	p := newProgress(o.Progress, o.Terminal, len(eps), o.Parallel)
 	defer p.stop()
+	o.notes = p.notes
 	jobs := make(chan *Episode)
 	var wg sync.WaitGroup
 	for i := 0; i < o.Parallel; i++ {
@@ -248,6 +252,9 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if err != nil {
 		fail(Malformed, err)
 		return
+	}
+	if ps, ok := ag.(agent.ProgressSetter); ok && o.notes != nil {
+		ps.SetProgress(o.notes(ep))
 	}
 	env := o.Env
 	if t.Image != "" {

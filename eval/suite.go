@@ -6,6 +6,8 @@ package eval
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -258,4 +260,37 @@ func ParseScreen(s string) (int, int, error) {
 		return 0, 0, fmt.Errorf("screen %q: want WIDTHxHEIGHT between 64x64 and 7680x4320", s)
 	}
 	return w, h, nil
+}
+
+// Preflight lets the agent of every task that has one check, before any
+// sandbox exists, that what it depends on answers and takes the
+// credentials (agent.Preflighter): once per distinct agent and options.
+// The error names the task; it wraps agent.ErrUnreachable when nothing
+// answered.
+func (s *Suite) Preflight(ctx context.Context) error {
+	seen := map[string]bool{}
+	for _, t := range s.Tasks {
+		if t.Script != "" {
+			continue
+		}
+		key, _ := json.Marshal([]any{t.Agent, t.Options})
+		if seen[string(key)] {
+			continue
+		}
+		seen[string(key)] = true
+		a, err := agent.New(t.Agent, t.Options)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", t.Name, err)
+		}
+		if p, ok := a.(agent.Preflighter); ok {
+			err = p.Preflight(ctx)
+		}
+		if c, ok := a.(agent.Closer); ok {
+			c.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("task %s: agent %s: %w", t.Name, t.Agent, err)
+		}
+	}
+	return nil
 }

@@ -245,6 +245,7 @@ type stepData struct {
 	R     *resultData     `json:"r,omitempty"`
 	Out   []lineData      `json:"out,omitempty"`
 	More  int             `json:"more,omitempty"` // lines not shown
+	Sum   string          `json:"sum,omitempty"`  // "3 lines of output, 1 event"
 	View  *trace.ViewInfo `json:"view,omitempty"`
 	Rep   map[string]any  `json:"rep,omitempty"` // replay comparison of this step
 	Hash  string          `json:"hash,omitempty"`
@@ -308,15 +309,19 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	if !run.Started.IsZero() {
 		p.Run.Started = run.Started.Format(time.RFC3339)
 	}
-	if run.AppExit != nil {
+	if e := run.AppExit; e != nil {
 		switch {
-		case run.AppExit.Signal != "":
-			p.Run.AppExit = "signal " + run.AppExit.Signal
+		case e.Signal != "":
+			p.Run.AppExit = "signal " + e.Signal
 		default:
-			p.Run.AppExit = fmt.Sprintf("code %d", run.AppExit.Code)
+			p.Run.AppExit = fmt.Sprintf("code %d", e.Code)
 		}
-		if run.AppExit.OOM {
+		if e.OOM {
 			p.Run.AppExit += " (OOM)"
+		}
+		if e.Stopped != "" {
+			// Not the app's own exit: say who ended it first.
+			p.Run.AppExit = e.Stopped + " (" + p.Run.AppExit + ")"
 		}
 	}
 	if tr.Incomplete {
@@ -538,9 +543,15 @@ func alignOutput(tr *trace.Trace, steps []stepData) {
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].T < lines[j].T })
 	j := 0
+	counts := make([][2]int, len(steps)) // lines of output, events
 	for _, l := range lines {
 		for j+1 < len(steps) && steps[j+1].T <= l.T {
 			j++
+		}
+		if l.K == "v" {
+			counts[j][1]++
+		} else {
+			counts[j][0]++
 		}
 		s := &steps[j]
 		if len(s.Out) >= maxLinesPerStep {
@@ -549,6 +560,23 @@ func alignOutput(tr *trace.Trace, steps []stepData) {
 		}
 		s.Out = append(s.Out, l)
 	}
+	for i, c := range counts {
+		var parts []string
+		if c[0] > 0 {
+			parts = append(parts, plural(c[0], "line of output", "lines of output"))
+		}
+		if c[1] > 0 {
+			parts = append(parts, plural(c[1], "event", "events"))
+		}
+		steps[i].Sum = strings.Join(parts, ", ")
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func describeEvent(r trace.Record) string {
@@ -556,10 +584,14 @@ func describeEvent(r trace.Record) string {
 	case "window_mapped", "window_unmapped", "window_title":
 		return fmt.Sprintf("%s %q %vx%v at %v,%v", strings.ReplaceAll(r.Event, "_", " "), r.Data["title"], r.Data["width"], r.Data["height"], r.Data["x"], r.Data["y"])
 	case "app_exited":
+		how := fmt.Sprintf("code %v", r.Data["code"])
 		if sig, _ := r.Data["signal"].(string); sig != "" {
-			return "app exited: signal " + sig
+			how = "signal " + sig
 		}
-		return fmt.Sprintf("app exited: code %v", r.Data["code"])
+		if by, _ := r.Data["stopped"].(string); by != "" {
+			return "app " + by + " (" + how + ")"
+		}
+		return "app exited: " + how
 	}
 	if len(r.Data) == 0 {
 		return r.Event

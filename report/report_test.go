@@ -172,3 +172,51 @@ func TestWrite(t *testing.T) {
 		t.Errorf("stats %+v, file %v %v", st, fi, err)
 	}
 }
+
+// TestStepSummaryAndTeardownExit: a step's summary counts lines of output
+// and events apart, in the singular when there is one; an app stopped by
+// agentbox's teardown is not shown as the app's own exit.
+func TestStepSummaryAndTeardownExit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	tw, err := trace.Create(dir, trace.Run{ID: "r1"}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &action.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
+	out := []action.LogLine{{Stream: action.Stdout, Text: "a", T: 10 * time.Millisecond}, {Stream: action.Stderr, Text: "b", T: 20 * time.Millisecond}}
+	a := action.Action{Kind: action.Wait, MS: 10}
+	tw.Record(trace.Record{Type: trace.TypeStep, Step: 1, TMS: 5, Observation: &trace.Observation{Screenshot: tw.Screenshot(1, f), Width: 8, Height: 8, Running: true, Output: out},
+		Decision: &trace.Decision{}, Action: &a})
+	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 30, Event: "window_mapped", Data: map[string]any{"title": "w"}})
+	tw.Record(trace.Record{Type: trace.TypeStep, Step: 2, TMS: 100, Observation: &trace.Observation{Screenshot: tw.Screenshot(2, f), Width: 8, Height: 8, Running: true,
+		Output: []action.LogLine{{Stream: action.Stdout, Text: "c", T: 110 * time.Millisecond}}}, Decision: &trace.Decision{}, Action: &a})
+	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 120, Event: "app_exited", Data: map[string]any{"code": -1, "signal": "SIGTERM", "stopped": action.StoppedAtEnd}})
+	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 130, Event: "window_unmapped", Data: map[string]any{"title": "w"}})
+	if err := tw.Finish(func(r *trace.Run) {
+		r.Outcome = trace.Success
+		r.AppExit = &action.Exit{Code: -1, Signal: "SIGTERM", Stopped: action.StoppedAtEnd}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pageData(t, mustRender(t, tr))
+	if got, want := p.Steps[0].Sum, "2 lines of output, 1 event"; got != want {
+		t.Errorf("step 1 summary %q, want %q", got, want)
+	}
+	if got, want := p.Steps[1].Sum, "1 line of output, 2 events"; got != want {
+		t.Errorf("step 2 summary %q, want %q", got, want)
+	}
+	if got, want := p.Run.AppExit, "stopped by agentbox at the end of the run (signal SIGTERM)"; got != want {
+		t.Errorf("app exit %q, want %q", got, want)
+	}
+	found := false
+	for _, l := range p.Steps[1].Out {
+		found = found || l.X == "app stopped by agentbox at the end of the run (signal SIGTERM)"
+	}
+	if !found {
+		t.Errorf("the exit event reads %+v", p.Steps[1].Out)
+	}
+}

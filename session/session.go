@@ -384,11 +384,13 @@ func interrupted(ctx context.Context) *ending {
 }
 
 func (r *run) teardown(ctx context.Context) {
+	defer r.closeAgent()()
 	if r.env == nil {
 		return
 	}
 	env := r.env
 	r.env = nil
+	r.events.teardown() // the app's exit from here on is agentbox's doing
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TeardownTimeout)
 	defer cancel()
 	t := time.Now()
@@ -397,6 +399,25 @@ func (r *run) teardown(ctx context.Context) {
 		r.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "teardown_error", Data: map[string]any{"error": err.Error()}})
 	}
 	r.timing("teardown", time.Since(t))
+}
+
+// closeAgent starts closing the agent, so that an agent program stops
+// while the sandbox is torn down and within the run's time; the function
+// it returns waits for that and records it (timing agent_close).
+func (r *run) closeAgent() (wait func()) {
+	c, ok := r.cfg.Agent.(agent.Closer)
+	if !ok {
+		return func() {}
+	}
+	done := make(chan time.Duration, 1)
+	go func() {
+		t := time.Now()
+		if err := c.Close(); err != nil {
+			fmt.Fprintf(r.cfg.Progress, "agentbox: closing the agent: %s\n", termsafe.Text(err.Error()))
+		}
+		done <- time.Since(t)
+	}()
+	return func() { r.timing("agent_close", <-done) }
 }
 
 func describeExit(e *action.Exit) string {

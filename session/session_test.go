@@ -31,6 +31,9 @@ type fakeBackend struct {
 	// lateExit makes the app exit after it.
 	late     []string
 	lateExit bool
+	// termOnClose: closing the sandbox ends the app with SIGTERM, as the
+	// guest's stop does.
+	termOnClose bool
 
 	mu     sync.Mutex
 	envs   []*fakeEnv
@@ -132,6 +135,10 @@ func (e *fakeEnv) Act(ctx context.Context, a action.Action) (action.Result, erro
 func (e *fakeEnv) Close(context.Context) error {
 	if e.lateDone != nil {
 		<-e.lateDone
+	}
+	if e.b.termOnClose && !e.exited {
+		e.exited = true
+		e.cfg.Events.Exited(action.Exit{Code: -1, Signal: "SIGTERM"})
 	}
 	e.b.mu.Lock()
 	e.b.closed++

@@ -38,6 +38,9 @@ type sink struct {
 	readyText []byte
 	ready     chan struct{}
 	exited    chan struct{} // closed when the app exits
+	// tearingDown is set when the run is over and the sandbox is being
+	// torn down: an exit from then on is agentbox's doing.
+	tearingDown bool
 }
 
 func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {
@@ -140,9 +143,19 @@ func (s *sink) takeLines() []action.LogLine {
 	return lines
 }
 
+// teardown marks the start of the sandbox's teardown.
+func (s *sink) teardown() {
+	s.mu.Lock()
+	s.tearingDown = true
+	s.mu.Unlock()
+}
+
 // Exited implements environment.Events.
 func (s *sink) Exited(e action.Exit) {
 	s.mu.Lock()
+	if s.tearingDown && e.Stopped == "" {
+		e.Stopped = action.StoppedAtEnd
+	}
 	if s.appExit == nil {
 		ex := e
 		s.appExit = &ex

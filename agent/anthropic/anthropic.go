@@ -20,8 +20,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -53,10 +53,6 @@ const (
 // pairs) a request keeps when max_history is not given.
 const DefaultMaxHistory = 50
 
-// maxRetryAfter caps a server's Retry-After, so one header cannot stall a
-// run for hours (the run's own --timeout still applies).
-const maxRetryAfter = 60 * time.Second
-
 // maxPauses bounds pause_turn continuations within one decision.
 const maxPauses = 5
 
@@ -69,9 +65,10 @@ type Agent struct {
 	tool      string
 	beta      sdk.AnthropicBeta
 	client    sdk.Client
+	probe     sdk.Client // for Preflight: no retries, no recording
 	transport *http.Transport
 	rec       *llm.Recorder
-	attempts  int // HTTP attempts of the current request (retries included)
+	retry     *llm.Retrier
 
 	begun   bool
 	system  string
@@ -111,7 +108,8 @@ func New(opts agent.Options) (*Agent, error) {
 	if _, ok := opts["max_history"]; !ok {
 		cfg.MaxHistory = DefaultMaxHistory
 	}
-	a := &Agent{cfg: cfg, tool: Tool20250124, beta: sdk.AnthropicBetaComputerUse2025_01_24, rec: llm.NewRecorder()}
+	a := &Agent{cfg: cfg, tool: Tool20250124, beta: sdk.AnthropicBetaComputerUse2025_01_24, rec: llm.NewRecorder(),
+		retry: &llm.Retrier{Max: cfg.MaxRetries}}
 	if v, ok := opts["tool"]; ok {
 		switch v {
 		case Tool20250124:
@@ -122,23 +120,37 @@ func New(opts agent.Options) (*Agent, error) {
 		}
 	}
 	a.transport = http.DefaultTransport.(*http.Transport).Clone()
-	copts := []option.RequestOption{
+	base := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(), // no profiles, no other credentials
 		option.WithAPIKey(cfg.APIKey),
 		option.WithHTTPClient(&http.Client{Transport: a.transport}),
-		option.WithMaxRetries(cfg.MaxRetries),
-		option.WithRequestTimeout(cfg.Timeout),
-		// Outermost first: count every attempt, record it, cap Retry-After.
-		option.WithMiddleware(a.countAttempt, func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			return a.rec.Middleware(req, next)
-		}, capRetryAfter),
+		option.WithMaxRetries(0), // llm.Retrier retries
 	}
 	if cfg.BaseURL != "" {
-		copts = append(copts, option.WithBaseURL(cfg.BaseURL))
+		base = append(base, option.WithBaseURL(cfg.BaseURL))
 	}
-	a.client = sdk.NewClient(copts...)
+	// Outermost first: retry, bound each attempt, record each attempt.
+	a.client = sdk.NewClient(append(base, option.WithMiddleware(
+		a.retry.Middleware, llm.AttemptTimeout(cfg.Timeout), a.rec.Middleware))...)
+	a.probe = sdk.NewClient(base...)
 	return a, nil
 }
+
+// preflightTimeout bounds the preflight request.
+const preflightTimeout = 15 * time.Second
+
+// Preflight implements agent.Preflighter: one GET /v1/models (a page of
+// one) with the key, before any sandbox exists. A refused key or a wrong
+// URL is a configuration error; no answer is ErrUnreachable.
+func (a *Agent) Preflight(ctx context.Context) error {
+	var p llm.Probe
+	_, err := a.probe.Models.List(ctx, sdk.ModelListParams{Limit: param.NewOpt[int64](1)},
+		option.WithMiddleware(p.Middleware, llm.AttemptTimeout(min(a.cfg.Timeout, preflightTimeout))))
+	return p.Verdict(ctx, err, a.cfg.KeyEnv, a.cfg.APIKey != "")
+}
+
+// SetProgress implements agent.ProgressSetter: a line per retried request.
+func (a *Agent) SetProgress(w io.Writer) { a.retry.SetProgress(w) }
 
 // Start implements agent.Starter: the task and the screen size.
 func (a *Agent) Start(_ context.Context, t agent.Task) error {
@@ -350,7 +362,10 @@ func (a *Agent) ask(ctx context.Context, obs *action.Observation) (agent.Decisio
 	for attempt := 1; ; attempt++ {
 		resp, err := a.send(ctx)
 		if err != nil {
-			return agent.Decision{}, err
+			// Every attempt is in the trace, failed ones too.
+			m := llm.Meta(a.cfg.Model, usage, strings.Join(texts, "\n"), attempt)
+			m["http_attempts"] = a.retry.Attempts()
+			return agent.Decision{Meta: m, Files: a.files()}, err
 		}
 		usage.InputTokens += resp.Usage.InputTokens
 		usage.OutputTokens += resp.Usage.OutputTokens
@@ -370,7 +385,7 @@ func (a *Agent) ask(ctx context.Context, obs *action.Observation) (agent.Decisio
 		case bad != nil:
 			malformed++
 			if malformed > a.cfg.MaxMalformed {
-				return agent.Decision{}, fmt.Errorf("anthropic: %w after %d answers (max_malformed %d): %v", agent.ErrMalformed, attempt, a.cfg.MaxMalformed, bad)
+				return agent.Decision{Meta: meta(), Files: a.files()}, fmt.Errorf("anthropic: %w after %d answers (max_malformed %d): %v", agent.ErrMalformed, attempt, a.cfg.MaxMalformed, bad)
 			}
 			a.msgs = append(a.msgs, sdk.BetaMessageParam{Role: sdk.BetaMessageParamRoleUser, Content: bad.results})
 			continue
@@ -396,7 +411,7 @@ func (a *Agent) ask(ctx context.Context, obs *action.Observation) (agent.Decisio
 		case resp.StopReason == sdk.BetaStopReasonMaxTokens:
 			malformed++
 			if malformed > a.cfg.MaxMalformed {
-				return agent.Decision{}, fmt.Errorf("anthropic: %w: the answer was cut off at max_tokens %d, %d times (max_malformed %d)", agent.ErrMalformed, a.cfg.MaxTokens, malformed, a.cfg.MaxMalformed)
+				return agent.Decision{Meta: meta(), Files: a.files()}, fmt.Errorf("anthropic: %w: the answer was cut off at max_tokens %d, %d times (max_malformed %d)", agent.ErrMalformed, a.cfg.MaxTokens, malformed, a.cfg.MaxMalformed)
 			}
 			a.msgs = append(a.msgs, sdk.BetaMessageParam{Role: sdk.BetaMessageParamRoleUser, Content: []sdk.BetaContentBlockParamUnion{{OfText: &sdk.BetaTextBlockParam{
 				Text: fmt.Sprintf("Your answer was cut off at the %d-token limit. Answer briefly: one tool call, or a short final message.", a.cfg.MaxTokens)}}}})
@@ -492,7 +507,6 @@ func (a *Agent) send(ctx context.Context) (*sdk.BetaMessage, error) {
 	if a.cfg.Temperature != nil {
 		p.Temperature = param.NewOpt(*a.cfg.Temperature)
 	}
-	a.attempts = 0
 	resp, err := a.client.Beta.Messages.New(ctx, p)
 	if err != nil {
 		return nil, a.describe(ctx, err)
@@ -510,25 +524,22 @@ func (a *Agent) toolParam() sdk.BetaToolUnionParam {
 		DisplayWidthPx: w, DisplayHeightPx: h, DisplayNumber: param.NewOpt[int64](1)}}
 }
 
-// describe words a failed request: the HTTP status and the API's error, or
-// the timeout, with the number of attempts.
+// describe words a failed request once: the HTTP status and the API's
+// error (or an excerpt of whatever else the server sent), or the timeout,
+// with the number of attempts. The SDK's error is wrapped, not repeated:
+// its text holds the whole response body.
 func (a *Agent) describe(ctx context.Context, err error) error {
-	n := a.attempts
+	n := a.retry.Attempts()
 	var apiErr *sdk.Error
 	switch {
 	case errors.As(err, &apiErr):
-		var body struct {
-			Error struct{ Type, Message string } `json:"error"`
+		msg := fmt.Sprintf("anthropic: %s after %d attempt(s) (max_retries %d)", llm.Status(apiErr.StatusCode), n, a.cfg.MaxRetries)
+		if d := llm.ErrorDetail([]byte(apiErr.RawJSON())); d != "" {
+			msg += ": " + d
 		}
-		_ = json.Unmarshal([]byte(apiErr.RawJSON()), &body)
-		what := strings.TrimSpace(body.Error.Type + ": " + body.Error.Message)
-		if body.Error.Type == "" {
-			what = short([]byte(apiErr.RawJSON()))
-		}
-		return fmt.Errorf("anthropic: HTTP %d %s after %d attempt(s) (max_retries %d): %s: %w",
-			apiErr.StatusCode, http.StatusText(apiErr.StatusCode), n, a.cfg.MaxRetries, what, err)
-	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("anthropic: no answer within the %v timeout, %d attempt(s) (max_retries %d): %w", a.cfg.Timeout, n, a.cfg.MaxRetries, err)
+		return llm.Wrap(msg, err)
+	case ctx.Err() == nil && errors.Is(err, llm.ErrTimeout):
+		return llm.Wrap(fmt.Sprintf("anthropic: no answer within the %v timeout, %d attempt(s) (max_retries %d)", a.cfg.Timeout, n, a.cfg.MaxRetries), err)
 	}
 	return fmt.Errorf("anthropic: request failed after %d attempt(s): %w", n, err)
 }
@@ -539,38 +550,6 @@ func (a *Agent) files() map[string][]byte {
 		return map[string][]byte{"exchange.json": b}
 	}
 	return nil
-}
-
-// countAttempt counts HTTP attempts (the SDK retries inside one call).
-func (a *Agent) countAttempt(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	a.attempts++
-	return next(req)
-}
-
-// capRetryAfter keeps a server's Retry-After (honoured by the SDK) within
-// maxRetryAfter.
-func capRetryAfter(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	resp, err := next(req)
-	if resp == nil {
-		return resp, err
-	}
-	if v := resp.Header.Get("Retry-After-Ms"); v != "" {
-		if ms, perr := strconv.ParseFloat(v, 64); perr == nil && time.Duration(ms)*time.Millisecond > maxRetryAfter {
-			resp.Header.Set("Retry-After-Ms", strconv.Itoa(int(maxRetryAfter/time.Millisecond)))
-		}
-	}
-	if v := resp.Header.Get("Retry-After"); v != "" {
-		d := time.Duration(-1)
-		if s, perr := strconv.ParseFloat(v, 64); perr == nil {
-			d = time.Duration(s * float64(time.Second))
-		} else if t, perr := http.ParseTime(v); perr == nil {
-			d = time.Until(t)
-		}
-		if d > maxRetryAfter {
-			resp.Header.Set("Retry-After", strconv.Itoa(int(maxRetryAfter/time.Second)))
-		}
-	}
-	return resp, err
 }
 
 func responseText(resp *sdk.BetaMessage) string {

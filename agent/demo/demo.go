@@ -7,6 +7,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -29,6 +30,7 @@ type Agent struct {
 	moved    float64
 	verdict  string
 	succeeds bool
+	failed   string // the first of its actions that failed, and why
 }
 
 // New makes a demo agent. Options: key (default Right: the key to hold —
@@ -39,6 +41,9 @@ func New(opts agent.Options) (*Agent, error) {
 	}
 	a := &Agent{key: "Right", hold: time.Second, minMove: 100}
 	if k, ok := opts["key"]; ok {
+		if err := action.Validate(action.Action{Kind: action.KeyDown, Key: k}, action.DefaultLimits(1, 1)); err != nil {
+			return nil, fmt.Errorf("option key: want one key name such as Right or Left: %w", err)
+		}
 		a.key = k
 	}
 	if v, ok := opts["hold_ms"]; ok {
@@ -50,7 +55,7 @@ func New(opts agent.Options) (*Agent, error) {
 	}
 	if v, ok := opts["min_px"]; ok {
 		n, err := strconv.ParseFloat(v, 64)
-		if err != nil {
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
 			return nil, fmt.Errorf("option min_px: want a number, got %q", v)
 		}
 		a.minMove = n
@@ -58,8 +63,17 @@ func New(opts agent.Options) (*Agent, error) {
 	return a, nil
 }
 
-// Decide implements agent.Agent.
+// Decide implements agent.Agent. An action of its own that failed ends
+// the demo as a failure (after releasing the key, if it was held).
 func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+	if l := obs.Last; l != nil && !l.OK && a.failed == "" {
+		a.failed = fmt.Sprintf("%s failed: %s", a.lastAction(), l.Error)
+	}
+	if a.failed != "" && a.phase != 2 {
+		// Nothing is held (the key went down in phase 1 and is released
+		// in phase 3, which still runs after a failed wait).
+		return done(false, a.failed), nil
+	}
 	a.phase++
 	switch a.phase {
 	case 1:
@@ -101,6 +115,19 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 	default:
 		return done(a.succeeds, a.verdict), nil
 	}
+}
+
+// lastAction names the action of the previous phase.
+func (a *Agent) lastAction() string {
+	switch a.phase {
+	case 1:
+		return "holding " + a.key
+	case 2:
+		return "the wait"
+	case 3:
+		return "releasing " + a.key
+	}
+	return "waiting for the app to draw"
 }
 
 func done(ok bool, msg string) agent.Decision {

@@ -30,8 +30,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/agent/llm"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
@@ -59,7 +62,32 @@ type Agent struct {
 	tmp    string
 	limits action.Limits
 	closed sync.Once
+
+	// grace is how long Close waits for the program to exit on its own
+	// after its stdin is closed; a program that stopped answering gets
+	// none (hung).
+	grace time.Duration
+	hung  bool
+
+	errMu      sync.Mutex
+	errTail    []string      // the program's last stderr lines
+	stderrDone chan struct{} // closed when its stderr is drained
 }
+
+// Bounds on stopping the program: after its stdin is closed it has
+// closeGrace to exit by itself, then termGrace after SIGTERM, then killWait
+// after SIGKILL (a process stuck in the kernel is left to its parent).
+const (
+	closeGrace = time.Second
+	termGrace  = 2 * time.Second
+	killWait   = 2 * time.Second
+)
+
+// stderrTail bounds what an error message quotes of the program's stderr.
+const (
+	stderrTailLines = 10
+	stderrLineRunes = 300
+)
 
 type lineOrErr struct {
 	line []byte
@@ -76,7 +104,7 @@ func New(opts agent.Options) (*Agent, error) {
 	if err := agent.CheckOptions(opts, "command", "screenshot", "timeout", "max_malformed"); err != nil {
 		return nil, err
 	}
-	a := &Agent{shots: "file", timeout: 120 * time.Second, maxMalformed: 3, stderr: os.Stderr}
+	a := &Agent{shots: "file", timeout: 120 * time.Second, maxMalformed: 3, stderr: os.Stderr, grace: closeGrace}
 	cmd := strings.TrimSpace(opts["command"])
 	switch {
 	case cmd == "":
@@ -142,13 +170,13 @@ func (a *Agent) Start(ctx context.Context, task agent.Task) error {
 	}
 	a.cmd, a.stdin, a.exited = cmd, inW, make(chan struct{})
 	go func() { cmd.Wait(); close(a.exited) }()
-	a.lines, a.quit = make(chan lineOrErr, 1), make(chan struct{})
+	a.lines, a.quit, a.stderrDone = make(chan lineOrErr, 1), make(chan struct{}), make(chan struct{})
 	go a.read(outR)
 	go a.passStderr(errR)
 	return a.send(map[string]any{
 		"type": "start", "protocol": Protocol, "task": task.Text,
 		"screen": map[string]int{"width": task.Width, "height": task.Height}, "max_steps": task.MaxSteps,
-	})
+	}, "before reading the task")
 }
 
 // maxLine bounds one line from the program.
@@ -189,24 +217,93 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 }
 
 func (a *Agent) passStderr(r io.ReadCloser) {
+	defer close(a.stderrDone)
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<10)
 	for sc.Scan() {
-		fmt.Fprintf(a.stderr, "agent %s: %s\n", termsafe.Line(filepath.Base(a.argv[0])), termsafe.Line(sc.Text()))
+		line := sc.Text()
+		fmt.Fprintf(a.stderr, "agent %s: %s\n", termsafe.Line(filepath.Base(a.argv[0])), termsafe.Line(line))
+		if r := []rune(line); len(r) > stderrLineRunes {
+			line = string(r[:stderrLineRunes]) + "…"
+		}
+		a.errMu.Lock()
+		a.errTail = append(a.errTail, line)
+		if len(a.errTail) > stderrTailLines {
+			a.errTail = a.errTail[1:]
+		}
+		a.errMu.Unlock()
 	}
 	io.Copy(io.Discard, r)
 }
 
-func (a *Agent) send(v any) error {
+// send writes one message; when the program no longer reads, the error
+// says why (it exited, with what status and last words).
+func (a *Agent) send(v any, when string) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	if _, err := a.stdin.Write(append(data, '\n')); err != nil {
-		return fmt.Errorf("the agent program stopped reading: %w", err)
+		return a.gone(when, err)
 	}
 	return nil
+}
+
+// gone describes a program that stopped reading or answering: whether
+// and how it exited (waiting a moment for it), and the tail of its
+// stderr. The text is the program's: it is escaped where it is printed.
+func (a *Agent) gone(when string, cause error) error {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	what := "stopped reading its stdin"
+	if errors.Is(cause, io.EOF) {
+		what = "closed its stdout"
+	}
+	select {
+	case <-a.exited:
+		what = "exited (" + exitStatus(a.cmd.ProcessState) + ")"
+		select { // its last words, unless a child keeps the pipe open
+		case <-a.stderrDone:
+		case <-t.C:
+		}
+	case <-t.C:
+		if errors.Is(cause, io.EOF) {
+			what += " and is still running"
+		}
+	}
+	msg := fmt.Sprintf("exec agent: the agent program %s %s", what, when)
+	a.errMu.Lock()
+	tail := append([]string(nil), a.errTail...)
+	a.errMu.Unlock()
+	if len(tail) == 0 {
+		msg += "; it wrote nothing to stderr"
+	} else {
+		msg += "; its last stderr:\n  " + strings.Join(tail, "\n  ")
+	}
+	if !errors.Is(cause, io.EOF) && !errors.Is(cause, syscall.EPIPE) {
+		return fmt.Errorf("%s (%w)", msg, cause)
+	}
+	return llm.Wrap(msg, cause) // the cause (EOF, EPIPE) adds nothing to read
+}
+
+// exitStatus words a process's end: "exit code 4", "killed by SIGSEGV".
+func exitStatus(ps *os.ProcessState) string {
+	if ps == nil {
+		return "status unknown"
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "killed by " + signalName(ws.Signal())
+	}
+	return fmt.Sprintf("exit code %d", ps.ExitCode())
+}
+
+// signalName is "SIGSEGV" for SIGSEGV (Go's String says "segmentation fault").
+func signalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return s.String()
 }
 
 // observation is what the program receives each step.
@@ -259,12 +356,12 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 			o.ShotB64 = base64.StdEncoding.EncodeToString(png)
 		}
 	}
-	if err := a.send(o); err != nil {
+	if err := a.send(o, fmt.Sprintf("before reading the observation of step %d", obs.Step)); err != nil {
 		return agent.Decision{}, err
 	}
 	var answers []string
 	for attempt := 0; ; attempt++ {
-		line, err := a.next(ctx)
+		line, err := a.next(ctx, obs.Step)
 		if err != nil {
 			return agent.Decision{}, err
 		}
@@ -279,37 +376,32 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 		if attempt >= a.maxMalformed {
 			return agent.Decision{}, fmt.Errorf("exec agent: %w: %d answers were not valid actions; the last: %s (%v)", agent.ErrMalformed, attempt+1, shorten(string(line)), perr)
 		}
-		if err := a.send(map[string]any{"type": "error", "step": obs.Step, "error": perr.Error()}); err != nil {
+		if err := a.send(map[string]any{"type": "error", "step": obs.Step, "error": perr.Error()}, fmt.Sprintf("before reading why its answer to step %d was refused", obs.Step)); err != nil {
 			return agent.Decision{}, err
 		}
 	}
 }
 
-func (a *Agent) next(ctx context.Context) ([]byte, error) {
+func (a *Agent) next(ctx context.Context, step int) ([]byte, error) {
 	t := time.NewTimer(a.timeout)
 	defer t.Stop()
 	select {
 	case l, ok := <-a.lines:
 		if !ok || l.err != nil {
-			return nil, fmt.Errorf("exec agent: the program ended without answering (%v)%s", l.err, a.exitNote())
+			err := l.err
+			if !ok || err == nil {
+				err = io.EOF
+			}
+			return nil, a.gone(fmt.Sprintf("without answering step %d", step), err)
 		}
 		return l.line, nil
 	case <-t.C:
-		return nil, fmt.Errorf("exec agent: no answer within %v", a.timeout)
+		// It will be stopped without the grace a working program gets.
+		a.hung = true
+		return nil, fmt.Errorf("exec agent: no answer within %v (step %d); the program is stopped", a.timeout, step)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-func (a *Agent) exitNote() string {
-	select {
-	case <-a.exited:
-		if ps := a.cmd.ProcessState; ps != nil {
-			return "; " + ps.String()
-		}
-	case <-time.After(time.Second):
-	}
-	return ""
 }
 
 // parse reads one answer: an action object, optionally with a "message"
@@ -347,8 +439,10 @@ func shorten(s string) string {
 	return s
 }
 
-// Close implements agent.Closer: it closes the program's stdin, gives it a
-// moment to exit, then ends its process group.
+// Close implements agent.Closer: it closes the program's stdin, gives a
+// program that was answering closeGrace to exit, then ends its process
+// group: SIGTERM, termGrace, SIGKILL. It is bounded and safe to call
+// more than once.
 func (a *Agent) Close() error {
 	a.closed.Do(func() {
 		if a.quit != nil {
@@ -356,22 +450,35 @@ func (a *Agent) Close() error {
 		}
 		if a.cmd != nil {
 			a.stdin.Close()
-			done := a.exited
-			select {
-			case <-done:
-			case <-time.After(2 * time.Second):
-				syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
-				select {
-				case <-done:
-				case <-time.After(2 * time.Second):
-					syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-					<-done
-				}
-			}
+			a.stop()
 		}
 		if a.tmp != "" {
 			os.RemoveAll(a.tmp)
 		}
 	})
 	return nil
+}
+
+// stop waits for the program as Close says.
+func (a *Agent) stop() {
+	pgid := -a.cmd.Process.Pid
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-a.exited:
+			return true
+		case <-t.C:
+			return false
+		}
+	}
+	if !a.hung && wait(a.grace) {
+		return
+	}
+	syscall.Kill(pgid, syscall.SIGTERM)
+	if wait(termGrace) {
+		return
+	}
+	syscall.Kill(pgid, syscall.SIGKILL)
+	wait(killWait)
 }

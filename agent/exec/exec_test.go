@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,7 +106,7 @@ func TestExecAgent(t *testing.T) {
 		{"malformed-then-ok", nil, "key Return", nil},
 		{"malformed", nil, "4 answers were not valid actions", agent.ErrMalformed},
 		{"offscreen", agent.Options{"max_malformed": "0"}, "outside the 640x480 screen", agent.ErrMalformed},
-		{"exit", nil, "ended without answering", nil},
+		{"exit", nil, "the agent program exited (exit code 3) without answering step 1; its last stderr:\n  started with task t", nil},
 		{"slow", agent.Options{"timeout": "200ms"}, "no answer within 200ms", nil},
 	}
 	for _, tt := range tests {
@@ -154,3 +157,146 @@ func TestCloseEndsTheProgram(t *testing.T) {
 		t.Errorf("program %d still running after Close", pid)
 	}
 }
+
+// script writes a shell script agent and makes an agent of it (not
+// started).
+func script(t *testing.T, body string, opts agent.Options) *Agent {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "agent.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if opts == nil {
+		opts = agent.Options{}
+	}
+	opts["command"] = p
+	a, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.stderr = io.Discard
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// TestCrashReported: a program that dies is reported with its exit status
+// and the tail of its stderr, whether it died before reading an
+// observation (the write fails) or after (no answer), and before reading
+// the task.
+func TestCrashReported(t *testing.T) {
+	ctx := context.Background()
+	task := agent.Task{Text: "t", Width: 640, Height: 480}
+	t.Run("before reading an observation", func(t *testing.T) {
+		a := script(t, "read start\necho 'loading weights' >&2\necho 'agent: cannot load model weights' >&2\nexit 4\n", nil)
+		if err := a.Start(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		<-a.exited // the observation's write fails: nobody reads
+		_, err := a.Decide(ctx, obs())
+		want := "exec agent: the agent program exited (exit code 4) before reading the observation of step 1; its last stderr:\n  loading weights\n  agent: cannot load model weights"
+		if err == nil || err.Error() != want {
+			t.Errorf("err:\n%v\nwant:\n%s", err, want)
+		}
+	})
+	t.Run("without answering", func(t *testing.T) {
+		a := script(t, "read start\nread obs\necho 'Traceback: KeyError' >&2\nkill -SEGV $$\n", nil)
+		if err := a.Start(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		_, err := a.Decide(ctx, obs())
+		want := "exec agent: the agent program exited (killed by SIGSEGV) without answering step 1; its last stderr:\n  Traceback: KeyError"
+		if err == nil || err.Error() != want {
+			t.Errorf("err:\n%v\nwant:\n%s", err, want)
+		}
+	})
+	t.Run("before reading the task", func(t *testing.T) {
+		a := script(t, "exec 0<&-\nexit 2\n", nil)
+		err := a.Start(ctx, task)
+		if err == nil {
+			// The start line fit in the pipe before the program was gone:
+			// the first observation finds it gone.
+			_, err = a.Decide(ctx, obs())
+		}
+		if err == nil || !strings.Contains(err.Error(), "the agent program exited (exit code 2) before reading") ||
+			!strings.HasSuffix(err.Error(), "; it wrote nothing to stderr") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("stderr tail bounded", func(t *testing.T) {
+		a := script(t, "read start\nfor i in $(seq 1 50); do echo \"line $i $(printf 'x%.0s' $(seq 1 400))\" >&2; done\nexit 1\n", nil)
+		if err := a.Start(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		<-a.exited
+		_, err := a.Decide(ctx, obs())
+		if err == nil || strings.Count(err.Error(), "\n  ") != stderrTailLines || !strings.Contains(err.Error(), "\n  line 50 ") ||
+			strings.Contains(err.Error(), "line 40 ") || len(err.Error()) > 5000 {
+			t.Errorf("err (%d bytes) = %.500q…", len(err.Error()), err)
+		}
+	})
+}
+
+// TestHungProgramStoppedAtOnce: a program that did not answer within the
+// timeout gets no grace to exit on its own when the agent is closed: it is
+// sent SIGTERM at once (its grace is set to an hour here, so a Close that
+// waited for it would not return within the test's deadline).
+func TestHungProgramStoppedAtOnce(t *testing.T) {
+	a := script(t, "trap 'echo got TERM >&2; exit 0' TERM\nwhile :; do sleep 0.05; done\n", agent.Options{"timeout": "200ms"})
+	a.grace = time.Hour
+	var stderr strings.Builder
+	var mu sync.Mutex
+	a.stderr = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return stderr.Write(p) })
+	if err := a.Start(context.Background(), agent.Task{Text: "t", Width: 640, Height: 480}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.Decide(context.Background(), obs())
+	if err == nil || !strings.Contains(err.Error(), "no answer within 200ms (step 1); the program is stopped") {
+		t.Fatalf("err = %v", err)
+	}
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for a hung program to exit by itself")
+	}
+	select {
+	case <-a.exited:
+	default:
+		t.Error("the program is still running after Close")
+	}
+	<-a.stderrDone
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(stderr.String(), "got TERM") {
+		t.Errorf("the program did not get SIGTERM: %q", stderr.String())
+	}
+}
+
+// TestCloseBounded: a program that ignores its closed stdin and SIGTERM is
+// killed; Close returns.
+func TestCloseBounded(t *testing.T) {
+	a := script(t, "trap '' TERM\nread start\nwhile :; do sleep 0.05; done\n", nil)
+	if err := a.Start(context.Background(), agent.Task{Text: "t", Width: 640, Height: 480}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() { a.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return")
+	}
+	select {
+	case <-a.exited:
+	default:
+		t.Error("the program is still running after Close")
+	}
+	if ws, ok := a.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("ended %v, want SIGKILL", a.cmd.ProcessState)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -74,6 +75,40 @@ func NewChat(opts agent.Options) (*Chat, error) {
 	c.client = newClient(cfg, maxWidth)
 	c.svc = sdk.NewChatCompletionService(c.sdkOpts...)
 	return c, nil
+}
+
+// Preflight implements agent.Preflighter. An OpenAI-compatible server
+// need not list its models: when GET models is not there (404, 405), the
+// endpoint itself is asked, with an empty request (refused before any
+// model runs, so it costs nothing): any answer but 401, 403, 404 and 405
+// shows it is there.
+func (c *Chat) Preflight(ctx context.Context) error {
+	p, err := c.listModels(ctx)
+	if s := p.Status(); err == nil || (s != http.StatusNotFound && s != http.StatusMethodNotAllowed) {
+		return err
+	}
+	var q llm.Probe
+	req, rerr := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"chat/completions", strings.NewReader("{}"))
+	if rerr != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	resp, qerr := llm.AttemptTimeout(min(c.cfg.Timeout, preflightTimeout))(req, func(r *http.Request) (*http.Response, error) {
+		return q.Middleware(r, c.http.Do)
+	})
+	if qerr == nil {
+		resp.Body.Close()
+	}
+	switch s := q.Status(); s {
+	case 0, http.StatusNotFound, http.StatusMethodNotAllowed:
+		return err // the listing's refusal says it
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return q.Verdict(ctx, qerr, c.cfg.KeyEnv, c.cfg.APIKey != "")
+	}
+	return nil
 }
 
 // Decide implements agent.Agent.
@@ -215,7 +250,6 @@ func (c *Chat) complete(ctx context.Context, msgs []sdk.ChatCompletionMessagePar
 	case FormatObject:
 		p.ResponseFormat.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
 	}
-	c.attempts = 0
 	resp, err := c.svc.New(ctx, p)
 	if err != nil {
 		return "", u, nil, c.callError("POST chat/completions", err)

@@ -53,26 +53,26 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 // scaled down to it (option max_width).
 const DefaultMaxWidth = 1280
 
-// maxBody caps one response body (a larger one is an error, not a hang).
-const maxBody = 32 << 20
-
 // client is what both agents share: settings, the recorder and the SDK
 // options that send requests through it.
 type client struct {
 	cfg      llm.Config
 	maxWidth int
 	rec      *llm.Recorder
+	retry    *llm.Retrier
 	http     *http.Client
 	sdkOpts  []option.RequestOption
-	attempts int // HTTP attempts of the current call, counted by the middleware
+	baseOpts []option.RequestOption // without retries and recording: Preflight
+	baseURL  string                 // ends in "/"
 	task     agent.Task
 	started  bool
 }
 
-// newClient builds the SDK options: base URL, key (if any), retries, the
-// per-attempt timeout and the recorder.
+// newClient builds the SDK options: base URL, key (if any), and the
+// shared HTTP policy (llm.Retrier, llm.AttemptTimeout) around the
+// recorder. The SDK's own retries are off.
 func newClient(cfg llm.Config, maxWidth int) *client {
-	c := &client{cfg: cfg, maxWidth: maxWidth, rec: llm.NewRecorder()}
+	c := &client{cfg: cfg, maxWidth: maxWidth, rec: llm.NewRecorder(), retry: &llm.Retrier{Max: cfg.MaxRetries}}
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
 		c.http = &http.Client{Transport: t.Clone()}
 	} else {
@@ -85,83 +85,69 @@ func newClient(cfg llm.Config, maxWidth int) *client {
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
 	}
-	c.sdkOpts = []option.RequestOption{
+	c.baseURL = base
+	c.baseOpts = []option.RequestOption{
 		option.WithBaseURL(base),
 		option.WithHTTPClient(c.http),
-		option.WithMaxRetries(cfg.MaxRetries),
-		// The SDK's WithRequestTimeout is not used: when its per-attempt
-		// deadline passes, the SDK returns at once instead of retrying (and
-		// its backoff waits on the same expired context). attemptTimeout
-		// bounds each attempt and lets the SDK retry it.
-		option.WithMiddleware(c.count, attemptTimeout(cfg.Timeout), func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			return c.rec.Middleware(req, next)
-		}),
+		option.WithMaxRetries(0),
 	}
 	if cfg.APIKey != "" {
-		c.sdkOpts = append(c.sdkOpts, option.WithAPIKey(cfg.APIKey))
+		c.baseOpts = append(c.baseOpts, option.WithAPIKey(cfg.APIKey))
 	}
+	// The SDK's WithRequestTimeout is not used: when its per-attempt
+	// deadline passes, the SDK returns at once instead of retrying.
+	// llm.AttemptTimeout bounds each attempt inside the retrier.
+	c.sdkOpts = append(append([]option.RequestOption(nil), c.baseOpts...),
+		option.WithMiddleware(c.retry.Middleware, llm.AttemptTimeout(cfg.Timeout), c.rec.Middleware))
 	return c
 }
 
-// count counts the HTTP attempts of one SDK call (retries included).
-func (c *client) count(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	c.attempts++
-	return next(req)
+// preflightTimeout bounds the preflight request.
+const preflightTimeout = 15 * time.Second
+
+// Preflight implements agent.Preflighter: one GET models, with the key
+// when there is one, before any sandbox exists. A refused key or a wrong
+// URL is a configuration error; no answer is agent.ErrUnreachable.
+func (c *client) Preflight(ctx context.Context) error {
+	_, err := c.listModels(ctx)
+	return err
 }
 
-// errTimeout marks an attempt that got no complete answer in time.
-var errTimeout = errors.New("request timed out")
-
-// attemptTimeout bounds one HTTP attempt, the response body included (it is
-// read here, so a server that stalls mid-body is a timeout too). The SDK
-// sees a transport error and retries with backoff.
-func attemptTimeout(d time.Duration) option.Middleware {
-	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-		ctx, cancel := context.WithTimeout(req.Context(), d)
-		defer cancel()
-		timedOut := func(err error) error {
-			if ctx.Err() != nil && req.Context().Err() == nil {
-				return fmt.Errorf("%w: the server did not answer within %v", errTimeout, d)
-			}
-			return err
-		}
-		resp, err := next(req.WithContext(ctx))
-		if err != nil {
-			return nil, timedOut(err)
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
-		resp.Body.Close()
-		if err != nil {
-			return nil, timedOut(err)
-		}
-		if len(body) > maxBody {
-			return nil, fmt.Errorf("response body larger than %d bytes", maxBody)
-		}
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		return resp, nil
-	}
+// listModels is the preflight's GET models and its verdict.
+func (c *client) listModels(ctx context.Context) (*llm.Probe, error) {
+	var p llm.Probe
+	svc := sdk.NewModelService(c.baseOpts...)
+	_, err := svc.List(ctx, option.WithMiddleware(p.Middleware, llm.AttemptTimeout(min(c.cfg.Timeout, preflightTimeout))))
+	return &p, p.Verdict(ctx, err, c.cfg.KeyEnv, c.cfg.APIKey != "")
 }
 
-// callError describes a failed API call for the run's message: the
-// endpoint, the HTTP status and the server's own message, and how many
-// attempts were made. It wraps the SDK's error.
+// SetProgress implements agent.ProgressSetter: a line per retried request.
+func (c *client) SetProgress(w io.Writer) { c.retry.SetProgress(w) }
+
+// callError describes a failed API call once, for the run's message: the
+// endpoint, the HTTP status and the server's own message (or an excerpt
+// of whatever else it sent), and how many attempts were made. It wraps
+// the SDK's error without repeating it.
 func (c *client) callError(endpoint string, err error) error {
+	n := c.retry.Attempts()
 	var api *sdk.Error
 	if errors.As(err, &api) {
-		msg := api.Message
-		if msg == "" && api.Response != nil {
-			msg = strings.TrimSpace(api.RawJSON())
+		msg := fmt.Sprintf("%s: %s", endpoint, llm.Status(api.StatusCode))
+		detail := api.Message
+		if raw := api.RawJSON(); detail == "" && raw != "" {
+			detail = llm.ErrorDetail([]byte(raw))
+		} else if detail == "" && api.Response != nil && api.Response.Body != nil {
+			// Not JSON (a proxy's error page): the SDK kept the body.
+			body, _ := io.ReadAll(io.LimitReader(api.Response.Body, 64<<10))
+			api.Response.Body = io.NopCloser(bytes.NewReader(body))
+			detail = llm.ErrorDetail(body)
 		}
-		status := strconv.Itoa(api.StatusCode)
-		if t := http.StatusText(api.StatusCode); t != "" {
-			status += " " + t
+		if detail = strings.TrimSpace(detail); detail != "" {
+			msg += ": " + clip(detail, 300)
 		}
-		if msg != "" {
-			msg = ": " + msg
-		}
-		return fmt.Errorf("%s: HTTP %s%s (%d attempts): %w", endpoint, status, msg, c.attempts, err)
+		return llm.Wrap(fmt.Sprintf("%s (%d attempts)", msg, n), err)
 	}
-	return fmt.Errorf("%s (%d attempts): %w", endpoint, c.attempts, err)
+	return fmt.Errorf("%s (%d attempts): %w", endpoint, n, err)
 }
 
 // Start implements agent.Starter: it keeps the task and the screen size.

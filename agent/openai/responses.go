@@ -355,7 +355,6 @@ func (r *Responses) create(ctx context.Context, obs *action.Observation, s shot,
 	if t := r.cfg.Temperature; t != nil {
 		p.Temperature = param.NewOpt(*t)
 	}
-	r.attempts = 0
 	resp, err := r.svc.New(ctx, p)
 	if err != nil {
 		return turn{}, llm.Usage{}, r.callError("POST responses", err)

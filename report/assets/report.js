@@ -209,7 +209,7 @@
       row.appendChild(el("span", "a", s.final ? "final screen" : (s.s || "")));
       const st = status(s);
       row.appendChild(el("span", st[0], st[1]));
-      row.appendChild(el("span", "m", s.msg || (s.out && s.out.length ? s.out.length + " line(s) of output" : "")));
+      row.appendChild(el("span", "m", s.msg || s.sum || ""));
       if (i === sel) row.classList.add("sel");
       rows[i] = row;
       f.appendChild(row);

@@ -241,7 +241,33 @@ type Server struct {
 
 	mu       sync.Mutex
 	requests []*Request
-	turn     sync.Mutex // serialises model calls
+	listings []http.Header             // GET /v1/models requests (their headers)
+	models   func(*http.Request) Reply // answers GET /v1/models
+	turn     sync.Mutex                // serialises model calls
+}
+
+// Models makes the server answer GET /v1/models (the adapter's preflight)
+// with f instead of a page listing one model.
+func (s *Server) Models(f func(*http.Request) Reply) {
+	s.mu.Lock()
+	s.models = f
+	s.mu.Unlock()
+}
+
+// Listings returns the headers of the GET /v1/models requests received so
+// far (they are not in Requests).
+func (s *Server) Listings() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]http.Header(nil), s.listings...)
+}
+
+// ModelList is the answer to GET /v1/models: one page, one model.
+func ModelList() Reply {
+	return Reply{Status: 200, Body: map[string]any{
+		"data":     []map[string]any{{"type": "model", "id": "claude-test", "display_name": "Claude Test", "created_at": "2025-01-01T00:00:00Z"}},
+		"has_more": false, "first_id": "claude-test", "last_id": "claude-test",
+	}}
 }
 
 // New starts a server; it is closed when the test ends.
@@ -270,6 +296,25 @@ func (s *Server) Requests() []*Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		s.mu.Lock()
+		s.listings = append(s.listings, r.Header.Clone())
+		f := s.models
+		s.mu.Unlock()
+		reply := ModelList()
+		if f != nil {
+			reply = f(r)
+		}
+		if reply.Stall {
+			select {
+			case <-r.Context().Done():
+			case <-s.done:
+			}
+			return
+		}
+		writeReply(w, reply)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/messages" {
 		writeReply(w, APIError(404, "not_found_error", "no route "+r.Method+" "+r.URL.Path))
 		return

@@ -67,10 +67,34 @@ type Server struct {
 	URL string
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	reqs    []*Request
-	errs    []string
-	handler Handler
+	mu       sync.Mutex
+	reqs     []*Request
+	errs     []string
+	handler  Handler
+	listings []http.Header        // GET /v1/models requests (their headers)
+	models   func(*Request) Reply // answers GET /v1/models
+}
+
+// Models makes the server answer GET /v1/models (the adapters' preflight)
+// with f instead of a list of one model.
+func (s *Server) Models(f func(*Request) Reply) {
+	s.mu.Lock()
+	s.models = f
+	s.mu.Unlock()
+}
+
+// Listings returns the headers of the GET /v1/models requests received so
+// far; they are not in Requests and do not reach the handler.
+func (s *Server) Listings() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]http.Header(nil), s.listings...)
+}
+
+// ModelList is the answer to GET /v1/models: a list of one model.
+func ModelList() Reply {
+	return Reply{Body: mustJSON(map[string]any{"object": "list", "data": []map[string]any{
+		{"id": "test-model", "object": "model", "created": 1700000000, "owned_by": "test"}}})}
 }
 
 // New starts a server that answers with h; it is closed when the test ends.
@@ -89,10 +113,22 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 	t0 := time.Now()
 	raw, _ := io.ReadAll(hr.Body)
 	s.mu.Lock()
-	r := &Request{N: len(s.reqs) + 1, Method: hr.Method, Path: hr.URL.Path, Auth: hr.Header.Get("Authorization"), Header: hr.Header.Clone(), Raw: raw}
-	s.reqs = append(s.reqs, r)
-	s.mu.Unlock()
-	rep := s.handler(s, r)
+	r := &Request{Method: hr.Method, Path: hr.URL.Path, Auth: hr.Header.Get("Authorization"), Header: hr.Header.Clone(), Raw: raw}
+	var rep Reply
+	if hr.Method == http.MethodGet && hr.URL.Path == "/v1/models" {
+		s.listings = append(s.listings, r.Header)
+		f := s.models
+		s.mu.Unlock()
+		rep = ModelList()
+		if f != nil {
+			rep = f(r)
+		}
+	} else {
+		r.N = len(s.reqs) + 1
+		s.reqs = append(s.reqs, r)
+		s.mu.Unlock()
+		rep = s.handler(s, r)
+	}
 	if rep.Stall > 0 {
 		select {
 		case <-time.After(rep.Stall):
@@ -103,10 +139,10 @@ func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 			return
 		}
 	}
+	w.Header().Set("Content-Type", "application/json")
 	for k, v := range rep.Header {
 		w.Header().Set(k, v)
 	}
-	w.Header().Set("Content-Type", "application/json")
 	if rep.Status == 0 {
 		rep.Status = http.StatusOK
 	}

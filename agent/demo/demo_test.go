@@ -1,0 +1,88 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+)
+
+func TestOptionsChecked(t *testing.T) {
+	for _, tt := range []struct {
+		opts agent.Options
+		want string // "" is accepted
+	}{
+		{agent.Options{"key": "Left", "hold_ms": "60000", "min_px": "-5"}, ""},
+		{agent.Options{"key": "Rigth"}, "option key: want one key name"},
+		{agent.Options{"key": ""}, "option key"},
+		{agent.Options{"hold_ms": "60001"}, "option hold_ms: want 0–60000"},
+		{agent.Options{"min_px": "NaN"}, "option min_px: want a number"},
+		{agent.Options{"speed": "1"}, "unknown option \"speed\""},
+	} {
+		_, err := New(tt.opts)
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%v: %v, want %q", tt.opts, err, tt.want)
+		}
+	}
+}
+
+// square is a frame with the mover's green square at x.
+func square(x int) *action.Frame {
+	w, h := 640, 480
+	pix := make([]byte, 4*w*h)
+	for y := 220; y < 260; y++ {
+		for i := x; i < x+40; i++ {
+			pix[4*(y*w+i)+1] = 255
+		}
+	}
+	return &action.Frame{Width: w, Height: h, Pix: pix}
+}
+
+// TestNoSuccessOverAFailedAction: whichever of the demo's actions fails,
+// it ends in failure naming it — after releasing the key when it was
+// held — even though the square moved.
+func TestNoSuccessOverAFailedAction(t *testing.T) {
+	ok := &action.Result{OK: true}
+	bad := &action.Result{OK: false, Error: "the guest said no"}
+	for _, tt := range []struct {
+		name  string
+		fail  int    // which result (1: key_down's, 2: the wait's, 3: key_up's; 0: none)
+		kinds string // the actions decided
+		msg   string
+	}{
+		{"none", 0, "key_down wait key_up done", "the square moved +200 px"},
+		{"key_down", 1, "key_down done", "holding Right failed: the guest said no"},
+		{"wait", 2, "key_down wait key_up done", "the wait failed: the guest said no"},
+		{"key_up", 3, "key_down wait key_up done", "releasing Right failed: the guest said no"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, _ := New(nil)
+			var kinds []string
+			var last *action.Result
+			var d agent.Decision
+			for i := 1; i <= 5; i++ {
+				x := 60
+				if i >= 3 {
+					x = 260
+				}
+				d, _ = a.Decide(context.Background(), &action.Observation{Step: i, Running: true, Screen: square(x), Last: last})
+				kinds = append(kinds, string(d.Action.Kind))
+				if d.Action.Kind == action.Done {
+					break
+				}
+				last = ok
+				if i == tt.fail {
+					last = bad
+				}
+			}
+			if got := strings.Join(kinds, " "); got != tt.kinds {
+				t.Errorf("actions %q, want %q", got, tt.kinds)
+			}
+			if d.Action.Succeeded() != (tt.fail == 0) || !strings.Contains(d.Action.Message, tt.msg) {
+				t.Errorf("done success=%v %q, want %q", d.Action.Succeeded(), d.Action.Message, tt.msg)
+			}
+		})
+	}
+}
