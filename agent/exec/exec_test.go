@@ -214,7 +214,9 @@ func TestCrashReported(t *testing.T) {
 		err := a.Start(ctx, task)
 		if err == nil {
 			// The start line fit in the pipe before the program was gone:
-			// the first observation finds it gone.
+			// the first observation finds it gone (once it is: a loaded
+			// machine may not have run it yet).
+			<-a.exited
 			_, err = a.Decide(ctx, obs())
 		}
 		if err == nil || !strings.Contains(err.Error(), "the agent program exited (exit code 2) before reading") ||
