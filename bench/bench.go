@@ -18,7 +18,6 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -128,8 +127,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("full run: %w", err)
 	}
 
-	if o.SeedSteps > 0 && o.Backend.Name() != docker.Name {
-		logf("seed-style step: skipped (it is docker exec, so Docker only)")
+	if o.SeedSteps > 0 && !environment.CapabilitiesOf(o.Backend).SeedStep {
+		logf("seed-style step: skipped (the %s backend has none)", o.Backend.Name())
 	} else if o.SeedSteps > 0 {
 		logf("seed-style steps (docker exec scrot + cat + xdotool): %d samples …", o.SeedSteps)
 		s, err := seedStyle(ctx, o, bundle)
@@ -309,19 +308,19 @@ func fullRun(ctx context.Context, o Options, b *app.Bundle, rep *Report) error {
 }
 
 func seedStyle(ctx context.Context, o Options, b *app.Bundle) (Stats, error) {
+	stepper, ok := o.Backend.(environment.SeedStepper)
+	if !ok {
+		return Stats{}, fmt.Errorf("the %s backend has no seed-style step", o.Backend.Name())
+	}
 	env, err := newEnv(ctx, o, b, environment.DefaultScreen, false)
 	if err != nil {
 		return Stats{}, err
 	}
 	defer closeEnv(ctx, env)
-	info := env.Info()
-	if info.Backend != docker.Name {
-		return Stats{}, fmt.Errorf("the seed-style step needs the docker backend")
-	}
 	var ds []time.Duration
 	for i := 0; i < o.SeedSteps+2; i++ {
 		t := time.Now()
-		if _, err := docker.SeedStyleStep(ctx, info.ID, info.Display, 10+i*7, 10+i*5); err != nil {
+		if _, err := stepper.SeedStep(ctx, env, 10+i*7, 10+i*5); err != nil {
 			return Stats{}, err
 		}
 		if i >= 2 {

@@ -8,20 +8,90 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/environment"
+	// The built-in backends register themselves.
+	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/environment/local"
 )
+
+// builtin are the backends built into agentbox, in the order --backend auto
+// prefers them: Docker when a daemon answers, else the local backend. This
+// file is the one place outside the backends' own packages that names
+// them; everything else asks a backend what it can do
+// (environment.Capabilities).
+var builtin = []string{docker.Name, local.Name}
+
+func init() { environment.AutoOrder = builtin }
 
 // backendUsage is the help text of --backend.
 func backendUsage() string {
 	return "sandbox backend: " + strings.Join(environment.Backends(), ", ") + ", or auto (Docker when a daemon answers, else local)"
 }
 
+// flagNeed is a sandbox flag that only backends with a capability honour.
+type flagNeed struct {
+	flag  string
+	given bool
+	need  environment.Capabilities
+}
+
+// flagNeeds is what --image and --runtime, where given, ask of a backend.
+func flagNeeds(image, ociRuntime string) []flagNeed {
+	var out []flagNeed
+	for _, f := range []flagNeed{
+		{"--image", image != "", environment.Capabilities{Images: true}},
+		{"--runtime", ociRuntime != "", environment.Capabilities{OCIRuntime: true}},
+	} {
+		if f.given {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// unmet is the first of needs that b lacks, with what it lacks.
+func unmet(b environment.Backend, needs []flagNeed) (flagNeed, string, bool) {
+	c := environment.CapabilitiesOf(b)
+	for _, f := range needs {
+		if missing := c.Missing(f.need); len(missing) > 0 {
+			return f, missing[0], true
+		}
+	}
+	return flagNeed{}, "", false
+}
+
+// autoFor is the backend auto means for flags that need capabilities: the
+// first of its order that has them all, and why; "" when no flag needs one
+// or no backend has them.
+func autoFor(needs []flagNeed) (name, why string) {
+	if len(needs) == 0 {
+		return "", ""
+	}
+	for _, n := range environment.AutoCandidates() {
+		if b, err := environment.Lookup(n); err == nil {
+			if _, _, lacks := unmet(b, needs); !lacks {
+				var reasons []string
+				for _, f := range needs {
+					reasons = append(reasons, f.flag+" needs "+f.need.String())
+				}
+				return n, strings.Join(reasons, ", ")
+			}
+		}
+	}
+	return "", ""
+}
+
 // resolveBackend turns --backend into a backend. auto picks Docker when a
-// daemon answers, else the local backend, and says which on stderr; with
-// --image or --runtime, which only Docker has, auto means Docker.
+// daemon answers, else the local backend, and says which on stderr. With
+// --image or --runtime, auto means the first backend of its order that has
+// what they need (custom images, OCI runtimes), taken as if named: its own
+// error says best why it cannot run. A backend without it is a usage error.
 func resolveBackend(ctx context.Context, stderr io.Writer, name, image, ociRuntime string) (environment.Backend, error) {
+	needs := flagNeeds(image, ociRuntime)
 	why := ""
-	if name == environment.Auto && (image != "" || ociRuntime != "") {
-		name, why = "docker", " (--image and --runtime are Docker's)"
+	if name == environment.Auto {
+		if n, reason := autoFor(needs); n != "" {
+			name, why = n, " ("+reason+")"
+		}
 	}
 	b, note, err := environment.Resolve(ctx, name)
 	switch {
@@ -30,11 +100,11 @@ func resolveBackend(ctx context.Context, stderr io.Writer, name, image, ociRunti
 	case err != nil:
 		return nil, failErr(err)
 	}
-	if b.Name() != "docker" && (image != "" || ociRuntime != "") {
-		return nil, usageErrorf("--image and --runtime are Docker's; the %s backend runs the host's own system", b.Name())
+	if f, missing, lacks := unmet(b, needs); lacks {
+		return nil, usageErrorf("%s: the %s backend has no %s (`agentbox doctor` lists what each backend can do)", f.flag, b.Name(), missing)
 	}
 	if why != "" {
-		fmt.Fprintf(stderr, "agentbox: --backend auto: using docker%s\n", why)
+		fmt.Fprintf(stderr, "agentbox: --backend auto: using %s%s\n", b.Name(), why)
 	} else if note != "" {
 		fmt.Fprintf(stderr, "agentbox: --backend auto: using %s\n", note)
 	}

@@ -60,7 +60,7 @@ It reports figures; it passes or fails nothing.`,
 					return err
 				}
 				bo.Backend = b
-				if b.Name() != "docker" {
+				if !environment.CapabilitiesOf(b).Images {
 					if cmd.Flags().Changed("image") {
 						return usageErrorf("--image: the %s backend has no images", b.Name())
 					}

@@ -34,6 +34,7 @@ Exit code 0 when that backend (or the one named) has everything it needs,
 				}
 				names = []string{only}
 			}
+			needs := flagNeeds(image, ociRuntime)
 			failed := map[string]int{}
 			for _, name := range names {
 				b, err := environment.Lookup(name)
@@ -41,12 +42,19 @@ Exit code 0 when that backend (or the one named) has everything it needs,
 					return failErr(err)
 				}
 				fmt.Fprintf(out, "backend %s:\n", name)
+				fmt.Fprintf(out, "  capabilities: %s\n", environment.CapabilitiesOf(b))
+				cfg := environment.Config{Image: image, Runtime: ociRuntime}
+				if f, missing, lacks := unmet(b, needs); lacks {
+					// run refuses the flag for this backend: nothing to check.
+					fmt.Fprintf(out, "  (%s does not apply: no %s)\n", f.flag, missing)
+					cfg = environment.Config{}
+				}
 				c, ok := b.(environment.Checker)
 				if !ok {
 					fmt.Fprintln(out, "  (no checks)")
 					continue
 				}
-				for _, ch := range c.Check(ctx, environment.Config{Image: image, Runtime: ociRuntime}) {
+				for _, ch := range c.Check(ctx, cfg) {
 					mark := "ok  "
 					if !ch.OK {
 						mark = "FAIL"
@@ -59,7 +67,12 @@ Exit code 0 when that backend (or the one named) has everything it needs,
 				}
 			}
 			target := only
-			if only == "" || only == environment.Auto {
+			if n, why := autoFor(needs); (only == "" || only == environment.Auto) && n != "" {
+				// As run would: auto means the first backend that honours
+				// --image and --runtime.
+				target = n
+				fmt.Fprintf(out, "\n--backend auto (the default) uses: %s (%s)\n", n, why)
+			} else if only == "" || only == environment.Auto {
 				b, note, err := environment.Resolve(ctx, environment.Auto)
 				if err != nil {
 					fmt.Fprintf(out, "\n--backend auto: no backend can run here: %s\n", termsafe.Text(err.Error()))

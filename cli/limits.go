@@ -49,8 +49,9 @@ var runJSONNames = limitNames{
 	Shm:    recordedRunField + "environment.limits.shm_mb",
 }
 
-// checkResources applies the rules to a sandbox's limits. Out of range is
-// a usage error naming where the value came from. /dev/shm has no flag:
+// checkResources applies the rules to a sandbox's limits, and
+// environment.Resources.Validate. Out of range is a usage error naming
+// where the value came from. /dev/shm has no flag:
 // zero there is its default.
 func checkResources(r environment.Resources, names limitNames) error {
 	if r.ShmMB == 0 {
@@ -71,6 +72,10 @@ func checkResources(r environment.Resources, names limitNames) error {
 		if err := checkRange(c.name, c.v, c.lo, c.hi, c.unit); err != nil {
 			return err
 		}
+	}
+	// What every backend checks too: tmpfs and shm below memory.
+	if err := r.Validate(); err != nil {
+		return usageErrorf("%s and %s: %v", names.Tmpfs, names.Memory, err)
 	}
 	return nil
 }

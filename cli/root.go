@@ -10,14 +10,12 @@ import (
 
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 
-	// Built-in backends and agents register themselves.
+	// Built-in agents register themselves (backends: backend.go).
 	_ "github.com/codegirl-games/agentbox/agent/anthropic"
 	_ "github.com/codegirl-games/agentbox/agent/demo"
 	_ "github.com/codegirl-games/agentbox/agent/exec"
 	_ "github.com/codegirl-games/agentbox/agent/idle"
 	_ "github.com/codegirl-games/agentbox/agent/openai"
-	_ "github.com/codegirl-games/agentbox/environment/docker"
-	_ "github.com/codegirl-games/agentbox/environment/local"
 
 	"github.com/codegirl-games/agentbox/internal/fds"
 )

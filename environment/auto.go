@@ -8,12 +8,21 @@ import (
 )
 
 // Auto is the backend name that picks a backend for this machine: the first
-// of AutoOrder that is registered and whose probe passes.
+// of AutoCandidates that is registered and whose probe passes.
 const Auto = "auto"
 
-// AutoOrder is the preference of Auto: Docker when a daemon answers, else
-// the local (bubblewrap) backend.
-var AutoOrder = []string{"docker", "local"}
+// AutoOrder is the preference of Auto, set where the backends are
+// registered (the CLI: Docker when a daemon answers, else the local
+// backend). Empty means every registered backend, by name.
+var AutoOrder []string
+
+// AutoCandidates is the order in which Auto considers backends.
+func AutoCandidates() []string {
+	if len(AutoOrder) > 0 {
+		return AutoOrder
+	}
+	return Backends()
+}
 
 // AutoProbeTimeout bounds each backend's probe when resolving Auto.
 const AutoProbeTimeout = time.Second
@@ -26,7 +35,7 @@ type Prober interface {
 }
 
 // Resolve makes the backend named name. For Auto it probes the backends of
-// AutoOrder in turn and returns the first available one; note then says
+// AutoCandidates in turn and returns the first available one; note then says
 // what was chosen and why ("local (docker: no daemon answers …)"). An
 // unknown name is an error that does not wrap ErrUnavailable; no available
 // backend is one that does.
@@ -36,7 +45,8 @@ func Resolve(ctx context.Context, name string) (b Backend, note string, err erro
 		return b, "", err
 	}
 	var skipped []string
-	for _, n := range AutoOrder {
+	order := AutoCandidates()
+	for _, n := range order {
 		b, err := Lookup(n)
 		if err != nil {
 			continue // not compiled in
@@ -56,8 +66,11 @@ func Resolve(ctx context.Context, name string) (b Backend, note string, err erro
 		}
 		return b, note, nil
 	}
+	if len(order) == 0 {
+		return nil, "", fmt.Errorf("%w: --backend auto: no backend is built in", ErrUnavailable)
+	}
 	if len(skipped) == 0 {
-		return nil, "", fmt.Errorf("%w: --backend auto: none of %s is built in", ErrUnavailable, strings.Join(AutoOrder, ", "))
+		return nil, "", fmt.Errorf("%w: --backend auto: none of %s is built in", ErrUnavailable, strings.Join(order, ", "))
 	}
 	return nil, "", fmt.Errorf("%w: --backend auto found no backend that can run here: %s; see `agentbox doctor`",
 		ErrUnavailable, strings.Join(skipped, "; "))

@@ -18,6 +18,8 @@ package environment
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -61,6 +63,23 @@ func (r Resources) WithDefaults() Resources {
 		r.ShmMB = 64
 	}
 	return r
+}
+
+// Validate checks the resources as a sandbox gets them (zero fields take
+// their defaults): every limit positive, and the writable tmpfs and
+// /dev/shm together below the memory limit, since their pages count
+// against it. Every backend checks this before it creates anything; the
+// CLI checks it before it starts a run.
+func (r Resources) Validate() error {
+	r = r.WithDefaults()
+	if !(r.CPUs > 0) || r.MemoryMB <= 0 || r.PIDs <= 0 || r.TmpfsMB <= 0 || r.ShmMB <= 0 {
+		return fmt.Errorf("the sandbox's limits must be positive: %s CPU, %d MiB memory, %d processes, %d MiB tmpfs, %d MiB shm",
+			strconv.FormatFloat(r.CPUs, 'f', -1, 64), r.MemoryMB, r.PIDs, r.TmpfsMB, r.ShmMB)
+	}
+	if r.TmpfsMB >= r.MemoryMB || r.ShmMB >= r.MemoryMB-r.TmpfsMB { // tmpfs + shm ≥ memory, without overflow
+		return fmt.Errorf("tmpfs (%d MiB) + shm (%d MiB) must stay below the memory limit (%d MiB): tmpfs pages count against it", r.TmpfsMB, r.ShmMB, r.MemoryMB)
+	}
+	return nil
 }
 
 // Config describes the sandbox to create.

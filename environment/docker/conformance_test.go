@@ -63,6 +63,6 @@ func TestConformance(t *testing.T) {
 			}
 			return ids, nil
 		},
-		Posture: envtest.Posture{Seccomp: true, Freezes: true},
+		Posture: envtest.Posture{Seccomp: true},
 	})
 }

@@ -43,6 +43,23 @@ var _ environment.Backend = (*Backend)(nil)
 // Name implements environment.Backend.
 func (*Backend) Name() string { return Name }
 
+var _ environment.Capable = (*Backend)(nil)
+
+// Capabilities implements environment.Capable: images of the user's choice,
+// OCI runtimes registered with the daemon, pause, reaping by label, the
+// container's cgroup for CPU, memory and processes, and the seed-style
+// step by docker exec.
+func (*Backend) Capabilities() environment.Capabilities {
+	return environment.Capabilities{
+		Images:     true,
+		OCIRuntime: true,
+		Freeze:     true,
+		Reap:       true,
+		Limits:     environment.Limits{CPU: true, Memory: true, PIDs: true},
+		SeedStep:   true,
+	}
+}
+
 // NewClient connects to the Docker daemon named by the environment
 // (DOCKER_HOST, …) and checks that it answers.
 func NewClient(ctx context.Context) (*client.Client, error) {
@@ -63,7 +80,6 @@ func NewClient(ctx context.Context) (*client.Client, error) {
 // container, performs the guest handshake and brings up the display. On
 // error the container is removed.
 func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environment.Environment, retErr error) {
-	timings := map[string]int64{}
 	t0 := time.Now()
 	cli, err := NewClient(ctx)
 	if err != nil {
@@ -99,21 +115,22 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	}
 
 	res := cfg.Resources.WithDefaults()
-	if res.TmpfsMB+res.ShmMB >= res.MemoryMB {
+	if err := res.Validate(); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("tmpfs (%d MiB) + shm (%d MiB) must stay below the memory limit (%d MiB): tmpfs pages count against it", res.TmpfsMB, res.ShmMB, res.MemoryMB)
+		return nil, err
 	}
-	e := &env{cli: cli, cfg: cfg, image: image, imageID: img.ID, timings: timings}
+	sb := &sandbox{cli: cli, runtime: cfg.Runtime, image: image, imageID: img.ID}
+	g := guestenv.New(sb, guestenv.Options{Backend: Name, Config: cfg, Began: t0})
 	defer func() {
 		if retErr != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			if e.id == "" {
+			if sb.id == "" {
 				// The create request may have reached the daemon even though
 				// we gave up waiting for its answer: find it by its label.
 				removeRun(cctx, cli, cfg.RunID)
 			}
-			e.Close(cctx)
+			g.Close(cctx)
 		}
 	}()
 
@@ -123,40 +140,24 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err != nil {
 		return nil, fmt.Errorf("%w: create container: %w", environment.ErrUnavailable, err)
 	}
-	e.id = cr.ID
-	timings["container_create"] = time.Since(t).Milliseconds()
+	sb.id = cr.ID
+	g.Timing("container_create", time.Since(t))
 
 	// Attach before start so no byte of the guest's hello is lost.
-	att, err := cli.ContainerAttach(ctx, e.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	att, err := cli.ContainerAttach(ctx, sb.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		return nil, fmt.Errorf("%w: attach: %w", environment.ErrUnavailable, err)
 	}
-	e.hijack = &att.HijackedResponse
-	stdout := e.demux(cfg.GuestLog)
+	sb.hijack = &att.HijackedResponse
+	stdout, stderr := sb.demux()
+	g.KeepStderr(stderr)
 
 	t = time.Now()
-	if _, err := cli.ContainerStart(ctx, e.id, client.ContainerStartOptions{}); err != nil {
+	if _, err := cli.ContainerStart(ctx, sb.id, client.ContainerStartOptions{}); err != nil {
 		return nil, fmt.Errorf("%w: start container: %w", environment.ErrUnavailable, err)
 	}
-	timings["container_start"] = time.Since(t).Milliseconds()
-
-	t = time.Now()
-	gc, err := guestenv.Dial(ctx, stdout, att.Conn, cfg.Events, cfg.GuestLog)
-	if err != nil {
-		return nil, e.explain(ctx, err)
-	}
-	e.guest = gc
-	gc.FullFrames = cfg.FullFrames
-	timings["guest_hello"] = time.Since(t).Milliseconds()
-
-	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, 30*time.Second)
-	if err != nil {
-		return nil, e.explain(ctx, err)
-	}
-	e.start = sr
-	timings["xvfb"], timings["wm"] = sr.XvfbMS, sr.WMMS
-	timings["total"] = time.Since(t0).Milliseconds()
-	return e, nil
+	g.Timing("container_start", time.Since(t))
+	return g.Start(ctx, stdout, att.Conn, nil)
 }
 
 // createOptions is the hardened container: no network, read-only root,

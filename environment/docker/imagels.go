@@ -214,16 +214,16 @@ func ImagesWithApp(ctx context.Context, cli ImageClient, app string) ([]string, 
 
 // whereIsApp adds to the error of a program missing from the image which
 // agentbox images carry it.
-func (e *env) whereIsApp(ctx context.Context, app string, err error) error {
+func (c *sandbox) whereIsApp(ctx context.Context, app string, err error) error {
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	refs, lerr := ImagesWithApp(hctx, e.cli, app)
+	refs, lerr := ImagesWithApp(hctx, c.cli, app)
 	if lerr != nil {
 		return err
 	}
-	refs = slices.DeleteFunc(refs, func(r string) bool { return r == e.image })
+	refs = slices.DeleteFunc(refs, func(r string) bool { return r == c.image })
 	if len(refs) == 0 {
-		return fmt.Errorf("%w; the image is %s, and no agentbox image here lists %s among its apps (agentbox image ls)", err, e.image, app)
+		return fmt.Errorf("%w; the image is %s, and no agentbox image here lists %s among its apps (agentbox image ls)", err, c.image, app)
 	}
-	return fmt.Errorf("%w; the image is %s; %s is in %s: add --image %s", err, e.image, app, strings.Join(refs, ", "), refs[0])
+	return fmt.Errorf("%w; the image is %s; %s is in %s: add --image %s", err, c.image, app, strings.Join(refs, ", "), refs[0])
 }

@@ -9,14 +9,28 @@ import (
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/codegirl-games/agentbox/environment"
 )
 
-// SeedStyleStep performs one observe+act step the way agentbox's seed spike
-// did, for comparison in `agentbox bench`: `docker exec scrot` to take a
-// PNG, `docker exec cat` to read it back, `docker exec xdotool mousemove` to
-// act — three processes and three execs per step. The container must have
-// scrot and xdotool (the test image does). It returns the PNG's size.
-func SeedStyleStep(ctx context.Context, containerID, display string, x, y int) (int, error) {
+var _ environment.SeedStepper = (*Backend)(nil)
+
+// SeedStep implements environment.SeedStepper: one observe+act step the
+// way agentbox's seed spike did, for comparison in `agentbox bench`:
+// `docker exec scrot` to take a PNG, `docker exec cat` to read it back,
+// `docker exec xdotool mousemove` to act — three processes and three execs
+// per step. The container's image must have scrot and xdotool (the test
+// image does). It returns the PNG's size.
+func (*Backend) SeedStep(ctx context.Context, env environment.Environment, x, y int) (int, error) {
+	info := env.Info()
+	if info.Backend != Name {
+		return 0, fmt.Errorf("the seed-style step runs in a %s environment, not in one of %s", Name, info.Backend)
+	}
+	return seedStyleStep(ctx, info.ID, info.Display, x, y)
+}
+
+// seedStyleStep is SeedStep in the container containerID.
+func seedStyleStep(ctx context.Context, containerID, display string, x, y int) (int, error) {
 	cli, err := NewClient(ctx)
 	if err != nil {
 		return 0, err

@@ -233,11 +233,11 @@ func (s *suite) testWaits(t *testing.T) {
 func (s *suite) testFreezeThaw(t *testing.T) {
 	b := s.newBox(t)
 	f, ok := b.env.(environment.Freezer)
+	if declared := environment.CapabilitiesOf(s.o.Backend).Freeze; ok != declared {
+		t.Fatalf("the environment implements environment.Freezer: %v; the backend's Capabilities().Freeze: %v", ok, declared)
+	}
 	if !ok {
-		if s.o.Posture.Freezes {
-			t.Fatal("the environment does not implement environment.Freezer, and Posture.Freezes says it does")
-		}
-		t.Log("this backend does not freeze on this host (Posture.Freezes is false)")
+		t.Log("this backend does not freeze on this host (Capabilities().Freeze is false)")
 		return
 	}
 	if _, err := b.staged(s.moverDir(t, ""), 20*time.Second); err != nil {

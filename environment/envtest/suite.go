@@ -54,8 +54,10 @@ type Options struct {
 	Probe string
 }
 
-// Posture is what a backend promises about its sandbox where backends may
-// differ. What all must do is not here: a non-root uid or a user namespace,
+// Posture is what a backend promises about its sandbox's isolation where
+// backends may differ; what it can do (images, freezing, reaping, …) it
+// declares in its environment.Capabilities, which the suite holds it to.
+// What all must do is not here: a non-root uid or a user namespace,
 // no effective capabilities, no new privileges, only lo, private PID,
 // network, IPC, UTS and mount namespaces, a read-only system, a writable
 // size-capped tmpfs /tmp and /dev/shm, no host environment, files or D-Bus,
@@ -70,8 +72,6 @@ type Posture struct {
 	// create a thread it needs; the local backend starts its guest with
 	// threads in reserve.)
 	GuestSurvivesForkBomb bool
-	// Freezes: environments implement environment.Freezer on this host.
-	Freezes bool
 }
 
 // Run runs every conformance test as a subtest of t.
@@ -81,6 +81,7 @@ func Run(t *testing.T, o Options) {
 		name string
 		f    func(*testing.T)
 	}{
+		{"Capabilities", s.testCapabilities},
 		{"Lifecycle", s.testLifecycle},
 		{"StagingAndOutput", s.testStagingAndOutput},
 		{"LaunchErrors", s.testLaunchErrors},

@@ -1,32 +1,25 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
-	"github.com/codegirl-games/agentbox/wire"
 )
 
-// env is one bubblewrap sandbox.
-type env struct {
-	cfg       environment.Config
-	res       environment.Resources
-	timings   map[string]int64
-	extra     map[string]string
-	startResp wire.StartResponse
+// sandbox is one bubblewrap sandbox: guestenv.Env does everything the
+// guest does; bubblewrap is started in local.go, and explained and torn
+// down here.
+type sandbox struct {
+	extra map[string]string
 
 	cmd      *exec.Cmd
 	pid      int    // bubblewrap, on the host
@@ -40,82 +33,51 @@ type env struct {
 	nsInitStart uint64 //
 	pidNS       string // "pid:[…]"
 	cg          *cgroup
-
-	guest *guestenv.Client
-
-	tailMu     sync.Mutex
-	tail       []string // the last lines of bubblewrap's and the guest's stderr
-	stderrDone chan struct{}
-
-	closeOnce sync.Once
-	closeErr  error
 }
 
-var _ environment.Environment = (*env)(nil)
+var (
+	_ guestenv.Sandbox  = (*sandbox)(nil)
+	_ guestenv.Freezing = (*sandbox)(nil)
+)
 
-// freezableEnv is an env with a cgroup v2, which can freeze it.
-type freezableEnv struct{ *env }
+// Freezer implements guestenv.Freezing: a sandbox with a cgroup v2 of its
+// own freezes it (cgroup.freeze); one bounded by rlimits cannot freeze.
+func (s *sandbox) Freezer() environment.Freezer {
+	if s.cg == nil {
+		return nil
+	}
+	return cgroupFreezer{s.cg}
+}
 
-var _ environment.Freezer = freezableEnv{}
+// cgroupFreezer freezes a sandbox's cgroup.
+type cgroupFreezer struct{ cg *cgroup }
 
 // Freeze implements environment.Freezer (cgroup.freeze).
-func (f freezableEnv) Freeze(ctx context.Context) error { return f.cg.freeze(ctx, true) }
+func (f cgroupFreezer) Freeze(ctx context.Context) error { return f.cg.freeze(ctx, true) }
 
 // Thaw implements environment.Freezer.
-func (f freezableEnv) Thaw(ctx context.Context) error { return f.cg.freeze(ctx, false) }
+func (f cgroupFreezer) Thaw(ctx context.Context) error { return f.cg.freeze(ctx, false) }
 
-// readStderr keeps the last lines of bubblewrap's and the guest's
-// diagnostics for error messages and passes them on.
-func (e *env) readStderr(r io.ReadCloser) {
-	defer close(e.stderrDone)
-	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	for sc.Scan() {
-		line := sc.Text()
-		e.tailMu.Lock()
-		e.tail = append(e.tail, line)
-		if len(e.tail) > 20 {
-			e.tail = e.tail[len(e.tail)-20:]
-		}
-		e.tailMu.Unlock()
-		if e.cfg.GuestLog != nil {
-			e.cfg.GuestLog(line)
-		}
+// Explain implements guestenv.Sandbox: how bubblewrap ended, once it has.
+func (s *sandbox) Explain(_ context.Context, lastWords <-chan struct{}) []string {
+	if s.cmd == nil {
+		return nil
 	}
-	_, _ = io.Copy(io.Discard, r)
-}
-
-// explain adds how bubblewrap ended and what it and the guest said to a
-// start error.
-func (e *env) explain(err error) error {
-	var parts []string
-	if e.cmd != nil {
+	select {
+	case <-s.exited:
+	case <-time.After(200 * time.Millisecond):
+	}
+	select {
+	case <-s.exited:
+		// Let the reader take the last words.
 		select {
-		case <-e.exited:
+		case <-lastWords:
 		case <-time.After(200 * time.Millisecond):
 		}
-		select {
-		case <-e.exited:
-			// Let the reader take the last words.
-			select {
-			case <-e.stderrDone:
-			case <-time.After(200 * time.Millisecond):
-			}
-			parts = append(parts, "bubblewrap "+exitText(e.waitErr))
-		default:
-		}
+		return []string{"bubblewrap " + exitText(s.waitErr)}
+	default:
+		return nil
 	}
-	e.tailMu.Lock()
-	tail := strings.Join(e.tail, "\n  ")
-	e.tailMu.Unlock()
-	if tail != "" {
-		parts = append(parts, "it said:\n  "+tail+usernsHint(tail))
-	}
-	if len(parts) == 0 {
-		return err
-	}
-	return fmt.Errorf("%w; %s", err, strings.Join(parts, "; "))
 }
 
 func exitText(err error) string {
@@ -132,86 +94,29 @@ func exitText(err error) string {
 	return "failed: " + err.Error()
 }
 
-// Info implements environment.Environment.
-func (e *env) Info() environment.Info {
-	extra := make(map[string]string, len(e.extra))
-	for k, v := range e.extra {
+// Info implements guestenv.Sandbox.
+func (s *sandbox) Info() environment.Info {
+	extra := make(map[string]string, len(s.extra))
+	for k, v := range s.extra {
 		extra[k] = v
 	}
-	return environment.Info{
-		Backend: Name,
-		ID:      "bwrap-" + strconv.Itoa(e.pid),
-		Display: e.startResp.Display,
-		WM:      e.startResp.WM,
-		SHM:     e.startResp.SHM,
-		Timings: e.timings,
-		Extra:   extra,
-	}
+	return environment.Info{ID: "bwrap-" + strconv.Itoa(s.pid), Extra: extra}
 }
 
-// Launch implements environment.Environment.
-func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
-	sums, err := e.guest.Stage(ctx, spec.App)
-	if err != nil {
-		return environment.LaunchResult{}, e.explain(fmt.Errorf("stage the app: %w", err))
-	}
-	r, err := e.guest.Launch(ctx, spec, nil)
-	r.Files = sums
-	if errors.Is(err, environment.ErrGuest) {
-		return r, e.explain(err)
-	}
-	return r, err // the app's own failure: its output is in the trace
-}
-
-// Observe implements environment.Environment.
-func (e *env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
-	f, st, err := e.guest.Observe(ctx)
-	if errors.Is(err, environment.ErrGuest) {
-		err = e.explain(err) // how the sandbox ended, what the guest said
-	}
-	return f, st, err
-}
-
-// Act implements environment.Environment.
-func (e *env) Act(ctx context.Context, a action.Action) (action.Result, error) {
-	r, err := e.guest.Act(ctx, a)
-	if errors.Is(err, environment.ErrGuest) {
-		err = e.explain(err)
-	}
-	return r, err
-}
-
-// Close implements environment.Environment: the guest stops the app and the
-// display, its stdin closes and it exits, and with it bubblewrap and the
-// sandbox's PID namespace; whatever does not end in time is killed.
-func (e *env) Close(ctx context.Context) error {
-	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
-	return e.closeErr
-}
-
-func (e *env) close(ctx context.Context) error {
+// Teardown implements guestenv.Sandbox: the guest's stdin closes and it
+// exits, and with it bubblewrap and the sandbox's PID namespace; whatever
+// does not end in time is killed.
+func (s *sandbox) Teardown(ctx context.Context) error {
 	var errs []error
-	if e.guest != nil {
-		select {
-		case <-e.guest.Done():
-		default:
-			// A guest that does not stop in time (busy with a launch
-			// Close aborts, or broken) is killed below; what counts is
-			// that nothing is left, which waitGone checks.
-			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _ = e.guest.Stop(sctx, 2*time.Second)
-			cancel()
-		}
+	if s.stdin != nil {
+		s.stdin.Close() // the guest sees EOF and exits
 	}
-	if e.stdin != nil {
-		e.stdin.Close() // the guest sees EOF and exits
-	}
-	if e.cmd != nil {
+	if s.cmd != nil {
 		wait := func(d time.Duration) bool {
 			t := time.NewTimer(d)
 			defer t.Stop()
 			select {
-			case <-e.exited:
+			case <-s.exited:
 				return true
 			case <-t.C:
 			case <-ctx.Done():
@@ -221,26 +126,21 @@ func (e *env) close(ctx context.Context) error {
 		if !wait(3 * time.Second) {
 			// bubblewrap's group, then the sandbox's init, whose death
 			// takes the whole PID namespace with it.
-			_ = syscall.Kill(-e.pid, syscall.SIGKILL)
-			kill(e.nsInit, e.nsInitStart)
+			_ = syscall.Kill(-s.pid, syscall.SIGKILL)
+			kill(s.nsInit, s.nsInitStart)
 			if !wait(5 * time.Second) {
-				errs = append(errs, fmt.Errorf("bubblewrap (pid %d) did not exit after SIGKILL", e.pid))
+				errs = append(errs, fmt.Errorf("bubblewrap (pid %d) did not exit after SIGKILL", s.pid))
 			}
 		}
-		if err := e.waitGone(ctx); err != nil {
+		if err := s.waitGone(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		e.stdout.Close()
+		s.stdout.Close()
 	}
-	if e.cg != nil {
-		if err := e.cg.remove(ctx); err != nil {
+	if s.cg != nil {
+		if err := s.cg.remove(ctx); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if e.guest != nil {
-		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		e.guest.WaitServed(wctx)
-		cancel()
 	}
 	return errors.Join(errs...)
 }
@@ -248,15 +148,15 @@ func (e *env) close(ctx context.Context) error {
 // waitGone waits until no process of the sandbox's PID namespace is left.
 // When its init exits the kernel kills the rest; that takes a moment, and
 // an init whose parent bubblewrap was killed is reaped by the host's init.
-func (e *env) waitGone(ctx context.Context) error {
+func (s *sandbox) waitGone(ctx context.Context) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if !running(e.nsInit, e.nsInitStart) && (e.pidNS == "" || len(inPIDNS(e.pidNS)) == 0) {
+		if !running(s.nsInit, s.nsInitStart) && (s.pidNS == "" || len(inPIDNS(s.pidNS)) == 0) {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			kill(e.nsInit, e.nsInitStart)
-			return fmt.Errorf("processes of sandbox %s (%s) are still running", e.extra["pid"], e.pidNS)
+			kill(s.nsInit, s.nsInitStart)
+			return fmt.Errorf("processes of sandbox %s (%s) are still running", s.extra["pid"], s.pidNS)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

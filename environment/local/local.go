@@ -60,6 +60,23 @@ var (
 // Name implements environment.Backend.
 func (*Backend) Name() string { return Name }
 
+var _ environment.Capable = (*Backend)(nil)
+
+// Capabilities implements environment.Capable. The sandbox runs the host's
+// own system with bubblewrap: no images, no OCI runtime, no seed-style
+// step. Where this process may make a cgroup v2 per sandbox (as Create
+// will), that cgroup bounds CPU, memory and processes and can freeze;
+// elsewhere resource limits bound processes per sandbox (and memory per
+// process only, which is not a sandbox's limit).
+func (*Backend) Capabilities() environment.Capabilities {
+	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}}
+	if cgroupV2().dir != "" {
+		c.Freeze = true
+		c.Limits = environment.Limits{CPU: true, Memory: true, PIDs: true}
+	}
+	return c
+}
+
 // Inside the sandbox.
 const (
 	guestPath = "/run/agentbox/agentbox"
@@ -283,7 +300,6 @@ func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources
 // everything it started is gone.
 func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environment.Environment, retErr error) {
 	t0 := time.Now()
-	timings := map[string]int64{}
 	if cfg.Image != "" {
 		return nil, fmt.Errorf("%w: the local backend runs the host's own system and has no images; --image %s needs --backend docker", environment.ErrImage, cfg.Image)
 	}
@@ -294,8 +310,8 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		cfg.Screen = environment.DefaultScreen
 	}
 	res := cfg.Resources.WithDefaults()
-	if res.TmpfsMB+res.ShmMB >= res.MemoryMB {
-		return nil, fmt.Errorf("tmpfs (%d MiB) + shm (%d MiB) must stay below the memory limit (%d MiB): tmpfs pages count against it", res.TmpfsMB, res.ShmMB, res.MemoryMB)
+	if err := res.Validate(); err != nil {
+		return nil, err
 	}
 	bw := findBwrap()
 	if bw.err != nil {
@@ -325,7 +341,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, fmt.Errorf("%w: the guest binary %s must be readable by uid %d, which sandboxes run as", environment.ErrGuest, guestBin, uid)
 	}
 
-	e := &env{cfg: cfg, res: res, timings: timings, exited: make(chan struct{}), extra: map[string]string{
+	e := &sandbox{exited: make(chan struct{}), extra: map[string]string{
 		"sandbox":  "bubblewrap " + bw.version,
 		"host_uid": strconv.Itoa(uid),
 		"guest":    guestBin,
@@ -333,10 +349,11 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if noOpenbox != "" {
 		e.extra["wm"] = noOpenbox
 	}
+	g := guestenv.New(e, guestenv.Options{Backend: Name, Config: cfg, Began: t0, Said: "it said", Hint: usernsHint})
 	defer func() {
 		if retErr != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			e.Close(cctx)
+			g.Close(cctx)
 			cancel()
 		}
 	}()
@@ -370,7 +387,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	}
 	args := sandboxArgs(bw, cfg, res, guestBin, limits, cgDir)
 	t := time.Now()
-	if err := e.start(ctx, bw.path, args, attr); err != nil {
+	if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 		if e.cg == nil || e.cmd != nil || ctx.Err() != nil {
 			return nil, err
 		}
@@ -381,49 +398,31 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		attr.UseCgroupFD, attr.CgroupFD = false, 0
 		limits = rlimits(res)
 		args = sandboxArgs(bw, cfg, res, guestBin, limits, "")
-		if err := e.start(ctx, bw.path, args, attr); err != nil {
+		if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 			return nil, err
 		}
 	}
-	timings["bwrap"] = time.Since(t).Milliseconds()
+	g.Timing("bwrap", time.Since(t))
 
-	t = time.Now()
-	gc, err := guestenv.Dial(ctx, e.stdout, e.stdin, cfg.Events, cfg.GuestLog)
-	if err != nil {
-		return nil, e.explain(err)
-	}
-	e.guest = gc
-	gc.FullFrames = cfg.FullFrames
-	timings["guest_hello"] = time.Since(t).Milliseconds()
-
-	// The guest set its limits before saying hello; make sure it did (a
+	// The guest sets its limits before saying hello; make sure it did (a
 	// guest binary without this package would not). It is the sandbox's
 	// init (--as-pid-1).
-	if err := checkRlimits(e.nsInit, limits); err != nil {
-		return nil, e.explain(fmt.Errorf("%w: the guest's limits: %w (is %s this agentbox?)", environment.ErrGuest, err, guestBin))
-	}
-	if e.cg != nil {
-		e.extra["limits"] = e.cg.describe(res)
-	} else {
-		e.extra["limits"] = describeRlimits(res, cgp.reason)
-	}
-
-	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, 30*time.Second)
-	if err != nil {
-		return nil, e.explain(err)
-	}
-	e.startResp = sr
-	timings["xvfb"], timings["wm"] = sr.XvfbMS, sr.WMMS
-	timings["total"] = time.Since(t0).Milliseconds()
-	if e.cg != nil {
-		return &freezableEnv{e}, nil
-	}
-	return e, nil
+	return g.Start(ctx, e.stdout, e.stdin, func(context.Context) error {
+		if err := checkRlimits(e.nsInit, limits); err != nil {
+			return fmt.Errorf("%w: the guest's limits: %w (is %s this agentbox?)", environment.ErrGuest, err, guestBin)
+		}
+		if e.cg != nil {
+			e.extra["limits"] = e.cg.describe(res)
+		} else {
+			e.extra["limits"] = describeRlimits(res, cgp.reason)
+		}
+		return nil
+	})
 }
 
 // start runs bubblewrap with pipes for the guest's stdio and reads its
 // info (the PID of the sandbox's init).
-func (e *env) start(ctx context.Context, bwrap string, args []string, attr *syscall.SysProcAttr) (retErr error) {
+func (e *sandbox) start(ctx context.Context, g *guestenv.Env, bwrap string, args []string, attr *syscall.SysProcAttr) (retErr error) {
 	r, w, err := pipes.Open(4)
 	if err != nil {
 		return err
@@ -449,8 +448,7 @@ func (e *env) start(ctx context.Context, bwrap string, args []string, attr *sysc
 		e.waitErr = cmd.Wait()
 		close(e.exited)
 	}()
-	e.stderrDone = make(chan struct{})
-	go e.readStderr(errR)
+	g.KeepStderr(errR)
 
 	type info struct {
 		ChildPID int `json:"child-pid"`
@@ -468,9 +466,9 @@ func (e *env) start(ctx context.Context, bwrap string, args []string, attr *sysc
 	}
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			return e.explain(fmt.Errorf("%w: bubblewrap exited before the sandbox was up", environment.ErrUnavailable))
+			return g.Explain(ctx, fmt.Errorf("%w: bubblewrap exited before the sandbox was up", environment.ErrUnavailable))
 		}
-		return e.explain(fmt.Errorf("%w: reading bubblewrap's info: %w", environment.ErrUnavailable, err))
+		return g.Explain(ctx, fmt.Errorf("%w: reading bubblewrap's info: %w", environment.ErrUnavailable, err))
 	}
 	e.nsInit = inf.ChildPID
 	e.nsInitStart = processStart(inf.ChildPID)

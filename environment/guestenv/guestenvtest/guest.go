@@ -36,6 +36,8 @@ type Guest struct {
 	OnScreenshot func(w *Writer, req *wire.Message, n int) bool
 	// OnAct runs when an act request arrives, before it is answered.
 	OnAct func(w *Writer)
+	// OnStop, if set, may answer the stop request itself (returning true).
+	OnStop func(w *Writer, req *wire.Message) bool
 }
 
 // Writer writes frames to the host, as the guest.
@@ -210,6 +212,12 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 		case wire.MethodState:
 			out = wire.State{Running: true, Windows: []action.Window{Window}}
 		case wire.MethodStop:
+			if g.OnStop != nil && g.OnStop(w, m) {
+				if w.err != nil {
+					return w.err
+				}
+				continue
+			}
 			out = wire.StopResponse{Exit: &action.Exit{Signal: "SIGTERM"}}
 		}
 		if err := w.Reply(m.ID, m.Method, out, payload); err != nil {
@@ -240,78 +248,51 @@ func (b *Backend) GuestErrors() ([]error, int) {
 	return append([]error(nil), b.errs...), b.closed
 }
 
-// Create implements environment.Backend: it starts a guest on pipes, dials
-// it with guestenv and starts its display.
-func (b *Backend) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
+// Create implements environment.Backend: it starts a guest on pipes and
+// hands them to a guestenv.Env, as a real backend does with its sandbox's
+// stdio.
+func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environment.Environment, retErr error) {
 	hostR, guestW := io.Pipe()
 	guestR, hostW := io.Pipe()
-	e := &env{b: b, hostR: hostR, hostW: hostW, done: make(chan struct{})}
-	g := b.New()
+	sb := &sandbox{b: b, hostR: hostR, hostW: hostW, done: make(chan struct{})}
+	g := guestenv.New(sb, guestenv.Options{Backend: b.Name(), Config: cfg})
+	defer func() {
+		if retErr != nil {
+			g.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	gst := b.New()
 	go func() {
-		defer close(e.done)
-		err := g.Serve(guestR, guestW)
+		defer close(sb.done)
+		err := gst.Serve(guestR, guestW)
 		guestW.CloseWithError(io.EOF)
 		guestR.CloseWithError(io.ErrClosedPipe)
 		b.mu.Lock()
 		b.errs = append(b.errs, err)
 		b.mu.Unlock()
 	}()
-	gc, err := guestenv.Dial(ctx, hostR, hostW, cfg.Events, cfg.GuestLog)
-	if err != nil {
-		e.Close(ctx)
-		return nil, err
-	}
-	e.gc = gc
-	if _, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, 0); err != nil {
-		e.Close(ctx)
-		return nil, err
-	}
-	return e, nil
+	return g.Start(ctx, hostR, hostW, nil)
 }
 
-type env struct {
+// sandbox is the guest's pipes.
+type sandbox struct {
 	b     *Backend
-	gc    *guestenv.Client
 	hostR *io.PipeReader
 	hostW *io.PipeWriter
 	done  chan struct{}
-	once  sync.Once
 }
 
-func (e *env) Info() environment.Info {
-	return environment.Info{Backend: "guestenvtest", ID: "fake", Display: ":1"}
-}
+func (s *sandbox) Info() environment.Info { return environment.Info{ID: "fake"} }
 
-func (e *env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
-	files, err := e.gc.Stage(ctx, spec.App)
-	if err != nil {
-		return environment.LaunchResult{}, err
-	}
-	lr, err := e.gc.Launch(ctx, spec, nil)
-	lr.Files = files
-	return lr, err
-}
+func (s *sandbox) Explain(context.Context, <-chan struct{}) []string { return nil }
 
-func (e *env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
-	return e.gc.Observe(ctx)
-}
-
-func (e *env) Act(ctx context.Context, a action.Action) (action.Result, error) {
-	return e.gc.Act(ctx, a)
-}
-
-// Close asks the guest to stop, then closes both pipes and waits for it.
-func (e *env) Close(ctx context.Context) error {
-	e.once.Do(func() {
-		if e.gc != nil {
-			_, _ = e.gc.Stop(ctx, 0)
-		}
-		e.hostW.Close()
-		e.hostR.CloseWithError(fmt.Errorf("guestenvtest: environment closed"))
-		<-e.done
-		e.b.mu.Lock()
-		e.b.closed++
-		e.b.mu.Unlock()
-	})
+// Teardown closes both pipes and waits for the guest.
+func (s *sandbox) Teardown(context.Context) error {
+	s.hostW.Close()
+	s.hostR.CloseWithError(fmt.Errorf("guestenvtest: environment closed"))
+	<-s.done
+	s.b.mu.Lock()
+	s.b.closed++
+	s.b.mu.Unlock()
 	return nil
 }

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+// TestBackendCapabilities: each built-in backend declares what it can do,
+// and what it declares about its optional interfaces is what it
+// implements. (Freeze and the refusals of Config.Image and Config.Runtime
+// need a sandbox: the conformance suite, envtest, holds each backend to
+// those.)
+func TestBackendCapabilities(t *testing.T) {
+	for _, name := range builtin {
+		t.Run(name, func(t *testing.T) {
+			b, err := environment.Lookup(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			capable, ok := b.(environment.Capable)
+			if !ok {
+				t.Fatal("declares no capabilities (environment.Capable)")
+			}
+			c := capable.Capabilities()
+			_, reaper := b.(environment.Reaper)
+			_, stepper := b.(environment.SeedStepper)
+			for _, k := range []struct {
+				name           string
+				declared, does bool
+			}{
+				{"Reap / environment.Reaper", c.Reap, reaper},
+				{"SeedStep / environment.SeedStepper", c.SeedStep, stepper},
+			} {
+				if k.declared != k.does {
+					t.Errorf("%s: declared %v, implemented %v", k.name, k.declared, k.does)
+				}
+			}
+		})
+	}
+}
+
+// fakeCapable is a backend that declares capabilities and can create
+// nothing.
+type fakeCapable struct {
+	name string
+	caps environment.Capabilities
+}
+
+func (f *fakeCapable) Name() string                           { return f.name }
+func (f *fakeCapable) Capabilities() environment.Capabilities { return f.caps }
+func (f *fakeCapable) Create(context.Context, environment.Config) (environment.Environment, error) {
+	return nil, errors.New("fakeCapable creates nothing")
+}
+
+var registerFakes sync.Once
+
+// registerFakeCapable registers the fake backends (once per test binary).
+func registerFakeCapable() {
+	registerFakes.Do(func() {
+		for _, f := range []*fakeCapable{
+			{name: "test-plain"},
+			{name: "test-images", caps: environment.Capabilities{Images: true}},
+			{name: "test-oci", caps: environment.Capabilities{Images: true, OCIRuntime: true}},
+		} {
+			environment.Register(f.name, func() (environment.Backend, error) { return f, nil })
+		}
+	})
+}
+
+// TestResolveBackendCapabilities: --image and --runtime are honoured by
+// what a backend declares, never by its name: auto means the first backend
+// of its order that has what they need (without probing it), and a named
+// backend without it is a usage error.
+func TestResolveBackendCapabilities(t *testing.T) {
+	registerFakeCapable()
+	old := environment.AutoOrder
+	t.Cleanup(func() { environment.AutoOrder = old })
+	environment.AutoOrder = []string{"test-plain", "test-images", "test-oci"}
+	for _, c := range []struct {
+		name, backend, image, runtime string
+		want                          string // the backend chosen
+		stderr                        string
+		usage                         string // the usage error, if any
+	}{
+		{name: "auto with --image", backend: "auto", image: "img", want: "test-images",
+			stderr: "agentbox: --backend auto: using test-images (--image needs custom images)\n"},
+		{name: "auto with --runtime", backend: "auto", runtime: "runsc", want: "test-oci",
+			stderr: "agentbox: --backend auto: using test-oci (--runtime needs OCI runtimes)\n"},
+		{name: "auto with both", backend: "auto", image: "img", runtime: "runsc", want: "test-oci",
+			stderr: "agentbox: --backend auto: using test-oci (--image needs custom images, --runtime needs OCI runtimes)\n"},
+		{name: "auto without them", backend: "auto", want: "test-plain", stderr: "agentbox: --backend auto: using test-plain\n"},
+		{name: "named, with what it needs", backend: "test-images", image: "img", want: "test-images"},
+		{name: "named, without images", backend: "test-plain", image: "img", usage: "--image: the test-plain backend has no custom images"},
+		{name: "named, without OCI runtimes", backend: "test-images", image: "img", runtime: "runsc", usage: "--runtime: the test-images backend has no OCI runtimes"},
+		{name: "the local backend", backend: "local", image: "agentbox/runtime:bookworm", usage: "--image: the local backend has no custom images"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			b, err := resolveBackend(context.Background(), &stderr, c.backend, c.image, c.runtime)
+			if c.usage != "" {
+				var ee *exitError
+				if !errors.As(err, &ee) || ee.code != ExitUsage || !strings.Contains(err.Error(), c.usage) {
+					t.Fatalf("err = %v, want a usage error containing %q", err, c.usage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Name() != c.want {
+				t.Errorf("backend %s, want %s", b.Name(), c.want)
+			}
+			if stderr.String() != c.stderr {
+				t.Errorf("stderr %q, want %q", stderr.String(), c.stderr)
+			}
+		})
+	}
+}

@@ -1,0 +1,103 @@
+package environment
+
+import (
+	"context"
+	"strings"
+)
+
+// Capabilities is what a backend supports on this host. Callers choose
+// behaviour by what a backend can do, never by its name: the CLI refuses
+// --image for a backend without images, `doctor` lists them, `bench` takes
+// the seed-style step where there is one, and the conformance suite holds
+// each backend to what it declares (as Nomad's drivers declare theirs).
+type Capabilities struct {
+	// Images: Config.Image chooses the sandbox's system (a custom image).
+	Images bool `json:"images"`
+	// OCIRuntime: Config.Runtime chooses an alternative OCI runtime
+	// (runsc, …).
+	OCIRuntime bool `json:"oci_runtime"`
+	// Freeze: its environments implement Freezer on this host.
+	Freeze bool `json:"freeze"`
+	// Reap: the backend implements Reaper.
+	Reap bool `json:"reap"`
+	// Limits: which of Resources bound the sandbox as a whole on this host.
+	Limits Limits `json:"limits"`
+	// SeedStep: the backend implements SeedStepper.
+	SeedStep bool `json:"seed_step"`
+}
+
+// Limits says which of Resources a backend holds the whole sandbox to.
+// The tmpfs and /dev/shm sizes are always enforced.
+type Limits struct {
+	CPU    bool `json:"cpu"`
+	Memory bool `json:"memory"`
+	PIDs   bool `json:"pids"`
+}
+
+// Capable is implemented by backends that declare their capabilities. A
+// backend without it has none of them.
+type Capable interface {
+	Capabilities() Capabilities
+}
+
+// CapabilitiesOf returns what b declares; none when it declares nothing.
+func CapabilitiesOf(b Backend) Capabilities {
+	if c, ok := b.(Capable); ok {
+		return c.Capabilities()
+	}
+	return Capabilities{}
+}
+
+// capability is one capability's name and whether a set has it.
+type capability struct {
+	name string
+	has  func(Capabilities) bool
+}
+
+var capabilityList = []capability{
+	{"custom images", func(c Capabilities) bool { return c.Images }},
+	{"OCI runtimes", func(c Capabilities) bool { return c.OCIRuntime }},
+	{"freezing", func(c Capabilities) bool { return c.Freeze }},
+	{"reaping", func(c Capabilities) bool { return c.Reap }},
+	{"a CPU limit", func(c Capabilities) bool { return c.Limits.CPU }},
+	{"a memory limit", func(c Capabilities) bool { return c.Limits.Memory }},
+	{"a process limit", func(c Capabilities) bool { return c.Limits.PIDs }},
+	{"the seed-style step", func(c Capabilities) bool { return c.SeedStep }},
+}
+
+// Missing names what need asks for and c lacks ("custom images"), in a
+// fixed order; none when c has all of it.
+func (c Capabilities) Missing(need Capabilities) []string {
+	var out []string
+	for _, k := range capabilityList {
+		if k.has(need) && !k.has(c) {
+			out = append(out, k.name)
+		}
+	}
+	return out
+}
+
+// String lists the capabilities c has ("custom images, OCI runtimes, …"),
+// or "none".
+func (c Capabilities) String() string {
+	var out []string
+	for _, k := range capabilityList {
+		if k.has(c) {
+			out = append(out, k.name)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// SeedStepper is implemented by backends that can take the seed-style step
+// in one of their environments: a screenshot and a mouse move the way
+// agentbox's seed spike did (three processes started in the sandbox from
+// outside), for `agentbox bench` to compare the guest's step against. It
+// returns the screenshot's size in bytes. The environment's image must
+// have the tools (the test image has).
+type SeedStepper interface {
+	SeedStep(ctx context.Context, env Environment, x, y int) (int, error)
+}

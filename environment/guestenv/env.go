@@ -1,0 +1,325 @@
+package guestenv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// Sandbox is a backend's part of one guest-backed environment: the sandbox
+// the guest runs in. The backend creates it and hands the guest's stdio to
+// Env.Start; Env does everything the guest does (staging, launching,
+// screenshots, input, stopping), keeps the guest's last words for error
+// messages and calls the sandbox to explain a failure and to tear down.
+type Sandbox interface {
+	// Info describes the sandbox (ID, image, runtime, extra details);
+	// Env fills in Backend, Display, WM, SHM and Timings.
+	Info() environment.Info
+	// Explain says how the sandbox ended, for the message of a failed
+	// guest ("container exited (exit code 137, OOM-killed)"), or nothing
+	// while it still runs. lastWords is closed once the guest's stderr has
+	// ended: a sandbox that has ended may wait for it briefly, so the tail
+	// of what the guest said is complete.
+	Explain(ctx context.Context, lastWords <-chan struct{}) []string
+	// Teardown removes the sandbox once the guest has been asked to stop
+	// (or could not be): it closes the guest's stdin, waits briefly, kills
+	// what is left, removes the sandbox and verifies that nothing of it
+	// remains. Env calls it once, on every path, also when Start failed or
+	// never ran.
+	Teardown(ctx context.Context) error
+}
+
+// LaunchExplainer is implemented by sandboxes that can say more about an
+// app that would not start than the guest can (Docker: which of the
+// images here has a program this image lacks). ExplainLaunch returns err,
+// or err wrapped with what it adds.
+type LaunchExplainer interface {
+	ExplainLaunch(ctx context.Context, spec environment.LaunchSpec, err error) error
+}
+
+// Freezing is implemented by sandboxes that can freeze their processes
+// (Docker's pause, a cgroup's freezer). Freezer returns how, or nil where
+// this sandbox cannot (a local sandbox without a cgroup of its own); Env
+// then implements environment.Freezer through it.
+type Freezing interface {
+	Freezer() environment.Freezer
+}
+
+// Options describe an Env.
+type Options struct {
+	// Backend names the backend in Info.
+	Backend string
+	// Config is the environment's configuration (Events, GuestLog, Screen,
+	// NoWM, FullFrames are used).
+	Config environment.Config
+	// Began is when Create began, for the "total" timing; zero means New.
+	Began time.Time
+	// Said introduces the guest's stderr in error messages; default
+	// "guest said".
+	Said string
+	// Hint, if set, may add advice to that tail in error messages.
+	Hint func(tail string) string
+}
+
+// Env is an environment.Environment whose guest runs in a backend's
+// Sandbox. A backend's Create makes one with New as soon as it has a
+// sandbox to tear down, hands the guest's stderr to KeepStderr and its
+// stdio to Start, and on any error closes it.
+type Env struct {
+	sb      Sandbox
+	opts    Options
+	timings map[string]int64
+
+	guest *Client
+	start wire.StartResponse
+
+	tailMu    sync.Mutex
+	tail      []string // the guest's last stderr lines, for error messages
+	lastWords chan struct{}
+	keeping   atomic.Bool
+
+	freezer environment.Freezer
+	frozen  atomic.Bool // Freeze succeeded and Thaw has not
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ environment.Environment = (*Env)(nil)
+
+// tailLines is how many of the guest's last stderr lines error messages
+// quote.
+const tailLines = 20
+
+// Bounds of Close: the guest's stop, the app's grace period within it, a
+// thaw before it, and the wait for the last events after teardown.
+const (
+	stopBound   = 5 * time.Second
+	stopGrace   = 2 * time.Second
+	thawBound   = 5 * time.Second
+	servedBound = time.Second
+	// startBound bounds bringing up the display and window manager.
+	startBound = 30 * time.Second
+)
+
+// New makes the Env of a sandbox. Nothing runs yet.
+func New(sb Sandbox, o Options) *Env {
+	if o.Began.IsZero() {
+		o.Began = time.Now()
+	}
+	if o.Said == "" {
+		o.Said = "guest said"
+	}
+	return &Env{sb: sb, opts: o, timings: map[string]int64{}, lastWords: make(chan struct{})}
+}
+
+// Timing records how long a step of Create took, in Info().Timings.
+func (e *Env) Timing(name string, d time.Duration) { e.timings[name] = d.Milliseconds() }
+
+// KeepStderr reads the guest's diagnostics (and whatever else writes to
+// the sandbox's stderr) until r ends: it passes each line to the
+// configuration's GuestLog and keeps the last ones for error messages. r
+// is closed at the end if it is an io.Closer. Call it at most once.
+func (e *Env) KeepStderr(r io.Reader) {
+	if !e.keeping.CompareAndSwap(false, true) {
+		panic("guestenv: KeepStderr called twice")
+	}
+	go func() {
+		defer close(e.lastWords)
+		if c, ok := r.(io.Closer); ok {
+			defer c.Close()
+		}
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 64<<10)
+		for sc.Scan() {
+			line := sc.Text()
+			e.tailMu.Lock()
+			e.tail = append(e.tail, line)
+			if len(e.tail) > tailLines {
+				e.tail = e.tail[len(e.tail)-tailLines:]
+			}
+			e.tailMu.Unlock()
+			if e.opts.Config.GuestLog != nil {
+				e.opts.Config.GuestLog(line)
+			}
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}()
+}
+
+// Explain adds what the sandbox says about how it ended and what the
+// guest said last to err, an error of the guest or of starting it.
+func (e *Env) Explain(ctx context.Context, err error) error {
+	parts := e.sb.Explain(ctx, e.lastWords)
+	e.tailMu.Lock()
+	tail := strings.Join(e.tail, "\n  ")
+	e.tailMu.Unlock()
+	if tail != "" {
+		if e.opts.Hint != nil {
+			tail += e.opts.Hint(tail)
+		}
+		parts = append(parts, e.opts.Said+":\n  "+tail)
+	}
+	if len(parts) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, strings.Join(parts, "; "))
+}
+
+// Start performs the handshake with the guest on its stdio (stdout: what
+// the guest writes, stdin: what it reads), runs afterHello if set (a
+// backend's check of the guest it started), and brings up the display. It
+// returns the environment: an environment.Freezer too when the sandbox
+// can freeze. Its errors are explained; the caller closes e on error.
+func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afterHello func(context.Context) error) (environment.Environment, error) {
+	cfg := e.opts.Config
+	t := time.Now()
+	gc, err := Dial(ctx, stdout, stdin, cfg.Events, cfg.GuestLog)
+	if err != nil {
+		return nil, e.Explain(ctx, err)
+	}
+	e.guest = gc
+	gc.FullFrames = cfg.FullFrames
+	e.Timing("guest_hello", time.Since(t))
+	if afterHello != nil {
+		if err := afterHello(ctx); err != nil {
+			return nil, e.Explain(ctx, err)
+		}
+	}
+	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, startBound)
+	if err != nil {
+		return nil, e.Explain(ctx, err)
+	}
+	e.start = sr
+	e.timings["xvfb"], e.timings["wm"] = sr.XvfbMS, sr.WMMS
+	e.Timing("total", time.Since(e.opts.Began))
+	if f, ok := e.sb.(Freezing); ok {
+		if e.freezer = f.Freezer(); e.freezer != nil {
+			return freezable{e}, nil
+		}
+	}
+	return e, nil
+}
+
+// Info implements environment.Environment.
+func (e *Env) Info() environment.Info {
+	info := e.sb.Info()
+	info.Backend = e.opts.Backend
+	info.Display = e.start.Display
+	info.WM = e.start.WM
+	info.SHM = e.start.SHM
+	info.Timings = e.timings
+	return info
+}
+
+// Launch implements environment.Environment.
+func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
+	sums, err := e.guest.Stage(ctx, spec.App)
+	if err != nil {
+		return environment.LaunchResult{}, e.Explain(ctx, fmt.Errorf("stage the app: %w", err))
+	}
+	r, err := e.guest.Launch(ctx, spec, nil)
+	r.Files = sums
+	if errors.Is(err, environment.ErrGuest) {
+		return r, e.Explain(ctx, err)
+	}
+	if le, ok := e.sb.(LaunchExplainer); ok && err != nil {
+		err = le.ExplainLaunch(ctx, spec, err)
+	}
+	return r, err // the app's own failure: its output is in the trace
+}
+
+// Observe implements environment.Environment.
+func (e *Env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
+	f, st, err := e.guest.Observe(ctx)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err) // how the sandbox ended (killed, stopped), what the guest said
+	}
+	return f, st, err
+}
+
+// Act implements environment.Environment.
+func (e *Env) Act(ctx context.Context, a action.Action) (action.Result, error) {
+	r, err := e.guest.Act(ctx, a)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	return r, err
+}
+
+// Close implements environment.Environment: a frozen sandbox is thawed
+// (a frozen guest could not stop the app), the guest stops the app and the
+// display, and the sandbox is torn down; Close then waits briefly for the
+// guest's last events.
+//
+// A guest that does not stop in time (busy with a launch Close aborts, or
+// broken) is killed by the teardown: what counts is that nothing is left,
+// which the teardown verifies. Such a failed stop is therefore not an
+// error of Close; it is told to the configuration's GuestLog.
+func (e *Env) Close(ctx context.Context) error {
+	e.closeOnce.Do(func() { e.closeErr = e.close(ctx) })
+	return e.closeErr
+}
+
+func (e *Env) close(ctx context.Context) error {
+	if e.frozen.Load() {
+		tctx, cancel := context.WithTimeout(ctx, thawBound)
+		_ = e.thaw(tctx) // best effort: the teardown kills a frozen sandbox too
+		cancel()
+	}
+	if e.guest != nil {
+		select {
+		case <-e.guest.Done():
+		default:
+			sctx, cancel := context.WithTimeout(ctx, stopBound)
+			if _, err := e.guest.Stop(sctx, stopGrace); err != nil && !errors.Is(err, environment.ErrGuest) && e.opts.Config.GuestLog != nil {
+				e.opts.Config.GuestLog("agentbox: the guest did not stop the app and the display (the sandbox is removed regardless): " + err.Error())
+			}
+			cancel()
+		}
+	}
+	err := e.sb.Teardown(ctx)
+	if e.guest != nil {
+		wctx, cancel := context.WithTimeout(ctx, servedBound)
+		e.guest.WaitServed(wctx)
+		cancel()
+	}
+	return err
+}
+
+func (e *Env) freeze(ctx context.Context) error {
+	err := e.freezer.Freeze(ctx)
+	if err == nil {
+		e.frozen.Store(true)
+	}
+	return err
+}
+
+func (e *Env) thaw(ctx context.Context) error {
+	err := e.freezer.Thaw(ctx)
+	if err == nil {
+		e.frozen.Store(false)
+	}
+	return err
+}
+
+// freezable is an Env whose sandbox can freeze.
+type freezable struct{ *Env }
+
+var _ environment.Freezer = freezable{}
+
+// Freeze implements environment.Freezer.
+func (f freezable) Freeze(ctx context.Context) error { return f.freeze(ctx) }
+
+// Thaw implements environment.Freezer.
+func (f freezable) Thaw(ctx context.Context) error { return f.thaw(ctx) }
