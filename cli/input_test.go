@@ -78,7 +78,7 @@ func TestRecordedEnv(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a recorded run's own values (the control): %v", err)
 	}
-	if got := describeSandbox(env, 8<<20); got != "screen 640x480, 1 CPU, 1024 MiB memory, 256 processes, 256 MiB /tmp, 64 MiB /dev/shm, log cap 8.0 MiB, image img" {
+	if got := describeSandbox(env, 8<<20); got != "screen 640x480, 1 CPU, 1024 MiB memory, 256 processes, 256 MiB /tmp, 64 MiB /dev/shm, log cap 8 MiB, image img" {
 		t.Errorf("described as %q", got)
 	}
 	old := base()

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/agent"
@@ -412,21 +413,12 @@ func parseScreen(s string) (environment.Screen, error) {
 	return environment.Screen{Width: n[0], Height: n[1], Depth: n[2]}, nil
 }
 
-// parseSize reads "512m", "2g", "64k" or a plain number of bytes.
+// parseSize reads a size in bytes with an optional binary unit (go-units'
+// RAMInBytes: "512m", "2g", "64k", "1.5GiB") or a plain number of bytes.
 func parseSize(flag, s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "k"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "m"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "g"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v <= 0 || v > (1<<50)/mult {
+	v, err := units.RAMInBytes(strings.TrimSpace(s))
+	if err != nil || v <= 0 || v > 1<<50 {
 		return 0, usageErrorf("%s %q: want a size like 512m or 2g", flag, s)
 	}
-	return v * mult, nil
+	return v, nil
 }
