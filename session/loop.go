@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -12,6 +13,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/trace"
+	"golang.org/x/time/rate"
 )
 
 func versionString() string { return version.Version }
@@ -221,39 +223,35 @@ func (r *run) recordFailedDecision(step int, d agent.Decision, latency time.Dura
 	r.tw.Record(trace.Record{Type: trace.TypeEvent, Step: step, Event: "agent_error", Data: data})
 }
 
-// rateLimiter is a token bucket: bursts of up to a second's worth of
-// actions, then rate actions per second.
-type rateLimiter struct {
-	rate   float64
-	tokens float64
-	last   time.Time
+// rateLimiter bounds the actions per second with golang.org/x/time/rate's
+// token bucket: bursts of up to a second's worth of actions, then rate
+// actions per second. A rate of 0 is no bound.
+type rateLimiter struct{ l *rate.Limiter }
+
+func newRateLimiter(perSecond float64) *rateLimiter {
+	if perSecond <= 0 {
+		return &rateLimiter{rate.NewLimiter(rate.Inf, 0)}
+	}
+	return &rateLimiter{rate.NewLimiter(rate.Limit(perSecond), max(1, int(min(perSecond, math.MaxInt32))))}
 }
 
-func newRateLimiter(rate float64) *rateLimiter {
-	return &rateLimiter{rate: rate, tokens: rate, last: time.Now()}
-}
-
-// wait blocks until an action may run and returns how long it waited.
+// wait blocks until an action may run and returns how long it waited
+// (recorded as throttled_ms).
 func (l *rateLimiter) wait(ctx context.Context) (time.Duration, error) {
-	if l.rate <= 0 {
+	r := l.l.Reserve() // always OK: the burst is at least one action
+	d := r.Delay()
+	if d == 0 {
 		return 0, nil
 	}
-	now := time.Now()
-	l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	l.last = now
-	if l.tokens >= 1 {
-		l.tokens--
-		return 0, nil
-	}
-	d := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-time.After(d):
+	case <-t.C:
+		return d, nil
 	case <-ctx.Done():
+		r.Cancel()
 		return 0, ctx.Err()
 	}
-	l.last = time.Now()
-	l.tokens = 0
-	return d, nil
 }
 
 // freeze freezes the app before a decision, if asked and possible.
