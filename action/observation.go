@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -126,6 +127,23 @@ type Exit struct {
 	// sandbox's init; as the init, which it is on agentbox's backends, the
 	// guest ignores signals and is stopped with SIGKILL).
 	Stopped string `json:"stopped,omitempty"`
+}
+
+// String says how the app ended, in the words every message uses: "exit
+// code 3", "killed by signal SIGSEGV", "killed by the OOM killer (signal
+// SIGKILL)"; a nil Exit is "exit status unknown".
+func (e *Exit) String() string {
+	switch {
+	case e == nil:
+		return "exit status unknown"
+	case e.OOM && e.Signal != "":
+		return "killed by the OOM killer (signal " + e.Signal + ")"
+	case e.OOM:
+		return "killed by the OOM killer"
+	case e.Signal != "":
+		return "killed by signal " + e.Signal
+	}
+	return "exit code " + strconv.Itoa(e.Code)
 }
 
 // Crashed reports whether the app died of a signal or exited non-zero.

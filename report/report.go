@@ -294,15 +294,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		p.Run.Started = run.Started.Format(time.RFC3339)
 	}
 	if run.AppExit != nil {
-		switch {
-		case run.AppExit.Signal != "":
-			p.Run.AppExit = "signal " + run.AppExit.Signal
-		default:
-			p.Run.AppExit = fmt.Sprintf("code %d", run.AppExit.Code)
-		}
-		if run.AppExit.OOM {
-			p.Run.AppExit += " (OOM)"
-		}
+		p.Run.AppExit = run.AppExit.String()
 	}
 	if tr.Incomplete {
 		if run.Status != trace.StatusComplete {

@@ -363,7 +363,7 @@ func (r *run) appExited() *ending {
 		// Not the app's doing: the sandbox was stopped under the run.
 		return &ending{trace.Error, trace.ReasonEnvironment, "the sandbox was stopped from outside (" + ex.Stopped + "), taking the app with it"}
 	}
-	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + describeExit(ex)}
+	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + ex.String()}
 }
 
 // loopError classifies an error inside the loop: the user's interrupt, the

@@ -399,18 +399,6 @@ func (r *run) teardown(ctx context.Context) {
 	r.timing("teardown", time.Since(t))
 }
 
-func describeExit(e *action.Exit) string {
-	switch {
-	case e == nil:
-		return "still running"
-	case e.OOM:
-		return fmt.Sprintf("killed by the OOM killer (signal %s)", e.Signal)
-	case e.Signal != "":
-		return "killed by signal " + e.Signal
-	}
-	return fmt.Sprintf("exit code %d", e.Code)
-}
-
 // appDigest is the SHA-256 over the sorted "sha256  path" lines of the
 // staged files (the format of sha256sum).
 func appDigest(files map[string]string) string {
