@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/bench"
 	"github.com/codegirl-games/agentbox/environment"
 )
@@ -33,9 +34,9 @@ It reports figures; it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range strings.Split(screens, ",") {
-				sc, err := parseScreen(strings.TrimSpace(s))
+				sc, err := action.ParseScreen(strings.TrimSpace(s))
 				if err != nil {
-					return err
+					return usageErrorf("--screens %v", err)
 				}
 				o.Screens = append(o.Screens, sc)
 			}

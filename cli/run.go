@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
@@ -134,9 +134,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
-	screen, err := parseScreen(f.screen)
+	screen, err := action.ParseScreen(f.screen)
 	if err != nil {
-		return err
+		return usageErrorf("--screen %v", err)
 	}
 	mem, err := parseSize("--memory", f.memory)
 	if err != nil {
@@ -202,12 +202,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	var ag agent.Agent
 	agentInfo := trace.AgentInfo{Name: f.agentName, Options: opts}
 	if f.script != "" {
-		sc, err := script.Load(f.script, screen.Width, screen.Height)
+		sc, err := script.Load(f.script, screen)
 		if err != nil {
 			return usageErrorf("%v", err)
 		}
-		if sc.Width != 0 && !cmd.Flags().Changed("screen") {
-			screen.Width, screen.Height = sc.Width, sc.Height
+		if sc.Screen != (action.Screen{}) && !cmd.Flags().Changed("screen") {
+			screen = sc.Screen
 		}
 		if f.task == "" {
 			f.task = sc.Task
@@ -388,29 +388,6 @@ func parseKV(flag string, list []string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
-}
-
-func parseScreen(s string) (environment.Screen, error) {
-	parts := strings.Split(strings.ToLower(s), "x")
-	if len(parts) < 2 || len(parts) > 3 {
-		return environment.Screen{}, usageErrorf("--screen %q: want WIDTHxHEIGHT or WIDTHxHEIGHTxDEPTH, e.g. 640x480", s)
-	}
-	var n [3]int
-	n[2] = 24
-	for i, p := range parts {
-		v, err := strconv.Atoi(p)
-		if err != nil || v <= 0 {
-			return environment.Screen{}, usageErrorf("--screen %q: %q is not a positive number", s, p)
-		}
-		n[i] = v
-	}
-	if n[0] < minScreen || n[1] < minScreen || n[0] > maxScreenW || n[1] > maxScreenH {
-		return environment.Screen{}, usageErrorf("--screen %q: width and height must be between %d and %dx%d", s, minScreen, maxScreenW, maxScreenH)
-	}
-	if n[2] != screenDepth {
-		return environment.Screen{}, usageErrorf("--screen %q: only depth %d is supported", s, screenDepth)
-	}
-	return environment.Screen{Width: n[0], Height: n[1], Depth: n[2]}, nil
 }
 
 // parseSize reads a size in bytes with an optional binary unit (go-units'

@@ -100,12 +100,7 @@ func (c *Config) defaults() {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
-	if c.Env.Screen.Width == 0 {
-		c.Env.Screen = environment.DefaultScreen
-	}
-	if c.Env.Screen.Depth == 0 {
-		c.Env.Screen.Depth = 24
-	}
+	c.Env.Screen = c.Env.Screen.OrDefault()
 	c.Env.RunID = c.RunID
 }
 
@@ -185,6 +180,9 @@ func (e *ending) String() string { return fmt.Sprintf("%s (%s): %s", e.outcome, 
 // could be written at all; every other failure is an outcome in Result.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.defaults()
+	if err := cfg.Env.Screen.Validate(); err != nil {
+		return Result{}, fmt.Errorf("session: screen %v: %w", cfg.Env.Screen, err)
+	}
 	r := &run{cfg: cfg, started: time.Now()}
 	tw, err := trace.Create(cfg.TraceDir, r.initialRecord(), trace.Options{LogCap: cfg.LogCap})
 	if err != nil {
@@ -255,7 +253,7 @@ func (r *run) initialRecord() trace.Run {
 			Backend: r.cfg.Backend.Name(),
 			Image:   r.cfg.Env.Image,
 			Runtime: r.cfg.Env.Runtime,
-			Screen:  trace.ScreenInfo{Width: r.cfg.Env.Screen.Width, Height: r.cfg.Env.Screen.Height, Depth: r.cfg.Env.Screen.Depth},
+			Screen:  r.cfg.Env.Screen,
 			Limits:  limitsMap(r.cfg.Env.Resources.WithDefaults()),
 		},
 		Settings: &trace.Settings{

@@ -40,8 +40,7 @@ var ErrInvalid = errors.New("invalid script")
 type Script struct {
 	File   string
 	Task   string
-	Width  int // 0: not set
-	Height int
+	Screen action.Screen // zero: not set
 	Steps  []Step
 }
 
@@ -136,9 +135,9 @@ type Check struct {
 // DefaultWaitMS is wait_for's deadline when timeout_ms is not given.
 const DefaultWaitMS = 10_000
 
-// Load reads and validates a script file. width and height bound
-// coordinates when the script does not set a screen.
-func Load(path string, width, height int) (*Script, error) {
+// Load reads and validates a script file. screen bounds coordinates when
+// the script does not set one.
+func Load(path string, screen action.Screen) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -146,7 +145,7 @@ func Load(path string, width, height int) (*Script, error) {
 	if len(data) > 4<<20 {
 		return nil, fmt.Errorf("%w: %s is %d bytes; a script is at most 4 MiB", ErrInvalid, path, len(data))
 	}
-	return Parse(path, data, width, height)
+	return Parse(path, data, screen)
 }
 
 // parser carries the file name and base directory for errors and paths.
@@ -161,7 +160,7 @@ func (p *parser) errf(line int, format string, args ...any) error {
 
 // Parse validates a script held in memory; path names it in errors and
 // anchors relative file references.
-func Parse(path string, data []byte, width, height int) (*Script, error) {
+func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
 	p := &parser{file: path, dir: filepath.Dir(path)}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -183,11 +182,11 @@ func Parse(path string, data []byte, width, height int) (*Script, error) {
 			}
 			s.Task = v.Value
 		case "screen":
-			w, h, err := parseScreen(v.Value)
+			sc, err := action.ParseScreen(v.Value)
 			if err != nil {
-				return nil, p.errf(v.Line, "screen: %v", err)
+				return nil, p.errf(v.Line, "screen %v", err)
 			}
-			s.Width, s.Height = w, h
+			s.Screen = sc
 		case "steps":
 			steps = v
 		default:
@@ -197,10 +196,10 @@ func Parse(path string, data []byte, width, height int) (*Script, error) {
 	if steps == nil || steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
 		return nil, p.errf(root.Line, "steps: a non-empty list of actions and checks is required")
 	}
-	if s.Width != 0 {
-		width, height = s.Width, s.Height
+	if s.Screen != (action.Screen{}) {
+		screen = s.Screen
 	}
-	lim := action.DefaultLimits(width, height)
+	lim := action.DefaultLimits(screen.Width, screen.Height)
 	names := map[string]bool{}
 	for i, n := range steps.Content {
 		st, err := p.step(i+1, n, lim, names)
@@ -210,19 +209,6 @@ func Parse(path string, data []byte, width, height int) (*Script, error) {
 		s.Steps = append(s.Steps, st)
 	}
 	return s, nil
-}
-
-func parseScreen(v string) (int, int, error) {
-	parts := strings.Split(strings.ToLower(v), "x")
-	if len(parts) < 2 || len(parts) > 3 {
-		return 0, 0, fmt.Errorf("want WIDTHxHEIGHT, e.g. 640x480, got %q", v)
-	}
-	w, err1 := strconv.Atoi(parts[0])
-	h, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil || w < 64 || h < 64 || w > 7680 || h > 4320 {
-		return 0, 0, fmt.Errorf("want WIDTHxHEIGHT between 64x64 and 7680x4320, got %q", v)
-	}
-	return w, h, nil
 }
 
 // fields turns a step mapping into raw JSON values (for action.FromMap)
@@ -569,7 +555,7 @@ func (p *parser) loadPNG(rel string) (*image.RGBA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a PNG: %v", rel, err)
 	}
-	if cfg.Width*cfg.Height > 8192*8192 {
+	if cfg.Width*cfg.Height > action.MaxScreenPixels {
 		return nil, fmt.Errorf("%s is %dx%d, too large", rel, cfg.Width, cfg.Height)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
