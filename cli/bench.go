@@ -12,15 +12,14 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/bench"
-	"github.com/codegirl-games/agentbox/environment"
 )
 
 func newBenchCmd() *cobra.Command {
 	var (
-		o           bench.Options
-		backendName string
-		screens     string
-		jsonOut     string
+		o       bench.Options
+		f       sandboxFlags
+		screens string
+		jsonOut string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -49,12 +48,13 @@ It reports figures; it passes or fails nothing.`,
 			}
 			o.Progress = cmd.ErrOrStderr()
 			var runs []benchRun
-			for _, name := range strings.Split(backendName, ",") {
+			for _, name := range strings.Split(f.backend, ",") {
 				name = strings.TrimSpace(name)
 				bo := o
+				bo.Image = f.image
 				image := ""
 				if cmd.Flags().Changed("image") {
-					image = o.Image
+					image = f.image
 				}
 				b, err := resolveBackend(cmd.Context(), cmd.ErrOrStderr(), name, image, "")
 				if err != nil {
@@ -93,8 +93,7 @@ It reports figures; it passes or fails nothing.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&backendName, "backend", environment.Auto, "backend to measure, or several side by side: docker,local")
-	fl.StringVar(&o.Image, "image", "agentbox/test:bookworm", "image (the seed-style step needs scrot and xdotool: the test image)")
+	f.register(fl, "bench")
 	fl.StringVar(&o.App, "app", "", "the mover app directory (default examples/mover)")
 	fl.IntVar(&o.ColdRuns, "cold", 8, "cold starts to measure")
 	fl.IntVar(&o.Samples, "samples", 300, "steps per latency measurement")
