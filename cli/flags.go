@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -184,3 +186,13 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 
 // envVars is --env.
 func (f *sandboxFlags) envVars() (map[string]string, error) { return parseKV("--env", f.env) }
+
+// parseSize reads a size in bytes with an optional binary unit (go-units'
+// RAMInBytes: "512m", "2g", "64k", "1.5GiB") or a plain number of bytes.
+func parseSize(flag, s string) (int64, error) {
+	v, err := units.RAMInBytes(strings.TrimSpace(s))
+	if err != nil || v <= 0 || v > 1<<50 {
+		return 0, usageErrorf("%s %q: want a size like 512m or 2g", flag, s)
+	}
+	return v, nil
+}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -234,14 +233,4 @@ func parseKV(flag string, list []string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
-}
-
-// parseSize reads a size in bytes with an optional binary unit (go-units'
-// RAMInBytes: "512m", "2g", "64k", "1.5GiB") or a plain number of bytes.
-func parseSize(flag, s string) (int64, error) {
-	v, err := units.RAMInBytes(strings.TrimSpace(s))
-	if err != nil || v <= 0 || v > 1<<50 {
-		return 0, usageErrorf("%s %q: want a size like 512m or 2g", flag, s)
-	}
-	return v, nil
 }
