@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -132,6 +133,32 @@ type Exit struct {
 // StoppedAtEnd is the Stopped of an app that was still running when the
 // run ended and that agentbox's teardown stopped: not the app's exit.
 const StoppedAtEnd = "stopped by agentbox at the end of the run"
+
+// String says how the app ended, in the words every message uses: "exit
+// code 3", "killed by signal SIGSEGV", "killed by the OOM killer (signal
+// SIGKILL)"; a nil Exit is "exit status unknown".
+//
+// An exit someone else caused says so first: "stopped by agentbox at the
+// end of the run (exit code 0)".
+func (e *Exit) String() string {
+	var how string
+	switch {
+	case e == nil:
+		return "exit status unknown"
+	case e.OOM && e.Signal != "":
+		how = "killed by the OOM killer (signal " + e.Signal + ")"
+	case e.OOM:
+		how = "killed by the OOM killer"
+	case e.Signal != "":
+		how = "killed by signal " + e.Signal
+	default:
+		how = "exit code " + strconv.Itoa(e.Code)
+	}
+	if e.Stopped != "" {
+		return e.Stopped + " (" + how + ")"
+	}
+	return how
+}
 
 // Crashed reports whether the app died of a signal or exited non-zero.
 func (e *Exit) Crashed() bool { return e != nil && (e.Signal != "" || e.Code != 0) }

@@ -31,7 +31,7 @@ type Options struct {
 	Samples   int // steps per latency measurement
 	RunSteps  int // steps of the full run
 	SeedSteps int // seed-style steps (0 skips)
-	Screens   []environment.Screen
+	Screens   []action.Screen
 	Progress  io.Writer
 }
 
@@ -74,7 +74,7 @@ func FormatMS(v float64) string {
 
 // StepStats are the step latencies at one screen size.
 type StepStats struct {
-	Screen    environment.Screen
+	Screen    action.Screen
 	Unchanged Stats // mouse_move, then a screenshot of an unchanged screen
 	Full      Stats // the same with the whole frame transferred every time
 	Click     Stats // a left click into the app's window, then a screenshot
@@ -143,7 +143,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func newEnv(ctx context.Context, o Options, b *app.Bundle, s environment.Screen, full bool) (environment.Environment, error) {
+func newEnv(ctx context.Context, o Options, b *app.Bundle, s action.Screen, full bool) (environment.Environment, error) {
 	env, err := o.Backend.Create(ctx, environment.Config{
 		RunID: fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()), Image: o.Image, Screen: s, FullFrames: full,
 	})
@@ -165,7 +165,7 @@ func closeEnv(ctx context.Context, env environment.Environment) {
 
 func coldStart(ctx context.Context, o Options, b *app.Bundle) (time.Duration, error) {
 	t := time.Now()
-	env, err := newEnv(ctx, o, b, environment.DefaultScreen, false)
+	env, err := newEnv(ctx, o, b, action.DefaultScreen, false)
 	if err != nil {
 		return 0, err
 	}
@@ -178,7 +178,7 @@ func coldStart(ctx context.Context, o Options, b *app.Bundle) (time.Duration, er
 
 // stepLatency measures one mouse move and the next screenshot, as the
 // agent sees it.
-func stepLatency(ctx context.Context, o Options, b *app.Bundle, s environment.Screen) (StepStats, error) {
+func stepLatency(ctx context.Context, o Options, b *app.Bundle, s action.Screen) (StepStats, error) {
 	st := StepStats{Screen: s}
 	for _, full := range []bool{false, true} {
 		env, err := newEnv(ctx, o, b, s, full)
@@ -221,7 +221,7 @@ func stepLatency(ctx context.Context, o Options, b *app.Bundle, s environment.Sc
 
 // clickLatency measures a left click at the window's centre and the next
 // screenshot.
-func clickLatency(ctx context.Context, o Options, env environment.Environment, s environment.Screen) (Stats, error) {
+func clickLatency(ctx context.Context, o Options, env environment.Environment, s action.Screen) (Stats, error) {
 	_, st, err := env.Observe(ctx)
 	if err != nil {
 		return Stats{}, err
@@ -312,7 +312,7 @@ func seedStyle(ctx context.Context, o Options, b *app.Bundle) (Stats, error) {
 	if !ok {
 		return Stats{}, fmt.Errorf("the %s backend has no seed-style step", o.Backend.Name())
 	}
-	env, err := newEnv(ctx, o, b, environment.DefaultScreen, false)
+	env, err := newEnv(ctx, o, b, action.DefaultScreen, false)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -22,9 +22,10 @@ var builtin = []string{docker.Name, local.Name}
 
 func init() { environment.AutoOrder = builtin }
 
-// backendUsage is the help text of --backend.
+// backendUsage is the help text of --backend: the built-in backends (a
+// test may register more; they are not agentbox's to offer).
 func backendUsage() string {
-	return "sandbox backend: " + strings.Join(environment.Backends(), ", ") + ", or auto (Docker when a daemon answers, else local)"
+	return "sandbox backend: " + strings.Join(builtin, ", ") + ", or auto (Docker when a daemon answers, else local)"
 }
 
 // flagNeed is a sandbox flag that only backends with a capability honour.

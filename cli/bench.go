@@ -10,16 +10,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/bench"
 	"github.com/codegirl-games/agentbox/environment"
 )
 
 func newBenchCmd() *cobra.Command {
 	var (
-		o           bench.Options
-		backendName string
-		screens     string
-		jsonOut     string
+		o       bench.Options
+		f       sandboxFlags
+		screens string
+		jsonOut string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -33,9 +34,9 @@ It reports figures; it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range strings.Split(screens, ",") {
-				sc, err := parseScreen(strings.TrimSpace(s))
+				sc, err := action.ParseScreen(strings.TrimSpace(s))
 				if err != nil {
-					return err
+					return usageErrorf("--screens %v", err)
 				}
 				o.Screens = append(o.Screens, sc)
 			}
@@ -48,12 +49,13 @@ It reports figures; it passes or fails nothing.`,
 			}
 			o.Progress = cmd.ErrOrStderr()
 			var runs []benchRun
-			for _, name := range strings.Split(backendName, ",") {
+			for _, name := range strings.Split(f.backend, ",") {
 				name = strings.TrimSpace(name)
 				bo := o
+				bo.Image = f.image
 				image := ""
 				if cmd.Flags().Changed("image") {
-					image = o.Image
+					image = f.image
 				}
 				b, err := resolveBackend(cmd.Context(), cmd.ErrOrStderr(), name, image, "")
 				if err != nil {
@@ -92,8 +94,7 @@ It reports figures; it passes or fails nothing.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&backendName, "backend", environment.Auto, "backend to measure, or several side by side: docker,local")
-	fl.StringVar(&o.Image, "image", "agentbox/test:bookworm", "image (the seed-style step needs scrot and xdotool: the test image)")
+	f.register(fl, "bench")
 	fl.StringVar(&o.App, "app", "", "the mover app directory (default examples/mover)")
 	fl.IntVar(&o.ColdRuns, "cold", 8, "cold starts to measure")
 	fl.IntVar(&o.Samples, "samples", 300, "steps per latency measurement")

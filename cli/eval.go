@@ -19,13 +19,8 @@ import (
 
 func newEvalCmd() *cobra.Command {
 	var (
-		parallel, episodes, maxSteps, pids int
-		out, backendName, image, memory    string
-		ociRuntime, tmpfs, guestBinary     string
-		cpus                               float64
-		timeout                            time.Duration
-		freeze                             bool
-		maxRate                            float64
+		f                  sandboxFlags
+		parallel, episodes int
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -45,22 +40,17 @@ are counted apart from task failures.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if parallel <= 0 || parallel > 256 {
+			switch {
+			case parallel <= 0 || parallel > 256:
 				return usageErrorf("--parallel must be between 1 and 256, got %d", parallel)
+			case episodes < 0:
+				return usageErrorf("--episodes must not be negative, got %d", episodes)
 			}
-			if episodes < 0 || maxSteps <= 0 || timeout <= 0 {
-				return usageErrorf("--episodes must not be negative; --max-steps and --timeout must be positive")
-			}
-			mem, err := parseSize("--memory", memory)
-			if err != nil {
+			if err := f.check(); err != nil {
 				return err
 			}
-			tmp, err := parseSize("--tmpfs", tmpfs)
+			envCfg, err := f.config()
 			if err != nil {
-				return err
-			}
-			resources := environment.Resources{CPUs: cpus, MemoryMB: int(mem >> 20), PIDs: pids, TmpfsMB: int(tmp >> 20)}
-			if err := checkResources(resources, flagNames); err != nil {
 				return err
 			}
 			suite, err := eval.Load(args[0])
@@ -73,11 +63,12 @@ are counted apart from task failures.`,
 				}
 				return usageErrorf("%v; nothing was started", err)
 			}
-			backend, err := resolveBackend(cmd.Context(), stderr, backendName, image, ociRuntime)
+			backend, err := resolveBackend(cmd.Context(), stderr, f.backend, f.image, f.ociRuntime)
 			if err != nil {
 				return err
 			}
 			runID := time.Now().Format("20060102-150405") + "-" + sanitizeName(suite.Name)
+			out := f.out
 			if out == "" {
 				out = filepath.Join("agentbox-evals", runID)
 			}
@@ -85,18 +76,12 @@ are counted apart from task failures.`,
 				return usageErrorf("--out %s exists and is not empty; choose a new directory (nothing was overwritten)", out)
 			}
 
-			ctx, cancel := context.WithCancelCause(context.Background())
-			defer cancel(nil)
-			stop := handleSignals(cancel, stderr, backend, environment.ReapOptions{Mine: true})
+			ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
 			defer stop()
-			reapLeftovers(ctx, backend, stderr)
 			sum, err := eval.Run(ctx, suite, eval.Options{
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
-				Env: environment.Config{
-					Image: image, Runtime: ociRuntime, GuestBinary: guestBinary,
-					Resources: resources,
-				},
-				Timeout: timeout, MaxSteps: maxSteps, FreezeWhileThinking: freeze, MaxRate: maxRate,
+				Env:     envCfg,
+				Timeout: f.timeout, MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Progress: stderr, Terminal: isTerminal(stderr),
 			})
 			if err != nil && sum == nil {
@@ -111,22 +96,9 @@ are counted apart from task failures.`,
 		},
 	}
 	fl := cmd.Flags()
+	f.register(fl, "eval")
 	fl.IntVarP(&parallel, "parallel", "j", 1, "sandboxes at once")
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
-	fl.StringVar(&out, "out", "", "output directory (must be new or empty; default ./agentbox-evals/RUN-ID)")
-	fl.StringVar(&backendName, "backend", environment.Auto, backendUsage())
-	fl.StringVar(&image, "image", "", "runtime image for tasks that name none")
-	fl.StringVar(&ociRuntime, "runtime", "", "OCI runtime registered with Docker, e.g. runsc")
-	fl.DurationVar(&timeout, "timeout", 5*time.Minute, "per-episode deadline for tasks that name none")
-	fl.IntVar(&maxSteps, "max-steps", 100, "per-episode step limit for agent tasks that name none")
-	fl.Float64Var(&cpus, "cpus", 1, "CPU limit per sandbox")
-	fl.StringVar(&memory, "memory", "1g", "memory limit per sandbox")
-	fl.IntVar(&pids, "pids", 256, "process limit per sandbox")
-	fl.StringVar(&tmpfs, "tmpfs", "256m", "writable /tmp per sandbox")
-	fl.BoolVar(&freeze, "freeze-while-thinking", false, "freeze each app while its agent decides")
-	fl.Float64Var(&maxRate, "max-rate", 1000, "at most this many actions per second per episode (0: no bound)")
-	fl.StringVar(&guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandboxes")
-	_ = fl.MarkHidden("guest-binary")
 	return cmd
 }
 

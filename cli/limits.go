@@ -26,10 +26,6 @@ const (
 	maxShmMB    = 1 << 20
 	maxLogCap   = 4 << 30
 
-	minScreen        = 64
-	maxScreenW       = 7680
-	maxScreenH       = 4320
-	screenDepth      = 24
 	maxRecordedMS    = float64(math.MaxInt64/2) / float64(time.Millisecond)
 	recordedRunField = trace.RunFile + " "
 )
@@ -90,17 +86,6 @@ func checkRange(name string, v, lo, hi float64, unit string) error {
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
-// checkScreen is --screen's rule.
-func checkScreen(name string, s environment.Screen) error {
-	if s.Width < minScreen || s.Height < minScreen || s.Width > maxScreenW || s.Height > maxScreenH {
-		return usageErrorf("%s %dx%d: width and height must be between %d and %dx%d", name, s.Width, s.Height, minScreen, maxScreenW, maxScreenH)
-	}
-	if s.Depth != screenDepth {
-		return usageErrorf("%s: depth %d: only depth %d is supported", name, s.Depth, screenDepth)
-	}
-	return nil
-}
-
 // recordedEnv is the sandbox a replay makes: the recording's
 // (replay.EnvFromRun), with every value read from run.json held to the
 // rules of the flag that set it.
@@ -131,11 +116,9 @@ func recordedEnv(run trace.Run) (environment.Config, error) {
 	if err := checkResources(env.Resources, runJSONNames); err != nil {
 		return env, err
 	}
-	if env.Screen == (environment.Screen{}) {
-		env.Screen = environment.DefaultScreen
-	}
-	if err := checkScreen(recordedRunField+"environment.screen", env.Screen); err != nil {
-		return env, err
+	env.Screen = env.Screen.OrDefault()
+	if err := env.Screen.Validate(); err != nil {
+		return env, usageErrorf("%senvironment.screen %v: %v", recordedRunField, env.Screen, err)
 	}
 	if s := run.Settings; s != nil {
 		for _, c := range []struct {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/replay"
@@ -22,21 +20,14 @@ import (
 )
 
 type replayFlags struct {
-	target       string
-	out          string
-	image        string
-	backend      string
-	area         string
-	tolerance    int
-	maxDiff      string
-	cursorArea   int
-	ignore       []string
-	timing       string
-	timeout      time.Duration
-	startTimeout time.Duration
-	env          []string
-	verbose      bool
-	guestBinary  string
+	sandboxFlags
+	target     string
+	area       string
+	tolerance  int
+	maxDiff    string
+	cursorArea int
+	ignore     []string
+	timing     string
 }
 
 func newReplayCmd() *cobra.Command {
@@ -70,35 +61,22 @@ trace, a newer trace format, bad flags), 3 the replay could not run,
   agentbox replay RUN --tolerance 16 --max-diff 1% --ignore 0,0,640,20`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var appArgs []string
-			if n := cmd.ArgsLenAtDash(); n >= 0 {
-				if n != 1 {
-					return usageErrorf("replay takes exactly one RUN before --, got %d", n)
-				}
-				appArgs = args[n:]
-			} else if len(args) > 1 {
-				return usageErrorf("replay takes one RUN; put the app's arguments after --: %q", args[1:])
+			appArgs, argsGiven, err := splitArgs("replay", "RUN", cmd, args)
+			if err != nil {
+				return err
 			}
-			return runReplay(cmd, f, args[0], appArgs, cmd.ArgsLenAtDash() >= 0)
+			return runReplay(cmd, f, args[0], appArgs, argsGiven)
 		},
 	}
 	fl := cmd.Flags()
+	f.register(fl, "replay")
 	fl.StringVar(&f.target, "target", "", "replay against this app instead of the recorded one (another build)")
-	fl.StringVar(&f.out, "out", "", "trace directory of the replay (must be new or empty; default ./agentbox-runs/RUN-ID)")
-	fl.StringVar(&f.image, "image", "", "runtime image (default: the recorded one)")
-	fl.StringVar(&f.backend, "backend", "", "sandbox backend (default: the recorded one)")
 	fl.StringVar(&f.area, "area", replay.AreaWindows, "what is compared: windows (the app's windows, not the window manager's decorations or the desktop) or screen (every pixel)")
 	fl.IntVar(&f.tolerance, "tolerance", replay.DefaultTolerance, "per-channel colour difference (0–255) below which a pixel still matches")
 	fl.StringVar(&f.maxDiff, "max-diff", "0.5%", "share of compared pixels that may differ before a screen diverges (e.g. 0.5%, 0.005, or 0 for exact)")
 	fl.IntVar(&f.cursorArea, "cursor-area", replay.DefaultCursorArea, "side in pixels of the square at the pointer that is not compared (0 compares it)")
 	fl.StringArrayVar(&f.ignore, "ignore", nil, "region X0,Y0,X1,Y1 that is not compared (repeatable; X1,Y1 exclusive)")
 	fl.StringVar(&f.timing, "timing", string(replay.TimingRecorded), "when to send each action: recorded (same offsets as the recording) or fast")
-	fl.DurationVar(&f.timeout, "timeout", 0, "deadline for the replay's loop (default: the recording's, at least its duration plus a minute)")
-	fl.DurationVar(&f.startTimeout, "start-timeout", 60*time.Second, "deadline for creating the sandbox and launching the app")
-	fl.StringArrayVar(&f.env, "env", nil, "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)")
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print every step")
-	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandbox (default: this one)")
-	_ = fl.MarkHidden("guest-binary")
 	return cmd
 }
 
@@ -157,12 +135,12 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return usageErrorf("--timing: %v", err)
 	}
-	env, err := parseKV("--env", f.env)
+	env, err := f.envVars()
 	if err != nil {
 		return err
 	}
-	if f.timeout < 0 || f.startTimeout <= 0 {
-		return usageErrorf("--timeout and --start-timeout must be positive")
+	if err := f.check(); err != nil {
+		return err
 	}
 	src, err := openTrace(dir)
 	if err != nil {
@@ -202,7 +180,6 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		logCap = src.Run.Settings.LogCap
 	}
 	fmt.Fprintf(stderr, "agentbox: replay sandbox: %s (limits from %s)\n", termsafe.Line(describeSandbox(envCfg, logCap)), termsafe.Line(filepath.Join(dir, trace.RunFile)))
-	tmpfs := int64(envCfg.Resources.WithDefaults().TmpfsMB) << 20
 
 	target := f.target
 	if target == "" {
@@ -217,9 +194,9 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 			return usageErrorf("the recorded app %s: %v (give the app with --target)", target, err)
 		}
 	}
-	bundle, err := app.Load(target, app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(app.DefaultLimits.MaxBytes, tmpfs*3/4)})
+	bundle, err := loadApp(target, envCfg.Resources, env)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return err
 	}
 	defer bundle.Close()
 	switch {
@@ -228,26 +205,12 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	case f.target == "":
 		bundle.Manifest.Args = src.Run.App.Args // they may have come from run's --
 	}
-	if len(env) > 0 && bundle.Manifest.Env == nil {
-		bundle.Manifest.Env = map[string]string{}
-	}
-	for k, v := range env {
-		bundle.Manifest.Env[k] = v
-	}
 
-	runID := newRunID(bundle)
-	out := f.out
-	if out == "" {
-		out = filepath.Join("agentbox-runs", runID)
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	stopSignals := handleSignals(cancel, stderr, backend, environment.ReapOptions{RunID: runID})
-	defer stopSignals()
-	reapLeftovers(ctx, backend, stderr)
-
+	ctx, run, done := setUpRun(stderr, backend, bundle, f.out)
+	defer done()
+	out := run.Dir
 	fmt.Fprintf(stderr, "agentbox: replay %s: %d steps of %s against %s on %s (area %s, tolerance %d, max diff %s, timing %s)\n",
-		runID, len(src.Steps), termsafe.Line(src.Run.ID), termsafe.Line(target), backend.Name(), rules.Area, rules.Tolerance, pct(rules.MaxDiff), timing)
+		run.ID, len(src.Steps), termsafe.Line(src.Run.ID), termsafe.Line(target), backend.Name(), rules.Area, rules.Tolerance, pct(rules.MaxDiff), timing)
 	res, err := replay.Run(ctx, replay.Config{
 		Source:       src,
 		App:          bundle,
@@ -256,7 +219,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		Settle:       settle,
 		Rules:        rules,
 		Timing:       timing,
-		RunID:        runID,
+		RunID:        run.ID,
 		TraceDir:     out,
 		Timeout:      f.timeout,
 		StartTimeout: f.startTimeout,

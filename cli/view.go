@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/internal/termsafe"
@@ -252,14 +253,7 @@ func hostAllowed(host string, bound net.Addr) bool {
 	return ip != nil && ip.Equal(ta.IP)
 }
 
+// humanBytes formats a size in binary units: "8 MiB", "1.953 KiB".
 func humanBytes(n int64) string {
-	switch {
-	case n >= 10<<20:
-		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
+	return units.CustomSize("%.4g %s", float64(n), 1024, []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"})
 }

@@ -114,7 +114,7 @@ func TestScriptCheckFailures(t *testing.T) {
 		{"image", `{expect: image, file: green40.png, region: [0, 0, 40, 40]}`, "1600 of 1600 pixels differ"},
 		{"window", `{expect: window, title: xcalc}`, `windows: ["mover"]`},
 		{"log", `{expect: log, contains: "no such line"}`, "none matching"},
-		{"running", "{action: key, keys: q}\n  - {wait_for: exited}\n  - {expect: running}", "it exited with code 0"},
+		{"running", "{action: key, keys: q}\n  - {wait_for: exited}\n  - {expect: running}", "it exited (exit code 0)"},
 		{"exited", `{expect: exited, code: 0}`, "it is running"},
 	}
 	for _, tt := range tests {

@@ -234,7 +234,7 @@ func synthTrace(t testing.TB, dir string, n, w, h int, complete bool) {
 		ID: fmt.Sprintf("synthetic-%d", n), Task: "synthetic trace", Agentbox: "test",
 		Agent:    trace.AgentInfo{Name: "synthetic"},
 		App:      trace.AppInfo{Target: "/nonexistent/synthetic-app", Command: "synthetic"},
-		Env:      trace.EnvInfo{Backend: "docker", Image: "agentbox/runtime:bookworm", WM: true, Screen: trace.ScreenInfo{Width: w, Height: h, Depth: 24}},
+		Env:      trace.EnvInfo{Backend: "docker", Image: "agentbox/runtime:bookworm", WM: true, Screen: action.Screen{Width: w, Height: h, Depth: 24}},
 		Settings: &trace.Settings{Settle: "none", MaxSteps: n + 1},
 		Started:  time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
 	}, trace.Options{})

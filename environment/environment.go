@@ -26,16 +26,6 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 )
 
-// Screen is the virtual display's geometry.
-type Screen struct {
-	Width  int `json:"width"`
-	Height int `json:"height"`
-	Depth  int `json:"depth"`
-}
-
-// DefaultScreen is 640×480×24.
-var DefaultScreen = Screen{Width: 640, Height: 480, Depth: 24}
-
 // Resources bounds the sandbox. Zero fields take the defaults.
 type Resources struct {
 	CPUs     float64 `json:"cpus"`      // default 1
@@ -91,8 +81,9 @@ type Config struct {
 	Image string
 	// Runtime selects an alternative OCI runtime (e.g. "runsc"), where the
 	// backend supports it.
-	Runtime   string
-	Screen    Screen
+	Runtime string
+	// Screen is the display; the zero Screen is action.DefaultScreen.
+	Screen    action.Screen
 	Resources Resources
 	// NoWM starts no window manager.
 	NoWM bool

@@ -4,8 +4,9 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // Files written into Options.Out.
@@ -30,11 +31,10 @@ func (s *Summary) write(dir string) error {
 }
 
 func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("eval: write %s: %w", path, err)
 	}
-	return os.Rename(tmp, path)
+	return nil
 }
 
 // JUnit XML, the schema CI systems (Jenkins, GitLab, GitHub reporters) read.

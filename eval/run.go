@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
@@ -260,13 +261,8 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if t.Image != "" {
 		env.Image = t.Image
 	}
-	if t.Screen != "" {
-		w, h, err := ParseScreen(t.Screen)
-		if err != nil {
-			fail(Infrastructure, err)
-			return
-		}
-		env.Screen = environment.Screen{Width: w, Height: h, Depth: 24}
+	if t.Screen != (action.Screen{}) {
+		env.Screen = t.Screen
 	}
 	bundle := *b // per-episode copy: env and args may differ per task only
 	if len(t.Env) > 0 {

@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
@@ -47,7 +48,7 @@ type Task struct {
 	Timeout  time.Duration
 	Episodes int
 	MaxSteps int
-	Screen   string
+	Screen   action.Screen // zero: the script's, else action.DefaultScreen
 	Image    string
 	Env      map[string]string
 
@@ -139,7 +140,12 @@ func Load(path string) (*Suite, error) {
 			case "image":
 				t.Image, err = str()
 			case "screen":
-				t.Screen, err = str()
+				var s string
+				if s, err = str(); err == nil {
+					if t.Screen, err = action.ParseScreen(s); err != nil {
+						err = fail("%v", err)
+					}
+				}
 			case "options", "env":
 				m := map[string]string{}
 				if derr := v.Decode(&m); derr != nil {
@@ -210,14 +216,8 @@ func (t *Task) check() error {
 		return err
 	}
 	b.Close()
-	w, h := 640, 480
-	if t.Screen != "" {
-		if w, h, err = ParseScreen(t.Screen); err != nil {
-			return err
-		}
-	}
 	if t.Script != "" {
-		sc, err := script.Load(t.Script, w, h)
+		sc, err := script.Load(t.Script, t.Screen.OrDefault())
 		if err != nil {
 			return err
 		}
@@ -225,8 +225,8 @@ func (t *Task) check() error {
 		if t.Task == "" {
 			t.Task = sc.Task
 		}
-		if t.Screen == "" && sc.Width != 0 {
-			t.Screen = fmt.Sprintf("%dx%d", sc.Width, sc.Height)
+		if t.Screen == (action.Screen{}) {
+			t.Screen = sc.Screen
 		}
 		return nil
 	}
@@ -246,20 +246,6 @@ func (t *Task) newAgent() (agent.Agent, error) {
 		return script.New(t.script), nil
 	}
 	return agent.New(t.Agent, t.Options)
-}
-
-// ParseScreen reads WIDTHxHEIGHT.
-func ParseScreen(s string) (int, int, error) {
-	parts := strings.Split(strings.ToLower(s), "x")
-	if len(parts) < 2 || len(parts) > 3 {
-		return 0, 0, fmt.Errorf("screen %q: want WIDTHxHEIGHT", s)
-	}
-	w, err1 := strconv.Atoi(parts[0])
-	h, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil || w < 64 || h < 64 || w > 7680 || h > 4320 {
-		return 0, 0, fmt.Errorf("screen %q: want WIDTHxHEIGHT between 64x64 and 7680x4320", s)
-	}
-	return w, h, nil
 }
 
 // Preflight lets the agent of every task that has one check, before any

@@ -14,20 +14,21 @@ import (
 	"image/png"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // writeAnimated writes a GIF or APNG in pure Go. Each frame after the first
 // holds only the rectangle that changed, so long runs of a mostly still
 // screen stay small.
 func writeAnimated(ctx context.Context, format string, frames []Frame, out string, w, h int) error {
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".export-*")
+	tmp, err := atomicfile.Create(out, 0o644)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	defer os.Remove(tmp.Name())
+	defer tmp.Abort()
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	var enc animEncoder
 	if format == GIF {
@@ -40,16 +41,13 @@ func writeAnimated(ctx context.Context, format string, frames []Frame, out strin
 	var cur *image.RGBA
 	for i, f := range frames {
 		if i%32 == 0 && ctx.Err() != nil {
-			tmp.Close()
 			return ctx.Err()
 		}
 		if f.Path != prevPath {
 			if cur, err = loadRGBA(f.Path); err != nil {
-				tmp.Close()
 				return err
 			}
 			if cur.Bounds().Dx() != w || cur.Bounds().Dy() != h {
-				tmp.Close()
 				return fmt.Errorf("export: %s is %dx%d, the first frame was %dx%d", f.Path, cur.Bounds().Dx(), cur.Bounds().Dy(), w, h)
 			}
 		}
@@ -61,31 +59,21 @@ func writeAnimated(ctx context.Context, format string, frames []Frame, out strin
 			}
 		}
 		if err := enc.frame(cur.SubImage(r).(*image.RGBA), f.Dur); err != nil {
-			tmp.Close()
 			return err
 		}
 		prev, prevPath = cur, f.Path
 	}
 	if g, ok := enc.(*gifEncoder); ok {
 		if err := gif.EncodeAll(bw, &g.g); err != nil {
-			tmp.Close()
 			return fmt.Errorf("export: gif: %w", err)
 		}
 	} else if err := enc.(*apngEncoder).finish(); err != nil {
-		tmp.Close()
 		return err
 	}
 	if err := bw.Flush(); err != nil {
-		tmp.Close()
 		return fmt.Errorf("export: %w", err)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := tmp.Commit(); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	return nil

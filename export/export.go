@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -251,10 +252,10 @@ func frameSize(path string) (int, int, error) {
 	return cfg.Width, cfg.Height, nil
 }
 
-// maxPixels bounds a frame: the largest screen agentbox makes (7680×4320).
-// A PNG's header names its size before any pixel is decoded, so a crafted
-// one cannot make the decoder allocate more.
-const maxPixels = 7680 * 4320
+// maxPixels bounds a frame: the largest screen agentbox makes. A PNG's
+// header names its size before any pixel is decoded, so a crafted one
+// cannot make the decoder allocate more.
+const maxPixels = action.MaxScreenPixels
 
 func checkSize(path string, cfg image.Config) error {
 	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxPixels {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // FindFFmpeg returns the ffmpeg binary to use, or ErrNoFFmpeg.
@@ -47,8 +49,11 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 	}
 	// The output goes to a temporary name first: a failed encode leaves
 	// nothing half-written under the user's name.
-	tmp := filepath.Join(filepath.Dir(out), ".export-"+filepath.Base(dir)+filepath.Ext(out))
-	defer os.Remove(tmp)
+	tmp, err := atomicfile.Create(out, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("export: %w", err)
+	}
+	defer tmp.Abort()
 	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-y",
 		"-f", "concat", "-safe", "0", "-i", listPath, "-fps_mode", "passthrough", "-an"}
 	if w%2 != 0 || h%2 != 0 {
@@ -69,7 +74,9 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 	default:
 		return 0, fmt.Errorf("export: %s is not an ffmpeg format", format)
 	}
-	args = append(args, tmp)
+	// The temporary name has no extension to choose the muxer by: -f does.
+	// -y: ffmpeg overwrites the empty temporary file.
+	args = append(args, "-f", format, tmp.Name())
 	cmd := exec.CommandContext(ctx, ff, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -79,7 +86,7 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 		}
 		return 0, fmt.Errorf("export: ffmpeg: %w: %s", err, strings.TrimSpace(lastLines(stderr.String(), 5)))
 	}
-	if err := os.Rename(tmp, out); err != nil {
+	if err := tmp.Commit(); err != nil {
 		return 0, fmt.Errorf("export: %w", err)
 	}
 	return n, nil

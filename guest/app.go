@@ -224,7 +224,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	switch {
 	case errors.Is(err, errAppExited):
 		_, e := p.status()
-		return resp, wire.Errorf(wire.CodeAppExited, "the app exited before its window appeared (%s)", describe(e))
+		return resp, wire.Errorf(wire.CodeAppExited, "the app exited before its window appeared (%s)", e)
 	case errors.Is(err, context.DeadlineExceeded):
 		what := "any window"
 		if req.WindowTitle != "" {
@@ -274,18 +274,6 @@ func (g *Guest) focus(ctx context.Context, w *action.Window) {
 		case <-actx.Done():
 		}
 	}
-}
-
-func describe(e *action.Exit) string {
-	switch {
-	case e == nil:
-		return "unknown status"
-	case e.OOM:
-		return "killed by the OOM killer"
-	case e.Signal != "":
-		return "killed by signal " + e.Signal
-	}
-	return fmt.Sprintf("exit code %d", e.Code)
 }
 
 // appEnv is the app's environment: a clean base plus the request's.

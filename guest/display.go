@@ -29,11 +29,8 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		return resp, wire.Errorf(wire.CodeInvalid, "start: the display is already up")
 	}
 	s := req.Screen
-	if s.Width <= 0 || s.Height <= 0 || s.Width > 8192 || s.Height > 8192 {
-		return resp, wire.Errorf(wire.CodeInvalid, "start: bad screen %dx%d", s.Width, s.Height)
-	}
-	if s.Depth == 0 {
-		s.Depth = 24
+	if err := s.Validate(); err != nil {
+		return resp, wire.Errorf(wire.CodeInvalid, "start: bad screen %v: %v", s, err)
 	}
 	if req.TimeoutMS > 0 {
 		var cancel context.CancelFunc

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/internal/fds"
@@ -44,7 +45,7 @@ type Guest struct {
 	server *xserver.Server
 	wm     *xserver.WM
 	x      *x11.Conn
-	screen wire.Screen
+	screen action.Screen
 	home   string
 	appDir string
 

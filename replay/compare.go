@@ -13,6 +13,7 @@ import (
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -294,9 +295,9 @@ func rect(img *image.RGBA, r image.Rectangle, c color.RGBA, width int) {
 }
 
 // MaxPixels bounds a screenshot read from a trace: the largest screen
-// agentbox makes (7680×4320). A PNG's header names its size before any
-// pixel is decoded, so a crafted one cannot make the decoder allocate more.
-const MaxPixels = 7680 * 4320
+// agentbox makes. A PNG's header names its size before any pixel is
+// decoded, so a crafted one cannot make the decoder allocate more.
+const MaxPixels = action.MaxScreenPixels
 
 // LoadPNG reads a screenshot as RGBA.
 func LoadPNG(path string) (*image.RGBA, error) {

@@ -66,7 +66,7 @@ func EnvFromRun(run trace.Run) environment.Config {
 	env := environment.Config{
 		Image:   run.Env.Image,
 		Runtime: run.Env.Runtime,
-		Screen:  environment.Screen{Width: run.Env.Screen.Width, Height: run.Env.Screen.Height, Depth: run.Env.Screen.Depth},
+		Screen:  run.Env.Screen,
 		NoWM:    !run.Env.WM,
 	}
 	if run.Settings != nil && run.Settings.NoWM {

@@ -29,7 +29,6 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -40,6 +39,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -117,23 +117,8 @@ func Write(ctx context.Context, tr *trace.Trace, path string, opts Options) (Sta
 	if err != nil {
 		return Stats{}, err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
-	if err != nil {
-		return Stats{}, fmt.Errorf("report: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(page); err != nil {
-		tmp.Close()
+	if err := atomicfile.WriteFile(path, page, 0o644); err != nil {
 		return Stats{}, fmt.Errorf("report: write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return Stats{}, fmt.Errorf("report: write %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return Stats{}, fmt.Errorf("report: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return Stats{}, fmt.Errorf("report: %w", err)
 	}
 	return Stats{Path: path, Bytes: len(page), Steps: len(tr.Steps), Images: len(d.Images), Duration: time.Since(t0),
 		Files: d.files, Refused: d.Refused, Page: page}, nil
@@ -309,20 +294,8 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	if !run.Started.IsZero() {
 		p.Run.Started = run.Started.Format(time.RFC3339)
 	}
-	if e := run.AppExit; e != nil {
-		switch {
-		case e.Signal != "":
-			p.Run.AppExit = "signal " + e.Signal
-		default:
-			p.Run.AppExit = fmt.Sprintf("code %d", e.Code)
-		}
-		if e.OOM {
-			p.Run.AppExit += " (OOM)"
-		}
-		if e.Stopped != "" {
-			// Not the app's own exit: say who ended it first.
-			p.Run.AppExit = e.Stopped + " (" + p.Run.AppExit + ")"
-		}
+	if run.AppExit != nil {
+		p.Run.AppExit = run.AppExit.String()
 	}
 	if tr.Incomplete {
 		if run.Status != trace.StatusComplete {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -12,193 +13,261 @@ import (
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/trace"
+	"golang.org/x/time/rate"
 )
 
 func versionString() string { return version.Version }
 
-// loop runs observe → decide → validate → record → act.
+// loopState is what the loop carries from one step to the next.
+type loopState struct {
+	limits  action.Limits
+	limiter *rateLimiter
+	freezer environment.Freezer // nil unless the app is frozen while the agent decides
+	last    *action.Result      // the previous action's result, shown to the agent
+	viewReq *action.Action      // the last screenshot action with options: the next observation's view
+	appGone bool                // the agent has seen one observation with the app gone
+}
+
+// loop runs observe → decide → validate → record → act until the run ends.
 func (r *run) loop(parent context.Context) *ending {
-	cfg := r.cfg
-	ctx, cancel := context.WithTimeout(parent, cfg.Timeout)
+	ctx, cancel := context.WithTimeout(parent, r.cfg.Timeout)
 	defer cancel()
-	loopStart := time.Now()
-	defer func() {
-		r.timing("loop", time.Since(loopStart))
-		r.timing("trace_write", r.traceTime)
-		if r.frozen > 0 {
-			r.timing("frozen", r.frozen)
-			r.timing("app_running", time.Since(loopStart)-r.frozen)
-		}
-	}()
-	env := r.env
-	freezer, _ := env.(environment.Freezer)
-	if !cfg.FreezeWhileThinking {
-		freezer = nil
+	defer r.loopTimings(time.Now())
+	s, end := r.startLoop(ctx, parent)
+	if end != nil {
+		return end
 	}
-	screen := cfg.Env.Screen
-	limits := action.DefaultLimits(screen.Width, screen.Height)
-
-	if s, ok := cfg.Agent.(agent.Starter); ok {
-		err := s.Start(ctx, agent.Task{Text: cfg.Task, Width: screen.Width, Height: screen.Height, MaxSteps: cfg.MaxSteps})
-		if err != nil {
-			return r.loopError(ctx, parent, "agent start", err, trace.ReasonAgent)
-		}
-	}
-
-	limiter := newRateLimiter(cfg.MaxRate)
-	var last *action.Result
-	var viewReq *action.Action // the last screenshot action with options
-	appGone := false           // the agent has seen one observation with the app gone
 	for step := 1; ; step++ {
-		how := cfg.Settle
-		if step == 1 {
-			how = cfg.FirstSettle
-		}
-		settled, err := r.settle(ctx, how)
-		if err != nil {
-			return r.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
-		}
-		obs, rec, err := r.observe(ctx, step)
-		if err != nil {
-			return r.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
-		}
-		rec.Observation.SettleMS = msOf(settled)
-		if viewReq != nil {
-			v, err := action.NewView(obs.Screen, viewReq.Region, viewReq.Scale, viewReq.MaxWidth, 0)
-			if err == nil && (v.Scaled() || viewReq.Region != nil) {
-				obs.View = v
-				rec.Observation.View = &trace.ViewInfo{Region: v.Region, Width: v.Frame.Width, Height: v.Frame.Height}
-			}
-			viewReq = nil
-		}
-		if step == 1 {
-			r.timing("first_screenshot", time.Since(r.started))
-		}
-		obs.Task, obs.Last = cfg.Task, last
-		if !obs.Running {
-			if appGone {
-				return r.appExited()
-			}
-			appGone = true
-		}
-		if step > cfg.MaxSteps {
-			r.final(rec)
-			return &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", cfg.MaxSteps)}
-		}
-
-		obs.ScreenshotRef = rec.Observation.Screenshot
-		frozen, err := r.freeze(ctx, freezer)
-		if err != nil {
-			return r.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)
-		}
-		t := time.Now()
-		d, err := cfg.Agent.Decide(ctx, obs)
-		latency := time.Since(t)
-		if frozen {
-			if terr := r.thaw(ctx, freezer, t); terr != nil && err == nil {
-				return r.loopError(ctx, parent, "thaw the app", terr, trace.ReasonEnvironment)
-			}
-		}
-		if err != nil {
-			r.final(rec)
-			r.recordFailedDecision(step, d, latency, err)
-			reason := trace.ReasonAgent
-			if errors.Is(err, agent.ErrMalformed) {
-				reason = trace.ReasonMalformed
-			}
-			return r.loopError(ctx, parent, "agent", err, reason)
-		}
-		a := d.Action
-		rec.Decision = &trace.Decision{LatencyMS: msOf(latency), Message: d.Message, Meta: d.Meta}
-		if frozen {
-			rec.Decision.FrozenMS = msOf(time.Since(t))
-		}
-		for name, data := range d.Files {
-			if p, err := r.tw.Attach(step, name, data); err == nil {
-				if rec.Decision.Files == nil {
-					rec.Decision.Files = map[string]string{}
-				}
-				rec.Decision.Files[name] = p
-			}
-		}
-		rec.Action = &a
-		verr := action.Validate(a, limits)
-		if verr != nil {
-			rec.Invalid = verr.Error()
-		}
-		// The step is on disk before its action runs.
-		tw := time.Now()
-		err = r.tw.Record(*rec)
-		r.traceTime += time.Since(tw)
-		if err != nil {
-			return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: %v", err)}
-		}
-		r.steps = step
-		if cfg.Verbose {
-			// The action and the message are the agent's (a model's
-			// text): shown, never obeyed by the terminal.
-			fmt.Fprintf(cfg.Progress, "step %d: %s", step, termsafe.Line(a.String()))
-			if d.Message != "" {
-				fmt.Fprintf(cfg.Progress, " — %s", termsafe.Line(d.Message))
-			}
-			fmt.Fprintln(cfg.Progress)
-		}
-		if verr != nil {
-			last = &action.Result{OK: false, Error: verr.Error()}
-			r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: last})
-			if cfg.Verbose {
-				fmt.Fprintf(cfg.Progress, "step %d: rejected: %s\n", step, termsafe.Line(verr.Error()))
-			}
-			continue
-		}
-		if a.Kind == action.Done {
-			res := action.Result{OK: true}
-			r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res})
-			r.finalObservation(ctx, step+1)
-			msg := a.Message
-			if a.Succeeded() {
-				if msg == "" {
-					msg = "the agent finished"
-				}
-				return &ending{trace.Success, trace.ReasonDone, msg}
-			}
-			if msg == "" {
-				msg = "the agent gave up"
-			}
-			reason := trace.ReasonGaveUp
-			switch d.Reason {
-			case agent.ReasonCheckFailed:
-				reason = trace.ReasonCheckFailed
-			case agent.ReasonDiverged:
-				reason = trace.ReasonDiverged
-			}
-			return &ending{trace.Failure, reason, msg}
-		}
-		if appGone {
-			// The agent saw the app gone and did not finish: that ends it.
-			return r.appExited()
-		}
-		throttled, err := limiter.wait(ctx)
-		if err != nil {
-			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
-		}
-		t = time.Now()
-		res, err := env.Act(ctx, a)
-		dur := time.Since(t)
-		if err != nil {
-			return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
-		}
-		last = &res
-		if a.Kind == action.Screenshot && (a.Region != nil || a.Scale > 0 || a.MaxWidth > 0) {
-			viewReq = &a
-		}
-		tw = time.Now()
-		r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})
-		r.traceTime += time.Since(tw)
-		if !res.OK && cfg.Verbose {
-			fmt.Fprintf(cfg.Progress, "step %d: %s\n", step, termsafe.Line(res.Error))
+		if end := r.step(ctx, parent, step, s); end != nil {
+			return end
 		}
 	}
+}
+
+// startLoop starts the agent and makes the loop's state.
+func (r *run) startLoop(ctx, parent context.Context) (*loopState, *ending) {
+	screen := r.cfg.Env.Screen
+	if st, ok := r.cfg.Agent.(agent.Starter); ok {
+		err := st.Start(ctx, agent.Task{Text: r.cfg.Task, Width: screen.Width, Height: screen.Height, MaxSteps: r.cfg.MaxSteps})
+		if err != nil {
+			return nil, r.loopError(ctx, parent, "agent start", err, trace.ReasonAgent)
+		}
+	}
+	s := &loopState{limits: action.DefaultLimits(screen.Width, screen.Height), limiter: newRateLimiter(r.cfg.MaxRate)}
+	if r.cfg.FreezeWhileThinking {
+		s.freezer, _ = r.env.(environment.Freezer)
+	}
+	return s, nil
+}
+
+// loopTimings records where the loop's time went.
+func (r *run) loopTimings(start time.Time) {
+	r.timing("loop", time.Since(start))
+	r.timing("trace_write", r.traceTime)
+	if r.frozen > 0 {
+		r.timing("frozen", r.frozen)
+		r.timing("app_running", time.Since(start)-r.frozen)
+	}
+}
+
+// step runs one step; nil means the loop goes on.
+func (r *run) step(ctx, parent context.Context, step int, s *loopState) *ending {
+	obs, rec, end := r.look(ctx, parent, step, s)
+	if end != nil {
+		return end
+	}
+	d, end := r.decide(ctx, parent, step, obs, rec, s.freezer)
+	if end != nil {
+		return end
+	}
+	a := d.Action
+	verr := action.Validate(a, s.limits)
+	if end := r.recordStep(step, rec, d, verr); end != nil {
+		return end
+	}
+	switch {
+	case verr != nil:
+		s.last = r.rejected(step, verr)
+		return nil
+	case a.Kind == action.Done:
+		return r.done(ctx, step, a, d.Reason)
+	case s.appGone:
+		// The agent saw the app gone and did not finish: that ends it.
+		return r.appExited()
+	}
+	return r.act(ctx, parent, step, a, s)
+}
+
+// look lets the screen settle, observes, and makes the agent's
+// observation. It ends the run when the app is still gone at a second look
+// (the agent has seen it gone once) or the steps are used up.
+func (r *run) look(ctx, parent context.Context, step int, s *loopState) (*action.Observation, *trace.Record, *ending) {
+	how := r.cfg.Settle
+	if step == 1 {
+		how = r.cfg.FirstSettle
+	}
+	settled, err := r.settle(ctx, how)
+	if err != nil {
+		return nil, nil, r.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
+	}
+	obs, rec, err := r.observe(ctx, step)
+	if err != nil {
+		return nil, nil, r.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
+	}
+	rec.Observation.SettleMS = msOf(settled)
+	if s.viewReq != nil {
+		req := s.viewReq
+		v, err := action.NewView(obs.Screen, req.Region, req.Scale, req.MaxWidth, 0)
+		if err == nil && (v.Scaled() || req.Region != nil) {
+			obs.View = v
+			rec.Observation.View = &trace.ViewInfo{Region: v.Region, Width: v.Frame.Width, Height: v.Frame.Height}
+		}
+		s.viewReq = nil
+	}
+	if step == 1 {
+		r.timing("first_screenshot", time.Since(r.started))
+	}
+	obs.Task, obs.Last = r.cfg.Task, s.last
+	if !obs.Running {
+		if s.appGone {
+			return nil, nil, r.appExited()
+		}
+		s.appGone = true
+	}
+	if step > r.cfg.MaxSteps {
+		r.final(rec)
+		return nil, nil, &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", r.cfg.MaxSteps)}
+	}
+	obs.ScreenshotRef = rec.Observation.Screenshot
+	return obs, rec, nil
+}
+
+// decide asks the agent (with the app frozen meanwhile, given a freezer)
+// and puts the decision in rec. A failed decision ends the run.
+func (r *run) decide(ctx, parent context.Context, step int, obs *action.Observation, rec *trace.Record, freezer environment.Freezer) (agent.Decision, *ending) {
+	frozen, err := r.freeze(ctx, freezer)
+	if err != nil {
+		return agent.Decision{}, r.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)
+	}
+	t := time.Now()
+	d, err := r.cfg.Agent.Decide(ctx, obs)
+	latency := time.Since(t)
+	if frozen {
+		if terr := r.thaw(ctx, freezer, t); terr != nil && err == nil {
+			return d, r.loopError(ctx, parent, "thaw the app", terr, trace.ReasonEnvironment)
+		}
+	}
+	if err != nil {
+		r.final(rec)
+		r.recordFailedDecision(step, d, latency, err)
+		reason := trace.ReasonAgent
+		if errors.Is(err, agent.ErrMalformed) {
+			reason = trace.ReasonMalformed
+		}
+		return d, r.loopError(ctx, parent, "agent", err, reason)
+	}
+	rec.Decision = &trace.Decision{LatencyMS: msOf(latency), Message: d.Message, Meta: d.Meta}
+	if frozen {
+		rec.Decision.FrozenMS = msOf(time.Since(t))
+	}
+	for name, data := range d.Files {
+		if p, err := r.tw.Attach(step, name, data); err == nil {
+			if rec.Decision.Files == nil {
+				rec.Decision.Files = map[string]string{}
+			}
+			rec.Decision.Files[name] = p
+		}
+	}
+	return d, nil
+}
+
+// recordStep writes the step (observation, decision, action, whether the
+// action is invalid) to the trace: the step is on disk before its action
+// runs.
+func (r *run) recordStep(step int, rec *trace.Record, d agent.Decision, verr error) *ending {
+	a := d.Action
+	rec.Action = &a
+	if verr != nil {
+		rec.Invalid = verr.Error()
+	}
+	tw := time.Now()
+	err := r.tw.Record(*rec)
+	r.traceTime += time.Since(tw)
+	if err != nil {
+		return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: %v", err)}
+	}
+	r.steps = step
+	if r.cfg.Verbose {
+		// The action and the message are the agent's (a model's
+		// text): shown, never obeyed by the terminal.
+		fmt.Fprintf(r.cfg.Progress, "step %d: %s", step, termsafe.Line(a.String()))
+		if d.Message != "" {
+			fmt.Fprintf(r.cfg.Progress, " — %s", termsafe.Line(d.Message))
+		}
+		fmt.Fprintln(r.cfg.Progress)
+	}
+	return nil
+}
+
+// rejected records that an action failed validation; the agent is told at
+// its next step.
+func (r *run) rejected(step int, verr error) *action.Result {
+	res := &action.Result{OK: false, Error: verr.Error()}
+	r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: res})
+	if r.cfg.Verbose {
+		fmt.Fprintf(r.cfg.Progress, "step %d: rejected: %s\n", step, termsafe.Line(verr.Error()))
+	}
+	return res
+}
+
+// done ends the run on the agent's done action, after a last look.
+func (r *run) done(ctx context.Context, step int, a action.Action, why string) *ending {
+	res := action.Result{OK: true}
+	r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res})
+	r.finalObservation(ctx, step+1)
+	msg := a.Message
+	if a.Succeeded() {
+		if msg == "" {
+			msg = "the agent finished"
+		}
+		return &ending{trace.Success, trace.ReasonDone, msg}
+	}
+	if msg == "" {
+		msg = "the agent gave up"
+	}
+	reason := trace.ReasonGaveUp
+	switch why {
+	case agent.ReasonCheckFailed:
+		reason = trace.ReasonCheckFailed
+	case agent.ReasonDiverged:
+		reason = trace.ReasonDiverged
+	}
+	return &ending{trace.Failure, reason, msg}
+}
+
+// act waits for the rate limit, performs the action and records its result.
+func (r *run) act(ctx, parent context.Context, step int, a action.Action, s *loopState) *ending {
+	throttled, err := s.limiter.wait(ctx)
+	if err != nil {
+		return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
+	}
+	t := time.Now()
+	res, err := r.env.Act(ctx, a)
+	dur := time.Since(t)
+	if err != nil {
+		return r.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
+	}
+	s.last = &res
+	if a.Kind == action.Screenshot && (a.Region != nil || a.Scale > 0 || a.MaxWidth > 0) {
+		s.viewReq = &a
+	}
+	tw := time.Now()
+	r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})
+	r.traceTime += time.Since(tw)
+	if !res.OK && r.cfg.Verbose {
+		fmt.Fprintf(r.cfg.Progress, "step %d: %s\n", step, termsafe.Line(res.Error))
+	}
+	return nil
 }
 
 // recordFailedDecision keeps what an agent returned with its error (the
@@ -221,39 +290,35 @@ func (r *run) recordFailedDecision(step int, d agent.Decision, latency time.Dura
 	r.tw.Record(trace.Record{Type: trace.TypeEvent, Step: step, Event: "agent_error", Data: data})
 }
 
-// rateLimiter is a token bucket: bursts of up to a second's worth of
-// actions, then rate actions per second.
-type rateLimiter struct {
-	rate   float64
-	tokens float64
-	last   time.Time
+// rateLimiter bounds the actions per second with golang.org/x/time/rate's
+// token bucket: bursts of up to a second's worth of actions, then rate
+// actions per second. A rate of 0 is no bound.
+type rateLimiter struct{ l *rate.Limiter }
+
+func newRateLimiter(perSecond float64) *rateLimiter {
+	if perSecond <= 0 {
+		return &rateLimiter{rate.NewLimiter(rate.Inf, 0)}
+	}
+	return &rateLimiter{rate.NewLimiter(rate.Limit(perSecond), max(1, int(min(perSecond, math.MaxInt32))))}
 }
 
-func newRateLimiter(rate float64) *rateLimiter {
-	return &rateLimiter{rate: rate, tokens: rate, last: time.Now()}
-}
-
-// wait blocks until an action may run and returns how long it waited.
+// wait blocks until an action may run and returns how long it waited
+// (recorded as throttled_ms).
 func (l *rateLimiter) wait(ctx context.Context) (time.Duration, error) {
-	if l.rate <= 0 {
+	r := l.l.Reserve() // always OK: the burst is at least one action
+	d := r.Delay()
+	if d == 0 {
 		return 0, nil
 	}
-	now := time.Now()
-	l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
-	l.last = now
-	if l.tokens >= 1 {
-		l.tokens--
-		return 0, nil
-	}
-	d := time.Duration((1 - l.tokens) / l.rate * float64(time.Second))
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-time.After(d):
+	case <-t.C:
+		return d, nil
 	case <-ctx.Done():
+		r.Cancel()
 		return 0, ctx.Err()
 	}
-	l.last = time.Now()
-	l.tokens = 0
-	return d, nil
 }
 
 // freeze freezes the app before a decision, if asked and possible.
@@ -365,7 +430,7 @@ func (r *run) appExited() *ending {
 		// Not the app's doing: the sandbox was stopped under the run.
 		return &ending{trace.Error, trace.ReasonEnvironment, "the sandbox was stopped from outside (" + ex.Stopped + "), taking the app with it"}
 	}
-	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + describeExit(ex)}
+	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + ex.String()}
 }
 
 // loopError classifies an error inside the loop: the user's interrupt, the

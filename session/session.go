@@ -100,12 +100,7 @@ func (c *Config) defaults() {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
-	if c.Env.Screen.Width == 0 {
-		c.Env.Screen = environment.DefaultScreen
-	}
-	if c.Env.Screen.Depth == 0 {
-		c.Env.Screen.Depth = 24
-	}
+	c.Env.Screen = c.Env.Screen.OrDefault()
 	c.Env.RunID = c.RunID
 }
 
@@ -185,6 +180,9 @@ func (e *ending) String() string { return fmt.Sprintf("%s (%s): %s", e.outcome, 
 // could be written at all; every other failure is an outcome in Result.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.defaults()
+	if err := cfg.Env.Screen.Validate(); err != nil {
+		return Result{}, fmt.Errorf("session: screen %v: %w", cfg.Env.Screen, err)
+	}
 	r := &run{cfg: cfg, started: time.Now()}
 	tw, err := trace.Create(cfg.TraceDir, r.initialRecord(), trace.Options{LogCap: cfg.LogCap})
 	if err != nil {
@@ -255,7 +253,7 @@ func (r *run) initialRecord() trace.Run {
 			Backend: r.cfg.Backend.Name(),
 			Image:   r.cfg.Env.Image,
 			Runtime: r.cfg.Env.Runtime,
-			Screen:  trace.ScreenInfo{Width: r.cfg.Env.Screen.Width, Height: r.cfg.Env.Screen.Height, Depth: r.cfg.Env.Screen.Depth},
+			Screen:  r.cfg.Env.Screen,
 			Limits:  limitsMap(r.cfg.Env.Resources.WithDefaults()),
 		},
 		Settings: &trace.Settings{
@@ -418,18 +416,6 @@ func (r *run) closeAgent() (wait func()) {
 		done <- time.Since(t)
 	}()
 	return func() { r.timing("agent_close", <-done) }
-}
-
-func describeExit(e *action.Exit) string {
-	switch {
-	case e == nil:
-		return "still running"
-	case e.OOM:
-		return fmt.Sprintf("killed by the OOM killer (signal %s)", e.Signal)
-	case e.Signal != "":
-		return "killed by signal " + e.Signal
-	}
-	return fmt.Sprintf("exit code %d", e.Code)
 }
 
 // appDigest is the SHA-256 over the sorted "sha256  path" lines of the

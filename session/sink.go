@@ -57,7 +57,7 @@ func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {
 // the ready text.
 type errNotReady struct{ exit *action.Exit }
 
-func (e *errNotReady) Error() string { return "the app exited (" + describeExit(e.exit) + ")" }
+func (e *errNotReady) Error() string { return "the app exited (" + e.exit.String() + ")" }
 
 // waitReady returns once the app has printed the ready text, with an
 // *errNotReady if it exits first, or with the context's error.

@@ -154,7 +154,7 @@ type EnvInfo struct {
 	Image   string           `json:"image,omitempty"`
 	ImageID string           `json:"image_id,omitempty"`
 	Runtime string           `json:"runtime,omitempty"`
-	Screen  ScreenInfo       `json:"screen"`
+	Screen  action.Screen    `json:"screen"`
 	Display string           `json:"display,omitempty"`
 	WM      bool             `json:"wm"`
 	SHM     bool             `json:"shm"`
@@ -162,13 +162,6 @@ type EnvInfo struct {
 	Timings map[string]int64 `json:"timings_ms,omitempty"`
 	// Extra holds backend-specific facts (which limits apply, …).
 	Extra map[string]string `json:"extra,omitempty"`
-}
-
-// ScreenInfo is the display geometry.
-type ScreenInfo struct {
-	Width  int `json:"width"`
-	Height int `json:"height"`
-	Depth  int `json:"depth"`
 }
 
 // Settings are what a replay needs to run the loop the same way.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // Options tunes a Writer.
@@ -175,46 +176,17 @@ func (w *Writer) writeRunLocked() error {
 	return writeFileAtomic(filepath.Join(w.dir, RunFile), append(data, '\n'), w.finished)
 }
 
-// writeFileAtomic writes via a temp file in the same directory and renames
-// it over the target; with sync it also fsyncs the file and the directory.
+// writeFileAtomic replaces path with data; with sync it waits for the data
+// and the name to reach the disk.
 func writeFileAtomic(path string, data []byte, sync bool) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	var opts []atomicfile.Option
+	if !sync {
+		opts = append(opts, atomicfile.NoSync)
+	}
+	if err := atomicfile.WriteFile(path, data, 0o644, opts...); err != nil {
 		return fmt.Errorf("trace: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("trace: %w", err)
-	}
-	if sync {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return fmt.Errorf("trace: %w", err)
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	if sync {
-		return syncDir(filepath.Dir(path))
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Screenshot queues a frame for encoding and returns its path relative to
@@ -436,7 +408,7 @@ func (w *Writer) Finish(update func(r *Run)) error {
 	if w.err != nil {
 		errs = append(errs, w.err)
 	}
-	_ = syncDir(filepath.Join(w.dir, ScreenshotsDir))
+	_ = atomicfile.SyncDir(filepath.Join(w.dir, ScreenshotsDir))
 	return errors.Join(errs...)
 }
 

@@ -24,16 +24,9 @@ const (
 	EventLog    = "log"    // LogEvent: the guest's own diagnostics
 )
 
-// Screen is the virtual display's geometry.
-type Screen struct {
-	Width  int `json:"width"`
-	Height int `json:"height"`
-	Depth  int `json:"depth"`
-}
-
 // StartRequest asks the guest to bring up the desktop.
 type StartRequest struct {
-	Screen Screen `json:"screen"`
+	Screen action.Screen `json:"screen"`
 	// NoWM skips the window manager.
 	NoWM bool `json:"no_wm,omitempty"`
 	// Home is the writable home directory (on tmpfs) for the app.

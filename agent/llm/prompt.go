@@ -48,11 +48,7 @@ func ObservationText(o *action.Observation) string {
 	} else {
 		b.WriteString("The application has exited")
 		if o.Exit != nil {
-			if o.Exit.Signal != "" {
-				fmt.Fprintf(&b, " (killed by %s)", o.Exit.Signal)
-			} else {
-				fmt.Fprintf(&b, " (code %d)", o.Exit.Code)
-			}
+			fmt.Fprintf(&b, " (%s)", o.Exit)
 		}
 		b.WriteString(".")
 	}

@@ -126,10 +126,8 @@ func describeState(o *action.Observation) string {
 		return "it is running"
 	case o.Exit == nil:
 		return "it is not running"
-	case o.Exit.Signal != "":
-		return "it was killed by " + o.Exit.Signal
 	}
-	return fmt.Sprintf("it exited with code %d", o.Exit.Code)
+	return "it exited (" + o.Exit.String() + ")"
 }
 
 func (c *Check) sinceName() string {

@@ -20,11 +20,11 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -40,8 +40,7 @@ var ErrInvalid = errors.New("invalid script")
 type Script struct {
 	File   string
 	Task   string
-	Width  int // 0: not set
-	Height int
+	Screen action.Screen // zero: not set
 	Steps  []Step
 }
 
@@ -87,17 +86,26 @@ const (
 	CheckExited    = "exited"
 )
 
-// checkFields lists the fields each check takes besides expect/wait_for.
-var checkFields = map[string][]string{
-	CheckPixel:     {"x", "y", "color", "tolerance"},
-	CheckMoved:     {"color", "tolerance", "min_dx", "min_dy", "since"},
-	CheckChanged:   {"region", "min_pixels", "since", "tolerance"},
-	CheckUnchanged: {"region", "max_pixels", "since", "tolerance"},
-	CheckImage:     {"file", "region", "max_diff", "tolerance"},
-	CheckWindow:    {"title"},
-	CheckLog:       {"stream", "contains", "regex"},
-	CheckRunning:   {},
-	CheckExited:    {"code"},
+// checkSpec is one kind of check: the fields it takes besides expect or
+// wait_for, and how it reads those that are its own. The fields several
+// kinds share (timeout_ms, tolerance, color, region, since) are read
+// first, for every kind that takes them.
+type checkSpec struct {
+	fields []string
+	read   func(*checkParser) error // nil: nothing of its own
+}
+
+// checkSpecs are the checks by kind.
+var checkSpecs = map[string]checkSpec{
+	CheckPixel:     {[]string{"x", "y", "color", "tolerance"}, (*checkParser).pixel},
+	CheckMoved:     {[]string{"color", "tolerance", "min_dx", "min_dy", "since"}, (*checkParser).moved},
+	CheckChanged:   {[]string{"region", "min_pixels", "since", "tolerance"}, (*checkParser).changed},
+	CheckUnchanged: {[]string{"region", "max_pixels", "since", "tolerance"}, (*checkParser).unchanged},
+	CheckImage:     {[]string{"file", "region", "max_diff", "tolerance"}, (*checkParser).image},
+	CheckWindow:    {[]string{"title"}, (*checkParser).window},
+	CheckLog:       {[]string{"stream", "contains", "regex"}, (*checkParser).log},
+	CheckRunning:   {nil, nil},
+	CheckExited:    {[]string{"code"}, (*checkParser).exited},
 }
 
 // Check is one expectation about the screen, the windows, the output or the
@@ -136,9 +144,9 @@ type Check struct {
 // DefaultWaitMS is wait_for's deadline when timeout_ms is not given.
 const DefaultWaitMS = 10_000
 
-// Load reads and validates a script file. width and height bound
-// coordinates when the script does not set a screen.
-func Load(path string, width, height int) (*Script, error) {
+// Load reads and validates a script file. screen bounds coordinates when
+// the script does not set one.
+func Load(path string, screen action.Screen) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -146,7 +154,7 @@ func Load(path string, width, height int) (*Script, error) {
 	if len(data) > 4<<20 {
 		return nil, fmt.Errorf("%w: %s is %d bytes; a script is at most 4 MiB", ErrInvalid, path, len(data))
 	}
-	return Parse(path, data, width, height)
+	return Parse(path, data, screen)
 }
 
 // parser carries the file name and base directory for errors and paths.
@@ -161,7 +169,7 @@ func (p *parser) errf(line int, format string, args ...any) error {
 
 // Parse validates a script held in memory; path names it in errors and
 // anchors relative file references.
-func Parse(path string, data []byte, width, height int) (*Script, error) {
+func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
 	p := &parser{file: path, dir: filepath.Dir(path)}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -183,11 +191,11 @@ func Parse(path string, data []byte, width, height int) (*Script, error) {
 			}
 			s.Task = v.Value
 		case "screen":
-			w, h, err := parseScreen(v.Value)
+			sc, err := action.ParseScreen(v.Value)
 			if err != nil {
-				return nil, p.errf(v.Line, "screen: %v", err)
+				return nil, p.errf(v.Line, "screen %v", err)
 			}
-			s.Width, s.Height = w, h
+			s.Screen = sc
 		case "steps":
 			steps = v
 		default:
@@ -197,10 +205,10 @@ func Parse(path string, data []byte, width, height int) (*Script, error) {
 	if steps == nil || steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
 		return nil, p.errf(root.Line, "steps: a non-empty list of actions and checks is required")
 	}
-	if s.Width != 0 {
-		width, height = s.Width, s.Height
+	if s.Screen != (action.Screen{}) {
+		screen = s.Screen
 	}
-	lim := action.DefaultLimits(width, height)
+	lim := action.DefaultLimits(screen.Width, screen.Height)
 	names := map[string]bool{}
 	for i, n := range steps.Content {
 		st, err := p.step(i+1, n, lim, names)
@@ -210,19 +218,6 @@ func Parse(path string, data []byte, width, height int) (*Script, error) {
 		s.Steps = append(s.Steps, st)
 	}
 	return s, nil
-}
-
-func parseScreen(v string) (int, int, error) {
-	parts := strings.Split(strings.ToLower(v), "x")
-	if len(parts) < 2 || len(parts) > 3 {
-		return 0, 0, fmt.Errorf("want WIDTHxHEIGHT, e.g. 640x480, got %q", v)
-	}
-	w, err1 := strconv.Atoi(parts[0])
-	h, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil || w < 64 || h < 64 || w > 7680 || h > 4320 {
-		return 0, 0, fmt.Errorf("want WIDTHxHEIGHT between 64x64 and 7680x4320, got %q", v)
-	}
-	return w, h, nil
 }
 
 // fields turns a step mapping into raw JSON values (for action.FromMap)
@@ -321,238 +316,318 @@ func (p *parser) step(num int, n *yaml.Node, lim action.Limits, names map[string
 }
 
 func (p *parser) check(num int, raw map[string]json.RawMessage, where func(string) int, lim action.Limits, names map[string]bool) (*Check, error) {
-	c := &Check{}
-	verb := "expect"
+	cp := &checkParser{p: p, num: num, verb: "expect", raw: raw, where: where, lim: lim, names: names, c: &Check{}}
+	c := cp.c
 	if _, ok := raw["wait_for"]; ok {
-		verb, c.Wait = "wait_for", true
+		cp.verb, c.Wait = "wait_for", true
 	}
-	if json.Unmarshal(raw[verb], &c.Kind) != nil {
-		return nil, p.errf(where(verb), "step %d: %s must name a check", num, verb)
+	if json.Unmarshal(raw[cp.verb], &c.Kind) != nil {
+		return nil, cp.errf("%s must name a check", cp.verb)
 	}
-	allowed, ok := checkFields[c.Kind]
+	spec, ok := checkSpecs[c.Kind]
 	if !ok {
-		return nil, p.errf(where(verb), "step %d: unknown check %q (known: %s)", num, c.Kind, strings.Join(checkKinds(), ", "))
+		return nil, cp.errf("unknown check %q (known: %s)", c.Kind, strings.Join(checkKinds(), ", "))
 	}
-	if c.Wait {
-		allowed = append(append([]string(nil), allowed...), "timeout_ms")
+	if err := cp.only(spec.fields); err != nil {
+		return nil, err
 	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
+	if err := cp.shared(); err != nil {
+		return nil, err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k != verb && !slices.Contains(allowed, k) {
+	if spec.read != nil {
+		if err := spec.read(cp); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// checkParser reads the fields of one check step into c; its errors name
+// the file, the line, the step, the check and the field.
+type checkParser struct {
+	p     *parser
+	num   int
+	verb  string // expect or wait_for
+	raw   map[string]json.RawMessage
+	where func(field string) int
+	lim   action.Limits
+	names map[string]bool // the screenshots remembered so far
+	c     *Check
+}
+
+// errf is an error about the whole step, at the verb's line.
+func (cp *checkParser) errf(format string, args ...any) error {
+	return cp.p.errf(cp.where(cp.verb), "step %d: %s", cp.num, fmt.Sprintf(format, args...))
+}
+
+// fail is an error about one field, at its line.
+func (cp *checkParser) fail(field, format string, args ...any) error {
+	return cp.p.errf(cp.where(field), "step %d: %s %s: field %q: %s", cp.num, cp.verb, cp.c.Kind, field, fmt.Sprintf(format, args...))
+}
+
+func (cp *checkParser) has(field string) bool {
+	_, ok := cp.raw[field]
+	return ok
+}
+
+// need requires fields, naming the first missing one.
+func (cp *checkParser) need(fields ...string) error {
+	for _, f := range fields {
+		if !cp.has(f) {
+			return cp.errf("%s %s needs field %q", cp.verb, cp.c.Kind, f)
+		}
+	}
+	return nil
+}
+
+// only refuses fields the check does not take (wait_for also takes
+// timeout_ms), in name order.
+func (cp *checkParser) only(allowed []string) error {
+	if cp.c.Wait {
+		allowed = append(slices.Clone(allowed), "timeout_ms")
+	}
+	for _, k := range slices.Sorted(maps.Keys(cp.raw)) {
+		if k != cp.verb && !slices.Contains(allowed, k) {
 			hint := "takes no fields"
 			if len(allowed) > 0 {
 				hint = "takes " + strings.Join(allowed, ", ")
 			}
-			return nil, p.errf(where(k), "step %d: unknown field %q: %s %s %s", num, k, verb, c.Kind, hint)
+			return cp.p.errf(cp.where(k), "step %d: unknown field %q: %s %s %s", cp.num, k, cp.verb, cp.c.Kind, hint)
 		}
 	}
-	fail := func(field, format string, args ...any) error {
-		return p.errf(where(field), "step %d: %s %s: field %q: %s", num, verb, c.Kind, field, fmt.Sprintf(format, args...))
-	}
-	need := func(field string) error {
-		if _, ok := raw[field]; !ok {
-			return p.errf(where(verb), "step %d: %s %s needs field %q", num, verb, c.Kind, field)
-		}
+	return nil
+}
+
+// int reads an integer field into dst, if it is there.
+func (cp *checkParser) int(field string, dst *int) error {
+	v, ok := cp.raw[field]
+	if !ok {
 		return nil
 	}
-	getInt := func(field string, dst *int) error {
-		v, ok := raw[field]
-		if !ok {
-			return nil
-		}
-		var f float64
-		if json.Unmarshal(v, &f) != nil || f != float64(int(f)) {
-			return fail(field, "must be an integer, got %s", v)
-		}
-		*dst = int(f)
+	var f float64
+	if json.Unmarshal(v, &f) != nil || f != float64(int(f)) {
+		return cp.fail(field, "must be an integer, got %s", v)
+	}
+	*dst = int(f)
+	return nil
+}
+
+// text reads a text field into dst, if it is there.
+func (cp *checkParser) text(field string, dst *string) error {
+	v, ok := cp.raw[field]
+	if !ok {
 		return nil
 	}
-	getString := func(field string, dst *string) error {
-		v, ok := raw[field]
-		if !ok {
-			return nil
-		}
-		if string(v) == "null" {
-			return fail(field, "must be text, got null (quote it: in YAML an unquoted # starts a comment)")
-		}
-		if json.Unmarshal(v, dst) != nil {
-			return fail(field, "must be text, got %s", v)
-		}
-		return nil
+	if string(v) == "null" {
+		return cp.fail(field, "must be text, got null (quote it: in YAML an unquoted # starts a comment)")
 	}
+	if json.Unmarshal(v, dst) != nil {
+		return cp.fail(field, "must be text, got %s", v)
+	}
+	return nil
+}
+
+// shared reads the fields several kinds take: timeout_ms, tolerance,
+// color, region and since.
+func (cp *checkParser) shared() error {
+	c := cp.c
 	c.TimeoutMS = DefaultWaitMS
-	if err := getInt("timeout_ms", &c.TimeoutMS); err != nil {
-		return nil, err
+	if err := cp.int("timeout_ms", &c.TimeoutMS); err != nil {
+		return err
 	}
 	if c.TimeoutMS <= 0 || c.TimeoutMS > 600_000 {
-		return nil, fail("timeout_ms", "must be between 1 and 600000, got %d", c.TimeoutMS)
+		return cp.fail("timeout_ms", "must be between 1 and 600000, got %d", c.TimeoutMS)
 	}
-	if err := getInt("tolerance", &c.Tolerance); err != nil {
-		return nil, err
+	if err := cp.int("tolerance", &c.Tolerance); err != nil {
+		return err
 	}
 	if c.Tolerance < 0 || c.Tolerance > 255 {
-		return nil, fail("tolerance", "must be between 0 and 255 per channel, got %d", c.Tolerance)
+		return cp.fail("tolerance", "must be between 0 and 255 per channel, got %d", c.Tolerance)
 	}
-	if v, ok := raw["color"]; ok {
-		if err := getString("color", &c.ColorText); err != nil {
-			return nil, err
+	if v, ok := cp.raw["color"]; ok {
+		if err := cp.text("color", &c.ColorText); err != nil {
+			return err
 		}
 		col, err := parseColor(c.ColorText)
 		if err != nil {
-			return nil, fail("color", "%v (%s)", err, v)
+			return cp.fail("color", "%v (%s)", err, v)
 		}
 		c.Color = col
 	}
-	if v, ok := raw["region"]; ok {
+	if v, ok := cp.raw["region"]; ok {
 		var r []float64
 		if json.Unmarshal(v, &r) != nil || len(r) != 4 {
-			return nil, fail("region", "must be [x0, y0, x1, y1], got %s", v)
+			return cp.fail("region", "must be [x0, y0, x1, y1], got %s", v)
 		}
 		rect := action.Rect{int(r[0]), int(r[1]), int(r[2]), int(r[3])}
-		if rect[0] < 0 || rect[1] < 0 || rect[2] > lim.Width || rect[3] > lim.Height || rect.Dx() <= 0 || rect.Dy() <= 0 {
-			return nil, fail("region", "%v is not a non-empty region inside the %dx%d screen", rect, lim.Width, lim.Height)
+		if rect[0] < 0 || rect[1] < 0 || rect[2] > cp.lim.Width || rect[3] > cp.lim.Height || rect.Dx() <= 0 || rect.Dy() <= 0 {
+			return cp.fail("region", "%v is not a non-empty region inside the %dx%d screen", rect, cp.lim.Width, cp.lim.Height)
 		}
 		c.Region = &rect
 	}
-	if err := getString("since", &c.Since); err != nil {
-		return nil, err
+	if err := cp.text("since", &c.Since); err != nil {
+		return err
 	}
-	if c.Since != "" && !names[c.Since] {
-		return nil, fail("since", "no earlier step remembers a screenshot named %q (add - screenshot: %s before it)", c.Since, c.Since)
+	if c.Since != "" && !cp.names[c.Since] {
+		return cp.fail("since", "no earlier step remembers a screenshot named %q (add - screenshot: %s before it)", c.Since, c.Since)
 	}
+	return nil
+}
 
-	switch c.Kind {
-	case CheckPixel:
-		for _, f := range []string{"x", "y", "color"} {
-			if err := need(f); err != nil {
-				return nil, err
+func (cp *checkParser) pixel() error {
+	c := cp.c
+	if err := cp.need("x", "y", "color"); err != nil {
+		return err
+	}
+	if err := cp.int("x", &c.X); err != nil {
+		return err
+	}
+	if err := cp.int("y", &c.Y); err != nil {
+		return err
+	}
+	if c.X < 0 || c.Y < 0 || c.X >= cp.lim.Width || c.Y >= cp.lim.Height {
+		return cp.fail("x", "(%d,%d) is outside the %dx%d screen", c.X, c.Y, cp.lim.Width, cp.lim.Height)
+	}
+	return nil
+}
+
+func (cp *checkParser) moved() error {
+	c := cp.c
+	if err := cp.need("color"); err != nil {
+		return err
+	}
+	if c.Tolerance == 0 {
+		c.Tolerance = 40
+	}
+	for _, f := range []struct {
+		name string
+		dst  **int
+	}{{"min_dx", &c.MinDX}, {"min_dy", &c.MinDY}} {
+		if cp.has(f.name) {
+			var v int
+			if err := cp.int(f.name, &v); err != nil {
+				return err
 			}
-		}
-		if err := getInt("x", &c.X); err != nil {
-			return nil, err
-		}
-		if err := getInt("y", &c.Y); err != nil {
-			return nil, err
-		}
-		if c.X < 0 || c.Y < 0 || c.X >= lim.Width || c.Y >= lim.Height {
-			return nil, fail("x", "(%d,%d) is outside the %dx%d screen", c.X, c.Y, lim.Width, lim.Height)
-		}
-	case CheckMoved:
-		if err := need("color"); err != nil {
-			return nil, err
-		}
-		if c.Tolerance == 0 {
-			c.Tolerance = 40
-		}
-		for _, f := range []struct {
-			name string
-			dst  **int
-		}{{"min_dx", &c.MinDX}, {"min_dy", &c.MinDY}} {
-			if _, ok := raw[f.name]; ok {
-				var v int
-				if err := getInt(f.name, &v); err != nil {
-					return nil, err
-				}
-				*f.dst = &v
-			}
-		}
-		if c.MinDX == nil && c.MinDY == nil {
-			return nil, p.errf(where(verb), "step %d: %s moved needs min_dx or min_dy (negative: left or up)", num, verb)
-		}
-	case CheckChanged:
-		c.MinPixels = 1
-		if err := getInt("min_pixels", &c.MinPixels); err != nil {
-			return nil, err
-		}
-		if c.MinPixels < 1 {
-			return nil, fail("min_pixels", "must be at least 1")
-		}
-	case CheckUnchanged:
-		if err := getInt("max_pixels", &c.MaxPixels); err != nil {
-			return nil, err
-		}
-		if c.MaxPixels < 0 {
-			return nil, fail("max_pixels", "must not be negative")
-		}
-	case CheckImage:
-		if err := need("file"); err != nil {
-			return nil, err
-		}
-		if err := getString("file", &c.File); err != nil {
-			return nil, err
-		}
-		if v, ok := raw["max_diff"]; ok {
-			if json.Unmarshal(v, &c.MaxDiff) != nil || c.MaxDiff < 0 || c.MaxDiff > 1 {
-				return nil, fail("max_diff", "must be a fraction of pixels between 0 and 1, got %s", v)
-			}
-		}
-		img, err := p.loadPNG(c.File)
-		if err != nil {
-			return nil, fail("file", "%v", err)
-		}
-		c.Image = img
-		w, h := img.Bounds().Dx(), img.Bounds().Dy()
-		if c.Region == nil {
-			c.Region = &action.Rect{0, 0, w, h}
-		}
-		if c.Region.Dx() != w || c.Region.Dy() != h {
-			return nil, fail("region", "%v is %dx%d but %s is %dx%d", *c.Region, c.Region.Dx(), c.Region.Dy(), c.File, w, h)
-		}
-		if c.Region[2] > lim.Width || c.Region[3] > lim.Height {
-			return nil, fail("file", "%s (%dx%d) does not fit the %dx%d screen", c.File, w, h, lim.Width, lim.Height)
-		}
-	case CheckWindow:
-		if err := need("title"); err != nil {
-			return nil, err
-		}
-		if err := getString("title", &c.Title); err != nil {
-			return nil, err
-		}
-		m, err := action.TitleMatcher(c.Title)
-		if err != nil || c.Title == "" {
-			return nil, fail("title", "want a glob or /regex/: %v", err)
-		}
-		c.match = m
-	case CheckLog:
-		if err := getString("stream", &c.Stream); err != nil {
-			return nil, err
-		}
-		if c.Stream != "" && c.Stream != "stdout" && c.Stream != "stderr" {
-			return nil, fail("stream", "must be stdout or stderr (or absent for both), got %q", c.Stream)
-		}
-		_, hasC := raw["contains"]
-		_, hasR := raw["regex"]
-		if hasC == hasR {
-			return nil, p.errf(where(verb), "step %d: %s log needs exactly one of contains or regex", num, verb)
-		}
-		if err := getString("contains", &c.Contains); err != nil {
-			return nil, err
-		}
-		if hasR {
-			var re string
-			if err := getString("regex", &re); err != nil {
-				return nil, err
-			}
-			rx, err := regexp.Compile(re)
-			if err != nil {
-				return nil, fail("regex", "%v", err)
-			}
-			c.Regex = rx
-		}
-	case CheckExited:
-		if _, ok := raw["code"]; ok {
-			var code int
-			if err := getInt("code", &code); err != nil {
-				return nil, err
-			}
-			c.Code = &code
+			*f.dst = &v
 		}
 	}
-	return c, nil
+	if c.MinDX == nil && c.MinDY == nil {
+		return cp.errf("%s moved needs min_dx or min_dy (negative: left or up)", cp.verb)
+	}
+	return nil
+}
+
+func (cp *checkParser) changed() error {
+	c := cp.c
+	c.MinPixels = 1
+	if err := cp.int("min_pixels", &c.MinPixels); err != nil {
+		return err
+	}
+	if c.MinPixels < 1 {
+		return cp.fail("min_pixels", "must be at least 1")
+	}
+	return nil
+}
+
+func (cp *checkParser) unchanged() error {
+	c := cp.c
+	if err := cp.int("max_pixels", &c.MaxPixels); err != nil {
+		return err
+	}
+	if c.MaxPixels < 0 {
+		return cp.fail("max_pixels", "must not be negative")
+	}
+	return nil
+}
+
+func (cp *checkParser) image() error {
+	c := cp.c
+	if err := cp.need("file"); err != nil {
+		return err
+	}
+	if err := cp.text("file", &c.File); err != nil {
+		return err
+	}
+	if v, ok := cp.raw["max_diff"]; ok {
+		if json.Unmarshal(v, &c.MaxDiff) != nil || c.MaxDiff < 0 || c.MaxDiff > 1 {
+			return cp.fail("max_diff", "must be a fraction of pixels between 0 and 1, got %s", v)
+		}
+	}
+	img, err := cp.p.loadPNG(c.File)
+	if err != nil {
+		return cp.fail("file", "%v", err)
+	}
+	c.Image = img
+	w, h := img.Bounds().Dx(), img.Bounds().Dy()
+	if c.Region == nil {
+		c.Region = &action.Rect{0, 0, w, h}
+	}
+	if c.Region.Dx() != w || c.Region.Dy() != h {
+		return cp.fail("region", "%v is %dx%d but %s is %dx%d", *c.Region, c.Region.Dx(), c.Region.Dy(), c.File, w, h)
+	}
+	if c.Region[2] > cp.lim.Width || c.Region[3] > cp.lim.Height {
+		return cp.fail("file", "%s (%dx%d) does not fit the %dx%d screen", c.File, w, h, cp.lim.Width, cp.lim.Height)
+	}
+	return nil
+}
+
+func (cp *checkParser) window() error {
+	c := cp.c
+	if err := cp.need("title"); err != nil {
+		return err
+	}
+	if err := cp.text("title", &c.Title); err != nil {
+		return err
+	}
+	if c.Title == "" {
+		return cp.fail("title", "want a glob or /regex/, got nothing")
+	}
+	m, err := action.TitleMatcher(c.Title)
+	if err != nil {
+		return cp.fail("title", "want a glob or /regex/: %v", err)
+	}
+	c.match = m
+	return nil
+}
+
+func (cp *checkParser) log() error {
+	c := cp.c
+	if err := cp.text("stream", &c.Stream); err != nil {
+		return err
+	}
+	if c.Stream != "" && c.Stream != "stdout" && c.Stream != "stderr" {
+		return cp.fail("stream", "must be stdout or stderr (or absent for both), got %q", c.Stream)
+	}
+	if cp.has("contains") == cp.has("regex") {
+		return cp.errf("%s log needs exactly one of contains or regex", cp.verb)
+	}
+	if err := cp.text("contains", &c.Contains); err != nil {
+		return err
+	}
+	if cp.has("regex") {
+		var re string
+		if err := cp.text("regex", &re); err != nil {
+			return err
+		}
+		rx, err := regexp.Compile(re)
+		if err != nil {
+			return cp.fail("regex", "%v", err)
+		}
+		c.Regex = rx
+	}
+	return nil
+}
+
+func (cp *checkParser) exited() error {
+	if !cp.has("code") {
+		return nil
+	}
+	var code int
+	if err := cp.int("code", &code); err != nil {
+		return err
+	}
+	cp.c.Code = &code
+	return nil
 }
 
 func (p *parser) loadPNG(rel string) (*image.RGBA, error) {
@@ -569,7 +644,7 @@ func (p *parser) loadPNG(rel string) (*image.RGBA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a PNG: %v", rel, err)
 	}
-	if cfg.Width*cfg.Height > 8192*8192 {
+	if cfg.Width*cfg.Height > action.MaxScreenPixels {
 		return nil, fmt.Errorf("%s is %dx%d, too large", rel, cfg.Width, cfg.Height)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
@@ -604,11 +679,4 @@ func parseColor(s string) ([3]uint8, error) {
 	return c, nil
 }
 
-func checkKinds() []string {
-	var ks []string
-	for k := range checkFields {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
+func checkKinds() []string { return slices.Sorted(maps.Keys(checkSpecs)) }

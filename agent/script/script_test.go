@@ -41,7 +41,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("play.yaml", []byte(tt.in), 640, 480)
+			_, err := Parse("play.yaml", []byte(tt.in), action.DefaultScreen)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v\nwant containing %q", err, tt.want)
 			}
@@ -69,11 +69,11 @@ func TestParseJSONAndAllKinds(t *testing.T) {
 	  {"expect": "running"},
 	  {"wait_for": "exited", "code": 0}
 	]}`
-	s, err := Parse(filepath.Join(dir, "s.json"), []byte(js), 640, 480)
+	s, err := Parse(filepath.Join(dir, "s.json"), []byte(js), action.DefaultScreen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Width != 320 || len(s.Steps) != 11 || s.Task != "t" {
+	if s.Screen != (action.Screen{Width: 320, Height: 240, Depth: 24}) || len(s.Steps) != 11 || s.Task != "t" {
 		t.Fatalf("script = %+v", s)
 	}
 	if c := s.Steps[5].Check; !c.Wait || c.TimeoutMS != 500 || c.Kind != CheckUnchanged {
@@ -101,7 +101,7 @@ func frame(x, y int) *action.Frame {
 
 func play(t *testing.T, src string, obs ...*action.Observation) []agent.Decision {
 	t.Helper()
-	s, err := Parse("t.yaml", []byte(src), 64, 48)
+	s, err := Parse("t.yaml", []byte(src), action.Screen{Width: 64, Height: 48, Depth: 24})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestWaitFor(t *testing.T) {
 		t.Errorf("after the log line the script goes on; got %v", ds[1].Action)
 	}
 	// Timing out ends the run cleanly with what was expected and seen.
-	s, _ := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Nope, timeout_ms: 30}\n"), 64, 48)
+	s, _ := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Nope, timeout_ms: 30}\n"), action.Screen{Width: 64, Height: 48, Depth: 24})
 	a := New(s)
 	d, _ := a.Decide(context.Background(), obs(frame(0, 0)))
 	if d.Action.Kind != action.Wait || d.Action.Until != action.UntilWindow || d.Action.Title != "Nope" {
@@ -216,7 +216,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("task: t\nsteps:\n  - {action: key, keys: Return}\n  - {expect: window, title: x}\n"))
 	f.Add([]byte(`{"steps":[{"screenshot":"a"},{"wait_for":"moved","color":"#00ff00","min_dx":1,"since":"a"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse("f.yaml", data, 640, 480)
+		s, err := Parse("f.yaml", data, action.DefaultScreen)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error does not wrap ErrInvalid: %v", err)

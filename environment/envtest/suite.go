@@ -193,9 +193,6 @@ func (s *suite) config(t *testing.T) environment.Config {
 	cfg := s.o.Config
 	cfg.Events = newSink()
 	cfg.RunID = "envtest-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + time.Now().Format("150405.000000")
-	if cfg.Screen.Width == 0 {
-		cfg.Screen = environment.DefaultScreen
-	}
 	return cfg
 }
 

@@ -86,7 +86,7 @@ func runSession(t *testing.T, g *guestenvtest.Guest) session {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return g }}
-	env, err := b.Create(ctx, environment.Config{Screen: environment.DefaultScreen, Events: s.rec, GuestLog: s.rec.log})
+	env, err := b.Create(ctx, environment.Config{Screen: action.DefaultScreen, Events: s.rec, GuestLog: s.rec.log})
 	if err != nil {
 		s.err, s.at = err, "create"
 		return s

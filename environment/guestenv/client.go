@@ -49,7 +49,7 @@ type Client struct {
 
 	// What the guest may send (bounds.go).
 	handshaken atomic.Bool
-	screen     atomic.Pointer[environment.Screen]
+	screen     atomic.Pointer[action.Screen]
 	budgets    budgets
 
 	timing    timing                // deadlines and the liveness check (deadline.go)
@@ -144,11 +144,16 @@ func (c *Client) wrap(what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", environment.ErrGuest, what, err)
 }
 
-// Start brings up the display and window manager.
-func (c *Client) Start(ctx context.Context, screen environment.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
+// Start brings up the display (the zero Screen is action.DefaultScreen)
+// and the window manager.
+func (c *Client) Start(ctx context.Context, screen action.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
+	screen = screen.OrDefault()
+	if err := screen.Validate(); err != nil {
+		return c.start, fmt.Errorf("start display: screen %v: %w", screen, err)
+	}
 	c.screen.Store(&screen) // screenshots are bounded by it
 	req := wire.StartRequest{
-		Screen:    wire.Screen{Width: screen.Width, Height: screen.Height, Depth: screen.Depth},
+		Screen:    screen,
 		NoWM:      noWM,
 		Home:      Home,
 		AppDir:    AppDir,

@@ -134,8 +134,8 @@ func newFixture(t *testing.T, g *guestenvtest.Guest, o guestenv.Options, wrap fu
 	if o.Backend == "" {
 		o.Backend = "test"
 	}
-	if o.Config.Screen == (environment.Screen{}) {
-		o.Config.Screen = environment.DefaultScreen
+	if o.Config.Screen == (action.Screen{}) {
+		o.Config.Screen = action.DefaultScreen
 	}
 	var s guestenv.Sandbox = sb
 	if wrap != nil {

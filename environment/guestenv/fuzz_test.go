@@ -174,7 +174,7 @@ func fuzzSession(t *testing.T, data []byte) (*recorder, string) {
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	screen := environment.DefaultScreen
+	screen := action.DefaultScreen
 	const logCap = 1 << 20
 	check := func(fr *action.Frame, st environment.State) {
 		if fr != nil && (fr.Width > screen.Width || fr.Height > screen.Height || len(fr.Pix) != 4*fr.Width*fr.Height) {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // Backends bind-mount the guest binary into the sandbox, and a sandbox's
@@ -82,7 +84,7 @@ func Staged(path string) (string, error) {
 		dst = filepath.Join(dir, "guest-"+hex.EncodeToString(sum[:])[:20])
 	}
 	if !sound(dst, fi.Size()) {
-		if err := copyInto(dir, path, dst); err != nil {
+		if err := copyInto(path, dst); err != nil {
 			return "", fmt.Errorf("copy the guest binary to %s: %w", dir, err)
 		}
 	}
@@ -133,32 +135,23 @@ func sound(dst string, size int64) bool {
 	return ok && int(st.Uid) == os.Geteuid()
 }
 
-// copyInto copies src to dst (in dir) through a temporary file and a
+// copyInto copies src to dst through a temporary file beside it and a
 // rename, so no process ever sees half a binary.
-func copyInto(dir, src, dst string) error {
+func copyInto(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(dir, ".guest-*")
+	tmp, err := atomicfile.Create(dst, 0o755)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(tmp, in)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	defer tmp.Abort()
+	if _, err := io.Copy(tmp, in); err != nil {
+		return err
 	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o755)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return tmp.Commit()
 }
 
 // prune removes copies other than keep that were last used more than

@@ -306,9 +306,6 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if cfg.Runtime != "" {
 		return nil, fmt.Errorf("%w: --runtime %s is Docker's; the local backend always uses bubblewrap", environment.ErrUnavailable, cfg.Runtime)
 	}
-	if cfg.Screen.Width == 0 || cfg.Screen.Height == 0 {
-		cfg.Screen = environment.DefaultScreen
-	}
 	res := cfg.Resources.WithDefaults()
 	if err := res.Validate(); err != nil {
 		return nil, err

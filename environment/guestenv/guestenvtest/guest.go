@@ -154,7 +154,7 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 	if err := w.Event(wire.EventHello, wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: "test"}, nil); err != nil {
 		return err
 	}
-	var screen wire.Screen
+	var screen action.Screen
 	shots := 0
 	var blank []byte
 	var blankResp wire.ScreenshotResponse

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/pflag"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+// sandboxFlags are the flags that choose, size and bound a sandbox and its
+// run, the same in run, eval, replay and bench: one field, one parser and
+// one rule each. A command registers the ones it takes; the wording and
+// default differ only where the meaning does (eval's limits are per
+// sandbox, replay's defaults are the recording's).
+type sandboxFlags struct {
+	cmd   string          // the command that registered them
+	taken map[string]bool // the flags it took
+
+	backend, image, ociRuntime, guestBinary string
+	screen                                  string
+	cpus                                    float64
+	memory, tmpfs                           string
+	pids                                    int
+	noWM                                    bool
+
+	timeout, startTimeout time.Duration
+	maxSteps              int
+	maxRate               float64
+	freeze                bool
+
+	out     string
+	env     []string
+	verbose bool
+}
+
+// flagUse is one command's default and help for a flag.
+type flagUse struct {
+	def  any // of the field's type
+	help string
+}
+
+// sandboxFlagUses lists, for each shared flag, the commands that take it
+// with their default and help.
+func sandboxFlagUses() map[string]map[string]flagUse {
+	const run, eval, replay, bench = "run", "eval", "replay", "bench"
+	auto := flagUse{environment.Auto, backendUsage()}
+	guest := flagUse{"", "static agentbox binary to run inside the sandbox (default: this one)"}
+	verbose := flagUse{false, "print every step"}
+	startTimeout := flagUse{60 * time.Second, "deadline for creating the sandbox and launching the app"}
+	return map[string]map[string]flagUse{
+		"backend": {run: auto, eval: auto,
+			replay: {"", "sandbox backend (default: the recorded one)"},
+			bench:  {environment.Auto, "backend to measure, or several side by side: docker,local"}},
+		"image": {
+			run:    {"", "runtime image (default agentbox/runtime:bookworm; any image with Xvfb works)"},
+			eval:   {"", "runtime image for tasks that name none"},
+			replay: {"", "runtime image (default: the recorded one)"},
+			bench:  {"agentbox/test:bookworm", "image (the seed-style step needs scrot and xdotool: the test image)"}},
+		"runtime": {
+			run:  {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
+			eval: {"", "OCI runtime registered with Docker, e.g. runsc"}},
+		"screen":       {run: {action.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"}},
+		"cpus":         {run: {1.0, "CPU limit"}, eval: {1.0, "CPU limit per sandbox"}},
+		"memory":       {run: {"1g", "memory limit (e.g. 512m, 2g)"}, eval: {"1g", "memory limit per sandbox"}},
+		"pids":         {run: {256, "process limit"}, eval: {256, "process limit per sandbox"}},
+		"tmpfs":        {run: {"256m", "size of the writable /tmp (app files, home)"}, eval: {"256m", "writable /tmp per sandbox"}},
+		"no-wm":        {run: {false, "start no window manager"}},
+		"guest-binary": {run: guest, replay: guest, eval: {"", "static agentbox binary to run inside the sandboxes"}},
+		"timeout": {
+			run:    {5 * time.Minute, "deadline for the agent loop (outcome failure)"},
+			eval:   {5 * time.Minute, "per-episode deadline for tasks that name none"},
+			replay: {time.Duration(0), "deadline for the replay's loop (default: the recording's, at least its duration plus a minute)"}},
+		"start-timeout": {run: startTimeout, replay: startTimeout},
+		"max-steps": {
+			run:  {100, "stop after this many agent steps (outcome failure)"},
+			eval: {100, "per-episode step limit for agent tasks that name none"}},
+		"max-rate": {
+			run:  {1000.0, "at most this many actions per second (0: no bound); waits are recorded as throttled_ms"},
+			eval: {1000.0, "at most this many actions per second per episode (0: no bound)"}},
+		"freeze-while-thinking": {
+			run:  {false, "freeze the app's processes while the agent decides (the frozen time is recorded apart)"},
+			eval: {false, "freeze each app while its agent decides"}},
+		"out": {
+			run:    {"", "trace directory (must be new or empty; default ./agentbox-runs/RUN-ID)"},
+			eval:   {"", "output directory (must be new or empty; default ./agentbox-evals/RUN-ID)"},
+			replay: {"", "trace directory of the replay (must be new or empty; default ./agentbox-runs/RUN-ID)"}},
+		"env": {
+			run:    {[]string(nil), "extra app environment variable KEY=VALUE (repeatable)"},
+			replay: {[]string(nil), "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)"}},
+		"verbose": {run: verbose, replay: verbose},
+	}
+}
+
+// register adds the flags cmd takes to fl.
+func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
+	f.cmd, f.taken = cmd, map[string]bool{}
+	fields := map[string]any{
+		"backend": &f.backend, "image": &f.image, "runtime": &f.ociRuntime, "guest-binary": &f.guestBinary,
+		"screen": &f.screen, "cpus": &f.cpus, "memory": &f.memory, "pids": &f.pids, "tmpfs": &f.tmpfs, "no-wm": &f.noWM,
+		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
+		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
+	}
+	short := map[string]string{"verbose": "v"}
+	for name, uses := range sandboxFlagUses() {
+		u, ok := uses[cmd]
+		if !ok {
+			continue
+		}
+		f.taken[name] = true
+		switch p := fields[name].(type) {
+		case *string:
+			fl.StringVarP(p, name, short[name], u.def.(string), u.help)
+		case *[]string:
+			fl.StringArrayVarP(p, name, short[name], u.def.([]string), u.help)
+		case *int:
+			fl.IntVarP(p, name, short[name], u.def.(int), u.help)
+		case *float64:
+			fl.Float64VarP(p, name, short[name], u.def.(float64), u.help)
+		case *bool:
+			fl.BoolVarP(p, name, short[name], u.def.(bool), u.help)
+		case *time.Duration:
+			fl.DurationVarP(p, name, short[name], u.def.(time.Duration), u.help)
+		default:
+			panic(fmt.Sprintf("cli: flag --%s: no field of a known type (%T)", name, p))
+		}
+	}
+	if f.taken["guest-binary"] {
+		_ = fl.MarkHidden("guest-binary")
+	}
+}
+
+// takes reports whether the command registered the flag.
+func (f *sandboxFlags) takes(name string) bool { return f.taken[name] }
+
+// check holds the run's bounds to their rules, as usage errors naming the
+// flag. Replay's --timeout may be 0: the recording's.
+func (f *sandboxFlags) check() error {
+	switch {
+	case f.takes("timeout") && f.cmd == "replay" && f.timeout < 0:
+		return usageErrorf("--timeout must not be negative (0: the recording's), got %v", f.timeout)
+	case f.takes("timeout") && f.cmd != "replay" && f.timeout <= 0:
+		return usageErrorf("--timeout must be positive, got %v", f.timeout)
+	case f.takes("start-timeout") && f.startTimeout <= 0:
+		return usageErrorf("--start-timeout must be positive, got %v", f.startTimeout)
+	case f.takes("max-steps") && f.maxSteps <= 0:
+		return usageErrorf("--max-steps must be positive, got %d", f.maxSteps)
+	case f.takes("max-rate") && !(f.maxRate >= 0):
+		return usageErrorf("--max-rate must not be negative, got %s", num(f.maxRate))
+	}
+	return nil
+}
+
+// config is the sandbox the flags ask for: image, OCI runtime, screen (the
+// zero Screen when the command has no --screen), limits, window manager,
+// guest binary; every value checked.
+func (f *sandboxFlags) config() (environment.Config, error) {
+	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary}
+	if f.takes("screen") {
+		s, err := action.ParseScreen(f.screen)
+		if err != nil {
+			return cfg, usageErrorf("--screen %v", err)
+		}
+		cfg.Screen = s
+	}
+	if f.takes("memory") {
+		mem, err := parseSize("--memory", f.memory)
+		if err != nil {
+			return cfg, err
+		}
+		tmpfs, err := parseSize("--tmpfs", f.tmpfs)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Resources = environment.Resources{CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20)}
+		if err := checkResources(cfg.Resources, flagNames); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// envVars is --env.
+func (f *sandboxFlags) envVars() (map[string]string, error) { return parseKV("--env", f.env) }
+
+// parseSize reads a size in bytes with an optional binary unit (go-units'
+// RAMInBytes: "512m", "2g", "64k", "1.5GiB") or a plain number of bytes.
+func parseSize(flag, s string) (int64, error) {
+	v, err := units.RAMInBytes(strings.TrimSpace(s))
+	if err != nil || v <= 0 || v > 1<<50 {
+		return 0, usageErrorf("%s %q: want a size like 512m or 2g", flag, s)
+	}
+	return v, nil
+}

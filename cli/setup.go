@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/session"
+)
+
+// What run, replay and eval do around a session: arguments, the app, the
+// run's name and directory, signals, leftovers.
+
+// splitArgs splits a command's arguments at --: one NAME before it, the
+// app's arguments after it (given says whether there was a --).
+func splitArgs(verb, name string, cmd *cobra.Command, args []string) (appArgs []string, given bool, err error) {
+	n := cmd.ArgsLenAtDash()
+	switch {
+	case n >= 0 && n != 1:
+		return nil, false, usageErrorf("%s takes exactly one %s before --, got %d", verb, name, n)
+	case n >= 0:
+		return args[n:], true, nil
+	case len(args) > 1:
+		return nil, false, usageErrorf("%s takes one %s; put the app's arguments after --: %q", verb, name, args[1:])
+	}
+	return nil, false, nil
+}
+
+// loadApp loads the app run or replay starts, its files bounded by the
+// sandbox's /tmp (three quarters of it: the app needs room to run).
+func loadApp(target string, res environment.Resources, env map[string]string) (*app.Bundle, error) {
+	tmpfs := int64(res.WithDefaults().TmpfsMB) << 20
+	b, err := app.Load(target, app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(app.DefaultLimits.MaxBytes, tmpfs*3/4)})
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	if len(env) > 0 && b.Manifest.Env == nil {
+		b.Manifest.Env = map[string]string{}
+	}
+	for k, v := range env {
+		b.Manifest.Env[k] = v
+	}
+	return b, nil
+}
+
+// runSetup is what run and replay set up before their session starts:
+// the run's ID and trace directory.
+type runSetup struct {
+	ID  string
+	Dir string // --out, else ./agentbox-runs/RUN-ID
+}
+
+// setUpRun names a run of bundle, chooses its trace directory, and starts
+// catching signals (ctx ends on the first) after removing the sandboxes
+// killed agentbox processes left behind. Call done when the run ends.
+func setUpRun(stderr io.Writer, backend environment.Backend, bundle *app.Bundle, out string) (ctx context.Context, run runSetup, done func()) {
+	run.ID = newRunID(bundle)
+	run.Dir = out
+	if run.Dir == "" {
+		run.Dir = filepath.Join("agentbox-runs", run.ID)
+	}
+	ctx, done = watchRun(stderr, backend, environment.ReapOptions{RunID: run.ID})
+	return ctx, run, done
+}
+
+// watchRun is a context that the first SIGINT or SIGTERM cancels (a second
+// one removes the sandboxes reap names and exits 130), after removing the
+// sandboxes killed agentbox processes left behind. Call stop at the end.
+func watchRun(stderr io.Writer, backend environment.Backend, reap environment.ReapOptions) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stopSignals := handleSignals(cancel, stderr, backend, reap)
+	reapLeftovers(ctx, backend, stderr)
+	return ctx, func() {
+		stopSignals()
+		cancel(nil)
+	}
+}
+
+// handleSignals turns the first SIGINT/SIGTERM into a graceful stop
+// (the run ends as interrupted, the sandbox is removed) and a second one into
+// a forced one (the sandbox is removed at once and agentbox exits 130).
+func handleSignals(cancel context.CancelCauseFunc, stderr io.Writer, backend environment.Backend, reap environment.ReapOptions) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(stderr, "\nagentbox: %v: stopping the run (press Ctrl-C again to force)\n", s)
+			cancel(session.ErrInterrupted)
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			fmt.Fprintf(stderr, "agentbox: forced stop: removing the sandboxes\n")
+			if r, ok := backend.(environment.Reaper); ok {
+				ctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+				_, _ = r.Reap(ctx, reap)
+				c()
+			}
+			os.Exit(ExitInterrupted)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// reapLeftovers removes, before a command starts its own, the sandboxes
+// a killed agentbox left behind, and says which.
+func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.Writer) {
+	r, ok := backend.(environment.Reaper)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	reaped, _ := r.Reap(ctx, environment.ReapOptions{})
+	for _, x := range reaped {
+		fmt.Fprintf(stderr, "agentbox: removed leftover sandbox %s of run %s (%s)\n", termsafe.Line(shortID(x.ID)), termsafe.Line(x.RunID), termsafe.Line(x.Reason))
+	}
+}
+
+func newRunID(b *app.Bundle) string {
+	var rnd [3]byte
+	_, _ = rand.Read(rnd[:])
+	name := filepath.Base(b.Manifest.Command)
+	if b.Dir != "" && !b.InImage {
+		name = filepath.Base(b.Dir)
+	}
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, name)
+	if len(name) > 24 {
+		name = name[:24]
+	}
+	return fmt.Sprintf("%s-%s-%s", time.Now().Format("20060102-150405"), name, hex.EncodeToString(rnd[:]))
+}
