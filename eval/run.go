@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
