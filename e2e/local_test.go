@@ -19,12 +19,7 @@ import (
 // requireLocal needs what the local backend needs here.
 func requireLocal(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: needs bubblewrap and Xvfb")
-	}
-	if err := (&local.Backend{}).Probe(context.Background()); err != nil {
-		testenv.Missing(t, "the local backend cannot run here: %v (see `agentbox doctor`)", err)
-	}
+	testenv.Require(t, testenv.Probe("the local backend (see `agentbox doctor`)", (&local.Backend{}).Probe))
 }
 
 // exampleMover is examples/mover as shipped (its manifest) with the mover

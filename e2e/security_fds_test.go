@@ -59,7 +59,7 @@ func TestSecurityInheritedDescriptors(t *testing.T) {
 				requireLocal(t)
 				args = append(args, "--backend", "local")
 			} else {
-				testenv.RequireImage(t, testenv.TestImage)
+				testenv.Require(t, testenv.Image(testenv.TestImage))
 				args = append(args, "--backend", "docker", "--image", testenv.TestImage)
 			}
 			r := agentboxFiles(t, withSecretFD(open(t)), args...)

@@ -30,7 +30,7 @@ type sandboxKind struct {
 }
 
 var sandboxKinds = []sandboxKind{
-	{"docker", []string{"--image", testenv.TestImage}, func(t *testing.T) { testenv.RequireImage(t, testenv.TestImage) }, assertNoContainers},
+	{"docker", []string{"--image", testenv.TestImage}, func(t *testing.T) { testenv.Require(t, testenv.Image(testenv.TestImage)) }, assertNoContainers},
 	{"local", []string{"--backend", "local"}, requireLocal, assertNoSandboxes},
 }
 

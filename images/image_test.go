@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 func TestDockerfile(t *testing.T) {
@@ -264,9 +266,7 @@ func rootfsLeftovers(t *testing.T, dir string) []string {
 }
 
 func TestBuildRootfsFake(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("BuildRootfs needs root")
-	}
+	testenv.Require(t, testenv.Root("BuildRootfs chroots and keeps owners"))
 	tmp := t.TempDir()
 	ok := fakeDebootstrap(t, `set -e
 echo "I: Retrieving InRelease"
