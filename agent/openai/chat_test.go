@@ -15,7 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
 )
 
-func newChat(t *testing.T, srv *openaitest.Server, opts agent.Options) *Chat {
+func newChat(t testing.TB, srv *openaitest.Server, opts agent.Options) *Chat {
 	t.Helper()
 	o := agent.Options{"base_url": srv.URL, "model": "qwen2.5vl:7b"}
 	for k, v := range opts {

@@ -14,7 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
 )
 
-func newResponses(t *testing.T, srv *openaitest.Server, opts agent.Options) *Responses {
+func newResponses(t testing.TB, srv *openaitest.Server, opts agent.Options) *Responses {
 	t.Helper()
 	o := agent.Options{"base_url": srv.URL, "model": "computer-use-preview"}
 	for k, v := range opts {

@@ -105,7 +105,7 @@ func assertNoKey(t *testing.T, ds []agent.Decision) {
 	}
 }
 
-func setKey(t *testing.T) {
+func setKey(t testing.TB) {
 	t.Setenv(KeyEnv, testKey)
 	t.Setenv(URLEnv, "")
 	os.Unsetenv(URLEnv)
