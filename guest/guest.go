@@ -214,7 +214,6 @@ func (g *Guest) handle(m *wire.Message) {
 			err = wire.Errorf(wire.CodeInvalid, "host speaks protocol %d, guest %d", h.Protocol, wire.Protocol)
 		}
 		out = wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version, PID: os.Getpid()}
-	case wire.MethodPing:
 	case wire.MethodStart:
 		var req wire.StartRequest
 		if err = decode(&req); err == nil {
@@ -240,8 +239,6 @@ func (g *Guest) handle(m *wire.Message) {
 		if err = decode(&req); err == nil {
 			out, err = g.act(ctx, req.Action)
 		}
-	case wire.MethodState:
-		out, err = g.state(ctx)
 	case wire.MethodStop:
 		var req wire.StopRequest
 		if err = decode(&req); err == nil {

@@ -32,7 +32,6 @@ func TestServerGrabTimesOut(t *testing.T) {
 		"MouseMove":  func(ctx context.Context) error { return c.MouseMove(ctx, 5, 5) },
 		"TypeText":   func(ctx context.Context) error { return c.TypeText(ctx, "é", 0) },
 		"Windows":    func(ctx context.Context) error { _, err := c.Windows(ctx); return err },
-		"Sync":       c.Sync,
 		"ReleaseAll": c.ReleaseAll,
 	}
 	for _, round := range []string{"first", "queued behind the first"} {

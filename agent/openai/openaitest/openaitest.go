@@ -82,9 +82,6 @@ func New(t testing.TB, h Handler) *Server {
 	return s
 }
 
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
-
 func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 	t0 := time.Now()
 	raw, _ := io.ReadAll(hr.Body)
@@ -122,17 +119,6 @@ func (s *Server) Requests() []*Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*Request(nil), s.reqs...)
-}
-
-// Handling returns the handling time of each request.
-func (s *Server) Handling() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]time.Duration, len(s.reqs))
-	for i, r := range s.reqs {
-		out[i] = r.Handling
-	}
-	return out
 }
 
 // Errorf records a failed expectation from inside a handler; Check reports

@@ -207,8 +207,6 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				g.OnAct(w)
 			}
 			out = action.Result{OK: true}
-		case wire.MethodState:
-			out = wire.State{Running: true, Windows: []action.Window{Window}}
 		case wire.MethodStop:
 			out = wire.StopResponse{Exit: &action.Exit{Signal: "SIGTERM"}}
 		}
