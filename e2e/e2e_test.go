@@ -54,7 +54,7 @@ func agentbox(t *testing.T, args ...string) result {
 	if args[0] == "run" {
 		args = append(args[:2:2], append([]string{"--out", dir}, args[2:]...)...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var so, se bytes.Buffer
@@ -149,7 +149,7 @@ func assertNoContainers(t *testing.T, runID string) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+		list, err := cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: f})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,7 +389,7 @@ func TestGC(t *testing.T) {
 	defer cli.Close()
 	host, _ := os.Hostname()
 	mk := func(run, pid string) string {
-		cr, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{
+		cr, err := cli.ContainerCreate(t.Context(), client.ContainerCreateOptions{
 			Config: &container.Config{
 				Image: testenv.RuntimeImage, Cmd: []string{"sleep", "600"},
 				Labels: map[string]string{
@@ -405,7 +405,7 @@ func TestGC(t *testing.T) {
 		t.Cleanup(func() {
 			cli.ContainerRemove(context.Background(), cr.ID, client.ContainerRemoveOptions{Force: true})
 		})
-		if _, err := cli.ContainerStart(context.Background(), cr.ID, client.ContainerStartOptions{}); err != nil {
+		if _, err := cli.ContainerStart(t.Context(), cr.ID, client.ContainerStartOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return cr.ID
@@ -424,7 +424,7 @@ func TestGC(t *testing.T) {
 		t.Fatalf("gc:\n%s", r)
 	}
 	assertNoContainers(t, deadRun)
-	list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+	list, _ := cli.ContainerList(t.Context(), client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", "dev.agentbox.run="+liveRun)})
 	if len(list.Items) != 1 {
 		t.Errorf("gc removed the container of a live owner")

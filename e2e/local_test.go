@@ -4,7 +4,6 @@ package e2e
 // without a Docker daemon.
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,7 +37,7 @@ func assertNoSandboxes(t *testing.T, runID string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left, _ := local.Leftovers(context.Background(), runID)
+		left, _ := local.Leftovers(t.Context(), runID)
 		if len(left) == 0 {
 			return
 		}
@@ -121,7 +120,7 @@ func TestLocalSIGKILL(t *testing.T) {
 	run := startBackground(t, bin, "run", exampleMover(t), "--backend", "local", "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
 	run.waitForSteps(t, dir)
 	tr := openTrace(t, dir)
-	if left, _ := local.Leftovers(context.Background(), tr.Run.ID); len(left) == 0 {
+	if left, _ := local.Leftovers(t.Context(), tr.Run.ID); len(left) == 0 {
 		t.Fatal("control: the running sandbox is not visible")
 	}
 	run.kill()

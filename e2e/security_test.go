@@ -8,7 +8,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -209,7 +208,7 @@ func imageID(t *testing.T, ref string) string {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	img, err := cli.ImageInspect(context.Background(), ref)
+	img, err := cli.ImageInspect(t.Context(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}

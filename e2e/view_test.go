@@ -177,7 +177,7 @@ func run0(t *testing.T, args ...string) result {
 func runIn(t *testing.T, wd string, args ...string) result {
 	t.Helper()
 	bin := testenv.Build(t, "./cmd/agentbox")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = wd

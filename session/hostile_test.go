@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -113,7 +112,7 @@ func TestHostileGuestFloods(t *testing.T) {
 				App: &app.Bundle{Target: "app", Manifest: app.Manifest{Command: "app"}},
 			}
 			base := resetPeakRSS(t)
-			res, err := Run(context.Background(), cfg)
+			res, err := Run(t.Context(), cfg)
 			peak := peakRSS(t)
 			if err != nil {
 				t.Fatal(err)

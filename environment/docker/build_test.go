@@ -251,7 +251,7 @@ func (fakeBuildPull) JSONMessages(context.Context) iter.Seq2[jsonstream.Message,
 func (fakeBuildPull) Wait(context.Context) error { return nil }
 
 func TestBuildImageFake(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	var out bytes.Buffer
 	f := newFakeBuildClient()
 	baseID := f.add(OfflineBaseRef, nil)
@@ -309,7 +309,7 @@ func TestBuildImageFake(t *testing.T) {
 }
 
 func TestBuildImageFakeTestVariant(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	f := newFakeBuildClient()
 	f.add(OfflineBaseRef, nil)
 	if ok, err := ImageUpToDate(ctx, f, BuildOptions{Variant: images.VariantTest}); ok || err != nil {
@@ -334,7 +334,7 @@ func TestBuildImageFakeTestVariant(t *testing.T) {
 }
 
 func TestBuildImageFakeErrors(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 
 	f := newFakeBuildClient()
 	f.pullErr = errors.New("dial tcp: lookup registry-1.docker.io: no such host")
@@ -383,7 +383,7 @@ func buildTestClient(t *testing.T) *client.Client {
 func TestBuildImageIntegration(t *testing.T) {
 	testenv.Require(t, testenv.Slow("builds the runtime image (minutes the first time)"))
 	cli := buildTestClient(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
 
 	res, err := BuildImage(ctx, cli, BuildOptions{Progress: t.Output()})

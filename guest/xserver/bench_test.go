@@ -18,7 +18,7 @@ func BenchmarkStartup(b *testing.B) {
 	testenv.Require(b, testenv.Programs("Xvfb", "openbox"))
 	var xvfb, wm []time.Duration
 	for b.Loop() {
-		ctx, cancel := context.WithTimeout(context.Background(), xservertest.StartTimeout)
+		ctx, cancel := context.WithTimeout(b.Context(), xservertest.StartTimeout)
 		s, err := xserver.Start(ctx, xserver.Config{})
 		if err != nil {
 			b.Fatal(err)

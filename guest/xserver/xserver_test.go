@@ -128,7 +128,7 @@ func TestStartErrors(t *testing.T) {
 	if !errors.Is(err, xserver.ErrNotReady) || !strings.Contains(err.Error(), "no-such-flag") {
 		t.Errorf("bad flag: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := xserver.Start(ctx, xserver.Config{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled ctx: %v", err)
