@@ -84,7 +84,9 @@ func (n named) Create(context.Context, environment.Config) (environment.Environm
 // seed-style comparison and for the local backend without it
 // (testdata/*.txt; go test -update rewrites them).
 func TestPrintGolden(t *testing.T) {
-	stats := func(p50 float64) Stats { return Stats{N: 50, Min: p50 * 0.8, P50: p50, P95: p50 * 1.5, Max: p50 * 3, Mean: p50 * 1.1} }
+	stats := func(p50 float64) Stats {
+		return Stats{N: 50, Min: p50 * 0.8, P50: p50, P95: p50 * 1.5, Max: p50 * 3, Mean: p50 * 1.1}
+	}
 	rep := &Report{
 		ColdStart: Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
 		Steps: []StepStats{
