@@ -32,7 +32,7 @@ func shellAgent(t *testing.T, body string) (path, dir string) {
 // exit status and the tail of its stderr (escaped for the terminal), not
 // as a broken pipe.
 func TestExecAgentCrash(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	agentSh, _ := shellAgent(t, "read start\necho 'loading weights from /models/x' >&2\nprintf 'fatal: \\033[2Jcannot load model weights\\n' >&2\nexit 4\n")
 	r := agentbox(t, "run", moverApp(t, ""), "--agent", "exec", "--", agentSh)
 	if r.code != 3 {
@@ -61,7 +61,7 @@ func TestExecAgentCrash(t *testing.T) {
 // finalised (so the duration the run reports includes stopping it), and it
 // is gone when agentbox exits.
 func TestExecAgentHang(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	agentSh, dir := shellAgent(t, "echo $$ > \"$0.pid\"\ntrap 'date +%s%N > \"$0.term\"; exit 0' TERM\nwhile :; do sleep 0.1; done\n")
 	r := agentbox(t, "run", moverApp(t, ""), "--agent", "exec", "--agent-opt", "timeout=2s", "--", agentSh)
 	if r.code != 3 || !strings.Contains(r.stdout, "exec agent: no answer within 2s (step 1); the program is stopped") {
@@ -124,7 +124,7 @@ func TestAgentOptionsChecked(t *testing.T) {
 // is done, is stopped by the teardown: run.json and the report say so,
 // and the report counts lines of output and events apart.
 func TestTeardownStopReported(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	r := agentbox(t, "run", moverApp(t, ""), "--agent", "demo")
 	if r.code != 0 {
 		t.Fatalf("want exit 0:\n%s", r)

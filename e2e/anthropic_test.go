@@ -87,7 +87,7 @@ func anthropicCheckSent(t *testing.T, r *at.Request, w, h int, task string) {
 // the next PNG, and ends its turn: the real mover in a real sandbox, driven
 // through the real CLI, succeeds.
 func TestAnthropicMover(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	const task = "Move the character right."
 	var start at.Box
 	srv := at.New(t, func(r *at.Request) at.Reply {
@@ -175,7 +175,7 @@ func anthropicToScreen(mx, my, sw, sh, mw, mh int) (int, int) {
 // Its coordinates for a target it sees must land on that target on the
 // real screen, at exactly the view's mapping.
 func TestAnthropicScaling(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 
 	// The mover's square: the fake model clicks where it sees it; the
 	// click's position (the pointer after it, from X) must be inside the
@@ -228,7 +228,7 @@ func TestAnthropicScaling(t *testing.T) {
 	// xev reports the press at exactly the mapped root position, and the
 	// model reads that report from the app's output in its tool_result.
 	t.Run("xev", func(t *testing.T) {
-		testenv.RequireImage(t, testenv.TestImage)
+		testenv.Require(t, testenv.Image(testenv.TestImage))
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"xev","args":["-geometry","300x200+1500+800","-event","button"],"window_title":"Event Tester"}`), 0o644)
 		var mx, my int
@@ -280,7 +280,7 @@ func TestAnthropicScaling(t *testing.T) {
 // display is told so, then the run ends with outcome error, reason
 // malformed_answer, exit 3.
 func TestAnthropicMalformed(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	srv := at.New(t, func(r *at.Request) at.Reply {
 		if r.N > 1 {
 			res := r.ToolResults()
@@ -308,7 +308,7 @@ func TestAnthropicMalformed(t *testing.T) {
 // TestAnthropicServerError: a server that keeps failing ends the run with
 // outcome error, reason agent_error, and the status in the message.
 func TestAnthropicServerError(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	srv := at.New(t, func(r *at.Request) at.Reply {
 		rep := at.APIError(529, "overloaded_error", "Overloaded")
 		rep.Header = map[string]string{"Retry-After-Ms": "10"}
@@ -335,10 +335,7 @@ func TestAnthropicServerError(t *testing.T) {
 // request, p50 over 60 steps. The screen is static for the mover (the
 // pointer is not drawn) and changes every step for xeyes.
 func TestAnthropicOverhead(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
-	if testing.Short() {
-		t.Skip("a measurement")
-	}
+	testenv.Require(t, testenv.Slow("a measurement"), testenv.Image(testenv.RuntimeImage))
 	const steps = 60
 	for _, tc := range []struct {
 		name, screen string
@@ -351,7 +348,7 @@ func TestAnthropicOverhead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			target, args := moverApp(t, ""), []string{}
 			if tc.xeyes {
-				testenv.RequireImage(t, testenv.TestImage)
+				testenv.Require(t, testenv.Image(testenv.TestImage))
 				target = t.TempDir()
 				os.WriteFile(filepath.Join(target, "agentbox.json"), []byte(`{"command":"xeyes","args":["-geometry","600x400+100+100"],"window_title":"xeyes"}`), 0o644)
 				args = []string{"--image", testenv.TestImage}

@@ -7,6 +7,7 @@ package e2e
 // after the main suite.
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,10 +25,11 @@ import (
 // same command line.
 func restartDockerd(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("pgrep", "-x", "dockerd").Output()
-	if err != nil {
-		testenv.Missing(t, "no dockerd process to restart (is Docker run by this machine?)")
-	}
+	var out []byte
+	testenv.Require(t, testenv.Probe("a dockerd process of this machine to restart", func(ctx context.Context) (err error) {
+		out, err = exec.CommandContext(ctx, "pgrep", "-x", "dockerd").Output()
+		return err
+	}))
 	pid, _ := strconv.Atoi(strings.Fields(string(out))[0])
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
@@ -61,7 +63,7 @@ func restartDockerd(t *testing.T) {
 // 14. The Docker daemon restarts mid-run: the run ends with outcome error,
 // the trace is saved, nothing hangs, and nothing is left behind.
 func TestDockerRestartMidRun(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
 	run := startBackground(t, bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=120000")

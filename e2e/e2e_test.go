@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
+	"github.com/codegirl-games/agentbox/cli"
 	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
@@ -53,7 +54,7 @@ func agentbox(t *testing.T, args ...string) result {
 	if args[0] == "run" {
 		args = append(args[:2:2], append([]string{"--out", dir}, args[2:]...)...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var so, se bytes.Buffer
@@ -66,6 +67,40 @@ func agentbox(t *testing.T, args ...string) result {
 		t.Fatalf("agentbox %v: %v", args, err)
 	}
 	return r
+}
+
+// cliMain runs the CLI in this process, as cmd/agentbox does
+// (cli.Main), with a trace directory of its own like agentbox. It is for
+// what is rejected before anything starts — flags, manifests, scripts,
+// suites, traces given as input — so those tables need no binary and run
+// under -short too; everything else runs the real binary.
+func cliMain(t *testing.T, args ...string) result {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "trace")
+	if args[0] == "run" {
+		args = append(args[:2:2], append([]string{"--out", dir}, args[2:]...)...)
+	}
+	var so, se bytes.Buffer
+	code := cli.Main(args, &so, &se)
+	return result{code: code, stdout: so.String(), stderr: se.String(), dir: dir}
+}
+
+// stubApp is an app directory whose command is a shell script named
+// mover: enough for everything checked before a sandbox starts, without
+// building the mover.
+func stubApp(t *testing.T, manifest string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mover"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if manifest == "" {
+		manifest = `{"command": "mover", "window_title": "mover"}`
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // moverApp builds the mover demo into a fresh app directory with a manifest.
@@ -114,7 +149,7 @@ func assertNoContainers(t *testing.T, runID string) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: f})
+		list, err := cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: f})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +196,7 @@ func centroid(t *testing.T, path string) (float64, int) {
 }
 
 func TestMoverDemo(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	r := agentbox(t, "run", moverApp(t, ""), "--task", "Move the character right.", "--agent", "demo")
 	if r.code != 0 {
 		t.Fatalf("want exit 0:\n%s", r)
@@ -205,7 +240,7 @@ func TestMoverDemo(t *testing.T) {
 }
 
 func TestMoverBrokenInput(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	r := agentbox(t, "run", moverApp(t, ""), "--agent", "demo", "--agent-opt", "key=Left")
 	if r.code != 1 {
 		t.Fatalf("want exit 1:\n%s", r)
@@ -218,7 +253,7 @@ func TestMoverBrokenInput(t *testing.T) {
 }
 
 func TestPosture(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	probe := testenv.Build(t, "./environment/envtest/probe")
 	dir := t.TempDir()
 	data, _ := os.ReadFile(probe)
@@ -263,7 +298,7 @@ func TestPosture(t *testing.T) {
 }
 
 func TestCleanupOnAppFailures(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	tests := []struct {
 		name     string
 		manifest string
@@ -293,7 +328,7 @@ func TestCleanupOnAppFailures(t *testing.T) {
 }
 
 func TestSIGINT(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
 	run := startBackground(t, bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
@@ -309,15 +344,17 @@ func TestSIGINT(t *testing.T) {
 	assertNoContainers(t, tr.Run.ID)
 }
 
+// TestStagingRejects: an app that reaches outside its directory is a usage
+// error before anything starts (in-process; --backend docker names a
+// backend without asking a daemon, so the table needs none).
 func TestStagingRejects(t *testing.T) {
-	testenv.RequireDocker(t)
 	trav := t.TempDir()
 	os.WriteFile(filepath.Join(trav, "agentbox.json"), []byte(`{"command":"../../bin/sh"}`), 0o644)
-	link := moverApp(t, "")
+	link := stubApp(t, "")
 	os.Symlink("/etc/passwd", filepath.Join(link, "passwd"))
 	// Each link looks local on its own; t resolves to the app directory's
 	// parent once s is followed (issue 12).
-	chain := moverApp(t, "")
+	chain := stubApp(t, "")
 	os.Symlink(".", filepath.Join(chain, "s"))
 	os.Symlink("s/..", filepath.Join(chain, "t"))
 	os.Symlink("t/..", filepath.Join(chain, "u"))
@@ -330,7 +367,7 @@ func TestStagingRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := agentbox(t, "run", tt.dir, "--agent", "demo")
+			r := cliMain(t, "run", tt.dir, "--backend", "docker", "--agent", "demo")
 			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 				t.Fatalf("want exit 2 naming %q:\n%s", tt.want, r)
 			}
@@ -344,7 +381,7 @@ func TestStagingRejects(t *testing.T) {
 // TestGC starts labelled containers whose owner is dead and one whose owner
 // is alive (this test), and checks that gc removes exactly the dead one.
 func TestGC(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -352,7 +389,7 @@ func TestGC(t *testing.T) {
 	defer cli.Close()
 	host, _ := os.Hostname()
 	mk := func(run, pid string) string {
-		cr, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{
+		cr, err := cli.ContainerCreate(t.Context(), client.ContainerCreateOptions{
 			Config: &container.Config{
 				Image: testenv.RuntimeImage, Cmd: []string{"sleep", "600"},
 				Labels: map[string]string{
@@ -368,7 +405,7 @@ func TestGC(t *testing.T) {
 		t.Cleanup(func() {
 			cli.ContainerRemove(context.Background(), cr.ID, client.ContainerRemoveOptions{Force: true})
 		})
-		if _, err := cli.ContainerStart(context.Background(), cr.ID, client.ContainerStartOptions{}); err != nil {
+		if _, err := cli.ContainerStart(t.Context(), cr.ID, client.ContainerStartOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return cr.ID
@@ -387,7 +424,7 @@ func TestGC(t *testing.T) {
 		t.Fatalf("gc:\n%s", r)
 	}
 	assertNoContainers(t, deadRun)
-	list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+	list, _ := cli.ContainerList(t.Context(), client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", "dev.agentbox.run="+liveRun)})
 	if len(list.Items) != 1 {
 		t.Errorf("gc removed the container of a live owner")
@@ -398,7 +435,7 @@ func TestGC(t *testing.T) {
 // guest sees its stdin close and exits, and the container removes itself;
 // what would remain is gc's.
 func TestSIGKILL(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
 	run := startBackground(t, bin, "run", moverApp(t, ""), "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")

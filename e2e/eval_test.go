@@ -17,9 +17,16 @@ import (
 // evalDir lays out a suite with the mover app beside it.
 func evalDir(t *testing.T, suite string) string {
 	t.Helper()
+	return evalDirWith(t, suite, moverApp)
+}
+
+// evalDirWith lays out a suite with apps made by app (moverApp, or stubApp
+// where nothing runs).
+func evalDirWith(t *testing.T, suite string, app func(t *testing.T, manifest string) string) string {
+	t.Helper()
 	dir := t.TempDir()
-	mover := moverApp(t, "")
-	noWindow := moverApp(t, `{"command":"mover","args":["-no-window"],"window_title":"mover","ready_timeout":"1s"}`)
+	mover := app(t, "")
+	noWindow := app(t, `{"command":"mover","args":["-no-window"],"window_title":"mover","ready_timeout":"1s"}`)
 	os.Rename(mover, filepath.Join(dir, "mover"))
 	os.Rename(noWindow, filepath.Join(dir, "nowindow"))
 	play, _ := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", "mover", "play.yaml"))
@@ -51,7 +58,7 @@ tasks:
 `
 
 func TestEvalSuite(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	r := agentbox(t, "eval", evalDir(t, suite8), "--parallel", "4", "--out", filepath.Join(t.TempDir(), "out"))
 	out := strings.TrimSpace(strings.Split(r.stdout, "summary: ")[len(strings.Split(r.stdout, "summary: "))-1])
 	outDir := filepath.Dir(strings.Split(out, " ")[0])
@@ -112,8 +119,9 @@ func TestEvalSuite(t *testing.T) {
 	t.Logf("8 episodes at --parallel 4: %.1f s", sum.DurationMS/1000)
 }
 
+// TestEvalRejectsBadSuites: a bad suite is a usage error naming the file
+// and line before anything starts (in-process).
 func TestEvalRejectsBadSuites(t *testing.T) {
-	testenv.RequireDocker(t)
 	tests := []struct{ name, suite, want string }{
 		{"unknown field", "tasks:\n  - name: a\n    target: mover\n    agent: demo\n    episdes: 3\n", `suite.yaml:5: task 1: unknown field "episdes"`},
 		{"script and agent", "tasks:\n  - name: a\n    target: mover\n    agent: demo\n    script: play.yaml\n", `give exactly one of script or agent`},
@@ -123,7 +131,7 @@ func TestEvalRejectsBadSuites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := agentbox(t, "eval", evalDir(t, tt.suite), "--out", filepath.Join(t.TempDir(), "out"))
+			r := cliMain(t, "eval", evalDirWith(t, tt.suite, stubApp), "--out", filepath.Join(t.TempDir(), "out"))
 			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 				t.Fatalf("want exit 2 with %q:\n%s", tt.want, r)
 			}
@@ -134,7 +142,7 @@ func TestEvalRejectsBadSuites(t *testing.T) {
 // TestEvalInterrupted: Ctrl-C stops scheduling, removes every running
 // sandbox and still writes the summary.
 func TestEvalInterrupted(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	bin := testenv.Build(t, "./cmd/agentbox")
 	out := filepath.Join(t.TempDir(), "out")
 	suite := evalDir(t, "tasks:\n  - name: long\n    target: mover\n    agent: idle\n    options: {ms: \"60000\"}\n    episodes: 6\n")

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,10 +13,7 @@ import (
 // TestExecPythonAgent drives the mover with the shipped Python example
 // agent (standard library only), through the JSON-lines protocol.
 func TestExecPythonAgent(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
-	if _, err := exec.LookPath("python3"); err != nil {
-		testenv.Missing(t, "python3 is not installed")
-	}
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage), testenv.Programs("python3"))
 	agentPy := filepath.Join(testenv.RepoRoot(), "examples", "agents", "mover_agent.py")
 	r := agentbox(t, "run", moverApp(t, ""), "--task", "Move the character right.", "--freeze-while-thinking",
 		"--agent", "exec", "--", "python3", agentPy)

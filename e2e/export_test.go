@@ -18,11 +18,7 @@ import (
 
 func requireFFmpeg(t *testing.T) {
 	t.Helper()
-	for _, b := range []string{"ffmpeg", "ffprobe"} {
-		if _, err := exec.LookPath(b); err != nil {
-			testenv.Missing(t, "%s is not installed (apt-get install ffmpeg)", b)
-		}
-	}
+	testenv.Require(t, testenv.Programs("ffmpeg", "ffprobe"))
 }
 
 // probe returns the frame count, width and height of a video by ffprobe.
@@ -190,7 +186,7 @@ func TestExport(t *testing.T) {
 			{[]string{"export", dir, "--video", filepath.Join(out, "x.gif"), "--fps", "-1"}, "--fps"},
 			{[]string{"export", dir, "--video", filepath.Join(out, "x.gif"), "--speed", "0"}, "--speed"},
 		} {
-			r := run0(t, c.args...)
+			r := cliMain(t, c.args...)
 			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
 				t.Errorf("%v: want exit 2 and %q:\n%s", c.args, c.want, r)
 			}
@@ -201,7 +197,7 @@ func TestExport(t *testing.T) {
 // TestExportMoverRun exports a real mover run to MP4: one frame per
 // observation at the screen's size.
 func TestExportMoverRun(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	requireFFmpeg(t)
 	dir := recordMover(t, moverApp(t, ""))
 	tr := openTrace(t, dir)

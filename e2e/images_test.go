@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ import (
 // (make images): an older build lacks what the tests below look for.
 func requireCurrentImage(t *testing.T, ref string) {
 	t.Helper()
-	testenv.RequireImage(t, ref)
+	testenv.Require(t, testenv.Image(ref))
 	cli, err := client.New(client.FromEnv)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,7 @@ func requireCurrentImage(t *testing.T, ref string) {
 		t.Fatal(err)
 	}
 	if info.Status != docker.StatusCurrent {
-		testenv.Missing(t, "image %s is %s (%s): make images", ref, info.Status, info.Why)
+		testenv.Require(t, testenv.Condition("image "+ref+" up to date", fmt.Errorf("it is %s (%s): make images", info.Status, info.Why)))
 	}
 }
 

@@ -59,10 +59,7 @@ var (
 // machine whose CPUs are saturated besides, and checks in every episode's
 // stdout.log that xev received exactly what the script sent.
 func TestEvalParallelXevExact(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
-	if testing.Short() {
-		t.Skip("saturates the CPUs")
-	}
+	testenv.Require(t, testenv.Slow("saturates the CPUs"), testenv.Image(testenv.TestImage))
 	dir := t.TempDir()
 	app := filepath.Join(dir, "xev")
 	os.Mkdir(app, 0o755)

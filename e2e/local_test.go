@@ -4,7 +4,6 @@ package e2e
 // without a Docker daemon.
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,12 +18,7 @@ import (
 // requireLocal needs what the local backend needs here.
 func requireLocal(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: needs bubblewrap and Xvfb")
-	}
-	if err := (&local.Backend{}).Probe(context.Background()); err != nil {
-		testenv.Missing(t, "the local backend cannot run here: %v (see `agentbox doctor`)", err)
-	}
+	testenv.Require(t, testenv.Probe("the local backend (see `agentbox doctor`)", (&local.Backend{}).Probe))
 }
 
 // exampleMover is examples/mover as shipped (its manifest) with the mover
@@ -43,7 +37,7 @@ func assertNoSandboxes(t *testing.T, runID string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		left, _ := local.Leftovers(context.Background(), runID)
+		left, _ := local.Leftovers(t.Context(), runID)
 		if len(left) == 0 {
 			return
 		}
@@ -126,7 +120,7 @@ func TestLocalSIGKILL(t *testing.T) {
 	run := startBackground(t, bin, "run", exampleMover(t), "--backend", "local", "--out", dir, "--agent", "idle", "--agent-opt", "ms=60000")
 	run.waitForSteps(t, dir)
 	tr := openTrace(t, dir)
-	if left, _ := local.Leftovers(context.Background(), tr.Run.ID); len(left) == 0 {
+	if left, _ := local.Leftovers(t.Context(), tr.Run.ID); len(left) == 0 {
 		t.Fatal("control: the running sandbox is not visible")
 	}
 	run.kill()

@@ -112,7 +112,7 @@ func TestModelPreflight(t *testing.T) {
 // TestModelRetries: a failing request is retried with a line per retry on
 // stderr; a 501 is not retried at all.
 func TestModelRetries(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	t.Run("retried aloud", func(t *testing.T) {
 		srv := at.New(t, func(r *at.Request) at.Reply {
 			if r.N <= 2 {

@@ -125,7 +125,7 @@ func checkModelRun(t *testing.T, r result, srv *openaitest.Server, model string)
 // computer_call_output with the new screenshot as a data URL of 640×480,
 // the key).
 func TestOpenAIResponsesMover(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	setOpenAIEnv(t)
 	m := &openaitest.Mover{MinDX: 100}
 	conv := &openaitest.Responses{Key: openaiKey, Model: "computer-use-preview", Task: "Move the character right.",
@@ -146,7 +146,7 @@ func TestOpenAIResponsesMover(t *testing.T) {
 // screenshots and 4 earlier steps per request, older screenshots replaced
 // by a note.
 func TestOpenAIChatMover(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	setOpenAIEnv(t)
 	m := &openaitest.Mover{MinDX: 100}
 	conv := &openaitest.Chat{Key: openaiKey, Model: "qwen2.5vl:7b", Task: "Move the character right.", Width: 640, Height: 480,
@@ -170,7 +170,7 @@ func TestOpenAIChatMover(t *testing.T) {
 // agentbox does not know is told so, and after max_malformed retries the
 // run ends with outcome error, reason malformed_answer, naming the answer.
 func TestOpenAIMalformedEndToEnd(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	setOpenAIEnv(t)
 	conv := &openaitest.Responses{Key: openaiKey, Model: "computer-use-preview", Task: "Move", Width: 640, Height: 480}
 	srv := openaitest.New(t, conv.Handle)
@@ -198,7 +198,7 @@ func TestOpenAIMalformedEndToEnd(t *testing.T) {
 // the run with outcome error, reason agent_error, and the HTTP status in
 // the message, after the retries.
 func TestOpenAIServerErrorEndToEnd(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	setOpenAIEnv(t)
 	srv := openaitest.New(t, func(s *openaitest.Server, r *openaitest.Request) openaitest.Reply {
 		rep := openaitest.Error(503, "server_error", "", "The server is overloaded")
@@ -222,7 +222,8 @@ func TestOpenAIServerErrorEndToEnd(t *testing.T) {
 }
 
 // TestOpenAIOptionsRejected: option mistakes and a missing key are usage
-// errors (exit 2) before any sandbox starts.
+// errors (exit 2) before any sandbox starts (in-process, as
+// TestStagingRejects).
 func TestOpenAIOptionsRejected(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	for _, tt := range []struct {
@@ -233,7 +234,7 @@ func TestOpenAIOptionsRejected(t *testing.T) {
 		{[]string{"--agent", "openai-chat", "--agent-opt", "model=m", "--agent-opt", "api_key=sk-x"}, "unknown option"},
 		{[]string{"--agent", "openai-chat"}, "no model"},
 	} {
-		r := agentbox(t, append([]string{"run", moverApp(t, "")}, tt.args...)...)
+		r := cliMain(t, append([]string{"run", stubApp(t, ""), "--backend", "docker"}, tt.args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("%v: want exit 2 naming %q:\n%s", tt.args, tt.want, r)
 		}

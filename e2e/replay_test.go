@@ -62,7 +62,7 @@ const (
 // the same app (it matches) and against a variant that moves half as fast
 // (it diverges at the first step observed after the key was held).
 func TestReplay(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	appDir := moverApp(t, moverSpeedManifest)
 	rec := recordMover(t, appDir)
 	src := openTrace(t, rec)

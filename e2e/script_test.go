@@ -76,7 +76,7 @@ steps:
 `
 
 func TestScriptPasses(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	r := agentbox(t, "run", moverApp(t, ""), "--script", writeScript(t, moverPasses))
 	if r.code != 0 {
 		t.Fatalf("want exit 0:\n%s", r)
@@ -101,7 +101,7 @@ func TestScriptPasses(t *testing.T) {
 }
 
 func TestScriptCheckFailures(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	app := moverApp(t, "")
 	prefix := "steps:\n  - {wait_for: window, title: mover}\n  - {action: wait, until: stable, stable_ms: 200}\n  - {screenshot: start}\n  - {action: wait, ms: 50}\n"
 	tests := []struct {
@@ -141,7 +141,7 @@ func TestScriptCheckFailures(t *testing.T) {
 }
 
 func TestScriptWaitForTimesOut(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	r := agentbox(t, "run", moverApp(t, ""), "--script", writeScript(t, "steps:\n  - {wait_for: window, title: Nope, timeout_ms: 1500}\n"))
 	if r.code != 1 {
 		t.Fatalf("want exit 1:\n%s", r)
@@ -156,8 +156,9 @@ func TestScriptWaitForTimesOut(t *testing.T) {
 	assertNoContainers(t, tr.Run.ID)
 }
 
+// TestScriptRejectedBeforeStart: a bad script is a usage error naming its
+// line before anything starts (in-process, as TestStagingRejects).
 func TestScriptRejectedBeforeStart(t *testing.T) {
-	testenv.RequireDocker(t)
 	tests := []struct{ name, body, want string }{
 		{"unknown action", "steps:\n  - {action: jump}\n", `play.yaml:2: step 1: field "action": unknown action "jump"`},
 		{"unknown field", "steps:\n  - action: key\n    keys: a\n    kyes: b\n", `play.yaml:4: step 1: key: field "kyes": unknown field`},
@@ -165,7 +166,7 @@ func TestScriptRejectedBeforeStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := agentbox(t, "run", moverApp(t, ""), "--script", writeScript(t, tt.body))
+			r := cliMain(t, "run", stubApp(t, ""), "--backend", "docker", "--script", writeScript(t, tt.body))
 			if r.code != 2 || !strings.Contains(r.stderr, tt.want) {
 				t.Fatalf("want exit 2 with %q:\n%s", tt.want, r)
 			}
@@ -180,7 +181,7 @@ func TestScriptRejectedBeforeStart(t *testing.T) {
 // that what a script sends arrives exactly, parsing xev's output from the
 // trace's stdout.log.
 func TestScriptXterm(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"xterm","args":["-l","-lf","/dev/stdout","-T","term","-e","bash","--norc","--noprofile","-i"],"window_title":"term"}`), 0o644)
 	body := `steps:
@@ -197,7 +198,7 @@ func TestScriptXterm(t *testing.T) {
 }
 
 func TestScriptXev(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"xev","args":["-geometry","600x400+0+0"],"window_title":"Event Tester"}`), 0o644)
 	text := `<>?|~"' aZ é€日`

@@ -59,7 +59,7 @@ func TestSecurityInheritedDescriptors(t *testing.T) {
 				requireLocal(t)
 				args = append(args, "--backend", "local")
 			} else {
-				testenv.RequireImage(t, testenv.TestImage)
+				testenv.Require(t, testenv.Image(testenv.TestImage))
 				args = append(args, "--backend", "docker", "--image", testenv.TestImage)
 			}
 			r := agentboxFiles(t, withSecretFD(open(t)), args...)
@@ -94,7 +94,7 @@ func TestSecurityInheritedDescriptors(t *testing.T) {
 	}
 	t.Run("host control", func(t *testing.T) {
 		bin := testenv.Build(t, "./e2e/testdata/hostile")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "fds")
 		cmd.ExtraFiles = withSecretFD(open(t))
@@ -127,7 +127,7 @@ func agentboxFiles(t *testing.T, files []*os.File, args ...string) result {
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
 	args = append(args[:2:2], append([]string{"--out", dir}, args[2:]...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var so, se bytes.Buffer

@@ -5,7 +5,6 @@ package e2e
 // learn where the user keeps agentbox. Each test runs on both backends.
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -30,7 +29,7 @@ type sandboxKind struct {
 }
 
 var sandboxKinds = []sandboxKind{
-	{"docker", []string{"--image", testenv.TestImage}, func(t *testing.T) { testenv.RequireImage(t, testenv.TestImage) }, assertNoContainers},
+	{"docker", []string{"--image", testenv.TestImage}, func(t *testing.T) { testenv.Require(t, testenv.Image(testenv.TestImage)) }, assertNoContainers},
 	{"local", []string{"--backend", "local"}, requireLocal, assertNoSandboxes},
 }
 
@@ -184,7 +183,7 @@ func guestHostPID(t *testing.T, k sandboxKind, tr *trace.Trace) int {
 			t.Fatal(err)
 		}
 		defer cli.Close()
-		ir, err := cli.ContainerInspect(context.Background(), tr.Run.Env.ID, client.ContainerInspectOptions{})
+		ir, err := cli.ContainerInspect(t.Context(), tr.Run.Env.ID, client.ContainerInspectOptions{})
 		if err != nil || ir.Container.State == nil {
 			t.Fatalf("inspect the run's container %q: %v", tr.Run.Env.ID, err)
 		}

@@ -8,7 +8,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,7 +69,7 @@ func TestSecurityTerminalAppFailsToStart(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			args := []string{"--backend", backend}
 			if backend == "docker" {
-				testenv.RequireImage(t, testenv.TestImage)
+				testenv.Require(t, testenv.Image(testenv.TestImage))
 				args = append(args, "--image", testenv.TestImage)
 			} else {
 				requireLocal(t)
@@ -132,10 +131,7 @@ for line in sys.stdin:
 // stderr, in its final verdict) print escaped, with --verbose, and the run
 // ends as the failure it is.
 func TestSecurityTerminalWindowTitleAndAgent(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
-	if _, err := exec.LookPath("python3"); err != nil {
-		testenv.Missing(t, "python3 is not installed")
-	}
+	testenv.Require(t, testenv.Image(testenv.TestImage), testenv.Programs("python3"))
 	script := filepath.Join(t.TempDir(), "agent.py")
 	if err := os.WriteFile(script, []byte(terminalAgent), 0o644); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -148,7 +147,7 @@ func bridgeGateway(t *testing.T) string {
 // metadata address all fail; only lo exists. Controls: loopback inside the
 // sandbox works, and from the host the same probe reaches the listeners.
 func TestSecurityEgress(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	gw := bridgeGateway(t)
 	tl, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
@@ -192,7 +191,7 @@ func TestSecurityEgress(t *testing.T) {
 // 2. Writes outside the tmpfs fail; tmpfs writes succeed; the image is
 // unchanged.
 func TestSecurityWrites(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	before := imageID(t, testenv.TestImage)
 	res, _ := runProbe(t, nil, "writes")
 	expect(t, res, true, "", "write /tmp (control)", "write $HOME (tmpfs, control)")
@@ -209,7 +208,7 @@ func imageID(t *testing.T, ref string) string {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	img, err := cli.ImageInspect(context.Background(), ref)
+	img, err := cli.ImageInspect(t.Context(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +219,7 @@ func imageID(t *testing.T, ref string) string {
 // read-only guest binary (and Docker's own read-only hosts files), no host
 // environment variables.
 func TestSecuritySecrets(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	t.Setenv("OPENAI_API_KEY", "sk-test-must-not-leak")
 	t.Setenv("AGENTBOX_TEST_SECRET", "must-not-leak")
 	res, r := runProbe(t, nil, "secrets")
@@ -270,7 +269,7 @@ func TestSecuritySecrets(t *testing.T) {
 // CapEff 0, non-root (see also TestPosture). Controls: the app can ptrace
 // its own child; as root on the host, mount and unshare work.
 func TestSecurityPrivilegeEscalation(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	res, _ := runProbe(t, nil, "privesc")
 	if u := res["uid"].Info; u != "1000/1000" {
 		t.Errorf("uid/euid = %s", u)
@@ -287,7 +286,7 @@ func TestSecurityPrivilegeEscalation(t *testing.T) {
 // 5. A fork bomb stops at the PID limit, and a second run started in
 // parallel completes normally.
 func TestSecurityForkBomb(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	other := make(chan result, 1)
 	go func() { other <- agentbox(t, "run", moverApp(t, ""), "--agent", "demo") }()
 	res, _ := runProbe(t, []string{"--pids", "128"}, "forkbomb")
@@ -304,7 +303,7 @@ func TestSecurityForkBomb(t *testing.T) {
 
 // 6. A memory bomb is OOM-killed inside the container; the trace says so.
 func TestSecurityMemoryBomb(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"python3","args":["-c","x=[]\nwhile True: x.append(bytearray(32<<20))"],"wait_for_window":false}`), 0o644)
 	r := agentbox(t, "run", dir, "--image", testenv.TestImage, "--memory", "384m", "--tmpfs", "64m", "--agent", "idle", "--agent-opt", "ms=20000")
@@ -321,7 +320,7 @@ func TestSecurityMemoryBomb(t *testing.T) {
 // 7. Filling the tmpfs and /dev/shm ends in ENOSPC, not an OOM of the
 // sandbox: the app and the desktop live on.
 func TestSecurityFill(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	res, r := runProbe(t, []string{"--tmpfs", "96m", "--memory", "512m"}, "fill")
 	expect(t, res, false, "ENOSPC,", "fill /tmp", "fill /dev/shm")
 	expect(t, res, true, "", "write after fill (control)")
@@ -334,7 +333,7 @@ func TestSecurityFill(t *testing.T) {
 // 8. A 1 GiB stdout flood: agentbox's memory stays flat, stdout.log is
 // capped with a truncation marker, the run ends normally.
 func TestSecurityFlood(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	bin := testenv.Build(t, "./cmd/agentbox")
 	dir := filepath.Join(t.TempDir(), "trace")
 	script := writeScript(t, "steps:\n  - {wait_for: log, stream: stderr, contains: flood done, timeout_ms: 120000}\n")
@@ -366,7 +365,7 @@ func TestSecurityFlood(t *testing.T) {
 // 9. Detached daemons that ignore SIGTERM (setsid, double fork) are gone
 // when the run ends.
 func TestSecurityDaemons(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	mark := fmt.Sprintf("agentbox-daemon-%d", time.Now().UnixNano())
 	res, _ := runProbe(t, nil, "daemons", mark)
 	expect(t, res, true, "", "setsid daemon", "double-fork daemon")
@@ -380,7 +379,7 @@ func TestSecurityDaemons(t *testing.T) {
 // 10. An app that grabs the X server cannot hang the run: every X call
 // has a deadline, and the run ends cleanly.
 func TestSecurityGrabServer(t *testing.T) {
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	script := writeScript(t, "steps:\n  - {wait_for: log, contains: GRABBED, timeout_ms: 20000}\n  - {action: wait, ms: 100}\n  - {action: key, keys: a}\n")
 	start := time.Now()
 	r := agentbox(t, "run", hostileApp(t, "grab"), "--image", testenv.TestImage, "--script", script, "--timeout", "60s")
@@ -396,7 +395,7 @@ func TestSecurityGrabServer(t *testing.T) {
 // 16. Runs in parallel paint distinct colours; no screenshot of one ever
 // shows another's.
 func TestSecurityConcurrentRunsStayApart(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	colours := []string{"#00ff00", "#ff0000", "#0000ff", "#ffff00"}
 	dir := t.TempDir()
 	mover, _ := os.ReadFile(testenv.Build(t, "./examples/mover"))
@@ -465,7 +464,7 @@ func colourCounts(t *testing.T, path string, colours []string) map[string]int {
 // and a megabyte of text are told back and recorded; a burst of actions as
 // fast as it can is rate-limited; agentbox never crashes.
 func TestSecurityHostileAgent(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	script := filepath.Join(testenv.RepoRoot(), "e2e", "testdata", "hostile_agent.py")
 	start := time.Now()
 	r := agentbox(t, "run", moverApp(t, ""), "--max-rate", "100", "--max-steps", "3000",

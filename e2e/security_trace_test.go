@@ -280,7 +280,8 @@ func TestSecurityTraceReplayLink(t *testing.T) {
 
 // TestSecurityTraceReplayLimits: replay holds run.json's sandbox limits to
 // the flags' rules before anything starts: out of range is a usage error
-// naming run.json and the field; in range, replay says what it will use.
+// naming run.json and the field; in range, replay says what it will use
+// (in-process: nothing starts).
 func TestSecurityTraceReplayLimits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "recorded")
 	synthTrace(t, dir, 2, 64, 64, true)
@@ -296,7 +297,7 @@ func TestSecurityTraceReplayLimits(t *testing.T) {
 	// Control: the recorded limits are used and said; the replay then stops
 	// at the app, which is not here.
 	limits(func(map[string]any, map[string]any) {})
-	r := run0(t, "replay", dir)
+	r := cliMain(t, "replay", dir)
 	if r.code != 2 || !strings.Contains(r.stderr, "replay sandbox: screen 640x480, 1 CPU, 1024 MiB memory, 256 processes, 256 MiB /tmp, 64 MiB /dev/shm") || !strings.Contains(r.stderr, "the recorded app /nonexistent/synthetic-app") {
 		t.Errorf("control: want the sandbox said, then exit 2 for the missing app:\n%s", r)
 	}
@@ -316,7 +317,7 @@ func TestSecurityTraceReplayLimits(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			limits(c.mod)
-			r := run0(t, "replay", dir)
+			r := cliMain(t, "replay", dir)
 			if r.code != 2 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "replay sandbox:") {
 				t.Errorf("want exit 2 naming %q before anything starts:\n%s", c.want, r)
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -32,13 +33,17 @@ import (
 // locally / fails under CI.
 func requireChromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
+	var path string
+	testenv.Require(t, testenv.Probe("a headless Chromium (apt-get install chromium)", func(context.Context) error {
+		for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+			if p, err := exec.LookPath(name); err == nil {
+				path = p
+				return nil
+			}
 		}
-	}
-	testenv.Missing(t, "no headless Chromium (apt-get install chromium)")
-	return ""
+		return errors.New("none of chromium, chromium-browser, google-chrome is in PATH")
+	}))
+	return path
 }
 
 // artifacts is where tests keep files for people to look at (CI keeps
@@ -172,7 +177,7 @@ func run0(t *testing.T, args ...string) result {
 func runIn(t *testing.T, wd string, args ...string) result {
 	t.Helper()
 	bin := testenv.Build(t, "./cmd/agentbox")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = wd
@@ -303,7 +308,7 @@ func recordMover(t *testing.T, appDir string) string {
 // headless Chromium: every step is there, the images load, the keyboard
 // moves the selection, and nothing is fetched from the network.
 func TestViewMoverInChromium(t *testing.T) {
-	testenv.RequireImage(t, testenv.RuntimeImage)
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	requireChromium(t)
 	// Run from a folder holding examples/mover, as a user of this
 	// repository does, so the report (and docs/report.png) names it so.
@@ -610,7 +615,7 @@ func TestViewServe(t *testing.T) {
 }
 
 // TestViewBadInput: anything that is not a trace of a known format is a
-// usage error that names it.
+// usage error that names it (in-process).
 func TestViewBadInput(t *testing.T) {
 	tmp := t.TempDir()
 	notTrace := filepath.Join(tmp, "empty")
@@ -636,7 +641,7 @@ func TestViewBadInput(t *testing.T) {
 		} {
 			t.Run(verb[0]+"/"+c.name, func(t *testing.T) {
 				args := append([]string{verb[0], c.dir}, verb[1:]...)
-				r := run0(t, args...)
+				r := cliMain(t, args...)
 				if r.code != 2 || !strings.Contains(r.stderr, c.want) {
 					t.Errorf("want exit 2 and %q:\n%s", c.want, r)
 				}

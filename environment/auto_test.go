@@ -45,7 +45,7 @@ func init() {
 func TestResolveAuto(t *testing.T) {
 	old := environment.AutoOrder
 	t.Cleanup(func() { environment.AutoOrder = old })
-	ctx := context.Background()
+	ctx := t.Context()
 
 	environment.AutoOrder = []string{"not-built-in", "fake-down", "fake-slow", "fake-up"}
 	start := time.Now()

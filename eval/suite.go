@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -75,7 +76,10 @@ func Load(path string) (*Suite, error) {
 		return fmt.Errorf("%w: %s:%d: %s", ErrInvalid, path, line, fmt.Sprintf(format, args...))
 	}
 	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err != nil {
+	switch err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); {
+	case errors.Is(err, io.EOF):
+		return nil, errf(1, "the file is empty (a suite is a mapping with tasks)")
+	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {

@@ -67,11 +67,7 @@ func seconds(t *testing.T, path, s string) time.Duration {
 // plus 1 ms (ffmpeg's concat demuxer ignores the last entry's duration):
 // 1001 ms here.
 func TestVideoDuration(t *testing.T) {
-	for _, b := range []string{"ffmpeg", "ffprobe"} {
-		if _, err := exec.LookPath(b); err != nil {
-			testenv.Missing(t, "%s is not installed (apt-get install ffmpeg)", b)
-		}
-	}
+	testenv.Require(t, testenv.Programs("ffmpeg", "ffprobe"))
 	times := []float64{1000, 1000.4, 1250, 2000}
 	tr := traceWith(t, times)
 	span := times[len(times)-1] - times[0] // ms between the first and the last screen

@@ -2,7 +2,6 @@ package export
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"image"
 	"image/color"
@@ -94,7 +93,7 @@ func TestFormatOf(t *testing.T) {
 func TestWriteGIFAndAPNG(t *testing.T) {
 	tr := traceWith(t, []float64{0, 100, 200, 300, 400})
 	out := t.TempDir()
-	st, err := Write(context.Background(), tr, filepath.Join(out, "a.gif"), Options{})
+	st, err := Write(t.Context(), tr, filepath.Join(out, "a.gif"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +113,7 @@ func TestWriteGIFAndAPNG(t *testing.T) {
 	if r, gg, b, _ := g.Image[0].At(0, 0).RGBA(); r>>8 != 255 || gg>>8 != 255 || b>>8 != 255 {
 		t.Errorf("pixel (0,0) of frame 1 is %d,%d,%d", r>>8, gg>>8, b>>8)
 	}
-	if _, err := Write(context.Background(), tr, filepath.Join(out, "a.apng"), Options{}); err != nil {
+	if _, err := Write(t.Context(), tr, filepath.Join(out, "a.apng"), Options{}); err != nil {
 		t.Fatal(err)
 	}
 	data, _ = os.ReadFile(filepath.Join(out, "a.apng"))

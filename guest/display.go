@@ -93,7 +93,6 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	if g.x == nil {
 		return resp, nil, wire.Errorf(wire.CodeInvalid, "screenshot: the display is not up")
 	}
-	t := time.Now()
 	xctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
 	f, err := g.x.Capture(xctx, g.capBuf)
@@ -104,7 +103,6 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	pix := packed(f)
 	resp.Width, resp.Height = f.Width, f.Height
 	resp.Hash = xxhash.Sum64(pix)
-	resp.CaptureUS = time.Since(t).Microseconds()
 	if req.WithState {
 		st, err := g.state(xctx)
 		if err != nil {

@@ -76,7 +76,7 @@ type request struct {
 // Main runs the guest on the given stdio until stdin closes. It returns the
 // process exit code.
 func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int {
-	g := &Guest{opts: opts, conn: wire.NewConn(stdin, stdout), logw: stderr, winCh: make(chan struct{}, 1)}
+	g := newGuest(stdin, stdout, stderr, opts)
 	// Nothing the guest inherited beyond stdio reaches Xvfb, Openbox or
 	// the app.
 	if err := fds.CloseOnExec(3); err != nil {
@@ -87,9 +87,7 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 	if err := harden(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: cannot make the guest non-dumpable: %v\n", err)
 	}
-	if err := g.conn.Notify(wire.EventHello, wire.Hello{
-		Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version, PID: os.Getpid(),
-	}, nil); err != nil {
+	if err := g.hello(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: %v\n", err)
 		return 1
 	}
@@ -116,7 +114,25 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 			os.Exit(0)
 		}()
 	}
+	return g.serve()
+}
 
+func newGuest(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) *Guest {
+	return &Guest{opts: opts, conn: wire.NewConn(stdin, stdout), logw: stderr, winCh: make(chan struct{}, 1)}
+}
+
+// hello is the guest's first frame: who it is and the protocol it speaks.
+func (g *Guest) hello() error {
+	return g.conn.Notify(wire.EventHello, wire.Hello{
+		Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version, PID: os.Getpid(),
+	}, nil)
+}
+
+// serve answers the host's requests until stdin closes, then ends
+// everything the guest started; it returns the process exit code. Main
+// runs it after the process-wide setup (descriptors, threads, dumpability,
+// signals), which tests of the protocol leave out.
+func (g *Guest) serve() int {
 	reqs := make(chan request, 64)
 	done := make(chan struct{})
 	go func() {
@@ -147,7 +163,7 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 	g.shutdown(500 * time.Millisecond)
 	<-done
 	if err != nil {
-		fmt.Fprintf(stderr, "agentbox guest: stream: %v\n", err)
+		fmt.Fprintf(g.logw, "agentbox guest: stream: %v\n", err)
 		return 1
 	}
 	return 0
@@ -215,7 +231,6 @@ func (g *Guest) handle(m *wire.Message) {
 			err = wire.Errorf(wire.CodeInvalid, "host speaks protocol %d, guest %d", h.Protocol, wire.Protocol)
 		}
 		out = wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: version.Version, PID: os.Getpid()}
-	case wire.MethodPing:
 	case wire.MethodStart:
 		var req wire.StartRequest
 		if err = decode(&req); err == nil {
@@ -241,8 +256,6 @@ func (g *Guest) handle(m *wire.Message) {
 		if err = decode(&req); err == nil {
 			out, err = g.act(ctx, req.Action)
 		}
-	case wire.MethodState:
-		out, err = g.state(ctx)
 	case wire.MethodStop:
 		var req wire.StopRequest
 		if err = decode(&req); err == nil {

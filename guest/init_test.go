@@ -9,15 +9,14 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // The reaper tells its own children from orphans by the pidfds Go's
 // os/exec holds for them; if a Go release stops doing that, this fails.
 func TestOSExecHoldsPidfds(t *testing.T) {
-	if err := pidfdsWork(); err != nil {
-		t.Skipf("no pidfds here: %v", err)
-	}
+	testenv.Require(t, testenv.Condition("pidfds (Linux 5.4 or later)", pidfdsWork()))
 	cmd := exec.Command("/bin/sleep", "5")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -32,12 +31,8 @@ func TestOSExecHoldsPidfds(t *testing.T) {
 // whoever waits for them. The test process plays the init by becoming a
 // child subreaper: orphans of its children are reparented to it.
 func TestReapOrphansLeavesOwnChildren(t *testing.T) {
-	if err := pidfdsWork(); err != nil {
-		t.Skipf("no pidfds here: %v", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Skipf("cannot become a subreaper: %v", err)
-	}
+	testenv.Require(t, testenv.Condition("pidfds (Linux 5.4 or later)", pidfdsWork()))
+	testenv.Require(t, testenv.Condition("becoming a child subreaper", unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)))
 	t.Cleanup(func() { unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
 	self := os.Getpid()
 

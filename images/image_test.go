@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 func TestDockerfile(t *testing.T) {
@@ -163,7 +165,7 @@ func TestWriteDirTar(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	must(WriteDirTar(context.Background(), dir, &buf))
+	must(WriteDirTar(t.Context(), dir, &buf))
 	got := map[string]*tar.Header{}
 	tr := tar.NewReader(&buf)
 	var names []string
@@ -203,7 +205,7 @@ func TestWriteDirTar(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := WriteDirTar(ctx, dir, io.Discard); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: err = %v", err)
@@ -264,9 +266,7 @@ func rootfsLeftovers(t *testing.T, dir string) []string {
 }
 
 func TestBuildRootfsFake(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("BuildRootfs needs root")
-	}
+	testenv.Require(t, testenv.Root("BuildRootfs chroots and keeps owners"))
 	tmp := t.TempDir()
 	ok := fakeDebootstrap(t, `set -e
 echo "I: Retrieving InRelease"
@@ -278,7 +278,7 @@ touch "$T/var/lib/apt/lists/x_Packages" "$T/var/cache/apt/archives/bash.deb"
 echo "I: Base system installed successfully."
 `)
 	var out bytes.Buffer
-	r, err := BuildRootfs(context.Background(), RootfsOptions{
+	r, err := BuildRootfs(t.Context(), RootfsOptions{
 		Mirror: "http://m.example/debian/", SecurityMirror: "http://s.example/ds",
 		TempDir: tmp, Progress: &out, Debootstrap: ok,
 	})
@@ -309,7 +309,7 @@ echo "I: Base system installed successfully."
 
 	// Failure: the error quotes the log's tail and names it; the root is gone.
 	fail := fakeDebootstrap(t, `mkdir -p "$T/etc"; for i in $(seq 1 40); do echo "line $i"; done; echo "E: Couldn't download packages: bash" >&2; exit 1`)
-	_, err = BuildRootfs(context.Background(), RootfsOptions{Mirror: "http://m.example/debian", TempDir: tmp, Debootstrap: fail})
+	_, err = BuildRootfs(t.Context(), RootfsOptions{Mirror: "http://m.example/debian", TempDir: tmp, Debootstrap: fail})
 	if err == nil || !strings.Contains(err.Error(), "line 40") || strings.Contains(err.Error(), "line 10\n") ||
 		!strings.Contains(err.Error(), "Couldn't download") || !strings.Contains(err.Error(), "agentbox-debootstrap-") {
 		t.Errorf("failure error = %v", err)
@@ -324,7 +324,7 @@ echo "I: Base system installed successfully."
 
 	// Cancellation: the process group is signalled, the root removed.
 	hang := fakeDebootstrap(t, `mkdir -p "$T/etc"; echo "I: Retrieving InRelease"; sleep 60 & wait`)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err = BuildRootfs(ctx, RootfsOptions{Mirror: "http://m.example/debian", TempDir: tmp, Debootstrap: hang})

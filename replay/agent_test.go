@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"context"
 	"image/color"
 	"path/filepath"
 	"testing"
@@ -51,7 +50,7 @@ func obs(step int, f *action.Frame) *action.Observation {
 func TestAgentMatches(t *testing.T) {
 	tr := recording(t)
 	a := NewAgent(tr, DefaultRules(), TimingRecorded)
-	ctx := context.Background()
+	ctx := t.Context()
 	t0 := time.Now()
 	var kinds []action.Kind
 	for i := 0; i < 3; i++ {
@@ -79,7 +78,7 @@ func TestAgentMatches(t *testing.T) {
 func TestAgentDiverges(t *testing.T) {
 	tr := recording(t)
 	a := NewAgent(tr, DefaultRules(), TimingFast)
-	ctx := context.Background()
+	ctx := t.Context()
 	if d, _ := a.Decide(ctx, obs(1, frameOf(color.RGBA{0, 0, 0, 255}, 1))); d.Action.Kind != action.KeyDown {
 		t.Fatalf("step 1: %+v", d)
 	}
@@ -102,8 +101,8 @@ func TestAgentAppState(t *testing.T) {
 	a := NewAgent(tr, DefaultRules(), TimingFast)
 	o := obs(1, frameOf(color.RGBA{0, 0, 0, 255}, 1))
 	o.Running = false
-	a.Decide(context.Background(), o)
-	d, _ := a.Decide(context.Background(), obs(2, frameOf(color.RGBA{50, 0, 0, 255}, 2)))
+	a.Decide(t.Context(), o)
+	d, _ := a.Decide(t.Context(), obs(2, frameOf(color.RGBA{50, 0, 0, 255}, 2)))
 	if d.Reason != agent.ReasonDiverged || a.Divergence == nil || a.Divergence.Kind != "app_state" || a.Divergence.Step != 1 {
 		t.Fatalf("%+v %+v", d, a.Divergence)
 	}

@@ -299,16 +299,6 @@ func rect(img *image.RGBA, r image.Rectangle, c color.RGBA, width int) {
 // decoded, so a crafted one cannot make the decoder allocate more.
 const MaxPixels = action.MaxScreenPixels
 
-// LoadPNG reads a screenshot as RGBA.
-func LoadPNG(path string) (*image.RGBA, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return decodePNG(f, path)
-}
-
 // LoadTracePNG reads a screenshot of a trace as RGBA: rel is the path the
 // trace names, read only if it is a plain file inside dir (trace.OpenFile).
 func LoadTracePNG(dir, rel string) (*image.RGBA, error) {

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -94,7 +93,7 @@ func crafted(t *testing.T) (tr *trace.Trace, secret string) {
 func TestCraftedTraceStaysInside(t *testing.T) {
 	for _, embed := range []bool{false, true} {
 		tr, secret := crafted(t)
-		st, err := Write(context.Background(), tr, filepath.Join(tr.Dir, FileName), Options{Embed: embed})
+		st, err := Write(t.Context(), tr, filepath.Join(tr.Dir, FileName), Options{Embed: embed})
 		if err != nil {
 			t.Fatal(err)
 		}

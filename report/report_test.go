@@ -1,7 +1,6 @@
 package report
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -66,7 +65,7 @@ func pageData(t *testing.T, html []byte) page {
 
 func TestRenderIsSafeAndSelfContained(t *testing.T) {
 	tr := write(t, 3, "</script><script>alert(1)</script>", nil)
-	html, imgs, err := Render(context.Background(), tr, tr.Dir, Options{})
+	html, imgs, err := Render(t.Context(), tr, tr.Dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +94,7 @@ func TestRenderIsSafeAndSelfContained(t *testing.T) {
 
 func TestRenderEmbedAndRelative(t *testing.T) {
 	tr := write(t, 2, "", nil)
-	html, _, err := Render(context.Background(), tr, tr.Dir, Options{Embed: true})
+	html, _, err := Render(t.Context(), tr, tr.Dir, Options{Embed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +102,7 @@ func TestRenderEmbedAndRelative(t *testing.T) {
 		t.Errorf("embedded image %q", p.Images[0][:40])
 	}
 	// A report written elsewhere reaches the screenshots relatively.
-	html, _, err = Render(context.Background(), tr, filepath.Join(tr.Dir, "..", "elsewhere"), Options{})
+	html, _, err = Render(t.Context(), tr, filepath.Join(tr.Dir, "..", "elsewhere"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +136,7 @@ func TestAlignOutput(t *testing.T) {
 
 func mustRender(t *testing.T, tr *trace.Trace) []byte {
 	t.Helper()
-	html, _, err := Render(context.Background(), tr, tr.Dir, Options{})
+	html, _, err := Render(t.Context(), tr, tr.Dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +162,7 @@ func TestBounded(t *testing.T) {
 
 func TestWrite(t *testing.T) {
 	tr := write(t, 2, "", nil)
-	st, err := Write(context.Background(), tr, filepath.Join(tr.Dir, FileName), Options{})
+	st, err := Write(t.Context(), tr, filepath.Join(tr.Dir, FileName), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

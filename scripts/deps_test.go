@@ -5,6 +5,7 @@ package scripts
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,7 +191,7 @@ func TestReady(t *testing.T) {
 	sh := script(t)
 	path := strings.Join(stdPath, ":")
 	if r := runAs(t, false, path, sh, "--check", "test"); r.code != 0 {
-		testenv.Missing(t, "this machine is not set up for make test (%s)", strings.TrimSpace(r.output))
+		testenv.Require(t, testenv.Condition("a machine set up for make test", fmt.Errorf("%s", strings.TrimSpace(r.output))))
 	}
 	if os.Geteuid() != 0 {
 		return
@@ -260,7 +261,7 @@ func TestRootDaemon(t *testing.T) {
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		testenv.Missing(t, "unshare is not installed (apt-get install util-linux)")
+		testenv.Require(t, testenv.Programs("unshare"))
 	}
 	sh := script(t)
 	tests := []struct {

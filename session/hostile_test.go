@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -32,9 +32,7 @@ import (
 // Memory is the process's peak RSS (VmHWM) over each run, reset before it
 // through /proc/self/clear_refs, so a short spike counts as much as a leak.
 func TestHostileGuestFloods(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: floods hundreds of megabytes through the host")
-	}
+	testenv.Require(t, testenv.Slow("floods hundreds of megabytes through the host"))
 	const (
 		logCap = 1 << 20
 		// memBound is the most a run may add to the host's peak RSS. A
@@ -114,7 +112,7 @@ func TestHostileGuestFloods(t *testing.T) {
 				App: &app.Bundle{Target: "app", Manifest: app.Manifest{Command: "app"}},
 			}
 			base := resetPeakRSS(t)
-			res, err := Run(context.Background(), cfg)
+			res, err := Run(t.Context(), cfg)
 			peak := peakRSS(t)
 			if err != nil {
 				t.Fatal(err)

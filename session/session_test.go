@@ -184,7 +184,7 @@ func runFake(t *testing.T, b *fakeBackend, ag agent.Agent, mod func(*Config)) (R
 	if mod != nil {
 		mod(&cfg)
 	}
-	res, err := Run(context.Background(), cfg)
+	res, err := Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestInvalidActionIsShownToTheAgent(t *testing.T) {
 func TestInterrupted(t *testing.T) {
 	b := &fakeBackend{}
 	dir := filepath.Join(t.TempDir(), "trace")
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(t.Context())
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		cancel(ErrInterrupted)

@@ -10,7 +10,6 @@ const (
 	MethodLaunch     = "launch"     // LaunchRequest → LaunchResponse
 	MethodScreenshot = "screenshot" // ScreenshotRequest → ScreenshotResponse + payload
 	MethodAct        = "act"        // ActRequest → action.Result
-	MethodState      = "state"      // nothing → State
 	MethodStop       = "stop"       // StopRequest → StopResponse
 	MethodPing       = "ping"       // nothing → nothing, answered at once (not queued behind other requests)
 )
@@ -104,7 +103,6 @@ type ScreenshotResponse struct {
 	Hash      uint64 `json:"hash"`
 	Unchanged bool   `json:"unchanged,omitempty"`
 	Encoding  string `json:"enc,omitempty"`
-	CaptureUS int64  `json:"capture_us"`
 	State     *State `json:"state,omitempty"`
 }
 

@@ -112,7 +112,7 @@ func TestCallReply(t *testing.T) {
 			_ = guest.Reply(m.ID, m.Method, nil, nil, Errorf(CodeInvalid, "no such %s", "thing"))
 		}
 	})
-	ctx := context.Background()
+	ctx := t.Context()
 	var out map[string]string
 	p, err := host.Call(ctx, "echo", map[string]string{"a": "b"}, &out, []byte("xyz"))
 	if err != nil {
@@ -141,7 +141,7 @@ func TestCallContextAndClose(t *testing.T) {
 	reqs := make(chan *Message, 4)
 	go guest.Serve(func(m *Message) { reqs <- m }) // never replies
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := host.Call(ctx, "slow", nil, nil, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline", err)
@@ -163,7 +163,7 @@ func TestCallContextAndClose(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("pending call not failed when the stream ended")
 	}
-	if _, err := host.Call(context.Background(), "after", nil, nil, nil); !errors.Is(err, ErrClosed) {
+	if _, err := host.Call(t.Context(), "after", nil, nil, nil); !errors.Is(err, ErrClosed) {
 		t.Errorf("call after close: err = %v", err)
 	}
 }
@@ -237,7 +237,7 @@ func TestConnLimit(t *testing.T) {
 					pw.Write(tt.stream)
 				}
 			}()
-			p, err := c.Call(context.Background(), "get", nil, nil, nil)
+			p, err := c.Call(t.Context(), "get", nil, nil, nil)
 			switch {
 			case tt.want == "" && (err != nil || string(p) != "ok"):
 				t.Errorf("call = %q, %v", p, err)

@@ -445,7 +445,7 @@ func TestStalledServer(t *testing.T) {
 func TestCancelled(t *testing.T) {
 	srv := at.New(t, func(r *at.Request) at.Reply { return at.Reply{Stall: true} })
 	ag := newAgent(t, srv, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	d := newDesk(640, 480)
 	start := time.Now()
@@ -587,7 +587,7 @@ func BenchmarkDecide(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer ag.Close()
-				ctx := context.Background()
+				ctx := b.Context()
 				ag.Start(ctx, agent.Task{Text: "x", Width: s[0], Height: s[1]})
 				d := newDesk(s[0], s[1])
 				frame := d.frame()

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"context"
 	"fmt"
 	"image"
 	"image/color"
@@ -91,7 +90,7 @@ func (d *desk) act(a action.Action) action.Result {
 // decide, validate, act) until done, an error or maxSteps.
 func drive(t *testing.T, ag *Agent, d *desk, task string, maxSteps int) ([]agent.Decision, error) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	if err := ag.Start(ctx, agent.Task{Text: task, Width: d.w, Height: d.h, MaxSteps: maxSteps}); err != nil {
 		return nil, err
 	}

@@ -84,7 +84,7 @@ func newAgent(t *testing.T, mode string, opts agent.Options) *Agent {
 	}
 	a.stderr = io.Discard
 	t.Cleanup(func() { a.Close() })
-	if err := a.Start(context.Background(), agent.Task{Text: "t", Width: 640, Height: 480}); err != nil {
+	if err := a.Start(t.Context(), agent.Task{Text: "t", Width: 640, Height: 480}); err != nil {
 		t.Fatal(err)
 	}
 	return a
@@ -112,7 +112,7 @@ func TestExecAgent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			a := newAgent(t, tt.mode, tt.opts)
-			d, err := a.Decide(context.Background(), obs())
+			d, err := a.Decide(t.Context(), obs())
 			if err != nil {
 				if !strings.Contains(err.Error(), tt.want) || (tt.wantErr != nil && !errors.Is(err, tt.wantErr)) {
 					t.Fatalf("err = %v, want %q", err, tt.want)

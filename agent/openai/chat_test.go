@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
 )
 
-func newChat(t *testing.T, srv *openaitest.Server, opts agent.Options) *Chat {
+func newChat(t testing.TB, srv *openaitest.Server, opts agent.Options) *Chat {
 	t.Helper()
 	o := agent.Options{"base_url": srv.URL, "model": "qwen2.5vl:7b"}
 	for k, v := range opts {
@@ -114,7 +113,7 @@ func TestChatMalformed(t *testing.T) {
 			})
 			conv.Turn = func(openaitest.ChatTurn) string { return tt.answer }
 			ag := newChat(t, srv, agent.Options{"max_malformed": "2"})
-			d, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+			d, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 			srv.Check(t)
 			if !errors.Is(err, agent.ErrMalformed) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "after 3 attempts") {
 				t.Fatalf("err = %v, want ErrMalformed naming %q", err, tt.want)
@@ -151,7 +150,7 @@ func TestChatFormats(t *testing.T) {
 				return "Sure.\n```json\n{\"action\": \"scroll\", \"x\": 100, \"y\": 100, \"dy\": -3}\n```"
 			}
 			ag := newChat(t, srv, agent.Options{"response_format": format})
-			d, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+			d, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +175,7 @@ func TestChatNoKey(t *testing.T) {
 	srv := openaitest.New(t, conv.Handle)
 	conv.Turn = func(openaitest.ChatTurn) string { return `{"action":"done","success":false,"message":"cannot"}` }
 	ag := newChat(t, srv, agent.Options{"api_key_env": "AGENTBOX_TEST_NO_SUCH_KEY"})
-	d, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+	d, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +202,7 @@ func TestChatScaled(t *testing.T) {
 	s := newSim(1920, 1080)
 	var got []string
 	for range answers {
-		d, err := ag.Decide(context.Background(), s.observe())
+		d, err := ag.Decide(t.Context(), s.observe())
 		if err != nil {
 			t.Fatal(err)
 		}

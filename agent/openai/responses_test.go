@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +13,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
 )
 
-func newResponses(t *testing.T, srv *openaitest.Server, opts agent.Options) *Responses {
+func newResponses(t testing.TB, srv *openaitest.Server, opts agent.Options) *Responses {
 	t.Helper()
 	o := agent.Options{"base_url": srv.URL, "model": "computer-use-preview"}
 	for k, v := range opts {
@@ -102,7 +101,7 @@ func TestResponsesScaledScreen(t *testing.T) {
 	obs := s.observe()
 	obs.Cursor = action.Point{X: 1919, Y: 1079}
 	obs.Windows = []action.Window{{Title: "mover", X: 300, Y: 150, Width: 960, Height: 540}}
-	d, err := ag.Decide(context.Background(), obs)
+	d, err := ag.Decide(t.Context(), obs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +151,7 @@ func TestResponsesMalformed(t *testing.T) {
 			srv := openaitest.New(t, conv.Handle)
 			conv.Turn = func(turn openaitest.ResponsesTurn) []any { return tt.out(turn.N) }
 			ag := newResponses(t, srv, agent.Options{"max_malformed": "2"})
-			d, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+			d, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 			srv.Check(t)
 			if !errors.Is(err, agent.ErrMalformed) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "after 3 attempts") {
 				t.Fatalf("err = %v, want ErrMalformed naming %q", err, tt.want)
@@ -185,7 +184,7 @@ func TestResponsesMalformedThenGood(t *testing.T) {
 		return []any{openaitest.ComputerCall("c2", map[string]any{"type": "double_click", "x": 10, "y": 20, "keys": []any{"SHIFT"}})}
 	}
 	ag := newResponses(t, srv, nil)
-	d, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+	d, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +213,7 @@ func TestResponsesFinish(t *testing.T) {
 		conv.Turn = func(openaitest.ResponsesTurn) []any {
 			return []any{openaitest.Reasoning("Looking."), openaitest.Message(tt.text)}
 		}
-		d, err := newResponses(t, srv, nil).Decide(context.Background(), newSim(640, 480).observe())
+		d, err := newResponses(t, srv, nil).Decide(t.Context(), newSim(640, 480).observe())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +252,7 @@ func TestResponsesRetries(t *testing.T) {
 	})
 	ag := newResponses(t, srv, nil)
 	t0 := time.Now()
-	d, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+	d, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +282,7 @@ func TestResponsesServerError(t *testing.T) {
 		return rep
 	})
 	ag := newResponses(t, srv, agent.Options{"max_retries": "2"})
-	_, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+	_, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 	if err == nil || errors.Is(err, agent.ErrMalformed) {
 		t.Fatalf("err = %v", err)
 	}
@@ -306,7 +305,7 @@ func TestResponsesTimeout(t *testing.T) {
 	})
 	ag := newResponses(t, srv, agent.Options{"max_retries": "2", "timeout": "300ms"})
 	t0 := time.Now()
-	_, err := ag.Decide(context.Background(), newSim(640, 480).observe())
+	_, err := ag.Decide(t.Context(), newSim(640, 480).observe())
 	el := time.Since(t0)
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") || !strings.Contains(err.Error(), "3 attempts") {
 		t.Fatalf("err = %v", err)

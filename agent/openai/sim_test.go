@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -68,7 +67,7 @@ func (s *sim) act(t testing.TB, a action.Action) {
 // maxSteps; it returns the decisions.
 func (s *sim) run(t testing.TB, ag agent.Agent, maxSteps int) ([]agent.Decision, error) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	if st, ok := ag.(agent.Starter); ok {
 		if err := st.Start(ctx, agent.Task{Text: "Move the character right.", Width: s.w, Height: s.h, MaxSteps: maxSteps}); err != nil {
 			t.Fatal(err)
@@ -105,7 +104,7 @@ func assertNoKey(t *testing.T, ds []agent.Decision) {
 	}
 }
 
-func setKey(t *testing.T) {
+func setKey(t testing.TB) {
 	t.Setenv(KeyEnv, testKey)
 	t.Setenv(URLEnv, "")
 	os.Unsetenv(URLEnv)

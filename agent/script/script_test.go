@@ -1,7 +1,6 @@
 package script
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -108,7 +107,7 @@ func play(t *testing.T, src string, obs ...*action.Observation) []agent.Decision
 	a := New(s)
 	var ds []agent.Decision
 	for _, o := range obs {
-		d, err := a.Decide(context.Background(), o)
+		d, err := a.Decide(t.Context(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,12 +199,12 @@ func TestWaitFor(t *testing.T) {
 	// Timing out ends the run cleanly with what was expected and seen.
 	s, _ := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Nope, timeout_ms: 30}\n"), action.Screen{Width: 64, Height: 48, Depth: 24})
 	a := New(s)
-	d, _ := a.Decide(context.Background(), obs(frame(0, 0)))
+	d, _ := a.Decide(t.Context(), obs(frame(0, 0)))
 	if d.Action.Kind != action.Wait || d.Action.Until != action.UntilWindow || d.Action.Title != "Nope" {
 		t.Errorf("wait_for window polls with %+v", d.Action)
 	}
 	for d.Action.Kind != action.Done {
-		d, _ = a.Decide(context.Background(), obs(frame(0, 0)))
+		d, _ = a.Decide(t.Context(), obs(frame(0, 0)))
 	}
 	if d.Action.Succeeded() || !strings.Contains(d.Message, "timed out after 30ms") || !strings.Contains(d.Message, `windows: ["Calculator"]`) {
 		t.Errorf("timeout: %s", d.Message)

@@ -23,10 +23,7 @@ func TestMain(m *testing.M) {
 // TestConformance runs the backend conformance suite against real Docker
 // with the test image (xev, xterm, xcalc).
 func TestConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the conformance suite needs Docker")
-	}
-	testenv.RequireImage(t, testenv.TestImage)
+	testenv.Require(t, testenv.Image(testenv.TestImage))
 	envtest.Run(t, envtest.Options{
 		Backend: &docker.Backend{},
 		Config: environment.Config{

@@ -34,7 +34,7 @@ func TestRetryStalePaused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ops := 0
-			err := retryStalePaused(context.Background(), tt.within, "is not paused", func(context.Context) error {
+			err := retryStalePaused(t.Context(), tt.within, "is not paused", func(context.Context) error {
 				ops++
 				if ops <= len(tt.errs) {
 					return tt.errs[ops-1]
@@ -53,7 +53,7 @@ func TestRetryStalePaused(t *testing.T) {
 		})
 	}
 	t.Run("context ends the retries", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		err := retryStalePaused(ctx, time.Second, "is not paused", func(context.Context) error { return refused })
 		if !errors.Is(err, refused) || !errors.Is(err, context.Canceled) {

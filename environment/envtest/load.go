@@ -9,6 +9,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/cpuload"
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
 )
 
@@ -24,9 +25,7 @@ const loadRounds = 20
 // over the rounds than there are spare keycodes). Every event must arrive
 // exactly as sent, every round.
 func (s *suite) testInputUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("saturates every CPU for about a minute")
-	}
+	testenv.Require(t, testenv.Slow("saturates every CPU for about a minute"))
 	b, w := s.xevBox(t)
 	// Xlib loads the keyboard map with its first key event: let xev do that
 	// before the load starts (a person's first key is no different).

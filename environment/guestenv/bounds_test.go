@@ -83,7 +83,7 @@ type session struct {
 func runSession(t *testing.T, g *guestenvtest.Guest) session {
 	t.Helper()
 	s := session{rec: newRecorder()}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	b := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return g }}
 	env, err := b.Create(ctx, environment.Config{Screen: action.DefaultScreen, Events: s.rec, GuestLog: s.rec.log})

@@ -53,7 +53,7 @@ func startFake(t *testing.T, tm timing, handle func(c *wire.Conn, m *wire.Messag
 			g.handle(g.conn, m)
 		})
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	c, err := dial(ctx, hostR, hostW, nil, nil, tm)
 	if err != nil {
@@ -78,16 +78,16 @@ func TestStalledGuest(t *testing.T) {
 				<-never
 			}
 		})
-	if err := c.Ping(context.Background()); err != nil {
+	if err := c.Ping(t.Context()); err != nil {
 		t.Fatalf("control: a live guest answers: %v", err)
 	}
-	_, err := c.Act(context.Background(), action.Action{Kind: action.Wait, MS: 120_000})
+	_, err := c.Act(t.Context(), action.Action{Kind: action.Wait, MS: 120_000})
 	if !errors.Is(err, environment.ErrGuest) || !errors.Is(err, ErrStalled) {
 		t.Fatalf("act on a stopped guest: %v, want a guest failure saying it stopped answering", err)
 	}
 	t.Logf("error: %v", err)
 	// Everything after fails at once, with the same reason.
-	if _, _, err := c.Observe(context.Background()); !errors.Is(err, ErrStalled) {
+	if _, _, err := c.Observe(t.Context()); !errors.Is(err, ErrStalled) {
 		t.Errorf("observe after the stall: %v", err)
 	}
 	select {
@@ -106,7 +106,7 @@ func TestRequestDeadline(t *testing.T) {
 				_ = conn.Reply(m.ID, m.Method, nil, nil, nil)
 			} // anything else is dropped
 		})
-	_, err := c.Stage(context.Background(), script(t, 100))
+	_, err := c.Stage(t.Context(), script(t, 100))
 	var na *noAnswerError
 	if !errors.Is(err, environment.ErrGuest) || !errors.As(err, &na) || na.method != wire.MethodWriteFile {
 		t.Fatalf("observe on a guest that never answers: %v, want a guest failure naming the request", err)
@@ -133,7 +133,7 @@ func TestLongRequestOnLiveGuest(t *testing.T) {
 				_ = conn.Reply(m.ID, m.Method, action.Result{OK: true}, nil, nil)
 			}()
 		})
-	res, err := c.Act(context.Background(), action.Action{Kind: action.Wait, MS: int(3 * stall / time.Millisecond)})
+	res, err := c.Act(t.Context(), action.Action{Kind: action.Wait, MS: int(3 * stall / time.Millisecond)})
 	if err != nil || !res.OK {
 		t.Fatalf("a long wait on a live guest: %+v, %v", res, err)
 	}
@@ -149,7 +149,7 @@ func TestStalledGuestBlockedWrite(t *testing.T) {
 		func(conn *wire.Conn, m *wire.Message) { <-never })
 	// The guest stops on the ping, before the file's first frame: it reads
 	// nothing more.
-	go c.Ping(context.Background())
+	go c.Ping(t.Context())
 	waitPending(t, c)
 	b := script(t, 8<<20) // far beyond a pipe's buffer
 	done := make(chan error, 1)
@@ -212,7 +212,7 @@ func TestUnansweredPingBetweenRequests(t *testing.T) {
 			_ = conn.Reply(m.ID, m.Method, action.Result{OK: true}, nil, nil)
 		})
 	// A ping outstanding between requests, as the check's own would be.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go c.conn.Call(ctx, wire.MethodPing, nil, nil, nil)
 	time.Sleep(3 * stall)
@@ -221,7 +221,7 @@ func TestUnansweredPingBetweenRequests(t *testing.T) {
 		t.Fatalf("the connection ended between requests: %v", c.Err())
 	default:
 	}
-	if _, err := c.Act(context.Background(), action.Action{Kind: action.Wait, MS: 10}); err != nil {
+	if _, err := c.Act(t.Context(), action.Action{Kind: action.Wait, MS: 10}); err != nil {
 		t.Errorf("the next request: %v", err)
 	}
 }

@@ -172,7 +172,7 @@ func fuzzSession(t *testing.T, data []byte) (*recorder, string) {
 	}()
 
 	rec := newRecorder()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	screen := action.DefaultScreen
 	const logCap = 1 << 20

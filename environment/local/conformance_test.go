@@ -2,7 +2,6 @@ package local_test
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/codegirl-games/agentbox/environment"
@@ -19,25 +18,16 @@ func TestMain(m *testing.M) {
 
 // requireHost needs what the local backend needs: bubblewrap able to make
 // a sandbox here, and the host's Xvfb, Openbox and the suite's apps (xev,
-// xterm, xcalc). Locally it skips with the fix; under CI=true it fails.
+// xterm, xcalc).
 func requireHost(t *testing.T, apps ...string) {
 	t.Helper()
-	if err := (&local.Backend{}).Probe(t.Context()); err != nil {
-		testenv.Missing(t, "the local backend cannot run here: %v (see `agentbox doctor`)", err)
-	}
-	for _, a := range append([]string{"openbox"}, apps...) {
-		if _, err := exec.LookPath(a); err != nil {
-			testenv.Missing(t, "%s is not installed on the host (apt-get install openbox x11-utils x11-apps xterm)", a)
-		}
-	}
+	testenv.Require(t, testenv.Probe("the local backend (see `agentbox doctor`)", (&local.Backend{}).Probe),
+		testenv.Programs(append([]string{"Xvfb", "openbox"}, apps...)...))
 }
 
 // TestConformance runs the backend conformance suite against bubblewrap on
 // this host, with the host's xev, xterm and xcalc.
 func TestConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the conformance suite needs bubblewrap and Xvfb")
-	}
 	requireHost(t, "xev", "xterm", "xcalc")
 	envtest.Run(t, envtest.Options{
 		Backend: &local.Backend{},

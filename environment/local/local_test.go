@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 func TestSandboxArgs(t *testing.T) {
@@ -176,9 +178,7 @@ func TestCheckRlimits(t *testing.T) {
 }
 
 func TestReachable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to judge another uid's access to root's files")
-	}
+	testenv.Require(t, testenv.Root("to judge another uid's access to root's files"))
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755)
 	priv := filepath.Join(dir, "private")
@@ -266,13 +266,13 @@ func cgroup2Mount() string {
 // has no controllers: the limits themselves are TestCgroupParent's).
 func TestCgroupMechanics(t *testing.T) {
 	mnt := cgroup2Mount()
+	var noMount error
 	if mnt == "" {
-		t.Skip("no writable cgroup v2 mount")
+		noMount = errors.New("none in /proc/self/mounts")
 	}
+	testenv.Require(t, testenv.Condition("a writable cgroup v2 mount", noMount))
 	cg := &cgroup{dir: filepath.Join(mnt, "agentbox-test-"+strconv.Itoa(os.Getpid()))}
-	if err := os.Mkdir(cg.dir, 0o755); err != nil {
-		t.Skipf("cannot make a cgroup: %v", err)
-	}
+	testenv.Require(t, testenv.Condition("a cgroup of our own under "+mnt, os.Mkdir(cg.dir, 0o755)))
 	t.Cleanup(func() { os.Remove(cg.dir) })
 	fd, err := os.Open(cg.dir)
 	if err != nil {

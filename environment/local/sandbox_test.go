@@ -47,9 +47,6 @@ func statusField(pid, field string) string {
 // TestLimits: the guest runs with the limits the backend reports, and as
 // an unprivileged host user when agentbox is root.
 func TestLimits(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	requireHost(t)
 	env := create(t, environment.Config{Resources: environment.Resources{PIDs: 77, MemoryMB: 700, TmpfsMB: 100}})
 	info := env.Info()
@@ -89,7 +86,7 @@ func TestLimits(t *testing.T) {
 
 func TestCreateRefuses(t *testing.T) {
 	b := &local.Backend{}
-	ctx := context.Background()
+	ctx := t.Context()
 	if _, err := b.Create(ctx, environment.Config{Image: "agentbox/runtime:bookworm"}); !errors.Is(err, environment.ErrImage) || !strings.Contains(err.Error(), "no images") {
 		t.Errorf("--image: %v", err)
 	}
@@ -109,9 +106,6 @@ func TestCreateRefuses(t *testing.T) {
 // TestReapRunID: the forced stop (second Ctrl-C) removes a run's sandbox at
 // once; Close afterwards still succeeds.
 func TestReapRunID(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	requireHost(t)
 	env := create(t, environment.Config{RunID: "localtest-reap-" + strconv.FormatInt(time.Now().UnixNano(), 36)})
 	info := env.Info()

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
@@ -43,12 +44,7 @@ type xvfb struct {
 // through -displayfd) and stops it when the test ends.
 func startXvfb(t *testing.T) *xvfb {
 	t.Helper()
-	if _, err := exec.LookPath("Xvfb"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Xvfb is required in CI but not installed (%v): apt-get install xvfb", err)
-		}
-		t.Skipf("Xvfb not installed (%v); apt-get install xvfb to run the mover tests", err)
-	}
+	testenv.Require(t, testenv.Programs("Xvfb"))
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -205,17 +205,6 @@ func initExtension(xc *xgb.Conn, name string, initFn func(*xgb.Conn) error) (boo
 	return true, nil
 }
 
-// Sync makes a round trip to the server: when it returns, every request sent
-// before has been processed.
-func (c *Conn) Sync(ctx context.Context) error {
-	o, err := c.begin(ctx, &c.query, "sync")
-	if err != nil {
-		return err
-	}
-	defer o.end()
-	return o.wrap("sync", o.do(c.syncX))
-}
-
 // syncX is a GetInputFocus round trip: when it returns, the server has
 // processed every request sent before.
 func (c *Conn) syncX() error {

@@ -18,12 +18,13 @@ import (
 
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/guest/xserver/xservertest"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
 )
 
 // testCtx returns a context that ends with the test (or after d).
 func testCtx(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -56,7 +57,7 @@ func newEnv(t testing.TB, cfg xserver.Config, wm bool, opts ...Option) env {
 // ends, and returns its stdout; stderr goes to the test log.
 func startApp(t testing.TB, display string, env []string, name string, args ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
-	xservertest.Require(t, name)
+	testenv.Require(t, testenv.Programs(name))
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), "DISPLAY="+display)
 	cmd.Env = append(cmd.Env, env...)
@@ -111,7 +112,7 @@ func startXev(t testing.TB, c *Conn, display string) *xev {
 // events too when focus is set.
 func startXevAt(t testing.TB, c *Conn, display string, wx, wy int, focus bool) *xev {
 	t.Helper()
-	xservertest.Require(t, "xev")
+	testenv.Require(t, testenv.Programs("xev"))
 	x := &xev{title: fmt.Sprintf("agentbox-xev-%d", time.Now().UnixNano())}
 	x.cond = sync.NewCond(&x.mu)
 	args := []string{"-oL", "xev", "-geometry", fmt.Sprintf("400x300+%d+%d", wx, wy), "-name", x.title,

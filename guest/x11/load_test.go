@@ -11,6 +11,7 @@ import (
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/internal/cpuload"
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
 )
 
@@ -159,9 +160,7 @@ func TestInputExactWhileWMStalled(t *testing.T) {
 // loaded, then perCore busy loops on every CPU (skipped with -short).
 func loadedXev(t *testing.T, perCore int) (env, *xev) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("saturates the CPUs")
-	}
+	testenv.Require(t, testenv.Slow("saturates every CPU"))
 	e := newEnv(t, xserver.Config{}, true)
 	x := startXev(t, e.c, e.srv.Display())
 	focusXev(t, e.c, x)

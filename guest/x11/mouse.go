@@ -18,8 +18,6 @@ const (
 	ButtonWheelDown  = 5
 	ButtonWheelLeft  = 6
 	ButtonWheelRight = 7
-	ButtonBack       = 8
-	ButtonForward    = 9
 )
 
 // pointerState is guarded by the input lane.

@@ -32,12 +32,11 @@ func TestServerGrabTimesOut(t *testing.T) {
 		"MouseMove":  func(ctx context.Context) error { return c.MouseMove(ctx, 5, 5) },
 		"TypeText":   func(ctx context.Context) error { return c.TypeText(ctx, "é", 0) },
 		"Windows":    func(ctx context.Context) error { _, err := c.Windows(ctx); return err },
-		"Sync":       c.Sync,
 		"ReleaseAll": c.ReleaseAll,
 	}
 	for _, round := range []string{"first", "queued behind the first"} {
 		for name, call := range calls {
-			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			t0 := time.Now()
 			err := call(ctx)
 			took := time.Since(t0)
@@ -51,7 +50,7 @@ func TestServerGrabTimesOut(t *testing.T) {
 		}
 	}
 	// Opening a second connection during the grab also respects its deadline.
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	t0 := time.Now()
 	c2, err := Open(ctx, e.srv.Display())
 	cancel()
@@ -90,7 +89,7 @@ func TestCloseDuringGrab(t *testing.T) {
 	if err := xproto.GrabServerChecked(grabber).Check(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	_, _ = e.c.Capture(ctx, nil) // leave a request stalled
 	cancel()
 	t0 := time.Now()
@@ -98,7 +97,7 @@ func TestCloseDuringGrab(t *testing.T) {
 	if took := time.Since(t0); took > 3*time.Second {
 		t.Fatalf("Close took %v during a grab", took)
 	}
-	if _, err := e.c.Capture(context.Background(), nil); !errors.Is(err, ErrClosed) {
+	if _, err := e.c.Capture(t.Context(), nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Capture after Close: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package x11
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -225,7 +224,7 @@ func TestWindowsChangedClosedOnClose(t *testing.T) {
 		select {
 		case _, ok := <-ch:
 			if !ok {
-				if _, err := e.c.Windows(context.Background()); !errors.Is(err, ErrClosed) {
+				if _, err := e.c.Windows(t.Context()); !errors.Is(err, ErrClosed) {
 					t.Fatalf("Windows after Close: %v", err)
 				}
 				return

@@ -37,10 +37,10 @@ func TestSocketPath(t *testing.T) {
 // A display nobody listens on fails at once with the connect error, and a
 // context that has ended is reported as such.
 func TestDialFailures(t *testing.T) {
-	if _, _, err := Dial(context.Background(), ":9999"); err == nil {
+	if _, _, err := Dial(t.Context(), ":9999"); err == nil {
 		t.Fatal("Dial(:9999) succeeded")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
 	_, _, err := Dial(ctx, ":9999")

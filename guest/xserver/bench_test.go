@@ -8,16 +8,17 @@ import (
 
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/guest/xserver/xservertest"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 // BenchmarkStartup starts Xvfb and then Openbox b.N times and reports the
 // median time to readiness of each (run with -benchtime=10x for "p50 of 10
 // starts").
 func BenchmarkStartup(b *testing.B) {
-	xservertest.Require(b, "Xvfb", "openbox")
+	testenv.Require(b, testenv.Programs("Xvfb", "openbox"))
 	var xvfb, wm []time.Duration
 	for b.Loop() {
-		ctx, cancel := context.WithTimeout(context.Background(), xservertest.StartTimeout)
+		ctx, cancel := context.WithTimeout(b.Context(), xservertest.StartTimeout)
 		s, err := xserver.Start(ctx, xserver.Config{})
 		if err != nil {
 			b.Fatal(err)

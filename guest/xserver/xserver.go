@@ -211,9 +211,6 @@ func (s *Server) Number() int { return s.display }
 // SocketPath returns the path of the server's Unix socket.
 func (s *Server) SocketPath() string { return SocketDir + "/X" + strconv.Itoa(s.display) }
 
-// Pid returns the process id of Xvfb.
-func (s *Server) Pid() int { return s.p.pid() }
-
 // ReadyAfter returns how long Start took from its call until Xvfb reported
 // readiness.
 func (s *Server) ReadyAfter() time.Duration { return s.ready }

@@ -2,10 +2,13 @@ package keysym
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 // headerDir is where gen.go reads the X11 headers by default (Debian
@@ -15,23 +18,17 @@ const headerDir = "/usr/include/X11"
 // TestTableUpToDate regenerates zz_table.go from the installed headers into
 // a temporary directory and compares it with the committed file.
 func TestTableUpToDate(t *testing.T) {
-	for _, h := range []string{"keysymdef.h", "XF86keysym.h"} {
-		if _, err := os.Stat(filepath.Join(headerDir, h)); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("CI=true but %s is missing (install x11proto-dev): %v", h, err)
+	headers := testenv.Probe("the X11 headers in "+headerDir+" (apt-get install x11proto-dev)", func(context.Context) error {
+		for _, h := range []string{"keysymdef.h", "XF86keysym.h"} {
+			if _, err := os.Stat(filepath.Join(headerDir, h)); err != nil {
+				return err
 			}
-			t.Skipf("skipping: %s not found (install x11proto-dev to check zz_table.go against the headers): %v", filepath.Join(headerDir, h), err)
 		}
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true but the go command is not on PATH: %v", err)
-		}
-		t.Skipf("skipping: go command not on PATH: %v", err)
-	}
+		return nil
+	})
+	testenv.Require(t, headers, testenv.Programs("go"))
 	out := filepath.Join(t.TempDir(), "zz_table.go")
-	cmd := exec.Command(goTool, "run", "gen.go", "-dir", headerDir, "-o", out)
+	cmd := exec.Command("go", "run", "gen.go", "-dir", headerDir, "-o", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go run gen.go: %v\n%s", err, b)
 	}

@@ -1,16 +1,26 @@
-// Package testenv holds helpers for tests that need real Docker, real Xvfb
-// or a built agentbox binary. Locally such tests skip with a clear message
-// when a requirement is missing; under CI=true they fail instead, so a
-// broken CI machine can never turn into a green run.
+// Package testenv holds what tests share about the machine they run on:
+// one rule for what a test needs (Require) and static builds of this
+// module's commands (Build).
+//
+// The rule has two tiers. `go test -short` (make test-short) runs unit
+// tests only: a test that needs anything beyond Go — a Docker daemon, an
+// image, Xvfb, Openbox, xev, bubblewrap, Chromium, a built agentbox binary,
+// or minutes of CPU — is skipped before anything is checked, so the tier
+// is fast and passes on a machine with Go alone, CI=true or not. Without
+// -short every test runs; a missing requirement skips the test with the
+// fix locally and fails it under CI=true, so a broken CI machine can never
+// turn into a green run.
 package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,29 +31,69 @@ import (
 // CI reports whether the tests run under CI (CI=true).
 func CI() bool { return os.Getenv("CI") == "true" }
 
-// Missing skips the test locally and fails it under CI.
-func Missing(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if CI() {
-		t.Fatalf("CI=true and a requirement is missing: %s", msg)
-	}
-	t.Skipf("skipping: %s (CI=true would fail here)", msg)
+// A Need is something a test needs from the machine.
+type Need struct {
+	what string // what is needed, and how to get it
+	// heavy: a test that needs it is not a unit test, and -short skips it.
+	heavy bool
+	check func(ctx context.Context) error // nil when present
 }
 
-// RequireDocker needs a Docker daemon that answers.
-func RequireDocker(t testing.TB) {
+// checkTimeout bounds each check (a Docker ping on a loaded machine).
+const checkTimeout = 10 * time.Second
+
+// Require states what the test needs. Under -short a test with any heavy
+// need is skipped at once (nothing is checked); otherwise every need is
+// checked, and a missing one skips the test locally and fails it under
+// CI=true.
+func Require(t testing.TB, needs ...Need) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	if testing.Short() {
+		var heavy []string
+		for _, n := range needs {
+			if n.heavy {
+				heavy = append(heavy, n.what)
+			}
+		}
+		if len(heavy) > 0 {
+			t.Skipf("-short (unit tests only): needs %s", strings.Join(heavy, "; "))
+		}
+	}
+	for _, n := range needs {
+		if n.check == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		err := n.check(ctx)
+		cancel()
+		if err != nil {
+			missing(t, n.what, err)
+		}
+	}
+}
+
+// missing skips the test locally and fails it under CI.
+func missing(t testing.TB, what string, err error) {
+	t.Helper()
+	if CI() {
+		t.Fatalf("CI=true and a requirement is missing: %s: %v", what, err)
+	}
+	t.Skipf("skipping: needs %s: %v (CI=true would fail here)", what, err)
+}
+
+// Docker needs a Docker daemon that answers.
+func Docker() Need {
+	return Need{what: "a Docker daemon (start dockerd)", heavy: true, check: pingDocker}
+}
+
+func pingDocker(ctx context.Context) error {
 	cli, err := client.New(client.FromEnv)
-	if err == nil {
-		_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
-		cli.Close()
-	}
 	if err != nil {
-		Missing(t, "no Docker daemon: %v", err)
+		return err
 	}
+	defer cli.Close()
+	_, err = cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	return err
 }
 
 // Images used by tests.
@@ -52,28 +102,78 @@ const (
 	TestImage    = "agentbox/test:bookworm"
 )
 
-// RequireImage needs a Docker daemon with the image present.
-func RequireImage(t testing.TB, ref string) {
-	t.Helper()
-	RequireDocker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cli, err := client.New(client.FromEnv)
-	if err != nil {
-		Missing(t, "docker client: %v", err)
-	}
-	defer cli.Close()
-	if _, err := cli.ImageInspect(ctx, ref); err != nil {
-		Missing(t, "image %s is missing (make images): %v", ref, err)
-	}
+// Image needs a Docker daemon with the image present.
+func Image(ref string) Need {
+	return Need{what: "the image " + ref + " (make images)", heavy: true, check: func(ctx context.Context) error {
+		if err := pingDocker(ctx); err != nil {
+			return fmt.Errorf("no Docker daemon: %w", err)
+		}
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		_, err = cli.ImageInspect(ctx, ref)
+		return err
+	}}
 }
 
-// RequireXvfb needs Xvfb on the host.
-func RequireXvfb(t testing.TB) {
-	t.Helper()
-	if _, err := exec.LookPath("Xvfb"); err != nil {
-		Missing(t, "Xvfb is not installed (apt-get install xvfb)")
+// debian names the Debian package of each program tests run.
+var debian = map[string]string{
+	"Xvfb": "xvfb", "openbox": "openbox", "xev": "x11-utils", "xterm": "xterm",
+	"xcalc": "x11-apps", "xdotool": "xdotool", "bwrap": "bubblewrap",
+	"ffmpeg": "ffmpeg", "ffprobe": "ffmpeg", "python3": "python3", "chromium": "chromium",
+}
+
+// Programs needs executables in PATH: X servers, window managers, apps,
+// bubblewrap, ffmpeg.
+func Programs(names ...string) Need {
+	var pkgs []string
+	for _, n := range names {
+		if p := debian[n]; p != "" && !strings.Contains(strings.Join(pkgs, " "), p) {
+			pkgs = append(pkgs, p)
+		}
 	}
+	what := strings.Join(names, ", ") + " in PATH"
+	if len(pkgs) > 0 {
+		what += " (apt-get install " + strings.Join(pkgs, " ") + ")"
+	}
+	return Need{what: what, heavy: true, check: func(context.Context) error {
+		var errs []error
+		for _, n := range names {
+			if _, err := exec.LookPath(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}}
+}
+
+// Probe needs what check finds: something beyond Go that Programs cannot
+// tell by a name in PATH (a backend that can make a sandbox here, a
+// browser). what names it and the fix.
+func Probe(what string, check func(ctx context.Context) error) Need {
+	return Need{what: what, heavy: true, check: check}
+}
+
+// Slow marks a test that needs minutes or every CPU (a load test, a
+// measurement, a flood): it is skipped under -short.
+func Slow(why string) Need { return Need{what: why, heavy: true} }
+
+// Condition needs a property of the machine that costs nothing to check
+// (root, a kernel feature, a header file): err is why it does not hold, nil
+// when it does. It is checked under -short too.
+func Condition(what string, err error) Need {
+	return Need{what: what, check: func(context.Context) error { return err }}
+}
+
+// Root needs the tests to run as root.
+func Root(why string) Need {
+	var err error
+	if os.Geteuid() != 0 {
+		err = fmt.Errorf("running as uid %d", os.Geteuid())
+	}
+	return Condition("root ("+why+")", err)
 }
 
 // RepoRoot is the module's root directory.
@@ -89,9 +189,11 @@ var (
 
 // Build compiles a main package of this module (e.g. "./cmd/agentbox")
 // statically into a directory that lives as long as the test process, once
-// per process. Static, because the binary may run inside a container.
+// per process. Static, because the binary may run inside a container. A
+// test that builds a binary runs it: it is end to end, so -short skips it.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	Require(t, Slow("builds and runs "+pkg+" (end to end)"))
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if p, ok := built[pkg]; ok {

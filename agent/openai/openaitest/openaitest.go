@@ -62,6 +62,9 @@ type Reply struct {
 type Handler func(s *Server, r *Request) Reply
 
 // Server is a fake model server.
+// Close shuts the server down.
+func (s *Server) Close() { s.srv.Close() }
+
 type Server struct {
 	// URL is the base URL for base_url: the server's address with /v1.
 	URL string
@@ -105,9 +108,6 @@ func New(t testing.TB, h Handler) *Server {
 	t.Cleanup(s.srv.Close)
 	return s
 }
-
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
 
 func (s *Server) serve(w http.ResponseWriter, hr *http.Request) {
 	t0 := time.Now()
@@ -158,17 +158,6 @@ func (s *Server) Requests() []*Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*Request(nil), s.reqs...)
-}
-
-// Handling returns the handling time of each request.
-func (s *Server) Handling() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]time.Duration, len(s.reqs))
-	for i, r := range s.reqs {
-		out[i] = r.Handling
-	}
-	return out
 }
 
 // Errorf records a failed expectation from inside a handler; Check reports

@@ -209,8 +209,6 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				g.OnAct(w)
 			}
 			out = action.Result{OK: true}
-		case wire.MethodState:
-			out = wire.State{Running: true, Windows: []action.Window{Window}}
 		case wire.MethodStop:
 			if g.OnStop != nil && g.OnStop(w, m) {
 				if w.err != nil {

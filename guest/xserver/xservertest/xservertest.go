@@ -1,20 +1,17 @@
 // Package xservertest starts real X servers and window managers for tests.
-//
-// A missing executable (Xvfb, openbox, xev, …) skips the test with a clear
-// message, except under CI=true, where it fails it: CI must run every tier.
+// What they need is stated with testenv.Require: skipped under -short, and
+// when missing, skipped locally and failed under CI=true.
 package xservertest
 
 import (
 	"bytes"
 	"context"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/codegirl-games/agentbox/guest/xserver"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 // StartTimeout bounds the start of a server or window manager in tests. A
@@ -22,40 +19,16 @@ import (
 // loaded machine.
 const StartTimeout = 20 * time.Second
 
-// CI reports whether the tests run under CI (CI=true), where missing tools are
-// failures rather than skips.
-func CI() bool { return os.Getenv("CI") == "true" }
-
-// Require skips the test (fails it under CI=true) unless every named
-// executable is in PATH.
-func Require(t testing.TB, bins ...string) {
-	t.Helper()
-	var missing []string
-	for _, b := range bins {
-		if _, err := exec.LookPath(b); err != nil {
-			missing = append(missing, b)
-		}
-	}
-	if len(missing) == 0 {
-		return
-	}
-	msg := "needs " + strings.Join(missing, ", ") + " in PATH (Debian: xvfb, openbox, x11-utils, xterm)"
-	if CI() {
-		t.Fatal(msg + "; CI=true, so this is a failure, not a skip")
-	}
-	t.Skip(msg)
-}
-
-// Start starts Xvfb with cfg (after Require(t, "Xvfb")) and stops it when the
-// test ends. Its stderr is logged if the test fails.
+// Start starts Xvfb with cfg and stops it when the test ends. Its stderr is
+// logged if the test fails.
 func Start(t testing.TB, cfg xserver.Config) *xserver.Server {
 	t.Helper()
-	Require(t, "Xvfb")
+	testenv.Require(t, testenv.Programs("Xvfb"))
 	var logbuf syncBuffer
 	if cfg.Stderr == nil {
 		cfg.Stderr = &logbuf
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
 	defer cancel()
 	s, err := xserver.Start(ctx, cfg)
 	if err != nil {
@@ -74,13 +47,12 @@ func Start(t testing.TB, cfg xserver.Config) *xserver.Server {
 	return s
 }
 
-// StartWM starts Openbox on display (after Require(t, "openbox")) and stops
-// it when the test ends.
+// StartWM starts Openbox on display and stops it when the test ends.
 func StartWM(t testing.TB, display string) *xserver.WM {
 	t.Helper()
-	Require(t, "openbox")
+	testenv.Require(t, testenv.Programs("openbox"))
 	var logbuf syncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
 	defer cancel()
 	wm, err := xserver.StartWM(ctx, display, xserver.WMConfig{Dir: t.TempDir(), Stderr: &logbuf})
 	if err != nil {

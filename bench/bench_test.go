@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+func TestSummarize(t *testing.T) {
+	ms := func(v ...float64) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x * float64(time.Millisecond))
+		}
+		return d
+	}
+	twenty := make([]float64, 20)
+	for i := range twenty {
+		twenty[19-i] = float64(i + 1) // 20, 19, …, 1: summarize sorts
+	}
+	for _, tt := range []struct {
+		name string
+		in   []time.Duration
+		want Stats
+	}{
+		{"none", nil, Stats{}},
+		{"one", ms(2.5), Stats{N: 1, Min: 2.5, P50: 2.5, P95: 2.5, Max: 2.5, Mean: 2.5}},
+		{"two", ms(3, 1), Stats{N: 2, Min: 1, P50: 1, P95: 3, Max: 3, Mean: 2}},
+		{"twenty", ms(twenty...), Stats{N: 20, Min: 1, P50: 10, P95: 19, Max: 20, Mean: 10.5}},
+		{"microseconds kept", []time.Duration{1500 * time.Microsecond, 1499*time.Microsecond + 999}, Stats{N: 2, Min: 1.499, P50: 1.499, P95: 1.5, Max: 1.5, Mean: 1.4995}},
+	} {
+		if got := summarize(tt.in); got != tt.want {
+			t.Errorf("%s: summarize = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestFormatMS(t *testing.T) {
+	for _, tt := range []struct {
+		in   float64
+		want string
+	}{
+		{0, "0.00 ms"},
+		{1.25, "1.25 ms"},
+		{9.994, "9.99 ms"},
+		{10, "10 ms"},
+		{343.4, "343 ms"},
+		{999.4, "999 ms"},
+		{1000, "1.00 s"},
+		{1040, "1.04 s"},
+		{61500, "61.50 s"},
+	} {
+		if got := FormatMS(tt.in); got != tt.want {
+			t.Errorf("FormatMS(%v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	s := Stats{N: 50, Min: 0.81, P50: 1.2, P95: 12.5, Max: 1480}
+	if got, want := s.String(), "p50 1.20 ms  p95 12 ms  (min 0.81 ms, max 1.48 s, n=50)"; got != want {
+		t.Errorf("Stats.String() = %q, want %q", got, want)
+	}
+}
+
+// named is a backend that only has a name, for the report's header.
+type named string
+
+func (n named) Name() string { return string(n) }
+func (n named) Create(context.Context, environment.Config) (environment.Environment, error) {
+	return nil, errors.New("not a real backend")
+}
+
+// TestPrintGolden: the report agentbox bench prints, for Docker with the
+// seed-style comparison and for the local backend without it
+// (testdata/*.txt; go test -update rewrites them).
+func TestPrintGolden(t *testing.T) {
+	stats := func(p50 float64) Stats {
+		return Stats{N: 50, Min: p50 * 0.8, P50: p50, P95: p50 * 1.5, Max: p50 * 3, Mean: p50 * 1.1}
+	}
+	rep := &Report{
+		ColdStart: Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
+		Steps: []StepStats{
+			{Screen: action.Screen{Width: 640, Height: 480, Depth: 24}, Unchanged: stats(1.3), Full: stats(4.2), Click: stats(2.1)},
+			{Screen: action.Screen{Width: 1920, Height: 1080, Depth: 24}, Unchanged: stats(6.5), Full: stats(31), Click: stats(7.2)},
+		},
+		RunPerStep: 5.25, RunSteps: 200, TraceShare: 0.123, TraceFinish: 42,
+	}
+	for _, tt := range []struct {
+		file string
+		o    Options
+		seed Stats
+	}{
+		{"report-docker.txt", Options{Backend: named("docker"), Image: "agentbox/runtime:bookworm"}, Stats{N: 20, Min: 240, P50: 262.5, P95: 300, Max: 301, Mean: 265}},
+		{"report-local.txt", Options{Backend: named("local")}, Stats{}},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			r := *rep
+			r.Seed = tt.seed
+			if tt.seed.N > 0 {
+				r.Ratio = tt.seed.P50 / r.RunPerStep
+			}
+			var b bytes.Buffer
+			r.Print(&b, tt.o)
+			path := filepath.Join("testdata", tt.file)
+			if *update {
+				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (go test -run TestPrintGolden ./bench/ -args -update writes it)", err)
+			}
+			if !bytes.Equal(b.Bytes(), want) {
+				t.Errorf("%s differs (go test -update rewrites it after a deliberate change)\ngot:\n%s\nwant:\n%s", path, b.Bytes(), want)
+			}
+		})
+	}
+}
+
+// TestMoverAgent: the full run's agent holds Right for 19 steps, then Left,
+// moves the mouse in between, stays on the 640×480 screen, and finishes
+// after n steps with nothing held.
+func TestMoverAgent(t *testing.T) {
+	const n = 85
+	a := &moverAgent{n: n}
+	held := map[string]bool{}
+	for step := 1; step <= n; step++ {
+		d, err := a.Decide(t.Context(), &action.Observation{Step: step})
+		if err != nil {
+			t.Fatal(err)
+		}
+		act := d.Action
+		switch act.Kind {
+		case action.KeyDown:
+			if held[act.Key] {
+				t.Fatalf("step %d: %s pressed twice", step, act.Key)
+			}
+			held[act.Key] = true
+		case action.KeyUp:
+			if !held[act.Key] {
+				t.Fatalf("step %d: %s released while up", step, act.Key)
+			}
+			delete(held, act.Key)
+		case action.MouseMove:
+			if *act.X < 0 || *act.X >= 640 || *act.Y < 0 || *act.Y >= 480 {
+				t.Fatalf("step %d: mouse_move to (%d,%d) leaves the screen", step, *act.X, *act.Y)
+			}
+		case action.Done:
+			if step != n {
+				t.Fatalf("done at step %d, want %d", step, n)
+			}
+		default:
+			t.Fatalf("step %d: unexpected %s", step, act.Kind)
+		}
+		switch step {
+		case 1, 41:
+			if act.Kind != action.KeyDown || act.Key != "Right" {
+				t.Errorf("step %d: %s %s, want key_down Right", step, act.Kind, act.Key)
+			}
+		case 21:
+			if act.Kind != action.KeyDown || act.Key != "Left" {
+				t.Errorf("step %d: %s %s, want key_down Left", step, act.Kind, act.Key)
+			}
+		}
+		if err := action.Validate(act, action.DefaultLimits(640, 480)); err != nil {
+			t.Errorf("step %d: %s is invalid: %v", step, act.Kind, err)
+		}
+	}
+	// Step 85 ends the run between a Right press (81) and its release.
+	if len(held) != 1 || !held["Right"] {
+		t.Errorf("held at the end: %v", held)
+	}
+}
+
+// TestRunScriptedGuest runs every measurement against guests on in-process
+// pipes (guestenvtest): what Run creates, measures, counts and closes,
+// with no sandbox. The figures themselves are not checked.
+func TestRunScriptedGuest(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "game"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command": "game", "window_title": "fake"}`), 0o644)
+	backend := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}
+	var progress bytes.Buffer
+	o := Options{
+		Backend: backend, App: dir, ColdRuns: 2, Samples: 5, RunSteps: 30, SeedSteps: 3,
+		Screens:  []action.Screen{{Width: 320, Height: 200, Depth: 24}, {Width: 800, Height: 600, Depth: 24}},
+		Progress: &progress,
+	}
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if rep.ColdStart.N != 2 || len(rep.Steps) != 2 {
+		t.Fatalf("cold starts %d, step sizes %d", rep.ColdStart.N, len(rep.Steps))
+	}
+	for i, s := range rep.Steps {
+		if s.Screen != o.Screens[i] || s.Unchanged.N != 5 || s.Full.N != 5 || s.Click.N != 5 {
+			t.Errorf("step stats %d: %+v", i, s)
+		}
+	}
+	if rep.RunSteps != 30 || rep.RunPerStep <= 0 || rep.TraceShare <= 0 {
+		t.Errorf("full run: %d steps, %v ms a step, trace share %v", rep.RunSteps, rep.RunPerStep, rep.TraceShare)
+	}
+	if rep.Seed.N != 0 || !strings.Contains(progress.String(), "seed-style step: skipped") {
+		t.Errorf("the seed-style step ran on %s (n=%d):\n%s", backend.Name(), rep.Seed.N, progress.String())
+	}
+	// 2 cold starts, 2 per screen size, 1 full run: each closed, each
+	// guest ended cleanly.
+	errs, closed := backend.GuestErrors()
+	if closed != 7 || len(errs) != 7 {
+		t.Errorf("%d environments closed, %d guests ended; want 7", closed, len(errs))
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("a guest: %v", err)
+		}
+	}
+	var out bytes.Buffer
+	rep.Print(&out, o)
+	if !strings.Contains(out.String(), "backend guestenvtest") || strings.Contains(out.String(), "seed-style step (") {
+		t.Errorf("report:\n%s", out.String())
+	}
+}

@@ -1,0 +1,257 @@
+package eval
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	_ "github.com/codegirl-games/agentbox/agent/demo"
+	_ "github.com/codegirl-games/agentbox/agent/idle"
+)
+
+// play is a script as a suite's task names it (script: play.yaml).
+const play = `task: Move the character right.
+screen: 800x600
+steps:
+  - action: key
+    keys: Right
+  - expect: running
+`
+
+// suiteDir lays out a directory with an app (app/, a shell script and its
+// manifest), play.yaml and the suite, and returns the suite's path.
+func suiteDir(t testing.TB, suite string) string {
+	t.Helper()
+	dir := t.TempDir()
+	appDir := filepath.Join(dir, "app")
+	for _, f := range []struct {
+		path, data string
+		mode       os.FileMode
+	}{
+		{filepath.Join(appDir, "game"), "#!/bin/sh\nexit 0\n", 0o755},
+		{filepath.Join(appDir, "agentbox.json"), `{"command": "game", "window_title": "game"}`, 0o644},
+		{filepath.Join(dir, "play.yaml"), play, 0o644},
+		{filepath.Join(dir, "suite.yaml"), suite, 0o644},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.data), f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "suite.yaml")
+}
+
+func TestLoad(t *testing.T) {
+	// want is checked against the loaded suite with every path made
+	// relative to the suite's directory.
+	tests := []struct {
+		name  string
+		suite string
+		want  *Suite
+	}{
+		{"minimal", "tasks:\n  - name: a\n    target: app\n    agent: idle\n",
+			&Suite{Name: "suite", Tasks: []*Task{{Name: "a", Line: 2, Target: "app", Agent: "idle", Options: nil, Episodes: 1}}}},
+		{"every field", `name: nightly
+tasks:
+  - name: scripted
+    target: app
+    script: play.yaml
+    timeout: 90s
+    episodes: 3
+    max_steps: 500
+    image: agentbox/test:bookworm
+    env: {LANG: de_DE.UTF-8}
+  - name: demo.v2_x-1
+    target: app/agentbox.json
+    task: Move right.
+    agent: demo
+    options: {key: Left}
+    screen: 1024x768
+`, &Suite{Name: "nightly", Tasks: []*Task{
+			{Name: "scripted", Line: 3, Target: "app", Script: "play.yaml", Task: "Move the character right.", Screen: action.Screen{Width: 800, Height: 600, Depth: 24},
+				Timeout: 90 * time.Second, Episodes: 3, MaxSteps: 500, Image: "agentbox/test:bookworm", Env: map[string]string{"LANG": "de_DE.UTF-8"}},
+			{Name: "demo.v2_x-1", Line: 11, Target: "app/agentbox.json", Task: "Move right.", Agent: "demo", Options: map[string]string{"key": "Left"},
+				Screen: action.Screen{Width: 1024, Height: 768, Depth: 24}, Episodes: 1},
+		}}},
+		{"the script's task and screen yield to the suite's", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    task: Other.\n    screen: 640x480\n",
+			&Suite{Name: "suite", Tasks: []*Task{{Name: "a", Line: 2, Target: "app", Script: "play.yaml", Task: "Other.", Screen: action.Screen{Width: 640, Height: 480, Depth: 24}, Episodes: 1}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := suiteDir(t, tt.suite)
+			dir := filepath.Dir(path)
+			s, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.File != path {
+				t.Errorf("File = %q, want %q", s.File, path)
+			}
+			s.File = ""
+			for _, task := range s.Tasks {
+				if !filepath.IsAbs(task.Target) || (task.Script != "" && !filepath.IsAbs(task.Script)) {
+					t.Errorf("task %s: target %q and script %q are not absolute", task.Name, task.Target, task.Script)
+				}
+				task.Target, _ = filepath.Rel(dir, task.Target)
+				if task.Script != "" {
+					task.Script, _ = filepath.Rel(dir, task.Script)
+					if task.script == nil {
+						t.Errorf("task %s: the script was not kept", task.Name)
+					}
+				}
+				task.script = nil
+			}
+			if !reflect.DeepEqual(s, tt.want) {
+				t.Errorf("got\n%s\nwant\n%s", dump(s), dump(tt.want))
+			}
+		})
+	}
+}
+
+func dump(s *Suite) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name %q\n", s.Name)
+	for _, t := range s.Tasks {
+		fmt.Fprintf(&b, "%+v\n", *t)
+	}
+	return b.String()
+}
+
+// TestLoadRejects: every kind of bad suite is ErrInvalid naming the
+// suite's file and the line of the mistake (or, for a bad script, the
+// script's own file and line).
+func TestLoadRejects(t *testing.T) {
+	task := "tasks:\n  - name: a\n    target: app\n    agent: idle\n"
+	tests := []struct {
+		name, suite string
+		want        string // the file and line, the mistake
+		detail      string // and this too
+	}{
+		{"empty", "", `suite.yaml:1: the file is empty (a suite is a mapping with tasks)`, ""},
+		{"only a comment", "# nothing yet\n", `suite.yaml:1: the file is empty (a suite is a mapping with tasks)`, ""},
+		{"a list", "- a\n", `suite.yaml:1: a suite is a mapping with tasks`, ""},
+		{"not YAML", "tasks: [\n", `suite.yaml: yaml: line 1:`, ""},
+		{"unknown suite field", "name: x\ntask:\n  - name: a\n", `suite.yaml:2: unknown field "task" (a suite has name, tasks)`, ""},
+		{"no tasks", "name: x\n", `suite.yaml:1: tasks: a non-empty list is required`, ""},
+		{"empty tasks", "tasks: []\n", `suite.yaml:1: tasks: a non-empty list is required`, ""},
+		{"tasks not a list", "tasks: {a: b}\n", `suite.yaml:1: tasks: a non-empty list is required`, ""},
+		{"task not a mapping", "tasks:\n  - a\n", `suite.yaml:2: task 1: want a mapping`, ""},
+		{"unknown task field", task + "    episdes: 3\n", `suite.yaml:5: task 1: unknown field "episdes" (known: name, target,`, ""},
+		{"name not text", "tasks:\n  - name: [a]\n    target: app\n    agent: idle\n", `suite.yaml:2: task 1: field "name": must be text`, ""},
+		{"null target", "tasks:\n  - name: a\n    target:\n    agent: idle\n", `suite.yaml:3: task 1: field "target": must be text`, ""},
+		{"options not text", task + "    options: {a: [1]}\n", `suite.yaml:5: task 1: field "options": want a mapping of text`, ""},
+		{"env not a mapping", task + "    env: [A=b]\n", `suite.yaml:5: task 1: field "env": want a mapping of text`, ""},
+		{"bad timeout", task + "    timeout: soon\n", `suite.yaml:5: task 1: field "timeout": want a duration like 60s, got "soon"`, ""},
+		{"zero timeout", task + "    timeout: 0s\n", `suite.yaml:5: task 1: field "timeout": want a duration like 60s, got "0s"`, ""},
+		{"zero episodes", task + "    episodes: 0\n", `suite.yaml:5: task 1: field "episodes": want a positive number, got "0"`, ""},
+		{"too many episodes", task + "    episodes: 100001\n", `suite.yaml:5: task 1: field "episodes": want a positive number, got "100001"`, ""},
+		{"bad max_steps", task + "    max_steps: many\n", `suite.yaml:5: task 1: field "max_steps": want a positive number, got "many"`, ""},
+		{"no name", "tasks:\n  - target: app\n    agent: idle\n", `suite.yaml:2: task 1: name is required`, ""},
+		{"bad name", "tasks:\n  - name: ../up\n    target: app\n    agent: idle\n", `suite.yaml:2: task "../up": a name is letters, digits,`, ""},
+		{"name used twice", task + "  - name: a\n    target: app\n    agent: demo\n", `suite.yaml:5: task "a": the name is used twice`, ""},
+		{"no target", "tasks:\n  - name: a\n    agent: idle\n", `suite.yaml:2: task "a": target is required`, ""},
+		{"script and agent", task + "    script: play.yaml\n", `suite.yaml:2: task "a": give exactly one of script or agent`, ""},
+		{"neither script nor agent", "tasks:\n  - name: a\n    target: app\n", `suite.yaml:2: task "a": give exactly one of script or agent`, ""},
+		{"options for a script", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    options: {a: b}\n", `suite.yaml:2: task "a": options belong to an agent, not to a script`, ""},
+		{"missing target", "tasks:\n  - name: a\n    target: nope\n    agent: idle\n", `suite.yaml:2: task "a": `, `nope: no such file or directory`},
+		{"unknown agent", "tasks:\n  - name: a\n    target: app\n    agent: nobody\n", `suite.yaml:2: task "a": `, `nobody`},
+		{"bad agent option", task + "    options: {speed: 3}\n", `suite.yaml:2: task "a": `, `unknown option "speed"`},
+		{"missing script", "tasks:\n  - name: a\n    target: app\n    script: missing.yaml\n", `suite.yaml:2: task "a": `, `missing.yaml`},
+		{"bad script", "tasks:\n  - name: a\n    target: app\n    script: app/agentbox.json\n", `agentbox.json:1: unknown field "command"`, ""},
+		{"bad screen", task + "    screen: 10x10\n", `suite.yaml:2: task "a": `, `10x10`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := suiteDir(t, tt.suite)
+			s, err := Load(path)
+			if err == nil {
+				t.Fatalf("accepted: %+v", s)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v does not wrap ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), tt.detail) {
+				t.Errorf("error %q\nwant it to contain %q and %q", err, tt.want, tt.detail)
+			}
+			if !strings.Contains(err.Error(), path) && !strings.Contains(err.Error(), filepath.Dir(path)) {
+				t.Errorf("error %q does not name the suite or its directory", err)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		_, err := Load(filepath.Join(t.TempDir(), "none.yaml"))
+		if !errors.Is(err, ErrInvalid) || !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "none.yaml") {
+			t.Errorf("err = %v, want ErrInvalid and ErrNotExist naming none.yaml", err)
+		}
+	})
+}
+
+// FuzzLoad: whatever a suite file holds, Load returns a suite that keeps
+// the promises Run relies on, or ErrInvalid naming the file; it never
+// panics. Paths in the inputs stay inside the test's directory: inputs
+// with a slash or a backslash (which could spell one) are skipped, so the
+// fuzzer cannot make Load read /dev or /proc.
+func FuzzLoad(f *testing.F) {
+	for _, s := range []string{
+		"tasks:\n  - name: a\n    target: app\n    agent: idle\n",
+		"name: n\ntasks:\n  - name: a\n    target: app\n    script: play.yaml\n    episodes: 3\n  - name: b\n    target: app\n    agent: demo\n    options: {key: Left}\n    timeout: 5s\n    max_steps: 9\n    screen: 320x200\n    env: {A: b}\n",
+		"tasks:\n  - name: a\n    target: app\n    agent: idle\n  - name: a\n",
+		"tasks: [{name: a, target: app, agent: idle, episodes: 0}]\n",
+		"tasks:\n  - &t {name: a, target: app, agent: idle}\n  - *t\n",
+	} {
+		f.Add([]byte(s))
+	}
+	path := suiteDir(f, "")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if bytes.ContainsAny(data, `/\`) {
+			t.Skip("paths stay inside the test's directory")
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(path)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			if !strings.Contains(err.Error(), "suite.yaml") {
+				t.Fatalf("error does not name the suite: %v", err)
+			}
+			return
+		}
+		if len(s.Tasks) == 0 {
+			t.Fatal("accepted a suite without tasks")
+		}
+		seen := map[string]bool{}
+		for _, task := range s.Tasks {
+			switch {
+			case !nameRe.MatchString(task.Name) || seen[task.Name]:
+				t.Fatalf("accepted task name %q (seen before: %v)", task.Name, seen[task.Name])
+			case (task.Script == "") == (task.Agent == ""):
+				t.Fatalf("task %s: script %q, agent %q", task.Name, task.Script, task.Agent)
+			case task.Episodes < 1 || task.Episodes > 100000 || task.MaxSteps < 0 || task.Timeout < 0:
+				t.Fatalf("task %s: episodes %d, max_steps %d, timeout %v", task.Name, task.Episodes, task.MaxSteps, task.Timeout)
+			case !filepath.IsAbs(task.Target):
+				t.Fatalf("task %s: target %q is not absolute", task.Name, task.Target)
+			}
+			seen[task.Name] = true
+			a, err := task.newAgent()
+			if err != nil {
+				t.Fatalf("task %s: Load accepted it but its agent cannot be made: %v", task.Name, err)
+			}
+			if c, ok := a.(agent.Closer); ok {
+				c.Close()
+			}
+		}
+	})
+}
