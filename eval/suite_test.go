@@ -168,7 +168,7 @@ func TestLoadRejects(t *testing.T) {
 		{"bad agent option", task + "    options: {speed: 3}\n", `suite.yaml:2: task "a": `, `unknown option "speed"`},
 		{"missing script", "tasks:\n  - name: a\n    target: app\n    script: missing.yaml\n", `suite.yaml:2: task "a": `, `missing.yaml`},
 		{"bad script", "tasks:\n  - name: a\n    target: app\n    script: app/agentbox.json\n", `agentbox.json:1: unknown field "command"`, ""},
-		{"bad screen", task + "    screen: 10x10\n", `suite.yaml:2: task "a": `, `10x10`},
+		{"bad screen", task + "    screen: 10x10\n", `suite.yaml:5: task 1: field "screen": `, `10x10`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -200,11 +200,11 @@ func TestGuestOverPipe(t *testing.T) {
 
 	const w, ht = 400, 300
 	var started wire.StartResponse
-	h.must(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: w, Height: ht}, Home: filepath.Join(dir, "home"), AppDir: appDir, TimeoutMS: 60000}, &started, nil)
+	h.must(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: w, Height: ht, Depth: 24}, Home: filepath.Join(dir, "home"), AppDir: appDir, TimeoutMS: 60000}, &started, nil)
 	if !strings.HasPrefix(started.Display, ":") || !started.WM {
 		t.Fatalf("start: %+v", started)
 	}
-	if _, err := h.call(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: w, Height: ht}}, nil, nil); !wire.IsCode(err, wire.CodeInvalid) {
+	if _, err := h.call(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: w, Height: ht, Depth: 24}}, nil, nil); !wire.IsCode(err, wire.CodeInvalid) {
 		t.Errorf("a second start: %v, want %s", err, wire.CodeInvalid)
 	}
 
@@ -365,7 +365,7 @@ func TestGuestLaunchFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := startGuest(t)
 			dir := t.TempDir()
-			h.must(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: 200, Height: 100}, NoWM: true, Home: filepath.Join(dir, "home"), AppDir: filepath.Join(dir, "app"), TimeoutMS: 60000}, nil, nil)
+			h.must(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: 200, Height: 100, Depth: 24}, NoWM: true, Home: filepath.Join(dir, "home"), AppDir: filepath.Join(dir, "app"), TimeoutMS: 60000}, nil, nil)
 			if tt.script != "" {
 				h.must(wire.MethodWriteFile, wire.WriteFileRequest{Path: "app", Mode: 0o755}, nil, []byte(tt.script))
 			}
