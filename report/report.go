@@ -557,14 +557,17 @@ func describeEvent(r trace.Record) string {
 	case "window_mapped", "window_unmapped", "window_title":
 		return fmt.Sprintf("%s %q %vx%v at %v,%v", strings.ReplaceAll(r.Event, "_", " "), r.Data["title"], r.Data["width"], r.Data["height"], r.Data["x"], r.Data["y"])
 	case "app_exited":
-		how := fmt.Sprintf("code %v", r.Data["code"])
-		if sig, _ := r.Data["signal"].(string); sig != "" {
-			how = "signal " + sig
+		e := &action.Exit{}
+		if code, ok := r.Data["code"].(float64); ok {
+			e.Code = int(code)
 		}
-		if by, _ := r.Data["stopped"].(string); by != "" {
-			return "app " + by + " (" + how + ")"
+		e.Signal, _ = r.Data["signal"].(string)
+		e.OOM, _ = r.Data["oom_killed"].(bool)
+		e.Stopped, _ = r.Data["stopped"].(string)
+		if e.Stopped != "" {
+			return "app " + e.String() // "app stopped by agentbox … (exit code 0)"
 		}
-		return "app exited: " + how
+		return "app exited: " + e.String()
 	}
 	if len(r.Data) == 0 {
 		return r.Event

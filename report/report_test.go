@@ -208,12 +208,12 @@ func TestStepSummaryAndTeardownExit(t *testing.T) {
 	if got, want := p.Steps[1].Sum, "1 line of output, 2 events"; got != want {
 		t.Errorf("step 2 summary %q, want %q", got, want)
 	}
-	if got, want := p.Run.AppExit, "stopped by agentbox at the end of the run (signal SIGTERM)"; got != want {
+	if got, want := p.Run.AppExit, "stopped by agentbox at the end of the run (killed by signal SIGTERM)"; got != want {
 		t.Errorf("app exit %q, want %q", got, want)
 	}
 	found := false
 	for _, l := range p.Steps[1].Out {
-		found = found || l.X == "app stopped by agentbox at the end of the run (signal SIGTERM)"
+		found = found || l.X == "app stopped by agentbox at the end of the run (killed by signal SIGTERM)"
 	}
 	if !found {
 		t.Errorf("the exit event reads %+v", p.Steps[1].Out)
