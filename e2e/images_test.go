@@ -86,7 +86,7 @@ func TestImagePrograms(t *testing.T) {
 
 	t.Run("a program of the test image", func(t *testing.T) {
 		r := agentbox(t, "run", "xcalc", "--agent", "idle", "--agent-opt", "ms=300")
-		if out := r.stdout + r.stderr; r.code != 3 || !strings.Contains(out, `command "xcalc"`) || !strings.Contains(out, "xcalc is in "+testenv.TestImage+": add --image "+testenv.TestImage) {
+		if out := r.stdout + r.stderr; r.code != 3 || !strings.Contains(out, `command "xcalc"`) || !strings.Contains(out, "xcalc is in "+testenv.TestImage) || !strings.Contains(out, ": add --image "+testenv.TestImage) {
 			t.Errorf("run xcalc on %s: want exit 3 naming %s: %s", testenv.RuntimeImage, testenv.TestImage, r)
 		}
 		r = agentbox(t, "run", "xcalc", "--image", testenv.TestImage, "--agent", "idle", "--agent-opt", "ms=300")
