@@ -271,11 +271,11 @@ func (r *reader) readLevel(level []*node) {
 		for i, n := range part {
 			o := n.ref
 			calls[i] = [nCalls]*dbus.Call{
-				cName:    r.call(o, ifaceProps+".Get", ifaceAccessible, "Name"),
-				cRole:    r.call(o, ifaceAccessible+".GetRole"),
-				cState:   r.call(o, ifaceAccessible+".GetState"),
-				cIfaces:  r.call(o, ifaceAccessible+".GetInterfaces"),
-				cKids:    r.call(o, ifaceAccessible+".GetChildren"),
+				cName:   r.call(o, ifaceProps+".Get", ifaceAccessible, "Name"),
+				cRole:   r.call(o, ifaceAccessible+".GetRole"),
+				cState:  r.call(o, ifaceAccessible+".GetState"),
+				cIfaces: r.call(o, ifaceAccessible+".GetInterfaces"),
+				cKids:   r.call(o, ifaceAccessible+".GetChildren"),
 			}
 			if n.depth > 0 {
 				// An application has no place on the screen (GTK complains
