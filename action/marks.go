@@ -97,6 +97,22 @@ func FindMark(marks []Mark, n int) (Mark, error) {
 	return Mark{}, fmt.Errorf("mark %d: the screenshot's marks are 1 to %d", n, len(marks))
 }
 
+// ResolveMark puts the centre of the mark a names into its X and Y (a
+// click, mouse_move or scroll on a mark); an unknown mark is a validation
+// error. Actions without a mark, or already resolved, are left alone.
+func ResolveMark(a *Action, marks []Mark) error {
+	if a.Mark <= 0 || a.X != nil || a.Y != nil {
+		return nil
+	}
+	m, err := FindMark(marks, a.Mark)
+	if err != nil {
+		return errorf(a.Kind, "mark", "%v", err)
+	}
+	c := m.Center()
+	a.X, a.Y = &c.X, &c.Y
+	return nil
+}
+
 // markColors cycle so that neighbouring boxes differ.
 var markColors = []color.RGBA{
 	{0xe6, 0x19, 0x4b, 0xff}, {0x3c, 0xb4, 0x4b, 0xff}, {0x43, 0x63, 0xd8, 0xff},

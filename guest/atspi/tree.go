@@ -439,3 +439,75 @@ func clip(s string) string {
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
+
+// Find reads the tree and returns the element sel picks, with the tree
+// it was found in; see action.Tree.Find for the errors.
+func (b *Bus) Find(ctx context.Context, sel action.Selector) (*action.Element, *action.Tree, error) {
+	tr, err := b.Tree(ctx, action.TreeLimits{})
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := tr.Find(sel)
+	return e, tr, err
+}
+
+// GrabFocus asks the element's application to give it the keyboard focus
+// (Component.GrabFocus; GTK also raises its window) and reports whether
+// the element then says it is focused, waiting up to wait for it.
+func (b *Bus) GrabFocus(ctx context.Context, id string, wait time.Duration) (bool, error) {
+	o, err := refOf(id)
+	if err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	conn := b.conn
+	b.mu.Unlock()
+	if conn == nil {
+		return false, errors.New("the accessibility bus is closed")
+	}
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	var ok bool
+	err = conn.Object(o.bus, o.path).CallWithContext(cctx, ifaceComponent+".GrabFocus", 0).Store(&ok)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("grab focus of %s: %w", id, err)
+	}
+	return b.WaitState(ctx, id, "focused", wait)
+}
+
+// WaitState reports whether the element has state, polling up to wait.
+func (b *Bus) WaitState(ctx context.Context, id, state string, wait time.Duration) (bool, error) {
+	o, err := refOf(id)
+	if err != nil {
+		return false, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		b.mu.Lock()
+		conn := b.conn
+		b.mu.Unlock()
+		if conn == nil {
+			return false, errors.New("the accessibility bus is closed")
+		}
+		cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+		var words []uint32
+		err := conn.Object(o.bus, o.path).CallWithContext(cctx, ifaceAccessible+".GetState", 0).Store(&words)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("state of %s: %w", id, err)
+		}
+		for _, s := range stateList(words) {
+			if s == state {
+				return true, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
