@@ -113,6 +113,9 @@ func (c *Config) defaults() {
 	}
 	c.Env.Screen = c.Env.Screen.OrDefault()
 	c.Env.RunID = c.RunID
+	// The app's manifest, the tree or marks at every step ask for the
+	// accessibility bus too.
+	c.Env.A11y = c.Env.A11y || c.App.Manifest.A11y || c.Tree || c.Marks
 }
 
 // Settle modes.
