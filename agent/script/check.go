@@ -247,12 +247,12 @@ func (c *Check) element(t *action.Tree) Verdict {
 	}
 	seen := e.Describe()
 	ok := true
-	if c.Name != nil && e.Name != *c.Name {
+	if c.Name != nil && !c.nameMatch(e.Name) {
 		ok = false
 	}
 	if c.Text != nil {
 		seen += fmt.Sprintf(" text %q", e.Text)
-		if e.Text != *c.Text {
+		if !c.textMatch(e.Text) {
 			ok = false
 		}
 	}

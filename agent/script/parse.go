@@ -146,8 +146,12 @@ type Check struct {
 	// else is said).
 	Target *action.Selector
 	Absent bool
-	Name   *string
-	Text   *string
+	// Name and Text must match: exactly, or as a glob or /regex/ (the
+	// rules of window titles).
+	Name      *string
+	Text      *string
+	nameMatch func(string) bool
+	textMatch func(string) bool
 	// States must be set; a state written "!checked" must not be.
 	States []string
 }
@@ -675,15 +679,23 @@ func (cp *checkParser) element() error {
 		}
 	}
 	for _, f := range []struct {
-		name string
-		dst  **string
-	}{{"name", &c.Name}, {"text", &c.Text}} {
+		name  string
+		dst   **string
+		match *func(string) bool
+	}{{"name", &c.Name, &c.nameMatch}, {"text", &c.Text, &c.textMatch}} {
 		if cp.has(f.name) {
 			var v string
 			if err := cp.text(f.name, &v); err != nil {
 				return err
 			}
-			*f.dst = &v
+			m, err := action.TitleMatcher(v)
+			if err != nil {
+				return cp.fail(f.name, "want the text, a glob or /regex/: %v", err)
+			}
+			if v == "" {
+				m = func(s string) bool { return s == "" }
+			}
+			*f.dst, *f.match = &v, m
 		}
 	}
 	if v, ok := cp.raw["state"]; ok {

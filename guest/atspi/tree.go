@@ -291,9 +291,10 @@ func (r *reader) readLevel(level []*node) {
 		_ = r.wait(all)
 		var second []*dbus.Call
 		type pending struct {
-			n    *node
-			text *dbus.Call
-			val  *dbus.Call
+			n     *node
+			text  *dbus.Call
+			count *dbus.Call
+			val   *dbus.Call
 		}
 		var more []pending
 		for i, n := range part {
@@ -306,7 +307,8 @@ func (r *reader) readLevel(level []*node) {
 				switch f {
 				case ifaceText:
 					p.text = r.call(n.ref, ifaceText+".GetText", int32(0), int32(action.MaxElementText))
-					second = append(second, p.text)
+					p.count = r.call(n.ref, ifaceProps+".Get", ifaceText, "CharacterCount")
+					second = append(second, p.text, p.count)
 				case ifaceValue:
 					p.val = r.call(n.ref, ifaceProps+".Get", ifaceValue, "CurrentValue")
 					second = append(second, p.val)
@@ -317,6 +319,21 @@ func (r *reader) readLevel(level []*node) {
 			}
 		}
 		_ = r.wait(second)
+		// Qt answers an end offset past the text with nothing: ask it
+		// again up to the text's length.
+		var third []*dbus.Call
+		for i, p := range more {
+			var s string
+			var count dbus.Variant
+			if p.text == nil || p.text.Store(&s) != nil || s != "" || p.count.Store(&count) != nil {
+				continue
+			}
+			if n, ok := count.Value().(int32); ok && n > 0 {
+				more[i].text = r.call(p.n.ref, ifaceText+".GetText", int32(0), min(n, int32(action.MaxElementText)))
+				third = append(third, more[i].text)
+			}
+		}
+		_ = r.wait(third)
 		for _, p := range more {
 			if p.text != nil {
 				var s string
