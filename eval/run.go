@@ -41,8 +41,8 @@ type Options struct {
 	// Tree and Marks are session.Config's: the tree at every step, marks
 	// on the agents' screenshots.
 	Tree, Marks bool
-	Progress io.Writer
-	Terminal bool // live status line instead of one line per episode
+	Progress    io.Writer
+	Terminal    bool // live status line instead of one line per episode
 
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 }
