@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,6 +64,19 @@ func baseEnv(display, home string) []string {
 // stdout lines arrive on the returned channel.
 func (d *desktop) app(t *testing.T, name string, args ...string) <-chan string {
 	t.Helper()
+	lines, _ := d.start(t, name, args...)
+	return lines
+}
+
+// appPID starts a program as app does and returns its PID.
+func (d *desktop) appPID(t *testing.T, name string, args ...string) int {
+	t.Helper()
+	_, pid := d.start(t, name, args...)
+	return pid
+}
+
+func (d *desktop) start(t *testing.T, name string, args ...string) (<-chan string, int) {
+	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(baseEnv(d.display, d.home), d.bus.Env()...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -90,7 +104,7 @@ func (d *desktop) app(t *testing.T, name string, args ...string) <-chan string {
 			t.Logf("%s stderr:\n%s", name, stderr.String())
 		}
 	})
-	return lines
+	return lines, cmd.Process.Pid
 }
 
 // waitTree reads the tree until ok accepts it.
@@ -152,11 +166,98 @@ func TestZenityEntryTree(t *testing.T) {
 	}
 }
 
+// TestTreeBounds: a read cut by its node and depth bounds says so, and
+// reads from several goroutines at once are served one after the other,
+// each whole.
+func TestTreeBounds(t *testing.T) {
+	testenv.Require(t, testenv.Programs("zenity"))
+	d := startDesktop(t)
+	d.app(t, "zenity", "--entry", "--title=Bounds", "--text=Name:")
+	full := d.waitTree(t, "an OK button", func(tr *action.Tree) bool {
+		_, err := tr.Find(action.Selector{Role: "push button", Name: "OK"})
+		return err == nil
+	})
+	tests := []struct {
+		lim     action.TreeLimits
+		max     int
+		wantCut string
+	}{
+		{action.TreeLimits{MaxNodes: 3}, 3, "nodes: 3 elements were read"},
+		{action.TreeLimits{MaxDepth: 2}, len(full.Elements), "depth: elements below depth 2"},
+	}
+	for _, tt := range tests {
+		tr, err := d.bus.Tree(t.Context(), tt.lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr.Elements) > tt.max || !strings.Contains(strings.Join(tr.Cut, "\n"), tt.wantCut) {
+			t.Errorf("%+v: %d elements, cut %q", tt.lim, len(tr.Elements), tr.Cut)
+		}
+		for _, e := range tr.Elements {
+			if tt.lim.MaxDepth > 0 && e.Depth > tt.lim.MaxDepth {
+				t.Errorf("%+v: %s at depth %d", tt.lim, e.Describe(), e.Depth)
+			}
+		}
+	}
+	if len(full.Cut) != 0 {
+		t.Errorf("a whole read says it was cut: %q", full.Cut)
+	}
+
+	const readers = 8
+	errs := make(chan error, readers)
+	for range readers {
+		go func() {
+			tr, err := d.bus.Tree(t.Context(), action.TreeLimits{})
+			if err == nil && len(tr.Elements) != len(full.Elements) {
+				err = fmt.Errorf("a concurrent read has %d elements, a lone one %d", len(tr.Elements), len(full.Elements))
+			}
+			errs <- err
+		}()
+	}
+	for range readers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestTreeStoppedApp: an application that stops answering (SIGSTOP) is
+// left out of the read after the per-call deadline, and the read says
+// so; it is not an error and does not wait for the read's whole budget.
+func TestTreeStoppedApp(t *testing.T) {
+	testenv.Require(t, testenv.Programs("zenity"))
+	d := startDesktop(t)
+	pid := d.appPID(t, "zenity", "--entry", "--title=Stopped", "--text=Name:")
+	d.waitTree(t, "an OK button", func(tr *action.Tree) bool {
+		_, err := tr.Find(action.Selector{Role: "push button", Name: "OK"})
+		return err == nil
+	})
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	t0 := time.Now()
+	tr, err := d.bus.Tree(t.Context(), action.TreeLimits{TimeoutMS: 20000})
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatalf("the read failed: %v", err)
+	}
+	if !strings.Contains(strings.Join(tr.Cut, "\n"), "did not answer") || !strings.Contains(tr.Note, "did not answer") {
+		t.Errorf("the read does not say the app did not answer: %s", dump(tr))
+	}
+	if took > 10*time.Second {
+		t.Errorf("the read took %v: it waited for the stopped app beyond the per-call deadline", took)
+	}
+	t.Logf("read with a stopped app: %v; %s", took, dump(tr))
+}
+
 type syncWriter struct {
-	mu chan struct{}
+	mu sync.Mutex
 	b  *strings.Builder
 }
 
 func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.b.Write(p)
 }

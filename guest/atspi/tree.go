@@ -184,8 +184,14 @@ func (r *reader) read(lim action.TreeLimits) (*action.Tree, error) {
 		tree.Cut = append(tree.Cut, fmt.Sprintf("application %s did not answer within %v; what it did not answer is missing", bus, CallTimeout))
 	}
 	tree.Elements = preorder(nodes)
-	if len(tree.Elements) == 0 {
+	switch {
+	case len(tree.Elements) > 0:
+	case len(r.slow) > 0:
+		tree.Note = "the applications on the accessibility bus did not answer in time (see cut)"
+	case tree.Apps == 0:
 		tree.Note = "no application exposes an accessibility tree: the app's toolkit has no AT-SPI support (Xaw, Xlib, SDL, most games) or turned it off; GTK and Qt apps expose one"
+	default:
+		tree.Note = "the applications on the accessibility bus show nothing"
 	}
 	return tree, nil
 }
