@@ -33,7 +33,7 @@ type desktop struct {
 	bus     *atspi.Bus
 }
 
-func startDesktop(t *testing.T) *desktop {
+func startDesktop(t testing.TB) *desktop {
 	t.Helper()
 	testenv.Require(t, testenv.Programs("Xvfb", "openbox", "dbus-daemon"), launcherNeed())
 	srv := xservertest.Start(t, xserver.Config{Width: 800, Height: 600, Depth: 24})
@@ -62,20 +62,20 @@ func baseEnv(display, home string) []string {
 
 // app starts a program on the desktop with the bus's environment; its
 // stdout lines arrive on the returned channel.
-func (d *desktop) app(t *testing.T, name string, args ...string) <-chan string {
+func (d *desktop) app(t testing.TB, name string, args ...string) <-chan string {
 	t.Helper()
 	lines, _ := d.start(t, name, args...)
 	return lines
 }
 
 // appPID starts a program as app does and returns its PID.
-func (d *desktop) appPID(t *testing.T, name string, args ...string) int {
+func (d *desktop) appPID(t testing.TB, name string, args ...string) int {
 	t.Helper()
 	_, pid := d.start(t, name, args...)
 	return pid
 }
 
-func (d *desktop) start(t *testing.T, name string, args ...string) (<-chan string, int) {
+func (d *desktop) start(t testing.TB, name string, args ...string) (<-chan string, int) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(baseEnv(d.display, d.home), d.bus.Env()...)
@@ -108,7 +108,7 @@ func (d *desktop) start(t *testing.T, name string, args ...string) (<-chan strin
 }
 
 // waitTree reads the tree until ok accepts it.
-func (d *desktop) waitTree(t *testing.T, what string, ok func(*action.Tree) bool) *action.Tree {
+func (d *desktop) waitTree(t testing.TB, what string, ok func(*action.Tree) bool) *action.Tree {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var last *action.Tree

@@ -312,6 +312,9 @@ func (r *reader) readLevel(level []*node) {
 			for _, f := range n.ifaces {
 				switch f {
 				case ifaceText:
+					if !readsText(&n.el) {
+						continue
+					}
 					p.text = r.call(n.ref, ifaceText+".GetText", int32(0), int32(action.MaxElementText))
 					p.count = r.call(n.ref, ifaceProps+".Get", ifaceText, "CharacterCount")
 					second = append(second, p.text, p.count)
@@ -357,6 +360,22 @@ func (r *reader) readLevel(level []*node) {
 			}
 		}
 	}
+}
+
+// textRoles are the roles whose text is their content (an entry, a text
+// view, a terminal), not their name said again.
+var textRoles = map[string]bool{
+	"text": true, "entry": true, "password text": true, "terminal": true, "paragraph": true,
+	"document text": true, "document web": true, "document frame": true, "spin button": true,
+	"editbar": true, "autocomplete": true, "combo box": true,
+}
+
+// readsText reports whether an element's text is read: the content of an
+// editable or text role, or the only words of an element without a name.
+// A label's, a cell's or a button's text is its name: reading it again
+// would double the calls of a large table.
+func readsText(e *action.Element) bool {
+	return textRoles[e.Role] || e.Name == "" || e.Has("editable")
 }
 
 // fill reads the first pass's answers into n. A node whose role cannot be
