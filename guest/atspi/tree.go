@@ -31,8 +31,10 @@ const (
 // within it is left out of the read (and said to be), not waited for.
 const CallTimeout = time.Second
 
-// batch bounds the calls in flight at once.
-const batch = 512
+// batch bounds the calls in flight at once (and so the replies held at
+// once: a hostile application may answer each with a message as large as
+// the bus allows).
+const batch = 256
 
 // ref names an accessible object: its connection and path.
 type ref struct {
@@ -173,12 +175,12 @@ func (r *reader) read(lim action.TreeLimits) (*action.Tree, error) {
 		}
 		level = next
 		if r.ctx.Err() != nil && len(level) > 0 {
-			tree.Cut = append(tree.Cut, fmt.Sprintf("time: the read stopped at its %dms deadline; %d elements at depth %d and below were not read", lim.TimeoutMS, len(level), depth+1))
+			tree.Cut = append(tree.Cut, fmt.Sprintf("time: the read stopped at its %dms deadline; %d references to elements at depth %d and below were not followed", lim.TimeoutMS, len(level), depth+1))
 			break
 		}
 	}
 	if more > 0 {
-		tree.Cut = append(tree.Cut, fmt.Sprintf("nodes: %d elements were read; %d more were not (max_nodes)", len(nodes), more))
+		tree.Cut = append(tree.Cut, fmt.Sprintf("nodes: %d elements were read; %d more references to elements were not followed (max_nodes)", len(nodes), more))
 	}
 	for bus := range r.slow {
 		tree.Cut = append(tree.Cut, fmt.Sprintf("application %s did not answer within %v; what it did not answer is missing", bus, CallTimeout))
@@ -305,6 +307,11 @@ func (r *reader) readLevel(level []*node) {
 		var more []pending
 		for i, n := range part {
 			r.fill(n, calls[i])
+			for _, c := range calls[i] {
+				if c != nil && isTimeout(c.Err) {
+					r.slow[n.ref.bus] = true
+				}
+			}
 			if n.failed {
 				continue
 			}
@@ -328,6 +335,13 @@ func (r *reader) readLevel(level []*node) {
 			}
 		}
 		_ = r.wait(second)
+		for _, p := range more {
+			for _, c := range []*dbus.Call{p.text, p.count, p.val} {
+				if c != nil && isTimeout(c.Err) {
+					r.slow[p.n.ref.bus] = true
+				}
+			}
+		}
 		// Qt answers an end offset past the text with nothing: ask it
 		// again up to the text's length.
 		var third []*dbus.Call
@@ -385,9 +399,6 @@ func (r *reader) fill(n *node, c [nCalls]*dbus.Call) {
 	var role uint32
 	if err := c[cRole].Store(&role); err != nil {
 		n.failed = true
-		if isTimeout(err) {
-			r.slow[n.ref.bus] = true
-		}
 		return
 	}
 	n.el.Role = r.roleName(n.ref, role)
