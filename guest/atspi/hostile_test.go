@@ -2,6 +2,7 @@ package atspi_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/guest/atspi"
 )
 
 // hostileApp is an application on the accessibility bus that says what it
@@ -131,6 +133,19 @@ func TestHostileApp(t *testing.T) {
 		}
 	}
 	t.Logf("hostile fanout: %d elements in %v (%d calls); cut %q", len(tr.Elements), took, tr.Calls, tr.Cut)
+
+	// Many elements with names and texts at the clip: the tree stops at
+	// its size bound, well inside a wire frame.
+	h.name = strings.Repeat("n", 5000)
+	tr, err = d.bus.Tree(t.Context(), action.TreeLimits{MaxNodes: action.MaxTreeNodes, TimeoutMS: action.MaxTreeTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(tr)
+	if len(data) > atspi.MaxTreeBytes+1<<20 || !strings.Contains(strings.Join(tr.Cut, "\n"), "size: the tree reached") {
+		t.Errorf("a large tree: %d elements, %d bytes, cut %q", len(tr.Elements), len(data), tr.Cut)
+	}
+	t.Logf("large names: %d elements, %d bytes of JSON; cut %q", len(tr.Elements), len(data), tr.Cut)
 
 	// Silent: GetChildren never answers.
 	h.silent, h.hang = true, make(chan struct{})

@@ -27,6 +27,20 @@ const (
 	coordTypeScreen = uint32(0)
 )
 
+// MaxTreeBytes bounds the encoded size of one tree (its answer must fit a
+// frame of the wire protocol, 64 MiB, with room to spare).
+const MaxTreeBytes = 16 << 20
+
+// elementSize is about what e takes in JSON (strings may grow when
+// escaped; the bound has room for it).
+func elementSize(e *action.Element) int {
+	n := 160 + len(e.ID) + len(e.Role) + 2*len(e.Name) + 2*len(e.Text)
+	for _, s := range e.States {
+		n += len(s) + 3
+	}
+	return n
+}
+
 // CallTimeout bounds one D-Bus call: an application that does not answer
 // within it is left out of the read (and said to be), not waited for.
 const CallTimeout = time.Second
@@ -86,6 +100,9 @@ type reader struct {
 	// slow names applications that did not answer a call in time.
 	slow    map[string]bool
 	cancels []context.CancelFunc
+	// bytes is about the size of what was read; past MaxTreeBytes the
+	// read stops.
+	bytes int
 }
 
 func (r *reader) close() {
@@ -142,6 +159,7 @@ func (r *reader) read(lim action.TreeLimits) (*action.Tree, error) {
 	}
 	tree.Apps = len(level)
 	more := 0 // elements known but not read (the node bound)
+	size := 0 // the elements' encoded size, about
 	for depth := 0; len(level) > 0; depth++ {
 		if room := lim.MaxNodes - len(nodes); len(level) > room {
 			more += len(level) - room
@@ -161,6 +179,10 @@ func (r *reader) read(lim action.TreeLimits) (*action.Tree, error) {
 				continue
 			}
 			n.el.Depth = n.depth
+			if size += elementSize(&n.el); size > MaxTreeBytes {
+				tree.Cut = appendOnce(tree.Cut, fmt.Sprintf("size: the tree reached %d MiB; elements after that were dropped", MaxTreeBytes>>20))
+				continue
+			}
 			idx := len(nodes)
 			nodes = append(nodes, n)
 			if depth+1 > lim.MaxDepth {
@@ -174,6 +196,10 @@ func (r *reader) read(lim action.TreeLimits) (*action.Tree, error) {
 			}
 		}
 		level = next
+		if size > MaxTreeBytes || r.bytes > MaxTreeBytes {
+			tree.Cut = appendOnce(tree.Cut, fmt.Sprintf("size: the tree reached %d MiB; elements after that were dropped", MaxTreeBytes>>20))
+			break
+		}
 		if r.ctx.Err() != nil && len(level) > 0 {
 			tree.Cut = append(tree.Cut, fmt.Sprintf("time: the read stopped at its %dms deadline; %d references to elements at depth %d and below were not followed", lim.TimeoutMS, len(level), depth+1))
 			break
@@ -273,6 +299,13 @@ const (
 // them in a second.
 func (r *reader) readLevel(level []*node) {
 	for start := 0; start < len(level); start += batch / nCalls {
+		if r.bytes > MaxTreeBytes {
+			// Full: what is left of the level is not read.
+			for _, n := range level[start:] {
+				n.failed = true
+			}
+			return
+		}
 		part := level[start:min(len(level), start+batch/nCalls)]
 		calls := make([][nCalls]*dbus.Call, len(part))
 		var all []*dbus.Call
@@ -357,11 +390,15 @@ func (r *reader) readLevel(level []*node) {
 			}
 		}
 		_ = r.wait(third)
+		for _, n := range part {
+			r.bytes += elementSize(&n.el)
+		}
 		for _, p := range more {
 			if p.text != nil {
 				var s string
 				if p.text.Store(&s) == nil {
 					p.n.el.Text = clip(s)
+					r.bytes += 2 * len(p.n.el.Text)
 				}
 			}
 			if p.val != nil {
