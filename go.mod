@@ -9,6 +9,7 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/containerd/errdefs v1.0.0
 	github.com/docker/go-units v0.5.0
+	github.com/godbus/dbus/v5 v5.2.4
 	github.com/jezek/xgb v1.1.1
 	github.com/joshdk/go-junit v1.0.0
 	github.com/klauspost/compress v1.20.4

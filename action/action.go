@@ -39,11 +39,14 @@ const (
 	Wait           Kind = "wait"
 	CursorPosition Kind = "cursor_position"
 	Done           Kind = "done"
+	// AccessibilityTree asks for the accessibility tree with the next
+	// observation (the sandbox needs --a11y).
+	AccessibilityTree Kind = "accessibility_tree"
 )
 
 // Kinds lists every action kind in documentation order.
 var Kinds = []Kind{Screenshot, Key, KeyDown, KeyUp, Type, MouseMove, Click,
-	MouseDown, MouseUp, Drag, Scroll, Wait, CursorPosition, Done}
+	MouseDown, MouseUp, Drag, Scroll, Wait, CursorPosition, Done, AccessibilityTree}
 
 // Button names a mouse button.
 type Button string
@@ -158,6 +161,15 @@ type Action struct {
 	Scale    float64 `json:"scale,omitempty"`     // screenshot
 	MaxWidth int     `json:"max_width,omitempty"` // screenshot
 
+	// Target picks the element to act on in the live accessibility tree
+	// (click, mouse_move, scroll: its centre; type: it gets the focus
+	// first); resolved by the sandbox at the moment of the action.
+	Target *Selector `json:"target,omitempty"`
+	// Mark names a numbered box of the screenshot the agent was shown
+	// (click, mouse_move, scroll); the runtime resolves it to the box's
+	// centre and records X and Y beside it.
+	Mark int `json:"mark,omitempty"`
+
 	Success *bool  `json:"success,omitempty"` // done (default true)
 	Message string `json:"message,omitempty"` // done
 }
@@ -194,8 +206,14 @@ func (a Action) String() string {
 		if a.Count > 1 {
 			s += fmt.Sprintf(" x%d", a.Count)
 		}
+		if a.Mark != 0 {
+			s += fmt.Sprintf(" mark %d", a.Mark)
+		}
 		if a.X != nil || a.Y != nil {
 			s += fmt.Sprintf(" %d,%d", deref(a.X), deref(a.Y))
+		}
+		if a.Target != nil {
+			s += " " + a.Target.String()
 		}
 		return s
 	case Wait:

@@ -145,11 +145,19 @@ func FuzzParse(f *testing.F) {
 		`{"action":"drag","path":[[1,2],[3,4]]}`,
 		`{"action":"wait","until":"window","title":"/re/"}`,
 		`{"action":"type","text":"日本"}`,
+		`{"action":"click","target":{"role":"push button","name":"O*","index":0,"ancestor":{"role":"dialog","name":"/^A/"}}}`,
+		`{"action":"type","text":"x","target":{"id":"1.2/8"}}`,
+		`{"action":"click","mark":7}`,
+		`{"action":"accessibility_tree"}`,
 	} {
 		f.Add([]byte(s))
 	}
+	tree := dialogTree()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := Parse(data)
+		if err == nil && a.Target != nil && a.Target.Check() == nil {
+			_, _ = tree.Find(*a.Target) // never panics, whatever the selector
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error does not wrap ErrInvalid: %v", err)

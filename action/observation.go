@@ -28,6 +28,9 @@ type Result struct {
 	// Input that could not be confirmed before the action's deadline makes
 	// the result not OK, with the reason in Error.
 	ConfirmUS int64 `json:"confirm_us,omitempty"`
+	// Target is the element an action's target named, found in the live
+	// accessibility tree, and the point the action used.
+	Target *Resolved `json:"target,omitempty"`
 }
 
 // Frame is one screenshot: RGBA pixels, row-major, stride 4×Width.
@@ -185,4 +188,11 @@ type Observation struct {
 	Exit    *Exit
 	// Last is the result of the previous action (nil before the first).
 	Last *Result
+	// Tree is the accessibility tree, read after the screenshot, when the
+	// run or the agent asked for it (nil otherwise).
+	Tree *Tree
+	// Marks number the interactive elements of the tree on the screenshot
+	// shown to the agent (Screen is then the marked copy; the trace keeps
+	// the raw one). Nil unless the run asked for marks.
+	Marks []Mark
 }

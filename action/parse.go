@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -42,20 +43,21 @@ func errorf(k Kind, field, format string, args ...any) *Error {
 
 // fields lists, per kind, the fields it accepts besides "action".
 var fields = map[Kind][]string{
-	Screenshot:     {"region", "scale", "max_width"},
-	Key:            {"keys", "repeat"},
-	KeyDown:        {"key"},
-	KeyUp:          {"key"},
-	Type:           {"text", "delay_ms"},
-	MouseMove:      {"x", "y", "dx", "dy"},
-	Click:          {"x", "y", "button", "count", "keys"},
-	MouseDown:      {"button"},
-	MouseUp:        {"button"},
-	Drag:           {"path", "button"},
-	Scroll:         {"x", "y", "dx", "dy", "keys"},
-	Wait:           {"ms", "until", "title", "stable_ms"},
-	CursorPosition: {},
-	Done:           {"success", "message"},
+	Screenshot:        {"region", "scale", "max_width"},
+	Key:               {"keys", "repeat"},
+	KeyDown:           {"key"},
+	KeyUp:             {"key"},
+	Type:              {"text", "delay_ms", "target"},
+	MouseMove:         {"x", "y", "dx", "dy", "target", "mark"},
+	Click:             {"x", "y", "button", "count", "keys", "target", "mark"},
+	MouseDown:         {"button"},
+	MouseUp:           {"button"},
+	Drag:              {"path", "button"},
+	Scroll:            {"x", "y", "dx", "dy", "keys", "target", "mark"},
+	Wait:              {"ms", "until", "title", "stable_ms"},
+	CursorPosition:    {},
+	Done:              {"success", "message"},
+	AccessibilityTree: {},
 }
 
 // Fields returns the fields an action kind accepts besides "action", or nil
@@ -152,6 +154,15 @@ func (a *Action) set(name string, v json.RawMessage) error {
 		return decodeInt(k, name, v, func(n int) { a.StableMS = n })
 	case "max_width":
 		return decodeInt(k, name, v, func(n int) { a.MaxWidth = n })
+	case "mark":
+		return decodeInt(k, name, v, func(n int) { a.Mark = n })
+	case "target":
+		sel, err := decodeSelector(v, 0)
+		if err != nil {
+			return errorf(k, name, "%v", err)
+		}
+		a.Target = sel
+		return nil
 	case "button":
 		return decodeString(k, name, v, func(s string) { a.Button = Button(s) })
 	case "keys":
@@ -295,4 +306,56 @@ func kindList() string {
 		names[i] = string(k)
 	}
 	return strings.Join(names, ", ")
+}
+
+// selectorFields are the fields of a target.
+var selectorFields = []string{"id", "role", "name", "index", "ancestor"}
+
+// decodeSelector reads a target strictly: an object of selectorFields.
+func decodeSelector(v json.RawMessage, depth int) (*Selector, error) {
+	if depth > maxSelectorDepth {
+		return nil, fmt.Errorf("ancestors nest deeper than %d", maxSelectorDepth)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(v, &raw); err != nil || raw == nil {
+		return nil, fmt.Errorf("must be an object such as {role: \"push button\", name: \"OK\"}, got %s", short(v))
+	}
+	var s Selector
+	for _, name := range slices.Sorted(maps.Keys(raw)) {
+		fv := raw[name]
+		switch name {
+		case "id", "role", "name":
+			var str string
+			if err := json.Unmarshal(fv, &str); err != nil {
+				return nil, fmt.Errorf("%s must be a string, got %s", name, short(fv))
+			}
+			switch name {
+			case "id":
+				s.ID = str
+			case "role":
+				s.Role = str
+			default:
+				s.Name = str
+			}
+		case "index":
+			var n json.Number
+			if err := unmarshalNumber(fv, &n); err != nil {
+				return nil, fmt.Errorf("index must be an integer, got %s", short(fv))
+			}
+			i, err := toInt("", name, n)
+			if err != nil {
+				return nil, fmt.Errorf("index must be an integer, got %s", short(fv))
+			}
+			s.Index = &i
+		case "ancestor":
+			anc, err := decodeSelector(fv, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("ancestor: %w", err)
+			}
+			s.Ancestor = anc
+		default:
+			return nil, fmt.Errorf("unknown field %q; a target takes %s", name, strings.Join(selectorFields, ", "))
+		}
+	}
+	return &s, nil
 }

@@ -43,6 +43,9 @@ func Validate(a Action, l Limits) error {
 		}
 		return nil
 	}
+	if err := checkTarget(a); err != nil {
+		return err
+	}
 	switch k {
 	case Screenshot:
 		if a.Region != nil {
@@ -93,7 +96,7 @@ func Validate(a Action, l Limits) error {
 			return errorf(k, "delay_ms", "must be between 0 and %d, got %d", l.MaxDelayMS, a.DelayMS)
 		}
 	case MouseMove:
-		abs := a.X != nil || a.Y != nil
+		abs := a.X != nil || a.Y != nil || a.Target != nil
 		rel := a.DX != nil || a.DY != nil
 		switch {
 		case abs && rel:
@@ -183,7 +186,7 @@ func Validate(a Action, l Limits) error {
 		default:
 			return errorf(k, "until", "unknown condition %q; known: stable, window, change", a.Until)
 		}
-	case CursorPosition, Done:
+	case CursorPosition, Done, AccessibilityTree:
 	default:
 		return errorf("", "action", "unknown action %q; known: %s", k, kindList())
 	}
@@ -240,6 +243,33 @@ func checkModifiers(k Kind, keys string) error {
 		if !keysym.IsModifier(s) {
 			return errorf(k, "keys", "%q is not a modifier; click and scroll hold modifiers only", keysym.Name(s))
 		}
+	}
+	return nil
+}
+
+// checkTarget checks an action's target and mark: a valid selector, a
+// positive mark, and no more than one way of saying where. A mark is
+// resolved by the runtime before validation, so x and y beside it are its
+// resolution, not a second place.
+func checkTarget(a Action) error {
+	k := a.Kind
+	if a.Mark < 0 {
+		return errorf(k, "mark", "must be a positive mark number, got %d", a.Mark)
+	}
+	if a.Mark > 0 && a.X == nil {
+		return errorf(k, "mark", "mark %d was not resolved: marks name the numbered boxes of the screenshot a model is shown (--marks)", a.Mark)
+	}
+	if a.Target == nil {
+		return nil
+	}
+	if a.X != nil || a.Y != nil || a.DX != nil && k == MouseMove {
+		return errorf(k, "target", "give a target or a position, not both")
+	}
+	if a.Mark > 0 {
+		return errorf(k, "target", "give a target or a mark, not both")
+	}
+	if err := a.Target.Check(); err != nil {
+		return errorf(k, "target", "%v", err)
 	}
 	return nil
 }

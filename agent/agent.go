@@ -97,6 +97,14 @@ type ProgressSetter interface {
 	SetProgress(w io.Writer)
 }
 
+// TreeWanter is implemented by agents that want the accessibility tree
+// with some observations only (the script agent, before a check about
+// an element). WantsTree is asked before each observation; the tree is
+// read only when the sandbox has its accessibility bus.
+type TreeWanter interface {
+	WantsTree() bool
+}
+
 // Options are an agent's settings from the command line (--agent-opt k=v).
 type Options map[string]string
 

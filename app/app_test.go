@@ -33,6 +33,8 @@ func TestParseManifest(t *testing.T) {
 		{"minimal", `{"command":"game"}`, ""},
 		{"full", `{"command":"bin/game","args":["-x"],"env":{"A_1":"b"},"window_title":"/^G.*$/","ready_output":"game: ready","ready_timeout":"5s","wait_for_window":false,"files":["bin","data/x"]}`, ""},
 		{"ms timeout", `{"command":"g","ready_timeout":1500}`, ""},
+		{"a11y", `{"command":"zenity","a11y":true}`, ""},
+		{"a11y not a bool", `{"command":"zenity","a11y":"yes"}`, `field "a11y" must be bool`},
 		{"no command", `{"args":[]}`, `"command" is required`},
 		{"unknown field", `{"command":"g","comand":"x"}`, `unknown field "comand"`},
 		{"traversal command", `{"command":"../g"}`, `leaves the app directory`},

@@ -49,6 +49,9 @@ type Manifest struct {
 	// Files limits staging to these paths (files or directories) relative
 	// to the app directory; default: the whole directory.
 	Files []string `json:"files,omitempty"`
+	// A11y starts the sandbox's accessibility bus for the app (as --a11y
+	// does): its tree can be read and scripts can name elements.
+	A11y bool `json:"a11y,omitempty"`
 }
 
 // Waits reports whether launching waits for a window.
@@ -97,7 +100,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fail("%s", jsonError(data, err))
 	}
-	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files"}
+	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y"}
 	var unknown []string
 	for k := range raw {
 		if !containsString(known, k) {

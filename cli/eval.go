@@ -82,6 +82,7 @@ are counted apart from task failures.`,
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
 				Env:     envCfg,
 				Timeout: f.timeout, MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
+				Tree: f.a11yTree, Marks: f.marks,
 				Progress: stderr, Terminal: isTerminal(stderr),
 			})
 			if err != nil && sum == nil {

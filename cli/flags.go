@@ -27,6 +27,7 @@ type sandboxFlags struct {
 	memory, tmpfs                           string
 	pids                                    int
 	noWM                                    bool
+	a11y, a11yTree, marks                   bool
 
 	timeout, startTimeout time.Duration
 	maxSteps              int
@@ -93,6 +94,15 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			run:    {[]string(nil), "extra app environment variable KEY=VALUE (repeatable)"},
 			replay: {[]string(nil), "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)"}},
 		"verbose": {run: verbose, replay: verbose},
+		"a11y": {
+			run:  {false, "start the sandbox's private accessibility bus (D-Bus + AT-SPI): the tree can be read and actions can name elements"},
+			eval: {false, "start each sandbox's accessibility bus"}},
+		"a11y-tree": {
+			run:  {false, "read the accessibility tree at every step, for the agent and the trace (implies --a11y)"},
+			eval: {false, "read the accessibility tree at every step (implies --a11y)"}},
+		"marks": {
+			run:  {false, "draw numbered boxes on the interactive elements of the agent's screenshot; a model may click a mark (implies --a11y-tree)"},
+			eval: {false, "draw numbered marks on the agents' screenshots (implies --a11y-tree)"}},
 	}
 }
 
@@ -104,6 +114,7 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 		"screen": &f.screen, "cpus": &f.cpus, "memory": &f.memory, "pids": &f.pids, "tmpfs": &f.tmpfs, "no-wm": &f.noWM,
 		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
 		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
+		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks,
 	}
 	short := map[string]string{"verbose": "v"}
 	for name, uses := range sandboxFlagUses() {
@@ -159,7 +170,8 @@ func (f *sandboxFlags) check() error {
 // zero Screen when the command has no --screen), limits, window manager,
 // guest binary; every value checked.
 func (f *sandboxFlags) config() (environment.Config, error) {
-	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary}
+	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
+		A11y: f.a11y || f.a11yTree || f.marks}
 	if f.takes("screen") {
 		s, err := action.ParseScreen(f.screen)
 		if err != nil {

@@ -121,6 +121,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		if f.task == "" {
 			f.task = sc.Task
 		}
+		// A script that names elements needs the accessibility bus.
+		envCfg.A11y = envCfg.A11y || sc.NeedsA11y()
 		if !cmd.Flags().Changed("max-steps") {
 			f.maxSteps = scriptMaxSteps // waits poll; --timeout bounds the run
 		}
@@ -183,6 +185,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Settle:              settle,
 		FreezeWhileThinking: f.freeze,
 		MaxRate:             f.maxRate,
+		Tree:                f.a11yTree,
+		Marks:               f.marks,
 		TraceDir:            run.Dir,
 		LogCap:              logCap,
 		Progress:            stderr,

@@ -97,6 +97,10 @@ type Config struct {
 	// FullFrames transfers every screenshot in full even when the screen
 	// is unchanged (benchmarks use it to measure the worst case).
 	FullFrames bool
+	// A11y starts the sandbox's private accessibility bus (D-Bus and
+	// AT-SPI) for the app, so its tree can be read (Accessible) and
+	// actions can name their targets by role and name.
+	A11y bool
 }
 
 // Events receives the app's output and life events. Calls come from one
@@ -188,6 +192,13 @@ type Freezer interface {
 	Thaw(ctx context.Context) error
 }
 
+// Accessible is implemented by environments that can read the
+// accessibility tree; a sandbox created without Config.A11y answers with
+// an error wrapping ErrNoA11y.
+type Accessible interface {
+	Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, error)
+}
+
 // Errors. Backends wrap these with %w so callers can classify failures.
 var (
 	// ErrUnavailable: the backend cannot run here (no daemon, no binary).
@@ -204,6 +215,8 @@ var (
 	ErrAppExited = errors.New("app exited")
 	// ErrClosed: the environment was closed.
 	ErrClosed = errors.New("environment closed")
+	// ErrNoA11y: the sandbox has no accessibility bus (Config.A11y).
+	ErrNoA11y = errors.New("the sandbox has no accessibility bus (start it with --a11y)")
 )
 
 // Reaper is implemented by backends that can find and remove sandboxes a

@@ -37,9 +37,12 @@ type Options struct {
 	// FreezeWhileThinking freezes each app while its agent decides.
 	FreezeWhileThinking bool
 	// MaxRate bounds each episode's actions per second.
-	MaxRate  float64
-	Progress io.Writer
-	Terminal bool // live status line instead of one line per episode
+	MaxRate float64
+	// Tree and Marks are session.Config's: the tree at every step, marks
+	// on the agents' screenshots.
+	Tree, Marks bool
+	Progress    io.Writer
+	Terminal    bool // live status line instead of one line per episode
 
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 }
@@ -264,6 +267,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if t.Screen != (action.Screen{}) {
 		env.Screen = t.Screen
 	}
+	env.A11y = env.A11y || t.A11y || t.script != nil && t.script.NeedsA11y()
 	bundle := *b // per-episode copy: env and args may differ per task only
 	if len(t.Env) > 0 {
 		bundle.Manifest.Env = map[string]string{}
@@ -303,6 +307,8 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		LogCap:              o.LogCap,
 		FreezeWhileThinking: o.FreezeWhileThinking,
 		MaxRate:             o.MaxRate,
+		Tree:                o.Tree,
+		Marks:               o.Marks,
 	})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()

@@ -52,11 +52,14 @@ type Task struct {
 	Screen   action.Screen // zero: the script's, else action.DefaultScreen
 	Image    string
 	Env      map[string]string
+	// A11y starts each episode's accessibility bus (as --a11y); a script
+	// that names elements turns it on by itself.
+	A11y bool
 
 	script *script.Script
 }
 
-var taskFields = []string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env"}
+var taskFields = []string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y"}
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -149,6 +152,10 @@ func Load(path string) (*Suite, error) {
 					if t.Screen, err = action.ParseScreen(s); err != nil {
 						err = fail("%v", err)
 					}
+				}
+			case "a11y":
+				if v.Kind != yaml.ScalarNode || v.Decode(&t.A11y) != nil {
+					err = fail("want true or false")
 				}
 			case "options", "env":
 				m := map[string]string{}

@@ -71,6 +71,7 @@ tasks:
     max_steps: 500
     image: agentbox/test:bookworm
     env: {LANG: de_DE.UTF-8}
+    a11y: true
   - name: demo.v2_x-1
     target: app/agentbox.json
     task: Move right.
@@ -79,8 +80,8 @@ tasks:
     screen: 1024x768
 `, &Suite{Name: "nightly", Tasks: []*Task{
 			{Name: "scripted", Line: 3, Target: "app", Script: "play.yaml", Task: "Move the character right.", Screen: action.Screen{Width: 800, Height: 600, Depth: 24},
-				Timeout: 90 * time.Second, Episodes: 3, MaxSteps: 500, Image: "agentbox/test:bookworm", Env: map[string]string{"LANG": "de_DE.UTF-8"}},
-			{Name: "demo.v2_x-1", Line: 11, Target: "app/agentbox.json", Task: "Move right.", Agent: "demo", Options: map[string]string{"key": "Left"},
+				Timeout: 90 * time.Second, Episodes: 3, MaxSteps: 500, Image: "agentbox/test:bookworm", Env: map[string]string{"LANG": "de_DE.UTF-8"}, A11y: true},
+			{Name: "demo.v2_x-1", Line: 12, Target: "app/agentbox.json", Task: "Move right.", Agent: "demo", Options: map[string]string{"key": "Left"},
 				Screen: action.Screen{Width: 1024, Height: 768, Depth: 24}, Episodes: 1},
 		}}},
 		{"the script's task and screen yield to the suite's", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    task: Other.\n    screen: 640x480\n",
@@ -169,6 +170,7 @@ func TestLoadRejects(t *testing.T) {
 		{"missing script", "tasks:\n  - name: a\n    target: app\n    script: missing.yaml\n", `suite.yaml:2: task "a": `, `missing.yaml`},
 		{"bad script", "tasks:\n  - name: a\n    target: app\n    script: app/agentbox.json\n", `agentbox.json:1: unknown field "command"`, ""},
 		{"bad screen", task + "    screen: 10x10\n", `suite.yaml:5: task 1: field "screen": `, `10x10`},
+		{"bad a11y", task + "    a11y: maybe\n", `suite.yaml:5: task 1: field "a11y": want true or false`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

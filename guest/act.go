@@ -32,7 +32,14 @@ func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error)
 	}
 	t, c0 := time.Now(), g.x.ConfirmTime()
 	res := action.Result{OK: true}
-	err := g.perform(ctx, a, &res)
+	err := g.performOn(ctx, a, &res)
+	var te errTarget
+	if errors.As(err, &te) {
+		// The target was not found or could not be acted on: the agent's
+		// error, told in the result.
+		res.OK, res.Error = false, clipError(te.Error())
+		err = nil
+	}
 	res.ElapsedUS = time.Since(t).Microseconds()
 	res.ConfirmUS = (g.x.ConfirmTime() - c0).Microseconds()
 	if errors.Is(err, x11.ErrUnconfirmed) {
@@ -56,6 +63,44 @@ func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error)
 	return res, nil
 }
 
+// performOn resolves an action's target in the live accessibility tree,
+// then performs it: a pointer action at the element's centre, typing
+// after the element has the focus.
+func (g *Guest) performOn(ctx context.Context, a action.Action, res *action.Result) error {
+	if a.Target == nil {
+		return g.perform(ctx, a, res)
+	}
+	tctx, cancel := context.WithTimeout(ctx, time.Duration(action.MaxTreeTimeout)*time.Millisecond)
+	e, err := g.resolveTarget(tctx, a)
+	cancel()
+	if err != nil {
+		return err
+	}
+	res.Target = action.ResolvedOf(e)
+	if a.Kind == action.Type {
+		fctx, cancel := context.WithTimeout(ctx, 2*focusWait+2*xTimeout)
+		err := g.focusTarget(fctx, e, res)
+		cancel()
+		if err != nil {
+			return err
+		}
+	} else {
+		p, _ := e.Center()
+		a.X, a.Y = &p.X, &p.Y
+		res.Target.Point = &p
+	}
+	a.Target = nil
+	return g.perform(ctx, a, res)
+}
+
+// clipError bounds an error told to the agent (a tree's near misses).
+func clipError(s string) string {
+	if len(s) > 4000 {
+		return s[:4000] + "…"
+	}
+	return s
+}
+
 func (g *Guest) perform(ctx context.Context, a action.Action, res *action.Result) error {
 	x := g.x
 	if a.Kind != action.Wait {
@@ -68,7 +113,7 @@ func (g *Guest) perform(ctx context.Context, a action.Action, res *action.Result
 		defer cancel()
 	}
 	switch a.Kind {
-	case action.Screenshot, action.CursorPosition, action.Done:
+	case action.Screenshot, action.CursorPosition, action.Done, action.AccessibilityTree:
 		return nil // the observation after the step carries the answer
 	case action.Key:
 		syms, err := chord(a.Keys)

@@ -277,8 +277,22 @@ func (g *Guest) focus(ctx context.Context, w *action.Window) {
 }
 
 // appEnv is the app's environment: a clean base plus the request's.
+// Without the accessibility bus GTK's bridge stays off (NO_AT_BRIDGE: no
+// bus to look for); with it, the app gets the bus's environment.
 func (g *Guest) appEnv(extra []string) []string {
-	env := []string{
+	env := append(g.baseEnv(), "LIBGL_ALWAYS_SOFTWARE=1")
+	if g.bus != nil {
+		env = append(env, g.bus.Env()...)
+	} else {
+		env = append(env, "NO_AT_BRIDGE=1")
+	}
+	return append(env, extra...)
+}
+
+// baseEnv is what every process the guest starts for the desktop gets.
+func (g *Guest) baseEnv() []string {
+	_ = os.MkdirAll(filepath.Join(g.home, ".run"), 0o700)
+	return []string{
 		"DISPLAY=" + g.server.Display(),
 		"HOME=" + g.home,
 		"PATH=" + pathOr("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
@@ -287,11 +301,7 @@ func (g *Guest) appEnv(extra []string) []string {
 		"XDG_RUNTIME_DIR=" + filepath.Join(g.home, ".run"),
 		"XDG_CONFIG_HOME=" + filepath.Join(g.home, ".config"),
 		"XDG_CACHE_HOME=" + filepath.Join(g.home, ".cache"),
-		"LIBGL_ALWAYS_SOFTWARE=1",
-		"NO_AT_BRIDGE=1",
 	}
-	_ = os.MkdirAll(filepath.Join(g.home, ".run"), 0o700)
-	return append(env, extra...)
 }
 
 func envOr(k, def string) string {

@@ -82,6 +82,13 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 			resp.WMMS = time.Since(t).Milliseconds()
 		}
 	}
+	if req.A11y {
+		t = time.Now()
+		if err := g.startA11y(ctx); err != nil {
+			return resp, err
+		}
+		resp.A11yMS = time.Since(t).Milliseconds()
+	}
 	go g.watchWindows()
 	return resp, nil
 }

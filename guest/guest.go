@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/guest/atspi"
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/internal/fds"
@@ -50,6 +51,7 @@ type Guest struct {
 	appDir string
 
 	app *appProc
+	bus *atspi.Bus // the accessibility bus, when asked for
 
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications
@@ -256,6 +258,11 @@ func (g *Guest) handle(m *wire.Message) {
 		if err = decode(&req); err == nil {
 			out, err = g.act(ctx, req.Action)
 		}
+	case wire.MethodA11yTree:
+		var req wire.A11yTreeRequest
+		if err = decode(&req); err == nil {
+			out, err = g.tree(ctx, req)
+		}
 	case wire.MethodStop:
 		var req wire.StopRequest
 		if err = decode(&req); err == nil {
@@ -300,6 +307,9 @@ func (g *Guest) shutdown(grace time.Duration) {
 		}
 		if g.app != nil {
 			g.app.terminate(grace)
+		}
+		if g.bus != nil {
+			g.bus.Stop()
 		}
 		if g.opts.Sandboxed {
 			killOthers()

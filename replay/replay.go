@@ -61,7 +61,7 @@ type Config struct {
 }
 
 // EnvFromRun is the environment the recording ran in: image, OCI runtime,
-// screen, limits, window manager.
+// screen, limits, window manager, accessibility bus.
 func EnvFromRun(run trace.Run) environment.Config {
 	env := environment.Config{
 		Image:   run.Env.Image,
@@ -72,6 +72,9 @@ func EnvFromRun(run trace.Run) environment.Config {
 	if run.Settings != nil && run.Settings.NoWM {
 		env.NoWM = true
 	}
+	// A recording with the accessibility bus may hold actions on targets:
+	// the replay resolves them again in its own live tree.
+	env.A11y = run.Settings != nil && run.Settings.A11y
 	num := func(k string) float64 {
 		switch v := run.Env.Limits[k].(type) {
 		case float64:

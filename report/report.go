@@ -58,6 +58,9 @@ const (
 	maxMetaBytes    = 4000      // the decision's meta, as JSON
 	maxLogBytes     = 64 << 10  // the tail of stdout.log and stderr.log embedded
 	maxEmbedBytes   = 256 << 20 // all screenshots together, with Options.Embed
+	maxTreeLines    = 400       // accessibility tree lines shown per step
+	maxTreeFile     = 16 << 20  // one step's tree file read
+	maxTreeBytes    = 32 << 20  // all trees' lines together
 )
 
 //go:embed assets/report.css
@@ -236,6 +239,27 @@ type stepData struct {
 	Hash  string          `json:"hash,omitempty"`
 	Wins  []string        `json:"wins,omitempty"`
 	Focus string          `json:"focus,omitempty"`
+	Tree  *treeData       `json:"tree,omitempty"`
+	// TP is where an action on a target went (the element's centre, found
+	// in the live tree at the moment of the action).
+	TP *[2]int `json:"tp,omitempty"`
+}
+
+// treeData is the accessibility tree read with a step's observation, as
+// lines of text (one element each, indented by depth), and its marks.
+type treeData struct {
+	N     int      `json:"n"`
+	MS    float64  `json:"ms"`
+	Lines []string `json:"l,omitempty"`
+	More  int      `json:"more,omitempty"` // elements not shown
+	Note  string   `json:"note,omitempty"`
+	Cut   []string `json:"cut,omitempty"`
+	Err   string   `json:"err,omitempty"`
+	URL   string   `json:"url,omitempty"` // the tree's JSON file
+	// Marked is the index in Images of the agent's marked screenshot
+	// (-1: none); Marks lists the marks.
+	Marked int      `json:"mi"`
+	Marks  []string `json:"marks,omitempty"`
 }
 
 type resultData struct {
@@ -355,6 +379,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	}
 	p.Steps = make([]stepData, 0, len(obs))
 	held := map[string]bool{}
+	treeBytes := 0
 	for i, r := range obs {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -386,6 +411,13 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 					s.Focus = w.Title
 				}
 			}
+			if o.Tree != nil {
+				td, err := readTree(p, tr, o, baseDir, &treeBytes, imageOf)
+				if err != nil {
+					return nil, err
+				}
+				s.Tree = td
+			}
 		}
 		for k := range held {
 			s.Held = append(s.Held, k)
@@ -409,6 +441,9 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 			if res := tr.Steps[i].Result; res != nil && res.Result != nil {
 				s.R = &resultData{OK: res.Result.OK, Error: res.Result.Error, MS: res.DurationMS,
 					CMS: float64(res.Result.ConfirmUS) / 1000}
+				if t := res.Result.Target; t != nil && t.Point != nil {
+					s.TP = &[2]int{t.Point.X, t.Point.Y}
+				}
 			}
 		}
 		p.Steps = append(p.Steps, s)
@@ -441,6 +476,79 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		p.Logs = append(p.Logs, ld)
 	}
 	return p, nil
+}
+
+// readTree reads a step's accessibility tree (within the page's budget)
+// and its marks. A tree that cannot be read is said, not an error; only
+// the context ending is.
+func readTree(p *page, tr *trace.Trace, o *trace.Observation, baseDir string, used *int, imageOf func(string) (int, error)) (*treeData, error) {
+	ti := o.Tree
+	td := &treeData{N: ti.Elements, MS: ti.ElapsedMS, Note: clip(ti.Note, maxLineRunes), Err: clip(ti.Error, maxLineRunes), Marked: -1}
+	for _, c := range ti.Cut {
+		td.Cut = append(td.Cut, clip(c, maxLineRunes))
+	}
+	if o.MarkedScreenshot != "" && trace.CheckFile(tr.Dir, o.MarkedScreenshot) == nil {
+		i, err := imageOf(o.MarkedScreenshot)
+		if err != nil {
+			return nil, err
+		}
+		td.Marked = i
+	}
+	for _, m := range o.Marks {
+		line := fmt.Sprintf("[%d] %s", m.N, m.Role)
+		if m.Name != "" {
+			line += fmt.Sprintf(" %q", clip(m.Name, 80))
+		}
+		td.Marks = append(td.Marks, line+fmt.Sprintf(" at %v", m.Bounds))
+	}
+	if ti.File == "" {
+		return td, nil
+	}
+	data, err := trace.ReadFile(tr.Dir, ti.File, maxTreeFile)
+	switch {
+	case errors.Is(err, trace.ErrRefused):
+		p.Refused = append(p.Refused, err.Error())
+		return td, nil
+	case err != nil:
+		td.Err = clip(err.Error(), maxLineRunes)
+		return td, nil
+	}
+	td.URL = relURL(baseDir, tr.Dir, ti.File)
+	p.files = append(p.files, ti.File)
+	var t action.Tree
+	if err := json.Unmarshal(data, &t); err != nil {
+		td.Err = clip("the tree file is not a tree: "+err.Error(), maxLineRunes)
+		return td, nil
+	}
+	for i, e := range t.Elements {
+		if i == maxTreeLines || *used > maxTreeBytes {
+			td.More = len(t.Elements) - i
+			break
+		}
+		line := strings.Repeat("  ", min(max(e.Depth, 0), 30)) + e.Role
+		if e.Name != "" {
+			line += fmt.Sprintf(" %q", clip(e.Name, 120))
+		}
+		if e.Text != "" && e.Text != e.Name {
+			line += fmt.Sprintf(" text=%q", clip(e.Text, 120))
+		}
+		if e.Bounds != nil {
+			line += fmt.Sprintf(" %v", *e.Bounds)
+		}
+		var st []string
+		for _, k := range []string{"focused", "checked", "selected", "pressed", "editable"} {
+			if e.Has(k) {
+				st = append(st, k)
+			}
+		}
+		if len(st) > 0 {
+			line += " (" + strings.Join(st, ", ") + ")"
+		}
+		line = clip(line+" · "+e.ID, maxLineRunes)
+		*used += len(line)
+		td.Lines = append(td.Lines, line)
+	}
+	return td, nil
 }
 
 // confirmSummary describes the input confirmation times of the steps: the

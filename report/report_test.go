@@ -219,3 +219,58 @@ func TestStepSummaryAndTeardownExit(t *testing.T) {
 		t.Errorf("the exit event reads %+v", p.Steps[1].Out)
 	}
 }
+
+// TestTreeBesideScreenshot: a step's accessibility tree is on the page
+// as lines (names from the app as data, never markup), with its cut, its
+// marks and the agent's marked screenshot; a tree file that is a link out
+// of the trace is refused, not read.
+func TestTreeBesideScreenshot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	tw, err := trace.Create(dir, trace.Run{ID: "r1"}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &action.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
+	tree := &action.Tree{Apps: 1, Cut: []string{"nodes: 2 elements were read; 5 more were not (max_nodes)"}, Elements: []action.Element{
+		{ID: "1.2/root", Parent: -1, Role: "application", Name: "zenity"},
+		{ID: "1.2/10", Parent: 0, Depth: 1, Role: "push button", Name: "</script><img src=x>", Bounds: &action.Rect{1, 2, 5, 6}, States: []string{"focused"}},
+	}}
+	file, err := tw.Tree(1, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marks := []action.Mark{{N: 1, ID: "1.2/10", Role: "push button", Name: "OK", Bounds: action.Rect{1, 2, 5, 6}}}
+	marked := tw.Marked(1, action.DrawMarks(f, marks))
+	a := action.Action{Kind: action.Click, Mark: 1, X: action.Int(3), Y: action.Int(4)}
+	tw.Record(trace.Record{Type: trace.TypeStep, Step: 1, TMS: 100,
+		Observation: &trace.Observation{Screenshot: tw.Screenshot(1, f), Width: 8, Height: 8, Running: true,
+			Tree: &trace.TreeInfo{File: file, Elements: 2, Apps: 1, ElapsedMS: 4.5, Cut: tree.Cut}, Marks: marks, MarkedScreenshot: marked},
+		Decision: &trace.Decision{LatencyMS: 1}, Action: &a})
+	tw.Record(trace.Record{Type: trace.TypeStep, Step: 2, TMS: 200,
+		Observation: &trace.Observation{Screenshot: tw.Screenshot(2, f), Width: 8, Height: 8, Running: true,
+			Tree: &trace.TreeInfo{File: "../../etc/passwd", Elements: 1}},
+		Decision: &trace.Decision{LatencyMS: 1}, Action: &action.Action{Kind: action.Done}})
+	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _, err := Render(t.Context(), tr, tr.Dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(html), "</script>") != 2 {
+		t.Errorf("a name from the app closed a script element")
+	}
+	p := pageData(t, html)
+	td := p.Steps[0].Tree
+	if td == nil || td.N != 2 || len(td.Lines) != 2 || !strings.Contains(td.Lines[1], `push button "</script><img src=x>" [1 2 5 6] (focused) · 1.2/10`) ||
+		len(td.Cut) != 1 || td.URL != file || td.Marked < 0 || p.Images[td.Marked] != marked || len(td.Marks) != 1 {
+		t.Fatalf("tree data %+v (images %v)", td, p.Images)
+	}
+	if td2 := p.Steps[1].Tree; td2 == nil || len(td2.Lines) != 0 || len(p.Refused) == 0 {
+		t.Errorf("a tree path out of the trace: %+v, refused %v", td2, p.Refused)
+	}
+}

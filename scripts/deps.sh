@@ -10,6 +10,7 @@
 #                 as root (the images' offline base where no registry answers)
 #   test          that, and the host tools the tests use: Xvfb, Openbox, xev,
 #                 xterm, xdotool, xcalc, the core X fonts, keysymdef.h,
+#                 dbus-daemon and at-spi2-core (--a11y), zenity, speedcrunch,
 #                 bubblewrap, ffmpeg/ffprobe, Chromium, python3, git
 #   lint          staticcheck in $(go env GOPATH)/bin
 #   all           test and lint
@@ -95,6 +96,13 @@ if $want_host; then
 	need_tool xdotool xdotool
 	need_tool xcalc x11-apps
 	need_tool wish tk
+	# The accessibility bus (--a11y) on the local backend, which uses the
+	# host's programs, and the toolkit apps its tests read: a GTK3 dialog
+	# and a small Qt5 app.
+	need_tool dbus-daemon dbus-daemon
+	need_file /usr/libexec/at-spi-bus-launcher at-spi2-core
+	need_tool zenity zenity
+	need_tool speedcrunch speedcrunch
 	need_tool bwrap bubblewrap
 	# The core X fonts older X11 apps ask for, as the Docker image has them.
 	need_file /usr/share/fonts/X11/misc/fonts.dir xfonts-base

@@ -25,6 +25,7 @@ type loopState struct {
 	freezer environment.Freezer // nil unless the app is frozen while the agent decides
 	last    *action.Result      // the previous action's result, shown to the agent
 	viewReq *action.Action      // the last screenshot action with options: the next observation's view
+	treeReq bool                // the agent asked for the tree (accessibility_tree): the next observation has it
 	appGone bool                // the agent has seen one observation with the app gone
 }
 
@@ -80,8 +81,11 @@ func (r *run) step(ctx, parent context.Context, step int, s *loopState) *ending 
 	if end != nil {
 		return end
 	}
-	a := d.Action
-	verr := action.Validate(a, s.limits)
+	a := &d.Action
+	verr := action.ResolveMark(a, obs.Marks) // recorded with the point it resolved to
+	if verr == nil {
+		verr = action.Validate(*a, s.limits)
+	}
 	if end := r.recordStep(step, rec, d, verr); end != nil {
 		return end
 	}
@@ -90,12 +94,12 @@ func (r *run) step(ctx, parent context.Context, step int, s *loopState) *ending 
 		s.last = r.rejected(step, verr)
 		return nil
 	case a.Kind == action.Done:
-		return r.done(ctx, step, a, d.Reason)
+		return r.done(ctx, step, *a, d.Reason)
 	case s.appGone:
 		// The agent saw the app gone and did not finish: that ends it.
 		return r.appExited()
 	}
-	return r.act(ctx, parent, step, a, s)
+	return r.act(ctx, parent, step, *a, s)
 }
 
 // look lets the screen settle, observes, and makes the agent's
@@ -115,6 +119,9 @@ func (r *run) look(ctx, parent context.Context, step int, s *loopState) (*action
 		return nil, nil, r.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
 	}
 	rec.Observation.SettleMS = msOf(settled)
+	if err := r.accessibility(ctx, step, s, obs, rec); err != nil {
+		return nil, nil, r.loopError(ctx, parent, "accessibility tree", err, trace.ReasonEnvironment)
+	}
 	if s.viewReq != nil {
 		req := s.viewReq
 		v, err := action.NewView(obs.Screen, req.Region, req.Scale, req.MaxWidth, 0)
@@ -138,7 +145,9 @@ func (r *run) look(ctx, parent context.Context, step int, s *loopState) (*action
 		r.final(rec)
 		return nil, nil, &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", r.cfg.MaxSteps)}
 	}
-	obs.ScreenshotRef = rec.Observation.Screenshot
+	if obs.ScreenshotRef == "" { // marked: the agent's copy
+		obs.ScreenshotRef = rec.Observation.Screenshot
+	}
 	return obs, rec, nil
 }
 
@@ -260,6 +269,9 @@ func (r *run) act(ctx, parent context.Context, step int, a action.Action, s *loo
 	s.last = &res
 	if a.Kind == action.Screenshot && (a.Region != nil || a.Scale > 0 || a.MaxWidth > 0) {
 		s.viewReq = &a
+	}
+	if a.Kind == action.AccessibilityTree {
+		s.treeReq = true
 	}
 	tw := time.Now()
 	r.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})

@@ -58,6 +58,17 @@ type Config struct {
 	// model thinks; the frozen time is recorded apart.
 	FreezeWhileThinking bool
 
+	// Tree reads the accessibility tree with every observation (the
+	// sandbox needs Env.A11y) and records it in the trace; Marks also
+	// numbers the interactive elements on the agent's copy of each
+	// screenshot (set-of-marks), so a model can answer with a mark.
+	// Without either the tree is read only when the agent asks: an
+	// accessibility_tree action, or an agent.TreeWanter.
+	Tree  bool
+	Marks bool
+	// TreeLimits bound each read (zero: action.DefaultTreeLimits).
+	TreeLimits action.TreeLimits
+
 	// Settle says how to let the screen settle before each screenshot
 	// after an action (default: take it at once; input is synchronous, so
 	// the X server has already processed it).
@@ -102,6 +113,9 @@ func (c *Config) defaults() {
 	}
 	c.Env.Screen = c.Env.Screen.OrDefault()
 	c.Env.RunID = c.RunID
+	// The app's manifest, the tree or marks at every step ask for the
+	// accessibility bus too.
+	c.Env.A11y = c.Env.A11y || c.App.Manifest.A11y || c.Tree || c.Marks
 }
 
 // Settle modes.
@@ -263,6 +277,9 @@ func (r *run) initialRecord() trace.Run {
 			ReadyTimeoutMS: msOf(r.cfg.ReadyTimeout),
 			LogCap:         r.cfg.LogCap,
 			NoWM:           r.cfg.Env.NoWM,
+			A11y:           r.cfg.Env.A11y,
+			Tree:           r.cfg.Tree,
+			Marks:          r.cfg.Marks,
 		},
 		Started: r.started,
 	}

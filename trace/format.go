@@ -35,6 +35,7 @@ const (
 	StepsFile      = "steps.jsonl"
 	ActionsFile    = "actions.jsonl"
 	ScreenshotsDir = "screenshots"
+	A11yDir        = "a11y"
 	StdoutFile     = "stdout.log"
 	StderrFile     = "stderr.log"
 )
@@ -174,6 +175,11 @@ type Settings struct {
 	ReadyTimeoutMS float64 `json:"ready_timeout_ms,omitempty"`
 	LogCap         int64   `json:"log_cap,omitempty"`
 	NoWM           bool    `json:"no_wm,omitempty"`
+	// A11y: the sandbox had its accessibility bus; Tree: the tree was read
+	// at every step; Marks: the agent's screenshots were marked.
+	A11y  bool `json:"a11y,omitempty"`
+	Tree  bool `json:"tree,omitempty"`
+	Marks bool `json:"marks,omitempty"`
 }
 
 // LogInfo accounts for the app's output.
@@ -212,6 +218,26 @@ type Observation struct {
 	// SettleMS is how long the runtime waited for the screen to settle
 	// before taking this screenshot.
 	SettleMS float64 `json:"settle_ms,omitempty"`
+	// Tree is the accessibility tree read with this observation, when the
+	// run or the agent asked for it.
+	Tree *TreeInfo `json:"tree,omitempty"`
+	// Marks are the numbered boxes drawn on the agent's copy of the
+	// screenshot, MarkedScreenshot (Screenshot stays the raw screen).
+	Marks            []action.Mark `json:"marks,omitempty"`
+	MarkedScreenshot string        `json:"marked_screenshot,omitempty"`
+}
+
+// TreeInfo points to an accessibility tree in the trace
+// (a11y/NNNNNN.json, an action.Tree) and says what it holds.
+type TreeInfo struct {
+	File      string   `json:"file,omitempty"`
+	Elements  int      `json:"elements"`
+	Apps      int      `json:"apps"`
+	ElapsedMS float64  `json:"elapsed_ms"`
+	Cut       []string `json:"cut,omitempty"`
+	Note      string   `json:"note,omitempty"`
+	// Error says why no tree was read.
+	Error string `json:"error,omitempty"`
 }
 
 // ViewInfo describes a view of the screen.

@@ -239,6 +239,52 @@ func (w *Writer) encoder() {
 	}
 }
 
+// Marked queues the agent's marked copy of a step's screenshot for
+// encoding, as screenshots/NNNNNN-marks.png, and returns its path.
+func (w *Writer) Marked(step int, f *action.Frame) string {
+	if f == nil {
+		return ""
+	}
+	w.sendMu.RLock()
+	defer w.sendMu.RUnlock()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ""
+	}
+	rel := filepath.ToSlash(filepath.Join(ScreenshotsDir, fmt.Sprintf("%06d-marks.png", step)))
+	for n := 1; w.names[rel]; n++ {
+		rel = filepath.ToSlash(filepath.Join(ScreenshotsDir, fmt.Sprintf("%06d-marks-%d.png", step, n)))
+	}
+	w.names[rel] = true
+	w.mu.Unlock()
+	w.jobs <- pngJob{frame: f, path: filepath.Join(w.dir, filepath.FromSlash(rel))}
+	return rel
+}
+
+// Tree writes a step's accessibility tree as a11y/NNNNNN.json and returns
+// its path relative to the trace.
+func (w *Writer) Tree(step int, t *action.Tree) (string, error) {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return "", fmt.Errorf("trace: tree: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(w.dir, A11yDir), 0o755); err != nil {
+		return "", fmt.Errorf("trace: %w", err)
+	}
+	w.mu.Lock()
+	rel := filepath.ToSlash(filepath.Join(A11yDir, fmt.Sprintf("%06d.json", step)))
+	for n := 1; w.names[rel]; n++ {
+		rel = filepath.ToSlash(filepath.Join(A11yDir, fmt.Sprintf("%06d-%d.json", step, n)))
+	}
+	w.names[rel] = true
+	w.mu.Unlock()
+	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, false); err != nil {
+		return "", err
+	}
+	return rel, nil
+}
+
 // Attach writes a file the agent produced for a step into exchanges/ and
 // returns its path relative to the trace.
 func (w *Writer) Attach(step int, name string, data []byte) (string, error) {

@@ -12,6 +12,7 @@ const (
 	MethodAct        = "act"        // ActRequest → action.Result
 	MethodStop       = "stop"       // StopRequest → StopResponse
 	MethodPing       = "ping"       // nothing → nothing, answered at once (not queued behind other requests)
+	MethodA11yTree   = "a11y_tree"  // A11yTreeRequest → action.Tree (a sandbox started with A11y)
 )
 
 // Events (guest → host).
@@ -34,6 +35,9 @@ type StartRequest struct {
 	AppDir string `json:"app_dir"`
 	// TimeoutMS bounds bringing up the display and window manager.
 	TimeoutMS int `json:"timeout_ms"`
+	// A11y starts the accessibility bus (a private D-Bus session bus and
+	// AT-SPI's) and gives the app the environment to use it.
+	A11y bool `json:"a11y,omitempty"`
 }
 
 // StartResponse reports the desktop that came up.
@@ -43,6 +47,13 @@ type StartResponse struct {
 	SHM     bool   `json:"shm"`     // MIT-SHM capture is in use
 	XvfbMS  int64  `json:"xvfb_ms"` // display ready after
 	WMMS    int64  `json:"wm_ms"`
+	A11yMS  int64  `json:"a11y_ms,omitempty"` // the accessibility bus ready after
+}
+
+// A11yTreeRequest asks for the accessibility tree, within limits (zero
+// fields take action.DefaultTreeLimits).
+type A11yTreeRequest struct {
+	Limits action.TreeLimits `json:"limits"`
 }
 
 // WriteFileRequest stores one chunk of a staged file under the app

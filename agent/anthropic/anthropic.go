@@ -16,6 +16,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,6 +83,9 @@ type Agent struct {
 	cur     *call   // the tool call being performed
 	results []sdk.BetaContentBlockParamUnion
 	output  []action.LogLine // app output not yet shown to the model
+	// marks are the numbered boxes of the latest screenshot shown (with
+	// them the model also has the click_mark tool).
+	marks []action.Mark
 
 	// The last screenshot sent, by frame hash: an unchanged screen is not
 	// scaled and encoded again.
@@ -306,6 +310,7 @@ func (a *Agent) observationText(obs *action.Observation) string {
 		w.X, w.Y, w.Width, w.Height = x0, y0, x1-x0, y1-y0
 		o.Windows[i] = w
 	}
+	o.Tree = llm.MapTree(obs.Tree, a.disp.toModel)
 	o.Output = a.output
 	o.Last = nil // told by the tool_result itself
 	a.output = nil
@@ -349,6 +354,7 @@ func (a *Agent) ask(ctx context.Context, obs *action.Observation) (agent.Decisio
 		if err != nil {
 			return agent.Decision{}, err
 		}
+		a.marks = obs.Marks
 		intro := fmt.Sprintf("This is the screen now (%dx%d). ", a.disp.width(), a.disp.height())
 		content = append(content,
 			sdk.BetaContentBlockParamUnion{OfText: &sdk.BetaTextBlockParam{Text: intro + a.observationText(obs)}},
@@ -457,6 +463,8 @@ func (a *Agent) plans(resp *sdk.BetaMessage) ([]*call, *malformedAnswer) {
 		c := &call{id: b.ID, input: b.Input}
 		var err error
 		switch {
+		case b.Name == llm.MarkTool && len(a.marks) > 0:
+			c.plan, err = markInput(b.Input, a.marks)
 		case b.Name != "computer":
 			err = badInput("unknown tool %q: the only tool is computer", b.Name)
 		case resp.StopReason == sdk.BetaStopReasonMaxTokens:
@@ -500,7 +508,7 @@ func (a *Agent) send(ctx context.Context) (*sdk.BetaMessage, error) {
 		Model:     a.cfg.Model,
 		MaxTokens: int64(a.cfg.MaxTokens),
 		System:    []sdk.BetaTextBlockParam{{Text: a.system}},
-		Tools:     []sdk.BetaToolUnionParam{a.toolParam()},
+		Tools:     a.tools(),
 		Messages:  a.window(),
 		Betas:     []sdk.AnthropicBeta{a.beta},
 	}
@@ -512,6 +520,42 @@ func (a *Agent) send(ctx context.Context) (*sdk.BetaMessage, error) {
 		return nil, a.describe(ctx, err)
 	}
 	return resp, nil
+}
+
+// tools are the computer tool and, while the screenshot has marks, the
+// tool that clicks one.
+func (a *Agent) tools() []sdk.BetaToolUnionParam {
+	t := []sdk.BetaToolUnionParam{a.toolParam()}
+	if len(a.marks) > 0 {
+		t = append(t, sdk.BetaToolUnionParam{OfTool: &sdk.BetaToolParam{
+			Name:        llm.MarkTool,
+			Description: param.NewOpt(llm.MarkToolDescription),
+			InputSchema: sdk.BetaToolInputSchemaParam{
+				Properties: map[string]any{"mark": map[string]any{"type": "integer", "description": "the mark's number"}},
+				Required:   []string{"mark"},
+			},
+		}})
+	}
+	return t
+}
+
+// markInput maps a click_mark call onto a click at the mark's centre
+// (screen pixels: the mark was found on the screen), recorded with the
+// mark.
+func markInput(raw json.RawMessage, marks []action.Mark) (*plan, error) {
+	var in struct {
+		Mark *int `json:"mark"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || in.Mark == nil {
+		return nil, badInput("click_mark takes {\"mark\": N}, got %s", string(raw))
+	}
+	a := action.Action{Kind: action.Click, Mark: *in.Mark}
+	if err := action.ResolveMark(&a, marks); err != nil {
+		return nil, badInput("%v", err)
+	}
+	return &plan{name: llm.MarkTool, actions: []action.Action{a}, releases: []bool{false}}, nil
 }
 
 func (a *Agent) toolParam() sdk.BetaToolUnionParam {

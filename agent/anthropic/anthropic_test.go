@@ -613,3 +613,46 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	}
 }
+
+// TestClickMark: with marks on the screenshot the model has a click_mark
+// tool beside the computer tool (and not without them); a click on a mark
+// lands on the mark's centre in screen pixels, on a scaled screen too,
+// and is recorded with its mark; an unknown mark is told back.
+func TestClickMark(t *testing.T) {
+	d := newDesk(1920, 1080)
+	d.sq = image.Pt(1501, 977)
+	d.marks = true
+	srv := at.New(t, func(r *at.Request) at.Reply {
+		var names []string
+		for _, tool := range r.Params.Tools {
+			names = append(names, fmt.Sprint(tool["name"]))
+		}
+		if strings.Join(names, ",") != "computer,click_mark" {
+			t.Errorf("request %d tools %v", r.N, names)
+		}
+		switch r.N {
+		case 1:
+			if txt := at.Text(r.Last().Content); !strings.Contains(txt, `[1] push button "square"`) {
+				t.Errorf("the marks are not told: %q", txt)
+			}
+			return at.Answer("tool_use", at.RawToolUse("toolu_bad", "click_mark", `{"mark": 4}`))
+		case 2:
+			if res := r.ToolResults(); len(res) != 1 || !strings.Contains(at.Text(res[0].Content), "mark 4: the screenshot's marks are 1 to 1") {
+				t.Errorf("the unknown mark was not told back: %+v", res)
+			}
+			return at.Answer("tool_use", at.RawToolUse("toolu_mark", "click_mark", `{"mark": 1}`))
+		}
+		return at.Answer("end_turn", at.TextBlock("Clicked the square."))
+	})
+	ag := newAgent(t, srv, nil)
+	ds, err := drive(t, ag, d, "Click the green square.", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.clicks) != 1 || d.clicks[0] != (action.Point{X: 1521, Y: 997}) {
+		t.Fatalf("clicks %v, want the square's centre (1521,997)", d.clicks)
+	}
+	if a := ds[0].Action; a.Kind != action.Click || a.Mark != 1 {
+		t.Errorf("recorded action %+v", a)
+	}
+}

@@ -16,6 +16,8 @@ import (
 // a green 40×40 square that moves right at 200 px/s while Right is held
 // (like the mover demo), a pointer, and a log of what was performed.
 type desk struct {
+	// marks, when set, number the square on every screenshot.
+	marks   bool
 	w, h    int
 	sq      image.Point // the square's top-left corner
 	cursor  action.Point
@@ -102,6 +104,9 @@ func drive(t *testing.T, ag *Agent, d *desk, task string, maxSteps int) ([]agent
 			Running: d.running, Output: d.output, Last: last,
 			ScreenshotRef: fmt.Sprintf("screenshots/%06d.png", step),
 			Windows:       []action.Window{{ID: 1, Title: "mover", X: 1, Y: 20, Width: 640, Height: 480, Focused: true}}}
+		if d.marks {
+			obs.Marks = []action.Mark{{N: 1, ID: "1.2/3", Role: "push button", Name: "square", Bounds: action.Rect{d.sq.X, d.sq.Y, d.sq.X + 40, d.sq.Y + 40}}}
+		}
 		d.output = nil
 		dec, err := ag.Decide(ctx, obs)
 		if err != nil {

@@ -322,6 +322,10 @@ type observation struct {
 	Running   bool             `json:"running"`
 	Exit      *action.Exit     `json:"exit,omitempty"`
 	Last      *action.Result   `json:"last,omitempty"`
+	// Tree and Marks, when the run reads the accessibility tree (--a11y-tree,
+	// --marks, or the program's accessibility_tree action).
+	Tree  *action.Tree  `json:"accessibility_tree,omitempty"`
+	Marks []action.Mark `json:"marks,omitempty"`
 }
 
 // Decide implements agent.Agent.
@@ -333,6 +337,7 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 		Type: "observation", Step: obs.Step, ElapsedMS: obs.Elapsed.Milliseconds(), Task: obs.Task,
 		Width: obs.Screen.Width, Height: obs.Screen.Height, Cursor: obs.Cursor, Windows: obs.Windows,
 		Output: obs.Output, Running: obs.Running, Exit: obs.Exit, Last: obs.Last,
+		Tree: obs.Tree, Marks: obs.Marks,
 	}
 	if o.Windows == nil {
 		o.Windows = []action.Window{}

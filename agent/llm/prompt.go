@@ -71,6 +71,13 @@ func ObservationText(o *action.Observation) string {
 		}
 		b.WriteString("\nWindows: " + Untrusted("window titles", strings.Join(ws, "\n")))
 	}
+	// Marks, else the tree (with marks the tree is in the trace, and the
+	// marks say what the model can act on).
+	if len(o.Marks) > 0 {
+		b.WriteString(MarksText(o.Marks))
+	} else if o.Tree != nil {
+		b.WriteString(TreeText(o.Tree, nil))
+	}
 	if len(o.Output) > 0 {
 		var lines []string
 		for _, l := range o.Output {

@@ -28,6 +28,7 @@ const AnswerSchema = `{
     "action": {"type": "string", "enum": ["key", "key_down", "key_up", "type", "mouse_move", "click", "mouse_down", "mouse_up", "drag", "scroll", "wait", "done"]},
     "x": {"type": ["integer", "null"], "description": "Screenshot pixel column (click, mouse_move, scroll)."},
     "y": {"type": ["integer", "null"], "description": "Screenshot pixel row (click, mouse_move, scroll)."},
+    "mark": {"type": ["integer", "null"], "description": "click, mouse_move, scroll: the number of a mark drawn on the screenshot, instead of x and y."},
     "dx": {"type": ["integer", "null"], "description": "mouse_move: relative pixels; scroll: wheel clicks, positive scrolls right."},
     "dy": {"type": ["integer", "null"], "description": "mouse_move: relative pixels; scroll: wheel clicks, positive scrolls down."},
     "button": {"type": ["string", "null"], "enum": ["left", "middle", "right", "back", "forward", null]},
@@ -41,7 +42,7 @@ const AnswerSchema = `{
     "success": {"type": ["boolean", "null"], "description": "done: true when the task is done, false when it cannot be done."},
     "message": {"type": ["string", "null"], "description": "done: what you found or did."}
   },
-  "required": ["thought", "action", "x", "y", "dx", "dy", "button", "count", "keys", "key", "repeat", "text", "path", "ms", "success", "message"],
+  "required": ["thought", "action", "x", "y", "mark", "dx", "dy", "button", "count", "keys", "key", "repeat", "text", "path", "ms", "success", "message"],
   "additionalProperties": false
 }`
 
@@ -61,8 +62,9 @@ object and nothing else:
 {"thought": "what you see and why", "action": "<kind>", ...the action's fields}
 
 Actions and their fields (every other field is null or left out):
-- click: x, y; button (left, right, middle, back, forward; default left);
-  count (1-3); keys: modifiers held, e.g. "ctrl"
+- click: x, y, or mark (the number of a box drawn on the screenshot, when
+  it has marks); button (left, right, middle, back, forward; default
+  left); count (1-3); keys: modifiers held, e.g. "ctrl"
 - mouse_move: x, y (absolute) or dx, dy (relative)
 - mouse_down, mouse_up: button
 - drag: path [[x, y], ...] with at least two points; button

@@ -145,7 +145,13 @@ func (c *Chat) Decide(ctx context.Context, obs *action.Observation) (agent.Decis
 		if perr == nil {
 			a, thought, perr = parseAnswer(content)
 		}
-		if perr == nil {
+		switch {
+		case perr == nil && a.Mark > 0 && a.X == nil && a.Y == nil:
+			// A mark is a place on the screen already: its centre.
+			if perr = action.ResolveMark(&a, obs.Marks); perr == nil {
+				perr = action.Validate(a, screen)
+			}
+		case perr == nil:
 			a, perr = toScreenAction(a, s.view, screen)
 		}
 		if perr == nil {

@@ -290,3 +290,35 @@ func TestChatOptions(t *testing.T) {
 		t.Errorf("agent.New(openai-chat) without a key: %v", err)
 	}
 }
+
+// TestChatMarks: on a scaled screen a model that answers with a mark
+// clicks the mark's centre in screen pixels (not mapped again as if it
+// were a screenshot pixel); the marks are told as untrusted text; an
+// unknown mark is told back as malformed.
+func TestChatMarks(t *testing.T) {
+	setKey(t)
+	conv := chatConv(testKey, 3, 20)
+	conv.Width, conv.Height = 1280, 720
+	srv := openaitest.New(t, conv.Handle)
+	answers := []string{`{"action": "click", "mark": 9}`, `{"action": "click", "mark": 2}`}
+	conv.Turn = func(t openaitest.ChatTurn) string { return answers[min(t.N, len(answers))-1] }
+	ag := newChat(t, srv, nil)
+	obs := newSim(1920, 1080).observe()
+	obs.Marks = []action.Mark{
+		{N: 1, ID: "1.2/9", Role: "push button", Name: "Cancel", Bounds: action.Rect{100, 100, 200, 140}},
+		{N: 2, ID: "1.2/10", Role: "push button", Name: "OK", Bounds: action.Rect{1500, 900, 1600, 940}},
+	}
+	d, err := ag.Decide(t.Context(), obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Action.Kind != action.Click || d.Action.Mark != 2 || *d.Action.X != 1550 || *d.Action.Y != 920 {
+		t.Errorf("action %+v", d.Action)
+	}
+	if p := fmt.Sprint(d.Meta["malformed"]); !strings.Contains(p, "mark 9: the screenshot's marks are 1 to 2") {
+		t.Errorf("the unknown mark was not told back: %v", p)
+	}
+	if txt := conv.Turns[0].Text; !strings.Contains(txt, `<untrusted source="accessibility marks">`) || !strings.Contains(txt, `[2] push button "OK"`) {
+		t.Errorf("the marks are not told: %q", txt)
+	}
+}

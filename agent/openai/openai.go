@@ -234,6 +234,9 @@ func modelObs(obs *action.Observation, v *action.View) *action.Observation {
 		w.Width, w.Height = scale(w.Width, rw, fw), scale(w.Height, rh, fh)
 		o.Windows[i] = w
 	}
+	o.Tree = llm.MapTree(obs.Tree, func(x, y int) (int, int) {
+		return scale(x-v.Region[0], rw, fw), scale(y-v.Region[1], rh, fh)
+	})
 	return &o
 }
 

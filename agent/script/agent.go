@@ -120,6 +120,21 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 	return agent.Decision{Action: action.Action{Kind: action.Done, Message: msg}, Message: msg, Meta: meta()}, nil
 }
 
+// WantsTree implements agent.TreeWanter: the tree is read for the
+// observations that element checks look at, and for no other.
+func (a *Agent) WantsTree() bool {
+	for i := a.idx; i < len(a.s.Steps); i++ {
+		st := a.s.Steps[i]
+		if st.Action != nil {
+			return false
+		}
+		if st.Check != nil && st.Check.Kind == CheckElement {
+			return true
+		}
+	}
+	return false
+}
+
 // poll is the action a waiting check takes before looking again: the
 // sandbox waits for a window itself; everything else is looked at again
 // after a short wait.

@@ -109,6 +109,8 @@ func (c *Check) evaluate(w world) Verdict {
 		return Verdict{false, exp, seen}
 	case CheckRunning:
 		return Verdict{w.obs.Running, "the app is running", describeState(w.obs)}
+	case CheckElement:
+		return c.element(w.obs.Tree)
 	case CheckExited:
 		exp := "the app has exited"
 		if c.Code != nil {
@@ -191,4 +193,77 @@ func differing(a, b *action.Frame, r action.Rect, tol int) int {
 		}
 	}
 	return n
+}
+
+// element checks the element the target picks in the tree.
+func (c *Check) element(t *action.Tree) Verdict {
+	exp := "an element " + c.Target.String()
+	switch {
+	case c.Absent:
+		exp = "no element " + c.Target.String()
+	case c.Name != nil || c.Text != nil || len(c.States) > 0:
+		var what []string
+		if c.Name != nil {
+			what = append(what, fmt.Sprintf("named %q", *c.Name))
+		}
+		if c.Text != nil {
+			what = append(what, fmt.Sprintf("with text %q", *c.Text))
+		}
+		if len(c.States) > 0 {
+			what = append(what, "with states "+strings.Join(c.States, ", "))
+		}
+		exp += " " + strings.Join(what, ", ")
+	}
+	if t == nil {
+		return Verdict{false, exp, "no accessibility tree with this observation (the sandbox needs its accessibility bus: --a11y)"}
+	}
+	all, err := t.FindAll(*c.Target)
+	if err != nil {
+		return Verdict{false, exp, err.Error()}
+	}
+	if c.Target.Index != nil {
+		if *c.Target.Index < len(all) {
+			all = all[*c.Target.Index : *c.Target.Index+1]
+		} else {
+			all = nil
+		}
+	}
+	if c.Absent {
+		if len(all) == 0 {
+			return Verdict{true, exp, "none"}
+		}
+		return Verdict{false, exp, fmt.Sprintf("%d: %s", len(all), t.Elements[all[0]].Describe())}
+	}
+	if c.Name == nil && c.Text == nil && len(c.States) == 0 {
+		if len(all) > 0 {
+			return Verdict{true, exp, t.Elements[all[0]].Describe()}
+		}
+		_, err := t.Find(*c.Target)
+		return Verdict{false, exp, err.Error()}
+	}
+	e, err := t.Find(*c.Target)
+	if err != nil {
+		return Verdict{false, exp, err.Error()}
+	}
+	seen := e.Describe()
+	ok := true
+	if c.Name != nil && !c.nameMatch(e.Name) {
+		ok = false
+	}
+	if c.Text != nil {
+		seen += fmt.Sprintf(" text %q", e.Text)
+		if !c.textMatch(e.Text) {
+			ok = false
+		}
+	}
+	if len(c.States) > 0 {
+		seen += " states [" + strings.Join(e.States, " ") + "]"
+		for _, st := range c.States {
+			want := !strings.HasPrefix(st, "!")
+			if e.Has(strings.TrimPrefix(st, "!")) != want {
+				ok = false
+			}
+		}
+	}
+	return Verdict{ok, exp, seen}
 }

@@ -84,6 +84,7 @@ const (
 	CheckLog       = "log"
 	CheckRunning   = "running"
 	CheckExited    = "exited"
+	CheckElement   = "element"
 )
 
 // checkSpec is one kind of check: the fields it takes besides expect or
@@ -106,6 +107,7 @@ var checkSpecs = map[string]checkSpec{
 	CheckLog:       {[]string{"stream", "contains", "regex"}, (*checkParser).log},
 	CheckRunning:   {nil, nil},
 	CheckExited:    {[]string{"code"}, (*checkParser).exited},
+	CheckElement:   {[]string{"target", "absent", "name", "text", "state"}, (*checkParser).element},
 }
 
 // Check is one expectation about the screen, the windows, the output or the
@@ -139,6 +141,30 @@ type Check struct {
 	Regex    *regexp.Regexp
 
 	Code *int
+
+	// element: the target, and what must hold of it (exists when nothing
+	// else is said).
+	Target *action.Selector
+	Absent bool
+	// Name and Text must match: exactly, or as a glob or /regex/ (the
+	// rules of window titles).
+	Name      *string
+	Text      *string
+	nameMatch func(string) bool
+	textMatch func(string) bool
+	// States must be set; a state written "!checked" must not be.
+	States []string
+}
+
+// NeedsA11y reports whether the script names elements (a target or an
+// element check): its sandbox needs the accessibility bus.
+func (s *Script) NeedsA11y() bool {
+	for _, st := range s.Steps {
+		if st.Action != nil && st.Action.Target != nil || st.Check != nil && st.Check.Kind == CheckElement {
+			return true
+		}
+	}
+	return false
 }
 
 // DefaultWaitMS is wait_for's deadline when timeout_ms is not given.
@@ -627,6 +653,67 @@ func (cp *checkParser) exited() error {
 		return err
 	}
 	cp.c.Code = &code
+	return nil
+}
+
+func (cp *checkParser) element() error {
+	c := cp.c
+	if err := cp.need("target"); err != nil {
+		return err
+	}
+	a, err := action.FromMap(map[string]json.RawMessage{"action": json.RawMessage(`"click"`), "target": cp.raw["target"]})
+	if err != nil {
+		var ae *action.Error
+		if errors.As(err, &ae) {
+			return cp.fail("target", "%s", ae.Msg)
+		}
+		return cp.fail("target", "%v", err)
+	}
+	if err := a.Target.Check(); err != nil {
+		return cp.fail("target", "%v", err)
+	}
+	c.Target = a.Target
+	if v, ok := cp.raw["absent"]; ok {
+		if json.Unmarshal(v, &c.Absent) != nil {
+			return cp.fail("absent", "must be true or false, got %s", v)
+		}
+	}
+	for _, f := range []struct {
+		name  string
+		dst   **string
+		match *func(string) bool
+	}{{"name", &c.Name, &c.nameMatch}, {"text", &c.Text, &c.textMatch}} {
+		if cp.has(f.name) {
+			var v string
+			if err := cp.text(f.name, &v); err != nil {
+				return err
+			}
+			m, err := action.TitleMatcher(v)
+			if err != nil {
+				return cp.fail(f.name, "want the text, a glob or /regex/: %v", err)
+			}
+			if v == "" {
+				m = func(s string) bool { return s == "" }
+			}
+			*f.dst, *f.match = &v, m
+		}
+	}
+	if v, ok := cp.raw["state"]; ok {
+		var one string
+		if json.Unmarshal(v, &one) == nil {
+			c.States = []string{one}
+		} else if json.Unmarshal(v, &c.States) != nil {
+			return cp.fail("state", "must be a state such as focused, or a list of them (\"!checked\": not checked), got %s", v)
+		}
+		for _, st := range c.States {
+			if strings.TrimPrefix(st, "!") == "" {
+				return cp.fail("state", "an empty state")
+			}
+		}
+	}
+	if c.Absent && (c.Name != nil || c.Text != nil || len(c.States) > 0) {
+		return cp.errf("%s element: absent: true takes no name, text or state (nothing is there to have them)", cp.verb)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -303,4 +304,71 @@ func clipExitPtr(e *action.Exit) *action.Exit {
 	}
 	c := clipExit(*e)
 	return &c
+}
+
+// Bounds of a tree as the host keeps it (the guest's reader keeps to them
+// already; a tree from anything else is brought to them).
+const (
+	maxTreeStates = 64
+	maxStateName  = 64
+	maxTreeCuts   = 32
+)
+
+// clipTree brings a tree from the guest within bounds: at most maxNodes
+// elements, each naming an earlier element (or none) as its parent, with
+// depths that follow from the parents, names and texts clipped, bounds
+// well formed; cut lines and the note clipped. Elements beyond a bound are
+// dropped and the drop is said in Cut.
+func clipTree(t *action.Tree, maxNodes int) *action.Tree {
+	if t == nil {
+		return &action.Tree{Elements: []action.Element{}}
+	}
+	if len(t.Elements) > maxNodes {
+		t.Cut = append(t.Cut, fmt.Sprintf("host: %d elements beyond the limit of %d were dropped", len(t.Elements)-maxNodes, maxNodes))
+		t.Elements = t.Elements[:maxNodes]
+	}
+	if t.Elements == nil {
+		t.Elements = []action.Element{}
+	}
+	for i := range t.Elements {
+		e := &t.Elements[i]
+		if e.Parent < -1 || e.Parent >= i {
+			e.Parent = -1
+		}
+		if e.Parent < 0 {
+			e.Depth = 0
+		} else {
+			e.Depth = t.Elements[e.Parent].Depth + 1
+		}
+		e.ID = clip(e.ID, 256)
+		e.Role = clip(e.Role, 128)
+		e.Name = clip(e.Name, action.MaxElementText)
+		e.Text = clip(e.Text, action.MaxElementText)
+		if len(e.States) > maxTreeStates {
+			e.States = e.States[:maxTreeStates]
+		}
+		for j, s := range e.States {
+			e.States[j] = clip(s, maxStateName)
+		}
+		if e.Bounds != nil {
+			b := *e.Bounds
+			const lim = 1 << 20
+			if b[2] < b[0] || b[3] < b[1] || b[0] < -lim || b[1] < -lim || b[2] > lim || b[3] > lim {
+				e.Bounds = nil
+			}
+		}
+		if e.Value != nil && (math.IsNaN(*e.Value) || math.IsInf(*e.Value, 0)) {
+			e.Value = nil
+		}
+	}
+	if len(t.Cut) > maxTreeCuts {
+		t.Cut = t.Cut[:maxTreeCuts]
+	}
+	for i, c := range t.Cut {
+		t.Cut[i] = clip(c, MaxText)
+	}
+	t.Note = clip(t.Note, MaxText)
+	t.Apps = max(0, min(t.Apps, len(t.Elements)))
+	t.Hidden = max(0, t.Hidden)
+	return t
 }

@@ -59,6 +59,8 @@ type Client struct {
 
 	// FullFrames disables the unchanged-frame shortcut.
 	FullFrames bool
+	// A11y makes Start start the accessibility bus.
+	A11y bool
 }
 
 // Dial performs the handshake on a guest's stdio: it reads the guest's
@@ -145,7 +147,7 @@ func (c *Client) wrap(what string, err error) error {
 }
 
 // Start brings up the display (the zero Screen is action.DefaultScreen)
-// and the window manager.
+// and the window manager, and the accessibility bus with A11y.
 func (c *Client) Start(ctx context.Context, screen action.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
 	screen = screen.OrDefault()
 	if err := screen.Validate(); err != nil {
@@ -155,6 +157,7 @@ func (c *Client) Start(ctx context.Context, screen action.Screen, noWM bool, tim
 	req := wire.StartRequest{
 		Screen:    screen,
 		NoWM:      noWM,
+		A11y:      c.A11y,
 		Home:      Home,
 		AppDir:    AppDir,
 		TimeoutMS: int(timeout / time.Millisecond),
@@ -352,6 +355,19 @@ func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error
 	}
 	res.Error = clip(res.Error, MaxText)
 	return res, nil
+}
+
+// Tree reads the accessibility tree (the sandbox must have been started
+// with its bus). The guest bounds the read by lim's timeout; the host
+// adds its slack, and brings what it gets within lim's bounds.
+func (c *Client) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, error) {
+	lim = lim.OrDefault()
+	var t action.Tree
+	_, err := c.call(ctx, wire.MethodA11yTree, time.Duration(lim.TimeoutMS)*time.Millisecond+xCall, wire.A11yTreeRequest{Limits: lim}, &t, nil)
+	if err != nil {
+		return nil, c.wrap("accessibility tree", err)
+	}
+	return clipTree(&t, lim.MaxNodes), nil
 }
 
 // Stop ends the app, releases held input and stops the display. It returns

@@ -196,12 +196,16 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 			return nil, e.Explain(ctx, err)
 		}
 	}
+	gc.A11y = cfg.A11y
 	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, startBound)
 	if err != nil {
 		return nil, e.Explain(ctx, err)
 	}
 	e.start = sr
 	e.timings["xvfb"], e.timings["wm"] = sr.XvfbMS, sr.WMMS
+	if cfg.A11y {
+		e.timings["a11y"] = sr.A11yMS
+	}
 	e.Timing("total", time.Since(e.opts.Began))
 	if f, ok := e.sb.(Freezing); ok {
 		if e.freezer = f.Freezer(); e.freezer != nil {
@@ -255,6 +259,19 @@ func (e *Env) Act(ctx context.Context, a action.Action) (action.Result, error) {
 		err = e.Explain(ctx, err)
 	}
 	return r, err
+}
+
+// Tree implements environment.Accessible: the accessibility tree, read by
+// the guest (the sandbox needs Config.A11y).
+func (e *Env) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, error) {
+	if !e.opts.Config.A11y {
+		return nil, fmt.Errorf("accessibility tree: %w", environment.ErrNoA11y)
+	}
+	t, err := e.guest.Tree(ctx, lim)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	return t, err
 }
 
 // Close implements environment.Environment: a frozen sandbox is thawed

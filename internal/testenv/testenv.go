@@ -123,6 +123,7 @@ var debian = map[string]string{
 	"Xvfb": "xvfb", "openbox": "openbox", "xev": "x11-utils", "xterm": "xterm",
 	"xcalc": "x11-apps", "xdotool": "xdotool", "bwrap": "bubblewrap",
 	"ffmpeg": "ffmpeg", "ffprobe": "ffmpeg", "python3": "python3", "chromium": "chromium",
+	"dbus-daemon": "dbus-daemon", "zenity": "zenity", "speedcrunch": "speedcrunch",
 }
 
 // Programs needs executables in PATH: X servers, window managers, apps,

@@ -277,6 +277,7 @@
   // ---- the action drawn on the screenshot ----
   function point(s, a) {
     if (a.x !== undefined && a.y !== undefined) return [a.x, a.y];
+    if (s.tp) return s.tp; // a target found in the accessibility tree
     return s.cur;
   }
   function marker(g, x, y, text, filled) {
@@ -414,6 +415,7 @@
       if (s.inv) info.appendChild(el("div", "res bad", "rejected: " + s.inv));
       if (s.r) info.appendChild(el("div", "res " + (s.r.ok ? "ok" : "bad"), (s.r.ok ? "✓ ok" : "✗ " + (s.r.error || "failed")) + (s.r.ms ? " in " + dur(s.r.ms) : "") + (s.r.cms ? " (input confirmed in " + dur(s.r.cms) + ")" : "")));
     }
+    if (s.tree) info.appendChild(treeView(s.tree, fig));
     const next = S[i + 1];
     info.appendChild(el("h3", "", "App output and events " + (next ? secs(s.t) + " – " + secs(next.t) : "from " + secs(s.t))));
     const out = el("div", "out");
@@ -435,6 +437,50 @@
     if (s.wins && s.wins.length) info.appendChild(el("div", "when", "windows: " + s.wins.join(", ")));
     if (s.hash) info.appendChild(el("div", "when", "frame " + s.hash));
     detail.appendChild(info);
+  }
+
+  // The accessibility tree read with the step, beside its screenshot; with
+  // marks, a switch between the raw screenshot and the agent's marked one.
+  function treeView(t, fig) {
+    const box = el("div", "tree");
+    box.appendChild(el("h3", "", "Accessibility tree"));
+    let sum = t.err ? "not read: " + t.err : t.n + " element(s), read in " + dur(t.ms);
+    if (t.note) sum += " · " + t.note;
+    box.appendChild(el("div", "when", sum));
+    for (const c of t.cut || []) box.appendChild(el("div", "res bad", "cut: " + c));
+    if (t.mi >= 0) {
+      const lab = el("label", "when");
+      const cb = el("input");
+      cb.type = "checkbox";
+      cb.addEventListener("change", function () {
+        const im = fig.querySelector("img");
+        const s = S[sel];
+        if (im) im.src = D.images[cb.checked ? t.mi : s.img];
+      });
+      lab.appendChild(cb);
+      lab.appendChild(document.createTextNode(" show the agent's marked screenshot"));
+      box.appendChild(lab);
+    }
+    if (t.marks && t.marks.length) {
+      const det = el("details");
+      det.appendChild(el("summary", "", "Marks (" + t.marks.length + ")"));
+      det.appendChild(el("pre", "", t.marks.join("\n")));
+      box.appendChild(det);
+    }
+    if (t.l && t.l.length) {
+      const det = el("details");
+      det.open = true;
+      det.appendChild(el("summary", "", "Elements"));
+      det.appendChild(el("pre", "", t.l.join("\n") + (t.more ? "\n… " + t.more + " more" : "")));
+      box.appendChild(det);
+    }
+    const u = relative(t.url);
+    if (u) {
+      const a = el("a", "", "tree as JSON");
+      a.href = u;
+      box.appendChild(a);
+    }
+    return box;
   }
 
   // The screenshot fits the pane's height, so the whole screen shows.

@@ -1,0 +1,163 @@
+package atspi_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/guest/atspi"
+)
+
+// hostileApp is an application on the accessibility bus that says what it
+// likes: every element has fanout children (and its parent again, a
+// cycle), megabyte names and texts, bounds far off any
+// screen, and optionally never answers GetChildren at all.
+type hostileApp struct {
+	fanout int
+	name   string
+	silent bool // never answer GetChildren (block until the caller gives up)
+	hang   chan struct{}
+	bus    string
+}
+
+const accessible = "/org/a11y/atspi/accessible/"
+
+func idOf(msg dbus.Message) string {
+	p, _ := msg.Headers[dbus.FieldPath].Value().(dbus.ObjectPath)
+	return strings.TrimPrefix(string(p), accessible)
+}
+
+type ref struct {
+	Bus  string
+	Path dbus.ObjectPath
+}
+
+func (h *hostileApp) GetRole(dbus.Message) (uint32, *dbus.Error) { return 43, nil } // push button
+func (h *hostileApp) GetState(dbus.Message) ([]uint32, *dbus.Error) {
+	return []uint32{1<<8 | 1<<25 | 1<<30, 0xffffffff}, nil // enabled, showing, visible; every high bit
+}
+func (h *hostileApp) GetInterfaces(dbus.Message) ([]string, *dbus.Error) {
+	return []string{"org.a11y.atspi.Accessible", "org.a11y.atspi.Component", "org.a11y.atspi.Text"}, nil
+}
+func (h *hostileApp) GetChildren(msg dbus.Message) ([]ref, *dbus.Error) {
+	if h.silent {
+		<-h.hang
+	}
+	id := idOf(msg)
+	out := []ref{{h.bus, dbus.ObjectPath(accessible + "root")}} // a cycle
+	for i := range h.fanout {
+		out = append(out, ref{h.bus, dbus.ObjectPath(accessible + "n" + strings.ReplaceAll(id, "root", "") + string(rune('a'+i%26)) + strings.Repeat("x", i/26))})
+	}
+	return out, nil
+}
+func (h *hostileApp) GetExtents(dbus.Message, uint32) (struct{ X, Y, W, H int32 }, *dbus.Error) {
+	return struct{ X, Y, W, H int32 }{-2000000000, 5, 2000000000, 10}, nil
+}
+func (h *hostileApp) GetText(dbus.Message, int32, int32) (string, *dbus.Error) { return h.name, nil }
+func (h *hostileApp) Get(msg dbus.Message, iface, prop string) (dbus.Variant, *dbus.Error) {
+	switch prop {
+	case "Name":
+		return dbus.MakeVariant(h.name), nil
+	case "CharacterCount":
+		return dbus.MakeVariant(int32(1 << 30)), nil
+	}
+	return dbus.MakeVariant(""), nil
+}
+
+// startHostile connects a hostile application to the bus and registers
+// it with the registry, as an app's bridge does (Socket.Embed).
+func startHostile(t *testing.T, d *desktop, h *hostileApp) {
+	t.Helper()
+	var addr string
+	for _, kv := range d.bus.Env() {
+		if v, ok := strings.CutPrefix(kv, "AT_SPI_BUS_ADDRESS="); ok {
+			addr = v
+		}
+	}
+	conn, err := dbus.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	h.bus = conn.Names()[0]
+	for _, iface := range []string{"org.a11y.atspi.Accessible", "org.a11y.atspi.Component", "org.a11y.atspi.Text", "org.freedesktop.DBus.Properties"} {
+		if err := conn.ExportSubtree(h, "/org/a11y/atspi/accessible", iface); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var parent ref
+	err = conn.Object("org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root").
+		CallWithContext(ctx, "org.a11y.atspi.Socket.Embed", 0, ref{h.bus, accessible + "root"}).Store(&parent)
+	if err != nil {
+		t.Fatalf("embed in the registry: %v", err)
+	}
+}
+
+// TestHostileApp: an application that lies without bounds is read within
+// the read's bounds: the cycle and the fanout stop at the element bound
+// (said in cut), names and texts are clipped to valid UTF-8, bounds that
+// overflow are dropped, and a silent application costs the per-call
+// deadline, not the read's budget.
+func TestHostileApp(t *testing.T) {
+	d := startDesktop(t)
+	big := strings.Repeat("€", 400_000) // 1.2 MB; 4096 bytes end inside a character
+	h := &hostileApp{fanout: 200, name: big}
+	startHostile(t, d, h)
+
+	t0 := time.Now()
+	tr, err := d.bus.Tree(t.Context(), action.TreeLimits{MaxNodes: 500, TimeoutMS: 20000})
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Elements) > 500 || !strings.Contains(strings.Join(tr.Cut, "\n"), "max_nodes") {
+		t.Errorf("%d elements, cut %q", len(tr.Elements), tr.Cut)
+	}
+	for _, e := range tr.Elements {
+		if len(e.Name) > action.MaxElementText || len(e.Text) > action.MaxElementText || !utf8.ValidString(e.Name) || !utf8.ValidString(e.Text) {
+			t.Fatalf("%s: name %d bytes, text %d bytes, valid %v", e.ID, len(e.Name), len(e.Text), utf8.ValidString(e.Name))
+		}
+		if e.Bounds != nil && (e.Bounds[2] < e.Bounds[0] || e.Bounds.Dx() > 1<<20) {
+			t.Fatalf("%s: bounds %v", e.ID, *e.Bounds)
+		}
+		if len(e.States) > 64 {
+			t.Fatalf("%s: %d states", e.ID, len(e.States))
+		}
+	}
+	t.Logf("hostile fanout: %d elements in %v (%d calls); cut %q", len(tr.Elements), took, tr.Calls, tr.Cut)
+
+	// Many elements with names and texts at the clip: the tree stops at
+	// its size bound, well inside a wire frame.
+	h.name = strings.Repeat("n", 5000)
+	tr, err = d.bus.Tree(t.Context(), action.TreeLimits{MaxNodes: action.MaxTreeNodes, TimeoutMS: action.MaxTreeTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(tr)
+	if len(data) > atspi.MaxTreeBytes+1<<20 || !strings.Contains(strings.Join(tr.Cut, "\n"), "size: the tree reached") {
+		t.Errorf("a large tree: %d elements, %d bytes, cut %q", len(tr.Elements), len(data), tr.Cut)
+	}
+	t.Logf("large names: %d elements, %d bytes of JSON; cut %q", len(tr.Elements), len(data), tr.Cut)
+
+	// Silent: GetChildren never answers.
+	h.silent, h.hang = true, make(chan struct{})
+	defer close(h.hang)
+	t0 = time.Now()
+	tr, err = d.bus.Tree(t.Context(), action.TreeLimits{TimeoutMS: 20000})
+	took = time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 10*time.Second || !strings.Contains(strings.Join(tr.Cut, "\n"), "did not answer") {
+		t.Errorf("a silent app: %v, cut %q", took, tr.Cut)
+	}
+	t.Logf("silent app: %v; %d elements; cut %q", took, len(tr.Elements), tr.Cut)
+}
