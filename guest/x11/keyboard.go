@@ -33,7 +33,13 @@ const (
 // less than reuseAge ago does the Conn wait for it to age. Text cycling
 // through more distinct unmapped keysyms than there are spares is therefore
 // typed at up to (spares / reuseAge) such characters per second.
-const reuseAge = 250 * time.Millisecond
+//
+// 250 ms was measured enough with four busy loops on two cores, but not on
+// a machine also running several test suites at once (load average 14):
+// xev read 2 of 175 rebound characters wrong. One second holds there; it
+// only slows text with more than 19 distinct characters missing from the
+// keymap (CJK, mostly) to 19 such characters a second.
+const reuseAge = time.Second
 
 // keyboard is the Conn's view of the keyboard mapping and the keys it holds.
 // Fields below mu are shared with the event goroutine; the rest belong to the
