@@ -40,6 +40,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -306,7 +307,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		}
 	}
 	if len(tr.Missing) > 0 {
-		p.Incomplete = append(p.Incomplete, fmt.Sprintf("%d screenshot(s) referenced by steps are not on disk (first: %s)", len(tr.Missing), tr.Missing[0]))
+		p.Incomplete = append(p.Incomplete, fmt.Sprintf("%s referenced by steps %s not on disk (first: %s)", plural.S(len(tr.Missing), "screenshot"), isAre(len(tr.Missing)), tr.Missing[0]))
 	}
 
 	p.Refused = append(p.Refused, tr.Refused...)
@@ -536,20 +537,21 @@ func alignOutput(tr *trace.Trace, steps []stepData) {
 	for i, c := range counts {
 		var parts []string
 		if c[0] > 0 {
-			parts = append(parts, plural(c[0], "line of output", "lines of output"))
+			parts = append(parts, plural.Count(c[0], "line of output", "lines of output"))
 		}
 		if c[1] > 0 {
-			parts = append(parts, plural(c[1], "event", "events"))
+			parts = append(parts, plural.S(c[1], "event"))
 		}
 		steps[i].Sum = strings.Join(parts, ", ")
 	}
 }
 
-func plural(n int, one, many string) string {
+// isAre is the verb that agrees with a count.
+func isAre(n int) string {
 	if n == 1 {
-		return "1 " + one
+		return "is"
 	}
-	return fmt.Sprintf("%d %s", n, many)
+	return "are"
 }
 
 func describeEvent(r trace.Record) string {

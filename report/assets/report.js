@@ -424,7 +424,7 @@
       d.appendChild(document.createTextNode((l.k === "e" ? "stderr: " : "") + l.x));
       out.appendChild(d);
     }
-    if (s.more) out.appendChild(el("div", "none", "… " + s.more + " more line(s): see stdout.log and stderr.log"));
+    if (s.more) out.appendChild(el("div", "none", "… " + s.more + (s.more === 1 ? " more line" : " more lines") + ": see stdout.log and stderr.log"));
     info.appendChild(out);
     if (s.meta) {
       const det = el("details");
