@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/replay"
 	"github.com/codegirl-games/agentbox/trace"
@@ -142,6 +143,9 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err := f.check(); err != nil {
 		return err
 	}
+	if err := checkOut(f.out); err != nil {
+		return err
+	}
 	src, err := openTrace(dir)
 	if err != nil {
 		return err
@@ -169,6 +173,9 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	// set it: a trace is input, and may have been crafted.
 	envCfg, err := recordedEnv(src.Run)
 	if err != nil {
+		return err
+	}
+	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, runJSONNames); err != nil {
 		return err
 	}
 	if f.image != "" {
@@ -239,8 +246,8 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if res.Verdict == replay.Failed && res.Run.Reason != "" {
 		fmt.Fprintf(stdout, "[%s]\n", termsafe.Line(res.Run.Reason))
 	}
-	fmt.Fprintf(stdout, "%d of %d steps replayed in %v · trace: %s (agentbox view %s)\n",
-		res.Replayed, res.Steps, res.Duration.Round(10*time.Millisecond), termsafe.Line(out), termsafe.Line(out))
+	fmt.Fprintf(stdout, "%d of %s replayed in %v · trace: %s (agentbox view %s)\n",
+		res.Replayed, plural.S(res.Steps, "step"), res.Duration.Round(10*time.Millisecond), termsafe.Line(out), termsafe.Line(out))
 	return silentExitOrNil(res.ExitCode())
 }
 

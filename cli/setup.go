@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,6 +56,31 @@ func loadApp(target string, res environment.Resources, env map[string]string) (*
 		b.Manifest.Env[k] = v
 	}
 	return b, nil
+}
+
+// checkOut holds an output directory (run's, replay's, eval's --out) to
+// its rule before anything starts: new, or an empty directory.
+func checkOut(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return usageErrorf("--out %s: %v", dir, err)
+	case !st.IsDir():
+		return usageErrorf("--out %s is a file; give a new or empty directory", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return usageErrorf("--out %s: %v", dir, err)
+	}
+	if len(entries) > 0 {
+		return usageErrorf("--out %s exists and is not empty; choose a new directory (nothing was overwritten)", dir)
+	}
+	return nil
 }
 
 // runSetup is what run and replay set up before their session starts:

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	htmlreport "github.com/codegirl-games/agentbox/report"
 	"github.com/codegirl-games/agentbox/trace"
@@ -121,7 +122,7 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 	for _, r := range stats.Refused {
 		fmt.Fprintf(stderr, "agentbox: %s: not read: %s\n", termsafe.Line(dir), termsafe.Line(r))
 	}
-	fmt.Fprintf(stdout, "report: %s (%d steps, %d screenshots, %s in %v)\n", termsafe.Line(stats.Path), len(tr.Steps), stats.Images, humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "report: %s (%s, %s, %s in %v)\n", termsafe.Line(stats.Path), plural.S(len(tr.Steps), "step"), plural.S(stats.Images, "screenshot"), humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
 	if !f.serve {
 		return nil
 	}

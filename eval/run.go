@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -37,9 +39,16 @@ type Options struct {
 	// FreezeWhileThinking freezes each app while its agent decides.
 	FreezeWhileThinking bool
 	// MaxRate bounds each episode's actions per second.
-	MaxRate  float64
+	MaxRate float64
+	// AppEnv is added to every task's app environment (over the task's).
+	AppEnv map[string]string
+	// Settle is each episode's settle-before-screenshot mode.
+	Settle   session.Settle
 	Progress io.Writer
 	Terminal bool // live status line instead of one line per episode
+	// Verbose prints every step of every episode to Progress, under the
+	// episode's name.
+	Verbose bool
 
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 }
@@ -265,14 +274,11 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		env.Screen = t.Screen
 	}
 	bundle := *b // per-episode copy: env and args may differ per task only
-	if len(t.Env) > 0 {
+	if len(t.Env) > 0 || len(o.AppEnv) > 0 {
 		bundle.Manifest.Env = map[string]string{}
-		for k, v := range b.Manifest.Env {
-			bundle.Manifest.Env[k] = v
-		}
-		for k, v := range t.Env {
-			bundle.Manifest.Env[k] = v
-		}
+		maps.Copy(bundle.Manifest.Env, b.Manifest.Env)
+		maps.Copy(bundle.Manifest.Env, t.Env)
+		maps.Copy(bundle.Manifest.Env, o.AppEnv)
 	}
 	timeout, maxSteps := t.Timeout, t.MaxSteps
 	if timeout == 0 {
@@ -283,6 +289,10 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		if t.script != nil {
 			maxSteps = 100_000 // wait_for polls take steps; the timeout bounds the run
 		}
+	}
+	var progress io.Writer // with -v, the episode's steps under its name
+	if o.Verbose && o.notes != nil {
+		progress = o.notes(ep)
 	}
 	name := "script"
 	opts := map[string]string{"file": t.Script}
@@ -303,6 +313,9 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		LogCap:              o.LogCap,
 		FreezeWhileThinking: o.FreezeWhileThinking,
 		MaxRate:             o.MaxRate,
+		Settle:              o.Settle,
+		Progress:            progress,
+		Verbose:             o.Verbose,
 	})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()
@@ -413,5 +426,5 @@ func (s *Summary) PrintTable(w io.Writer) {
 	if len(s.Tasks) > 1 {
 		row(s.Totals)
 	}
-	fmt.Fprintf(w, "\n%d episodes in %v at --parallel %d\n", s.Totals.Episodes, (time.Duration(s.DurationMS) * time.Millisecond).Round(100*time.Millisecond), s.Parallel)
+	fmt.Fprintf(w, "\n%s in %v at --parallel %d\n", plural.S(s.Totals.Episodes, "episode"), (time.Duration(s.DurationMS) * time.Millisecond).Round(100*time.Millisecond), s.Parallel)
 }
