@@ -190,7 +190,10 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 
 	target := f.target
 	if target == "" {
-		target = src.Run.App.Target
+		target = src.Run.App.TargetPath // absolute: found from any directory
+		if target == "" {
+			target = src.Run.App.Target // a program of the image, or an older trace
+		}
 		if src.Run.App.InImage && target == "" {
 			target = src.Run.App.Command
 		}

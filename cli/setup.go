@@ -167,8 +167,10 @@ func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.W
 func newRunID(b *app.Bundle) string {
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
+	// An app directory (or its manifest) is named by its directory; the
+	// executable itself, and a program of the image, by their names.
 	name := filepath.Base(b.Manifest.Command)
-	if b.Dir != "" && !b.InImage {
+	if b.Dir != "" && !b.InImage && !b.Executable {
 		name = filepath.Base(b.Dir)
 	}
 	name = strings.Map(func(r rune) rune {

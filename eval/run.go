@@ -157,7 +157,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 	if entries, _ := os.ReadDir(o.Out); len(entries) > 0 {
 		return nil, fmt.Errorf("%s exists and is not empty; choose a new directory (nothing was overwritten)", o.Out)
 	}
-	sum := &Summary{Format: "agentbox-eval", Version: 1, Suite: s.Name, File: s.File, RunID: o.RunID, Parallel: o.Parallel, Started: time.Now()}
+	sum := &Summary{Format: SummaryFormat, Version: SummaryVersion, Suite: s.Name, File: s.File, RunID: o.RunID, Parallel: o.Parallel, Started: time.Now()}
 
 	// Episodes in round-robin order across tasks, so an early stop still
 	// samples every task.
@@ -392,28 +392,35 @@ func mapValues(m map[string]*TaskSummary, s *Suite) []*TaskSummary {
 	return out
 }
 
+// NotPassed says what did not pass, by kind and reason: "1 failed,
+// 2 infrastructure (check_failed ×1, environment ×2)"; "" when all passed.
+func (t TaskSummary) NotPassed() string {
+	var kinds []string
+	for _, k := range []struct {
+		n    int
+		name string
+	}{{t.Failed, Failed}, {t.Malformed, Malformed}, {t.Infrastructure, Infrastructure}, {t.Interrupted, Interrupted}, {t.Skipped, Skipped}} {
+		if k.n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d %s", k.n, k.name))
+		}
+	}
+	var reasons []string
+	for r, n := range t.Reasons {
+		reasons = append(reasons, fmt.Sprintf("%s ×%d", r, n))
+	}
+	sort.Strings(reasons)
+	detail := strings.Join(kinds, ", ")
+	if len(reasons) > 0 {
+		detail += " (" + strings.Join(reasons, ", ") + ")"
+	}
+	return detail
+}
+
 // PrintTable writes the per-task summary table.
 func (s *Summary) PrintTable(w io.Writer) {
 	fmt.Fprintf(w, "\n%-20s %8s %9s %10s %10s  %s\n", "task", "passed", "pass rate", "mean steps", "mean time", "not passed, by kind")
 	row := func(t TaskSummary) {
-		var kinds []string
-		for _, k := range []struct {
-			n    int
-			name string
-		}{{t.Failed, Failed}, {t.Malformed, Malformed}, {t.Infrastructure, Infrastructure}, {t.Interrupted, Interrupted}, {t.Skipped, Skipped}} {
-			if k.n > 0 {
-				kinds = append(kinds, fmt.Sprintf("%d %s", k.n, k.name))
-			}
-		}
-		var reasons []string
-		for r, n := range t.Reasons {
-			reasons = append(reasons, fmt.Sprintf("%s ×%d", termsafe.Line(r), n))
-		}
-		sort.Strings(reasons)
-		detail := strings.Join(kinds, ", ")
-		if len(reasons) > 0 {
-			detail += " (" + strings.Join(reasons, ", ") + ")"
-		}
+		detail := termsafe.Line(t.NotPassed())
 		if detail == "" {
 			detail = "-"
 		}

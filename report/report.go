@@ -202,6 +202,9 @@ type runData struct {
 	Screen     string             `json:"screen"`
 	Agentbox   string             `json:"agentbox,omitempty"`
 	Settle     string             `json:"settle,omitempty"`
+	// SettleCapped says how many screens were taken after a stable
+	// settle gave up at its cap ("3 screens did not settle within 2s").
+	SettleCapped string `json:"settle_capped,omitempty"`
 	Started    string             `json:"started,omitempty"`
 	DurationMS float64            `json:"duration_ms,omitempty"`
 	Steps      int                `json:"steps"`
@@ -237,6 +240,8 @@ type stepData struct {
 	Hash  string          `json:"hash,omitempty"`
 	Wins  []string        `json:"wins,omitempty"`
 	Focus string          `json:"focus,omitempty"`
+	Stl   float64         `json:"stl,omitempty"` // the settle before the screenshot, ms
+	Cap   bool            `json:"cap,omitempty"` // it hit its cap: the screen was still changing
 }
 
 type resultData struct {
@@ -356,6 +361,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	}
 	p.Steps = make([]stepData, 0, len(obs))
 	held := map[string]bool{}
+	capped := 0
 	for i, r := range obs {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -381,6 +387,10 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 			s.Run = o.Running
 			s.View = o.View
 			s.Hash = o.FrameHash
+			s.Stl, s.Cap = o.SettleMS, o.SettleCapped
+			if o.SettleCapped {
+				capped++
+			}
 			for _, w := range o.Windows {
 				s.Wins = append(s.Wins, w.Title)
 				if w.Focused {
@@ -415,6 +425,9 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		p.Steps = append(p.Steps, s)
 	}
 	p.Run.Confirm = confirmSummary(p.Steps)
+	if capped > 0 {
+		p.Run.SettleCapped = fmt.Sprintf("%s did not settle within the cap", plural.Count(capped, "screen", "screens"))
+	}
 	alignOutput(tr, p.Steps)
 	if p.Replay = readReplay(p, tr.Dir, baseDir); p.Replay != nil {
 		for i := range p.Steps {

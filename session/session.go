@@ -255,7 +255,7 @@ func (r *run) initialRecord() trace.Run {
 		Task:     r.cfg.Task,
 		Agent:    r.cfg.AgentInfo,
 		App: trace.AppInfo{
-			Target: b.Target, Command: b.Manifest.Command, Args: b.Manifest.Args,
+			Target: b.Target, TargetPath: b.Path, Command: b.Manifest.Command, Args: b.Manifest.Args,
 			InImage: b.InImage, WindowTitle: b.Manifest.WindowTitle,
 			Files: len(b.Files), Bytes: b.TotalBytes, EnvKeys: sortedKeys(b.Manifest.Env),
 		},

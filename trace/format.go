@@ -137,7 +137,12 @@ type AgentInfo struct {
 
 // AppInfo says what ran.
 type AppInfo struct {
+	// Target is TARGET as it was given; TargetPath its absolute path
+	// (empty for a program of the image, whose Target is its name), so a
+	// replay finds it from any directory. TargetPath is absent in traces
+	// written before it was recorded (agentbox f2e3deb and older).
 	Target      string   `json:"target"`
+	TargetPath  string   `json:"target_path,omitempty"`
 	Command     string   `json:"command"`
 	Args        []string `json:"args,omitempty"`
 	InImage     bool     `json:"in_image,omitempty"`

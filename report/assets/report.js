@@ -56,7 +56,7 @@
   fact("duration", R.duration_ms ? dur(R.duration_ms) : "");
   fact("screen", R.screen);
   fact("image", R.image);
-  fact("settle", R.settle && R.settle !== "none" ? R.settle : "");
+  fact("settle", R.settle && R.settle !== "none" ? R.settle + (R.settle_capped ? " · ⚠ " + R.settle_capped : "") : "");
   fact("app exit", R.app_exit);
   fact("input confirmed", R.confirm);
   fact("started", R.started ? R.started.replace("T", " ").replace(/\.\d+/, "") : "");
@@ -395,7 +395,9 @@
     if (!s.final) when += " · decided in " + dur(s.lat) + " · sent at " + secs(s.sent);
     if (s.focus) when += " · focus: " + s.focus;
     if (!s.running) when += " · app not running";
+    if (s.stl && !s.cap) when += " · settled in " + dur(s.stl);
     info.appendChild(el("div", "when", when));
+    if (s.cap) info.appendChild(el("div", "res bad capped", "⚠ the screen did not settle: it was still changing when the settle gave up after " + dur(s.stl) + " (its cap); this screenshot may show it mid-change"));
     if (s.rep) {
       info.appendChild(el("h3", "", "Replay comparison"));
       const r = s.rep;
