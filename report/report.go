@@ -186,30 +186,30 @@ type page struct {
 }
 
 type runData struct {
-	ID         string             `json:"id"`
-	Status     string             `json:"status"`
-	Outcome    string             `json:"outcome,omitempty"`
-	Reason     string             `json:"reason,omitempty"`
-	Message    string             `json:"message,omitempty"`
-	ExitCode   int                `json:"exit_code"`
-	Task       string             `json:"task,omitempty"`
-	Agent      string             `json:"agent"`
-	App        string             `json:"app"`
-	AppDigest  string             `json:"app_digest,omitempty"`
-	Backend    string             `json:"backend,omitempty"`
-	Image      string             `json:"image,omitempty"`
-	ImageID    string             `json:"image_id,omitempty"`
-	Screen     string             `json:"screen"`
-	Agentbox   string             `json:"agentbox,omitempty"`
-	Settle     string             `json:"settle,omitempty"`
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	Outcome   string `json:"outcome,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Message   string `json:"message,omitempty"`
+	ExitCode  int    `json:"exit_code"`
+	Task      string `json:"task,omitempty"`
+	Agent     string `json:"agent"`
+	App       string `json:"app"`
+	AppDigest string `json:"app_digest,omitempty"`
+	Backend   string `json:"backend,omitempty"`
+	Image     string `json:"image,omitempty"`
+	ImageID   string `json:"image_id,omitempty"`
+	Screen    string `json:"screen"`
+	Agentbox  string `json:"agentbox,omitempty"`
+	Settle    string `json:"settle,omitempty"`
 	// SettleCapped says how many screens were taken after a stable
 	// settle gave up at its cap ("3 screens did not settle within 2s").
-	SettleCapped string `json:"settle_capped,omitempty"`
-	Started    string             `json:"started,omitempty"`
-	DurationMS float64            `json:"duration_ms,omitempty"`
-	Steps      int                `json:"steps"`
-	Timings    map[string]float64 `json:"timings,omitempty"`
-	AppExit    string             `json:"app_exit,omitempty"`
+	SettleCapped string             `json:"settle_capped,omitempty"`
+	Started      string             `json:"started,omitempty"`
+	DurationMS   float64            `json:"duration_ms,omitempty"`
+	Steps        int                `json:"steps"`
+	Timings      map[string]float64 `json:"timings,omitempty"`
+	AppExit      string             `json:"app_exit,omitempty"`
 	// Confirm summarises how long input took to be confirmed per step.
 	Confirm string `json:"confirm,omitempty"`
 }
