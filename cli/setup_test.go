@@ -42,3 +42,26 @@ func TestRunIDNamesTheApp(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestEvalOutIsNew: two evals of one suite started in the same second get
+// directories of their own, each made new; --out is taken as given.
+func TestEvalOutIsNew(t *testing.T) {
+	t.Chdir(t.TempDir())
+	seen := map[string]bool{}
+	for range 20 { // well within a second
+		id, out, err := evalOut("my suite", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[out] || filepath.Dir(out) != evalsDir || !strings.Contains(id, "-my-suite-") {
+			t.Fatalf("eval %s at %s: want a new directory under %s", id, out, evalsDir)
+		}
+		seen[out] = true
+		if entries, err := os.ReadDir(out); err != nil || len(entries) != 0 {
+			t.Errorf("%s: %v, %d entries; want it made, empty", out, err, len(entries))
+		}
+	}
+	if _, out, err := evalOut("s", "/given/dir"); err != nil || out != "/given/dir" {
+		t.Errorf("--out: %s, %v", out, err)
+	}
+}

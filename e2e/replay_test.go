@@ -210,8 +210,11 @@ func TestReplayFromAnotherDirectory(t *testing.T) {
 		t.Errorf("target %q, path %q; want builds/mover at %s", tr.Run.App.Target, tr.Run.App.TargetPath, want)
 	}
 	elsewhere := t.TempDir()
-	r = runIn(t, elsewhere, "replay", rec, "--out", filepath.Join(elsewhere, "replay"))
+	r = runIn(t, elsewhere, "replay", rec, "--out", filepath.Join(elsewhere, "replay"), "-v")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "matched") {
 		t.Fatalf("replay from another directory: want exit 0, matched:\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "step 1: wait 300ms") {
+		t.Errorf("replay -v does not print the steps:\n%s", r.stderr)
 	}
 }
