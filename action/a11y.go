@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/codegirl-games/agentbox/internal/plural"
 )
 
 // Tree is an accessibility tree as a screen reader sees it (AT-SPI):
@@ -295,7 +297,11 @@ func (t *Tree) Find(s Selector) (*Element, error) {
 	case s.Index != nil && *s.Index < len(all):
 		return &t.Elements[all[*s.Index]], nil
 	case s.Index != nil:
-		return nil, fmt.Errorf("%v: index %d, but %d element(s) match%s", s, *s.Index, len(all), t.list(all))
+		verb := "match"
+		if len(all) == 1 {
+			verb = "matches"
+		}
+		return nil, fmt.Errorf("%v: index %d, but %s %s%s", s, *s.Index, plural.S(len(all), "element"), verb, t.list(all))
 	case len(all) == 1:
 		return &t.Elements[all[0]], nil
 	case len(all) > 1:

@@ -42,7 +42,7 @@ func TestTreeFind(t *testing.T) {
 		{sel: Selector{Role: "push button", Name: "OK", Ancestor: &Selector{Role: "dialog", Name: "Name*"}}, want: "1.2/10"},
 		{sel: Selector{Role: "push button", Name: "OK", Index: idx(1)}, want: "1.3/4"},
 		{sel: Selector{Role: "push button", Name: "OK"}, wantErr: "2 elements match; add index"},
-		{sel: Selector{Role: "push button", Name: "OK", Index: idx(2)}, wantErr: "index 2, but 2 element(s) match"},
+		{sel: Selector{Role: "push button", Name: "OK", Index: idx(2)}, wantErr: "index 2, but 2 elements match"},
 		{sel: Selector{Role: "push button", Name: "Ok"}, wantErr: `near misses:`},
 		{sel: Selector{Role: "check box"}, wantErr: "the tree has 10 elements: application ×2"},
 		{sel: Selector{Role: "push button", Name: "Help", Ancestor: &Selector{Role: "dialog"}}, wantErr: `push button "Cancel"`},

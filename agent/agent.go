@@ -24,7 +24,8 @@ type Decision struct {
 	// Meta is recorded with the step: model, token usage, raw exchanges.
 	Meta map[string]any
 	// Reason, for an unsuccessful done, says why the run ends (recorded as
-	// the run's reason): ReasonCheckFailed, ReasonDiverged; empty means the
+	// the run's reason): ReasonCheckFailed, ReasonActionFailed,
+	// ReasonDiverged; empty means the
 	// agent gave up.
 	Reason string
 	// Files are written into the trace next to the step (raw model
@@ -43,6 +44,11 @@ var ErrMalformed = errors.New("malformed answer")
 // ReasonCheckFailed is the Reason of a done that ends the run because a
 // check did not hold.
 const ReasonCheckFailed = "check_failed"
+
+// ReasonActionFailed is the Reason of a done that ends the run because an
+// action the agent was bound to see succeed failed (a script's step that
+// is not optional).
+const ReasonActionFailed = "action_failed"
 
 // ReasonDiverged is the Reason of a done that ends a replay because the
 // screen differs from the recording.

@@ -141,6 +141,22 @@ func TestLoad(t *testing.T) {
 	if len(b3.Files) != 1 || b3.Manifest.Command != "mover" {
 		t.Errorf("single = %+v", b3)
 	}
+	// Where each came from, absolute, for a replay from anywhere; the
+	// executable named as such; a program of the image by its name alone.
+	for _, c := range []struct {
+		b          *Bundle
+		path       string
+		executable bool
+	}{
+		{b, filepath.Join(dir, "ok"), false},
+		{b2, filepath.Join(dir, "img", ManifestName), false},
+		{b3, filepath.Join(dir, "single", "mover"), true},
+		{b4, "", false},
+	} {
+		if c.b.Path != c.path || c.b.Executable != c.executable {
+			t.Errorf("%s: path %q, executable %v; want %q, %v", c.b.Target, c.b.Path, c.b.Executable, c.path, c.executable)
+		}
+	}
 }
 
 func TestLoadRejects(t *testing.T) {

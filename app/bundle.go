@@ -37,6 +37,12 @@ type File struct {
 type Bundle struct {
 	// Target is the TARGET as the user gave it.
 	Target string
+	// Path is TARGET's absolute path (the executable, the directory or the
+	// manifest); empty for a program of the image (a bare name).
+	Path string
+	// Executable says TARGET is the executable itself (no manifest): the
+	// app is named by the file, not by its directory.
+	Executable bool
 	// Dir is the absolute app directory the files come from.
 	Dir      string
 	Manifest Manifest
@@ -87,18 +93,24 @@ func Load(target string, lim Limits) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: target %s: %w", ErrInvalid, target, err)
 	}
+	var b *Bundle
 	switch {
 	case fi.IsDir():
 		mpath := filepath.Join(abs, ManifestName)
 		if _, err := os.Lstat(mpath); err != nil {
 			return nil, fmt.Errorf("%w: %s is a directory without %s; add one (see README: the manifest) or pass the executable itself", ErrInvalid, target, ManifestName)
 		}
-		return loadManifest(target, mpath, lim)
+		b, err = loadManifest(target, mpath, lim)
 	case strings.HasSuffix(fi.Name(), ".json"):
-		return loadManifest(target, abs, lim)
+		b, err = loadManifest(target, abs, lim)
 	default:
-		return loadExecutable(target, abs, fi, lim)
+		b, err = loadExecutable(target, abs, fi, lim)
 	}
+	if err != nil {
+		return nil, err
+	}
+	b.Path = abs
+	return b, nil
 }
 
 // IsProgramName reports whether a TARGET that is no file here names a
@@ -140,6 +152,7 @@ func loadExecutable(target, abs string, fi fs.FileInfo, lim Limits) (*Bundle, er
 	name := filepath.Base(abs)
 	return &Bundle{
 		Target:     target,
+		Executable: true,
 		Dir:        dir,
 		Manifest:   Manifest{Command: name},
 		Files:      []File{{Rel: name, Mode: fi.Mode(), Size: fi.Size()}},

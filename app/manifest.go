@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -91,6 +93,20 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// CheckEnv is the rule for a variable added to the app's environment,
+// wherever it comes from (a manifest's env, --env, a suite's env): a name
+// of letters, digits and '_' not starting with a digit, and no NUL byte in
+// the value.
+func CheckEnv(name, value string) error {
+	if !envName.MatchString(name) {
+		return fmt.Errorf("%q is not a valid variable name (letters, digits and _, not starting with a digit)", name)
+	}
+	if strings.ContainsRune(value, 0) {
+		return fmt.Errorf("the value of %s contains a NUL byte", name)
+	}
+	return nil
+}
+
 // ParseManifest decodes and checks a manifest. name is used in errors.
 func ParseManifest(name string, data []byte) (*Manifest, error) {
 	fail := func(format string, args ...any) error {
@@ -130,12 +146,9 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 			return nil, fail("field \"args\"[%d] contains a NUL byte", i)
 		}
 	}
-	for k, v := range m.Env {
-		if !envName.MatchString(k) {
-			return nil, fail("field \"env\": %q is not a valid variable name", k)
-		}
-		if strings.ContainsRune(v, 0) {
-			return nil, fail("field \"env\"[%q] contains a NUL byte", k)
+	for _, k := range slices.Sorted(maps.Keys(m.Env)) {
+		if err := CheckEnv(k, m.Env[k]); err != nil {
+			return nil, fail("field \"env\": %v", err)
 		}
 	}
 	if _, err := action.TitleMatcher(m.WindowTitle); err != nil {

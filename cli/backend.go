@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
+	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
 	// The built-in backends register themselves.
 	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/environment/local"
+	"github.com/codegirl-games/agentbox/internal/plural"
 )
 
 // builtin are the backends built into agentbox, in the order --backend auto
@@ -82,11 +83,13 @@ func autoFor(needs []flagNeed) (name, why string) {
 }
 
 // resolveBackend turns --backend into a backend. auto picks Docker when a
-// daemon answers, else the local backend, and says which on stderr. With
+// daemon answers, else the local backend; note is the line that says which
+// ("agentbox: --backend auto: using docker"), for the caller to print when
+// a sandbox is about to start (announce), not before a usage error. With
 // --image or --runtime, auto means the first backend of its order that has
 // what they need (custom images, OCI runtimes), taken as if named: its own
 // error says best why it cannot run. A backend without it is a usage error.
-func resolveBackend(ctx context.Context, stderr io.Writer, name, image, ociRuntime string) (environment.Backend, error) {
+func resolveBackend(ctx context.Context, name, image, ociRuntime string) (b environment.Backend, note string, err error) {
 	needs := flagNeeds(image, ociRuntime)
 	why := ""
 	if name == environment.Auto {
@@ -94,20 +97,45 @@ func resolveBackend(ctx context.Context, stderr io.Writer, name, image, ociRunti
 			name, why = n, " ("+reason+")"
 		}
 	}
-	b, note, err := environment.Resolve(ctx, name)
+	b, autoNote, err := environment.Resolve(ctx, name)
 	switch {
 	case errors.Is(err, environment.ErrUnknownBackend):
-		return nil, usageErrorf("--backend: %v", err)
+		return nil, "", usageErrorf("--backend: %v", err)
 	case err != nil:
-		return nil, failErr(err)
+		return nil, "", failErr(err)
 	}
 	if f, missing, lacks := unmet(b, needs); lacks {
-		return nil, usageErrorf("%s: the %s backend has no %s (`agentbox doctor` lists what each backend can do)", f.flag, b.Name(), missing)
+		return nil, "", usageErrorf("%s: the %s backend has no %s (`agentbox doctor` lists what each backend can do)", f.flag, b.Name(), missing)
 	}
 	if why != "" {
-		fmt.Fprintf(stderr, "agentbox: --backend auto: using %s%s\n", b.Name(), why)
-	} else if note != "" {
-		fmt.Fprintf(stderr, "agentbox: --backend auto: using %s\n", note)
+		note = fmt.Sprintf("agentbox: --backend auto: using %s%s\n", b.Name(), why)
+	} else if autoNote != "" {
+		note = fmt.Sprintf("agentbox: --backend auto: using %s\n", autoNote)
 	}
-	return b, nil
+	return b, note, nil
+}
+
+// checkHostLimits holds a sandbox's limits to what the backend can give
+// on this host (environment.HostLimiter): beyond them the sandbox is
+// certain to fail once created, so they are usage errors before it is.
+// names says where each value came from (flags, run.json).
+func checkHostLimits(ctx context.Context, b environment.Backend, r environment.Resources, names limitNames) error {
+	hl, ok := b.(environment.HostLimiter)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := hl.HostLimits(ctx)
+	if err != nil {
+		return failErr(err)
+	}
+	r = r.WithDefaults()
+	if l.CPUs > 0 && r.CPUs > l.CPUs {
+		return usageErrorf("%s is %s: this machine has %s for the %s backend's sandboxes", names.CPUs, num(r.CPUs), plural.Count(int(l.CPUs), "CPU", "CPUs"), b.Name())
+	}
+	if r.MemoryMB < l.MinMemoryMB {
+		return usageErrorf("%s is %d MiB: %s; give at least %dm", names.Memory, r.MemoryMB, l.MemoryWhy, l.MinMemoryMB)
+	}
+	return nil
 }

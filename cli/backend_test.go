@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -101,8 +100,7 @@ func TestResolveBackendCapabilities(t *testing.T) {
 		{name: "the local backend", backend: "local", image: "agentbox/runtime:bookworm", usage: "--image: the local backend has no custom images"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			b, err := resolveBackend(context.Background(), &stderr, c.backend, c.image, c.runtime)
+			b, note, err := resolveBackend(context.Background(), c.backend, c.image, c.runtime)
 			if c.usage != "" {
 				var ee *exitError
 				if !errors.As(err, &ee) || ee.code != ExitUsage || !strings.Contains(err.Error(), c.usage) {
@@ -116,8 +114,8 @@ func TestResolveBackendCapabilities(t *testing.T) {
 			if b.Name() != c.want {
 				t.Errorf("backend %s, want %s", b.Name(), c.want)
 			}
-			if stderr.String() != c.stderr {
-				t.Errorf("stderr %q, want %q", stderr.String(), c.stderr)
+			if note != c.stderr {
+				t.Errorf("note %q, want %q", note, c.stderr)
 			}
 		})
 	}

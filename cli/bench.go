@@ -57,10 +57,11 @@ It reports figures; it passes or fails nothing.`,
 				if cmd.Flags().Changed("image") {
 					image = f.image
 				}
-				b, err := resolveBackend(cmd.Context(), cmd.ErrOrStderr(), name, image, "")
+				b, note, err := resolveBackend(cmd.Context(), name, image, "")
 				if err != nil {
 					return err
 				}
+				fmt.Fprint(cmd.ErrOrStderr(), note)
 				bo.Backend = b
 				if !environment.CapabilitiesOf(b).Images {
 					if cmd.Flags().Changed("image") {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,29 +17,42 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/session"
 )
+
+// evalsDir is where evals write when --out is not given.
+const evalsDir = "agentbox-evals"
 
 func newEvalCmd() *cobra.Command {
 	var (
 		f                  sandboxFlags
 		parallel, episodes int
+		settle             string
+		asJSON             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
 		Short: "Run every task of a suite several times, several sandboxes at once, and summarise",
 		Long: `eval runs each task of SUITE (YAML) its number of episodes, --parallel
-sandboxes at once, each in its own container, and writes summary.json,
-junit.xml and one trace directory per episode into --out. It shows live
-progress, prints a table per task (passes, mean steps, mean duration, what
-did not pass by kind), and exits 0 when every episode passed, 1 when any
-task failed (or an agent broke), 3 when only infrastructure failed, 130 when
-interrupted. Ctrl-C stops scheduling, removes every running sandbox and
-still writes the summary.
+sandboxes at once, each in its own sandbox, and writes summary.json,
+junit.xml and one trace directory per episode into --out (default
+./agentbox-evals/EVAL-ID). It shows live progress, prints a table per task
+(passes, mean steps, mean duration, what did not pass by kind), and exits 0
+when every episode passed, 1 when any task failed (or an agent broke), 3
+when only infrastructure failed, 130 when interrupted. Ctrl-C stops
+scheduling, removes every running sandbox and still writes the summary.
 
 Infrastructure errors (image, daemon, guest, an app that would not start)
-are counted apart from task failures.`,
-		Example: `  agentbox eval examples/suite.yaml --parallel 4 --out /tmp/eval`,
-		Args:    cobra.ExactArgs(1),
+are counted apart from task failures. Everything is checked before the
+first episode: the suite, the flags, and the sandbox's limits against what
+the backend can give on this machine (exit 2).
+
+--screen is the screen of the tasks that name none (neither the task nor
+its script); --env is added to every task's app (over the task's env).
+agentbox view EVALDIR writes one page for the whole eval.`,
+		Example: `  agentbox eval examples/suite.yaml --parallel 4 --out /tmp/eval
+  agentbox view /tmp/eval          # one page: every task and episode, linked to its run's report`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			switch {
@@ -53,9 +68,29 @@ are counted apart from task failures.`,
 			if err != nil {
 				return err
 			}
-			suite, err := eval.Load(args[0])
+			env, err := f.envVars()
+			if err != nil {
+				return err
+			}
+			st, err := session.ParseSettle(settle)
+			if err != nil {
+				return usageErrorf("--settle: %v", err)
+			}
+			if err := checkOut(f.out); err != nil {
+				return err
+			}
+			suite, err := eval.LoadWith(args[0], eval.LoadOptions{Screen: envCfg.Screen})
 			if err != nil {
 				return usageErrorf("%v", err)
+			}
+			backend, note, err := resolveBackend(cmd.Context(), f.backend, f.image, f.ociRuntime)
+			if err != nil {
+				return err
+			}
+			// Limits beyond what the backend can give here would fail every
+			// episode as "infrastructure": they are the user's to fix.
+			if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames); err != nil {
+				return err
 			}
 			if err := suite.Preflight(context.Background()); err != nil {
 				if errors.Is(err, agent.ErrUnreachable) {
@@ -63,44 +98,88 @@ are counted apart from task failures.`,
 				}
 				return usageErrorf("%v; nothing was started", err)
 			}
-			backend, err := resolveBackend(cmd.Context(), stderr, f.backend, f.image, f.ociRuntime)
+			runID, out, err := evalOut(suite.Name, f.out)
 			if err != nil {
 				return err
 			}
-			runID := time.Now().Format("20060102-150405") + "-" + sanitizeName(suite.Name)
-			out := f.out
-			if out == "" {
-				out = filepath.Join("agentbox-evals", runID)
-			}
-			if entries, _ := os.ReadDir(out); len(entries) > 0 {
-				return usageErrorf("--out %s exists and is not empty; choose a new directory (nothing was overwritten)", out)
-			}
 
+			fmt.Fprint(stderr, note) // sandboxes are about to start
 			ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
 			defer stop()
 			sum, err := eval.Run(ctx, suite, eval.Options{
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
-				Env:     envCfg,
+				Env: envCfg, AppEnv: env, Settle: st,
 				Timeout: f.timeout, MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Tree: f.a11yTree, Marks: f.marks,
-				Progress: stderr, Terminal: isTerminal(stderr),
+				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
 			})
 			if err != nil && sum == nil {
 				return failErr(err)
 			}
-			sum.PrintTable(stdout)
-			fmt.Fprintf(stdout, "summary: %s · junit: %s\n", termsafe.Line(filepath.Join(out, eval.SummaryFile)), termsafe.Line(filepath.Join(out, eval.JUnitFile)))
-			if err != nil {
-				return failErr(err)
+			code := sum.ExitCode()
+			if err != nil { // the summary could not be written
+				fmt.Fprintf(stderr, "agentbox: %s\n", termsafe.Text(err.Error()))
+				code = ExitError
 			}
-			return silentExitOrNil(sum.ExitCode())
+			if asJSON {
+				abs := absOr(out)
+				if err := writeJSON(stdout, evalJSON{Summary: sum, Out: abs,
+					SummaryFile: filepath.Join(abs, eval.SummaryFile), JUnitFile: filepath.Join(abs, eval.JUnitFile), ExitCode: code}); err != nil {
+					return silentExit(ExitError)
+				}
+			} else {
+				sum.PrintTable(stdout)
+				fmt.Fprintf(stdout, "summary: %s · junit: %s\n", termsafe.Line(filepath.Join(out, eval.SummaryFile)), termsafe.Line(filepath.Join(out, eval.JUnitFile)))
+			}
+			return silentExitOrNil(code)
 		},
 	}
 	fl := cmd.Flags()
 	f.register(fl, "eval")
 	fl.IntVarP(&parallel, "parallel", "j", 1, "sandboxes at once")
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
+	fl.StringVar(&settle, "settle", "none", settleUsage)
+	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	return cmd
+}
+
+// evalJSON is what eval --json prints: summary.json's object, with where
+// the eval wrote and its exit code (README: Machine-readable output).
+type evalJSON struct {
+	*eval.Summary
+	Out         string `json:"out"` // absolute, as the two files
+	SummaryFile string `json:"summary_file"`
+	JUnitFile   string `json:"junit_file"`
+	ExitCode    int    `json:"exit_code"`
+}
+
+// evalOut names an eval and chooses its output directory: --out as given
+// (checked new or empty), else a new directory under ./agentbox-evals
+// named by the time, the suite and a random suffix, created here so that
+// two evals started in the same second never share one.
+func evalOut(suiteName, flagOut string) (runID, out string, err error) {
+	newID := func() string {
+		var rnd [3]byte
+		_, _ = rand.Read(rnd[:])
+		return time.Now().Format("20060102-150405") + "-" + sanitizeName(suiteName) + "-" + hex.EncodeToString(rnd[:])
+	}
+	if flagOut != "" {
+		return newID(), flagOut, nil
+	}
+	if err := os.MkdirAll(evalsDir, 0o755); err != nil {
+		return "", "", failErr(fmt.Errorf("eval: %w", err))
+	}
+	for range 100 {
+		runID = newID()
+		out = filepath.Join(evalsDir, runID)
+		switch err := os.Mkdir(out, 0o755); {
+		case err == nil:
+			return runID, out, nil
+		case !errors.Is(err, os.ErrExist):
+			return "", "", failErr(fmt.Errorf("eval: %w", err))
+		}
+	}
+	return "", "", failErr(fmt.Errorf("eval: no new directory under %s after 100 tries", evalsDir))
 }
 
 func sanitizeName(s string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/export"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
@@ -21,6 +23,7 @@ type exportFlags struct {
 	speed  float64
 	hold   time.Duration
 	ffmpeg string
+	force  bool
 }
 
 func newExportCmd() *cobra.Command {
@@ -34,7 +37,10 @@ extension: .mp4 and .webm are encoded by ffmpeg (it must be installed);
 
 By default the video keeps the real timing: one frame per observation, shown
 until the next one, the last for --hold. --fps samples the run at a fixed
-frame rate instead; --speed plays it faster or slower.`,
+frame rate instead; --speed plays it faster or slower.
+
+FILE must not exist (--force replaces it); the video is written under a
+temporary name beside it and appears under FILE only when complete.`,
 		Example: `  agentbox export RUN --video run.mp4
   agentbox export RUN --video run.gif --speed 2
   agentbox export RUN --video run.webm --fps 30`,
@@ -49,6 +55,7 @@ frame rate instead; --speed plays it faster or slower.`,
 	fl.Float64Var(&f.speed, "speed", 1, "playback speed (2 is twice as fast)")
 	fl.DurationVar(&f.hold, "hold", time.Second, "how long the last frame stays")
 	fl.StringVar(&f.ffmpeg, "ffmpeg", "", "the ffmpeg binary (default: ffmpeg on PATH)")
+	fl.BoolVar(&f.force, "force", false, "replace FILE if it exists")
 	return cmd
 }
 
@@ -74,8 +81,10 @@ func runExport(cmd *cobra.Command, f exportFlags, dir string) error {
 			return usageErrorf("--video %s: %v", f.video, err)
 		}
 	}
-	if st, err := os.Stat(f.video); err == nil && st.IsDir() {
+	if st, err := os.Lstat(f.video); err == nil && st.IsDir() {
 		return usageErrorf("--video %s is a directory", f.video)
+	} else if err == nil && !f.force {
+		return usageErrorf("--video %s exists; add --force to replace it (nothing was written)", f.video)
 	}
 	tr, err := openTrace(dir)
 	if err != nil {
@@ -86,19 +95,22 @@ func runExport(cmd *cobra.Command, f exportFlags, dir string) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	st, err := export.Write(ctx, tr, f.video, export.Options{FPS: f.fps, Speed: f.speed, Hold: f.hold, FFmpeg: f.ffmpeg})
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return silentExit(ExitInterrupted)
-		}
+	st, err := export.Write(ctx, tr, f.video, export.Options{FPS: f.fps, Speed: f.speed, Hold: f.hold, FFmpeg: f.ffmpeg, Overwrite: f.force})
+	switch {
+	case errors.Is(err, context.Canceled):
+		return silentExit(ExitInterrupted)
+	case errors.Is(err, fs.ErrExist):
+		// It appeared while the video was encoded.
+		return usageErrorf("%v", err)
+	case err != nil:
 		return failErr(err)
 	}
 	timing := "real timing"
 	if f.fps > 0 {
 		timing = fmt.Sprintf("%g fps", f.fps)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "video: %s (%s by %s, %d frames, %dx%d, %v at %s, %s in %v)\n",
-		termsafe.Line(f.video), st.Format, st.Encoder, st.Frames, st.Width, st.Height, st.Length.Round(time.Millisecond), timing,
+	fmt.Fprintf(cmd.OutOrStdout(), "video: %s (%s by %s, %s, %dx%d, %v at %s, %s in %v)\n",
+		termsafe.Line(f.video), st.Format, st.Encoder, plural.S(st.Frames, "frame"), st.Width, st.Height, st.Length.Round(time.Millisecond), timing,
 		humanBytes(st.Bytes), st.Took.Round(time.Millisecond))
 	return nil
 }

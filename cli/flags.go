@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -9,7 +11,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/session"
 )
 
 // sandboxFlags are the flags that choose, size and bound a sandbox and its
@@ -65,7 +69,9 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 		"runtime": {
 			run:  {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
 			eval: {"", "OCI runtime registered with Docker, e.g. runsc"}},
-		"screen":       {run: {action.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"}},
+		"screen": {
+			run:  {action.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
+			eval: {action.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},
 		"cpus":         {run: {1.0, "CPU limit"}, eval: {1.0, "CPU limit per sandbox"}},
 		"memory":       {run: {"1g", "memory limit (e.g. 512m, 2g)"}, eval: {"1g", "memory limit per sandbox"}},
 		"pids":         {run: {256, "process limit"}, eval: {256, "process limit per sandbox"}},
@@ -92,8 +98,9 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			replay: {"", "trace directory of the replay (must be new or empty; default ./agentbox-runs/RUN-ID)"}},
 		"env": {
 			run:    {[]string(nil), "extra app environment variable KEY=VALUE (repeatable)"},
+			eval:   {[]string(nil), "extra app environment variable KEY=VALUE for every task (repeatable; over the task's env)"},
 			replay: {[]string(nil), "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)"}},
-		"verbose": {run: verbose, replay: verbose},
+		"verbose": {run: verbose, replay: verbose, eval: {false, "print every step of every episode, under its task and episode"}},
 		"a11y": {
 			run:  {false, "start the sandbox's private accessibility bus (D-Bus + AT-SPI): the tree can be read and actions can name elements"},
 			eval: {false, "start each sandbox's accessibility bus"}},
@@ -148,6 +155,13 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 // takes reports whether the command registered the flag.
 func (f *sandboxFlags) takes(name string) bool { return f.taken[name] }
 
+// minStartTimeout is the shortest --start-timeout: the fastest cold
+// starts measured (create and launch of xterm, idle two-core machine) took
+// 150 ms on the local backend and 360 ms on Docker, and a loaded machine
+// takes seconds: 100 ms is certain to fail, and a deadline below a second
+// leaves no room for a machine that is busy for a moment.
+const minStartTimeout = time.Second
+
 // check holds the run's bounds to their rules, as usage errors naming the
 // flag. Replay's --timeout may be 0: the recording's.
 func (f *sandboxFlags) check() error {
@@ -158,6 +172,8 @@ func (f *sandboxFlags) check() error {
 		return usageErrorf("--timeout must be positive, got %v", f.timeout)
 	case f.takes("start-timeout") && f.startTimeout <= 0:
 		return usageErrorf("--start-timeout must be positive, got %v", f.startTimeout)
+	case f.takes("start-timeout") && f.startTimeout < minStartTimeout:
+		return usageErrorf("--start-timeout %v is too short: creating a sandbox and starting the app take 0.15 to 0.7 s on an idle machine and seconds on a busy one; give at least %v", f.startTimeout, minStartTimeout)
 	case f.takes("max-steps") && f.maxSteps <= 0:
 		return usageErrorf("--max-steps must be positive, got %d", f.maxSteps)
 	case f.takes("max-rate") && !(f.maxRate >= 0):
@@ -196,8 +212,25 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 	return cfg, nil
 }
 
-// envVars is --env.
-func (f *sandboxFlags) envVars() (map[string]string, error) { return parseKV("--env", f.env) }
+// envVars is --env, each variable held to the rule of a manifest's env
+// (app.CheckEnv).
+func (f *sandboxFlags) envVars() (map[string]string, error) {
+	m, err := parseKV("--env", f.env)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := app.CheckEnv(k, m[k]); err != nil {
+			return nil, usageErrorf("--env %s: %v", k, err)
+		}
+	}
+	return m, nil
+}
+
+// settleUsage is the help of --settle (run, eval): the default of stable
+// and its cap are session's.
+var settleUsage = fmt.Sprintf("before each screenshot after an action: none, fixed:DURATION (wait that long), or stable[:DURATION] (until the screen is unchanged that long, default %v, at most %v: a settle that hit the cap is flagged in the trace and the report)",
+	session.DefaultStable, session.StableCap)
 
 // parseSize reads a size in bytes with an optional binary unit (go-units'
 // RAMInBytes: "512m", "2g", "64k", "1.5GiB") or a plain number of bytes.

@@ -99,7 +99,7 @@ func TestRunBoundChecks(t *testing.T) {
 		{[]string{"eval", suite, "--max-rate", "NaN"}, "--max-rate must not be negative, got NaN"},
 		{[]string{"run", "/nonexistent", "--agent", "idle", "--ready-timeout", "-1s"}, "--ready-timeout must not be negative"},
 		{[]string{"eval", suite, "--memory", "lots"}, `--memory "lots": want a size like 512m or 2g`},
-		{[]string{"eval", suite, "--pids", "0"}, "--pids is 0: want 1 to 65536"},
+		{[]string{"eval", suite, "--pids", "0"}, "--pids is 0: want 40 to 65536"},
 		{[]string{"eval", suite, "--episodes", "-1"}, "--episodes must not be negative, got -1"},
 		{[]string{"eval", suite, "--parallel", "0"}, "--parallel must be between 1 and 256, got 0"},
 	} {

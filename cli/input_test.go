@@ -92,7 +92,7 @@ func TestRecordedEnv(t *testing.T) {
 		mod  func(*trace.Run)
 		want string
 	}{
-		{"a million processes", func(r *trace.Run) { r.Env.Limits["pids"] = 1e6 }, "run.json environment.limits.pids is 1000000: want 1 to 65536"},
+		{"a million processes", func(r *trace.Run) { r.Env.Limits["pids"] = 1e6 }, "run.json environment.limits.pids is 1000000: want 40 to 65536"},
 		{"8 TB of memory", func(r *trace.Run) { r.Env.Limits["memory_mb"] = 8.0 * (1 << 20) }, "run.json environment.limits.memory_mb is 8388608 MiB: want 16 to 1048576 MiB"},
 		{"a petabyte", func(r *trace.Run) { r.Env.Limits["memory_mb"] = 1e18 }, "run.json environment.limits.memory_mb is 1000000000000000000: out of range"},
 		{"negative /tmp", func(r *trace.Run) { r.Env.Limits["tmpfs_mb"] = -1.0 }, "run.json environment.limits.tmpfs_mb is -1: out of range"},
@@ -123,7 +123,7 @@ func TestFlagLimits(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--pids", "1000000"}, "--pids is 1000000: want 1 to 65536"},
+		{[]string{"--pids", "1000000"}, "--pids is 1000000: want 40 to 65536"},
 		{[]string{"--memory", "8388608m"}, "--memory is 8388608 MiB"},
 		{[]string{"--memory", "512k"}, "--memory is 0 MiB"},
 		{[]string{"--cpus", "NaN"}, "--cpus is NaN"},

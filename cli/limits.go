@@ -53,6 +53,10 @@ func checkResources(r environment.Resources, names limitNames) error {
 	if r.ShmMB == 0 {
 		r.ShmMB = environment.Resources{}.WithDefaults().ShmMB
 	}
+	if r.PIDs > 0 && r.PIDs < environment.MinPIDs {
+		// Below it the sandbox crashes as it starts: say why, not a range.
+		return usageErrorf("%s is %d: too few: %s", names.PIDs, r.PIDs, environment.PIDsWhy)
+	}
 	for _, c := range []struct {
 		name   string
 		v      float64
@@ -61,7 +65,7 @@ func checkResources(r environment.Resources, names limitNames) error {
 	}{
 		{names.CPUs, r.CPUs, minCPUs, maxCPUs, ""},
 		{names.Memory, float64(r.MemoryMB), minMemoryMB, maxMemoryMB, " MiB"},
-		{names.PIDs, float64(r.PIDs), 1, maxPIDs, ""},
+		{names.PIDs, float64(r.PIDs), environment.MinPIDs, maxPIDs, ""},
 		{names.Tmpfs, float64(r.TmpfsMB), minTmpfsMB, maxTmpfsMB, " MiB"},
 		{names.Shm, float64(r.ShmMB), 1, maxShmMB, " MiB"},
 	} {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/eval"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -30,44 +32,81 @@ func newLsCmd() *cobra.Command {
 	var f lsFlags
 	cmd := &cobra.Command{
 		Use:   "ls [DIR]",
-		Short: "List the runs under DIR (default ./agentbox-runs), newest first",
-		Long: `Ls lists the traces under DIR (default ./agentbox-runs), newest first: where
-each is, its outcome and reason, steps, duration, app and agent. It reads only
-each trace's run.json, so it is fast on thousands of runs. Traces of eval
-suites (SUITE/TASK/NNN) are found too.`,
+		Short: "List the runs and evals under DIR (default ./agentbox-runs and ./agentbox-evals), newest first",
+		Long: `Ls lists the traces under DIR, newest first: where each is, its outcome and
+reason, steps, duration, app and agent; then the evals (directories holding
+an eval's summary.json): where each is, its suite, how many episodes passed,
+its duration. Without DIR it looks in ./agentbox-runs and ./agentbox-evals,
+where run and eval write by default. It reads only each trace's run.json and
+each eval's summary.json, so it is fast on thousands of runs. An eval's
+episodes are listed when DIR is that eval (agentbox ls EVALDIR); other
+traces below DIR (SUITE/TASK/NNN) are found too.`,
 		Example: `  agentbox ls
-  agentbox ls /tmp/eval --json`,
+  agentbox ls agentbox-evals/20261129-202055-mover-1a2b3c   # one eval's episodes
+  agentbox ls /tmp/runs --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir := "agentbox-runs"
+			dirs, named := []string{runsDir, evalsDir}, false
 			if len(args) == 1 {
-				dir = args[0]
+				dirs, named = args, true
 			}
-			entries, warnings, err := listRuns(dir)
-			if err != nil {
-				return err
+			var entries []lsEntry
+			var searched []string
+			for _, dir := range dirs {
+				if !named {
+					if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+						continue // nothing run or evaluated here yet
+					}
+				}
+				found, warnings, err := listRuns(dir)
+				if err != nil {
+					return err
+				}
+				for _, w := range warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s\n", termsafe.Line(w))
+				}
+				if !named { // paths that work from here: agentbox-evals/…
+					for i := range found {
+						found[i].Path = filepath.Join(dir, found[i].Path)
+					}
+				}
+				entries = append(entries, found...)
+				searched = append(searched, dir)
 			}
-			for _, w := range warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s\n", termsafe.Line(w))
-			}
+			sortLs(entries)
 			if f.json {
 				return writeLsJSON(cmd.OutOrStdout(), entries)
 			}
 			if len(entries) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no runs in %s\n", termsafe.Line(dir))
+				where := strings.Join(dirs, " or ")
+				if len(searched) > 0 {
+					where = strings.Join(searched, " or ")
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "no runs or evals in %s\n", termsafe.Line(where))
 				return nil
 			}
 			writeLs(cmd.OutOrStdout(), entries, time.Local)
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON (one array of runs) instead of a table")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON (one array of runs and evals, each with its kind) instead of tables")
 	return cmd
 }
 
-// lsEntry is one run in the listing.
+// runsDir is where run and replay write when --out is not given.
+const runsDir = "agentbox-runs"
+
+// Kinds of ls entries.
+const (
+	lsRun  = "run"
+	lsEval = "eval"
+)
+
+// lsEntry is one run or eval in the listing. An eval has its suite in App
+// and no agent; Passed and Episodes count its episodes.
 type lsEntry struct {
-	Path       string    `json:"path"` // relative to DIR
+	Kind       string    `json:"kind"`
+	Path       string    `json:"path"` // relative to DIR; without DIR, to the current directory
 	ID         string    `json:"id"`
 	Status     string    `json:"status"`
 	Outcome    string    `json:"outcome,omitempty"`
@@ -75,12 +114,16 @@ type lsEntry struct {
 	Steps      int       `json:"steps"`
 	DurationMS float64   `json:"duration_ms,omitempty"`
 	App        string    `json:"app"`
-	Agent      string    `json:"agent"`
+	Agent      string    `json:"agent,omitempty"`
 	Started    time.Time `json:"started"`
+	Passed     *int      `json:"passed,omitempty"`
+	Episodes   *int      `json:"episodes,omitempty"`
 }
 
-// listRuns finds traces under dir, newest first. Directories that are not
-// traces are skipped; traces that cannot be read are warnings.
+// listRuns finds traces and evals under dir, newest first. Directories
+// that are neither are skipped; ones that cannot be read are warnings. An
+// eval below dir is one entry (its episodes are not listed); when dir is
+// an eval, its episodes are listed too.
 func listRuns(dir string) ([]lsEntry, []string, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -107,6 +150,21 @@ func listRuns(dir string) ([]lsEntry, []string, error) {
 		if rel != "." {
 			depth = strings.Count(rel, string(filepath.Separator)) + 1
 		}
+		if isEvalDir(p) {
+			sum, err := eval.ReadSummary(p)
+			if err != nil {
+				warnings = append(warnings, strings.TrimPrefix(err.Error(), "eval: "))
+				return fs.SkipDir
+			}
+			passed, episodes := sum.Totals.Passed, sum.Totals.Episodes
+			entries = append(entries, lsEntry{Kind: lsEval, Path: rel, ID: sum.RunID, Status: trace.StatusComplete,
+				Outcome: evalOutcome(sum), DurationMS: sum.DurationMS, App: sum.Suite, Started: sum.Started,
+				Passed: &passed, Episodes: &episodes})
+			if depth > 0 {
+				return fs.SkipDir // its episodes: agentbox ls EVALDIR
+			}
+			return nil
+		}
 		if _, err := os.Stat(filepath.Join(p, trace.RunFile)); err != nil {
 			if depth >= lsMaxDepth || (depth > 0 && d.Name() == trace.ScreenshotsDir) {
 				return fs.SkipDir
@@ -119,7 +177,7 @@ func listRuns(dir string) ([]lsEntry, []string, error) {
 			return fs.SkipDir
 		}
 		entries = append(entries, lsEntry{
-			Path: rel, ID: run.ID, Status: run.Status, Outcome: string(run.Outcome), Reason: run.Reason,
+			Kind: lsRun, Path: rel, ID: run.ID, Status: run.Status, Outcome: string(run.Outcome), Reason: run.Reason,
 			Steps: run.Steps, DurationMS: run.DurationMS, App: lsApp(run.App), Agent: lsAgent(run.Agent),
 			Started: run.Started,
 		})
@@ -128,13 +186,31 @@ func listRuns(dir string) ([]lsEntry, []string, error) {
 	if err != nil {
 		return nil, nil, failErr(fmt.Errorf("ls: %w", err))
 	}
+	sortLs(entries)
+	return entries, warnings, nil
+}
+
+// sortLs orders entries newest first.
+func sortLs(entries []lsEntry) {
 	sort.SliceStable(entries, func(i, j int) bool {
 		if !entries[i].Started.Equal(entries[j].Started) {
 			return entries[i].Started.After(entries[j].Started)
 		}
 		return entries[i].Path < entries[j].Path
 	})
-	return entries, warnings, nil
+}
+
+// evalOutcome is an eval's outcome in the words of its exit code.
+func evalOutcome(s *eval.Summary) string {
+	switch s.ExitCode() {
+	case ExitSuccess:
+		return "passed"
+	case ExitFailure:
+		return "failed"
+	case ExitInterrupted:
+		return "interrupted"
+	}
+	return "infrastructure"
 }
 
 func lsApp(a trace.AppInfo) string {
@@ -156,6 +232,8 @@ func lsAgent(a trace.AgentInfo) string {
 
 func (e lsEntry) outcome() string {
 	switch {
+	case e.Kind == lsEval:
+		return e.Outcome
 	case e.Status != trace.StatusComplete:
 		return "incomplete"
 	case e.Reason != "" && e.Reason != trace.ReasonDone:
@@ -164,21 +242,47 @@ func (e lsEntry) outcome() string {
 	return string(e.Outcome)
 }
 
-// writeLs prints the table; times are shown in loc.
+// writeLs prints the runs' table, then the evals'; times are shown in loc.
 func writeLs(w io.Writer, entries []lsEntry, loc *time.Location) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STARTED\tRUN\tOUTCOME\tSTEPS\tDURATION\tAPP\tAGENT")
+	var runs, evals []lsEntry
 	for _, e := range entries {
-		started, d := "-", "-"
+		if e.Kind == lsEval {
+			evals = append(evals, e)
+		} else {
+			runs = append(runs, e)
+		}
+	}
+	cells := func(e lsEntry) (started, d string) {
+		started, d = "-", "-"
 		if !e.Started.IsZero() {
 			started = e.Started.In(loc).Format("2006-01-02 15:04:05")
 		}
 		if e.DurationMS > 0 {
 			d = (time.Duration(e.DurationMS*1e3) * time.Microsecond).Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", started, lsCell(e.Path), lsCell(e.outcome()), e.Steps, d, lsCell(e.App), lsCell(e.Agent))
+		return started, d
 	}
-	tw.Flush()
+	if len(runs) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "STARTED\tRUN\tOUTCOME\tSTEPS\tDURATION\tAPP\tAGENT")
+		for _, e := range runs {
+			started, d := cells(e)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", started, lsCell(e.Path), lsCell(e.outcome()), e.Steps, d, lsCell(e.App), lsCell(e.Agent))
+		}
+		tw.Flush()
+	}
+	if len(evals) > 0 {
+		if len(runs) > 0 {
+			fmt.Fprintln(w)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "STARTED\tEVAL\tRESULT\tPASSED\tDURATION\tSUITE")
+		for _, e := range evals {
+			started, d := cells(e)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", started, lsCell(e.Path), lsCell(e.outcome()), *e.Passed, *e.Episodes, d, lsCell(e.App))
+		}
+		tw.Flush()
+	}
 }
 
 // lsCell renders a value read from a trace (or a directory name) for one

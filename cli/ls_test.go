@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/codegirl-games/agentbox/eval"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -43,12 +46,80 @@ func lsFixture(t *testing.T) string {
 		Agent: trace.AgentInfo{Name: "script", Options: map[string]string{"file": "examples/mover/play.yaml"}}, Started: base.Add(2 * time.Minute)})
 	put("20261129-195500-xterm-dddddd", trace.Run{ID: "e", Status: trace.StatusComplete, Outcome: trace.Error, Reason: trace.ReasonAppStart,
 		App: trace.AppInfo{Command: "xterm", InImage: true}, Agent: trace.AgentInfo{Name: "demo"}, Started: base.Add(-5 * time.Minute), DurationMS: 1210})
+	// An eval: one line; its episodes are not listed (agentbox ls EVALDIR).
+	putEval(t, filepath.Join(root, "20261129-203000-nightly-abcdef"), base.Add(30*time.Minute))
 	// Not traces: a stray folder and file, and a trace of a newer format.
 	os.MkdirAll(filepath.Join(root, "notes"), 0o755)
 	os.WriteFile(filepath.Join(root, "README.txt"), []byte("hi"), 0o644)
 	os.MkdirAll(filepath.Join(root, "future"), 0o755)
 	os.WriteFile(filepath.Join(root, "future", trace.RunFile), []byte(`{"format":"agentbox-trace","version":9}`), 0o644)
 	return root
+}
+
+// putEval lays out an eval as agentbox eval leaves it: summary.json and
+// a trace per episode.
+func putEval(t *testing.T, dir string, started time.Time) {
+	t.Helper()
+	sum := eval.Summary{Format: eval.SummaryFormat, Version: eval.SummaryVersion, Suite: "nightly", RunID: filepath.Base(dir),
+		Parallel: 2, Started: started, Ended: started.Add(5800 * time.Millisecond), DurationMS: 5800,
+		Totals: eval.TaskSummary{Name: "total", Episodes: 2, Passed: 1, Failed: 1},
+		Tasks:  []eval.TaskSummary{{Name: "mover-script", Episodes: 2, Passed: 1, Failed: 1}},
+		Episodes: []eval.Episode{
+			{Task: "mover-script", N: 1, Category: eval.Passed, Outcome: trace.Success, Steps: 9, DurationMS: 3650, Trace: "mover-script/001"},
+			{Task: "mover-script", N: 2, Category: eval.Failed, Outcome: trace.Failure, Reason: trace.ReasonCheckFailed, Steps: 5, DurationMS: 2100, Trace: "mover-script/002"},
+		}}
+	for i, ep := range sum.Episodes {
+		d := filepath.Join(dir, filepath.FromSlash(ep.Trace))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := trace.Run{Format: trace.Format, Version: trace.Version, ID: fmt.Sprintf("ep%d", i+1), Status: trace.StatusComplete,
+			Outcome: ep.Outcome, Reason: ep.Reason, Steps: ep.Steps, DurationMS: ep.DurationMS, App: trace.AppInfo{Target: "/src/mover"},
+			Agent: trace.AgentInfo{Name: "script", Options: map[string]string{"file": "/src/play.yaml"}}, Started: started.Add(time.Duration(i) * time.Second)}
+		data, _ := json.Marshal(r)
+		if err := os.WriteFile(filepath.Join(d, trace.RunFile), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := json.Marshal(sum)
+	if err := os.WriteFile(filepath.Join(dir, eval.SummaryFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLsEval: ls EVALDIR lists the eval and its episodes; without DIR, ls
+// looks where run and eval write by default and gives paths that work
+// from here.
+func TestLsEval(t *testing.T) {
+	base := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	root := t.TempDir()
+	evalDir := filepath.Join(root, "agentbox-evals", "20261129-200000-nightly-abcdef")
+	putEval(t, evalDir, base)
+	entries, warnings, err := listRuns(evalDir)
+	if err != nil || len(warnings) > 0 {
+		t.Fatal(err, warnings)
+	}
+	var b bytes.Buffer
+	writeLs(&b, entries, time.UTC)
+	golden(t, "ls-eval.golden", b.Bytes())
+
+	t.Chdir(root)
+	var so, se bytes.Buffer
+	if code := Main([]string{"ls"}, &so, &se); code != 0 {
+		t.Fatalf("ls: exit %d: %s", code, se.String())
+	}
+	want := filepath.Join("agentbox-evals", "20261129-200000-nightly-abcdef")
+	if !strings.Contains(so.String(), "EVAL") || !strings.Contains(so.String(), want+"  failed  1/2") || strings.Contains(so.String(), "mover-script/001") {
+		t.Errorf("ls without DIR:\n%s\nwant the eval at %s, 1/2 passed, without its episodes", so.String(), want)
+	}
+	so.Reset()
+	if code := Main([]string{"ls", "--json"}, &so, &se); code != 0 {
+		t.Fatalf("ls --json: exit %d: %s", code, se.String())
+	}
+	var got []lsEntry
+	if err := json.Unmarshal(so.Bytes(), &got); err != nil || len(got) != 1 || got[0].Kind != lsEval || got[0].Path != want || *got[0].Passed != 1 {
+		t.Errorf("ls --json: %s (%v)", so.String(), err)
+	}
 }
 
 func TestLsGolden(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/replay"
 	"github.com/codegirl-games/agentbox/trace"
@@ -142,6 +143,9 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err := f.check(); err != nil {
 		return err
 	}
+	if err := checkOut(f.out); err != nil {
+		return err
+	}
 	src, err := openTrace(dir)
 	if err != nil {
 		return err
@@ -171,6 +175,9 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return err
 	}
+	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, runJSONNames); err != nil {
+		return err
+	}
 	if f.image != "" {
 		envCfg.Image = f.image
 	}
@@ -183,7 +190,10 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 
 	target := f.target
 	if target == "" {
-		target = src.Run.App.Target
+		target = src.Run.App.TargetPath // absolute: found from any directory
+		if target == "" {
+			target = src.Run.App.Target // a program of the image, or an older trace
+		}
 		if src.Run.App.InImage && target == "" {
 			target = src.Run.App.Command
 		}
@@ -239,8 +249,8 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if res.Verdict == replay.Failed && res.Run.Reason != "" {
 		fmt.Fprintf(stdout, "[%s]\n", termsafe.Line(res.Run.Reason))
 	}
-	fmt.Fprintf(stdout, "%d of %d steps replayed in %v · trace: %s (agentbox view %s)\n",
-		res.Replayed, res.Steps, res.Duration.Round(10*time.Millisecond), termsafe.Line(out), termsafe.Line(out))
+	fmt.Fprintf(stdout, "%d of %s replayed in %v · trace: %s (agentbox view %s)\n",
+		res.Replayed, plural.S(res.Steps, "step"), res.Duration.Round(10*time.Millisecond), termsafe.Line(out), termsafe.Line(out))
 	return silentExitOrNil(res.ExitCode())
 }
 

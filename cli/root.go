@@ -18,6 +18,7 @@ import (
 	_ "github.com/codegirl-games/agentbox/agent/openai"
 
 	"github.com/codegirl-games/agentbox/internal/fds"
+	"github.com/codegirl-games/agentbox/internal/version"
 )
 
 // Exit codes shared by every command (see README: exit codes).
@@ -60,7 +61,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return ExitSuccess
 	}
@@ -71,12 +72,33 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// Errors carry text from outside (app output, guest messages, names
 	// read from traces): shown, never obeyed by the terminal.
 	fmt.Fprintf(stderr, "agentbox: %s\n", termsafe.Text(err.Error()))
+	code := ExitUsage // errors cobra raises itself are about flags and arguments
 	var ee *exitError
 	if errors.As(err, &ee) {
-		return ee.code
+		code = ee.code
 	}
-	// Errors cobra raises itself are about flags and arguments.
-	return ExitUsage
+	if wantsJSON(cmd) {
+		// --json promises one object on stdout whatever happens.
+		_ = writeJSON(stdout, errorJSON{Error: err.Error(), ExitCode: code})
+	}
+	return code
+}
+
+// errorJSON is what a command given --json prints when it ends with an
+// error before its own object: the message (also on stderr) and the exit
+// code.
+type errorJSON struct {
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// wantsJSON says whether cmd was given --json.
+func wantsJSON(cmd *cobra.Command) bool {
+	if cmd == nil {
+		return false
+	}
+	f := cmd.Flags().Lookup("json")
+	return f != nil && f.Value.String() == "true"
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -84,13 +106,17 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "agentbox",
 		Short: "Run a GUI app in a disposable, isolated desktop and let an agent drive it",
 		Long: `agentbox gives a decision-maker — a test script, a model, a person — its own
-disposable Linux desktop (a hardened container with Xvfb and Openbox) with one
-graphical application in it. It can only look at the screen, press keys, move
-and click the mouse, and read what the program prints. Every run is recorded
-in a versioned trace directory.`,
+disposable Linux desktop with one graphical application in it: Xvfb and
+Openbox in a hardened Docker container, or in a bubblewrap sandbox on the
+host when there is no Docker (--backend docker, local, or auto: Docker when a
+daemon answers, else local; ` + "`agentbox doctor`" + ` says what each needs). It can
+only look at the screen, press keys, move and click the mouse, and read what
+the program prints. Every run is recorded in a versioned trace directory.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Version,
 	}
+	root.SetVersionTemplate(versionText())
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -28,6 +29,7 @@ type runFlags struct {
 	readyTimeout time.Duration
 	logCap       string
 	settle       string
+	json         bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -66,7 +68,8 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
 	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of stdout.log and stderr.log, and on the window events recorded")
-	fl.StringVar(&f.settle, "settle", "none", "before each screenshot after an action: none, fixed:DURATION, or stable[:DURATION] (unchanged that long)")
+	fl.StringVar(&f.settle, "settle", "none", settleUsage)
+	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	return cmd
 }
 
@@ -115,8 +118,13 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		if sc, err = script.Load(f.script, envCfg.Screen); err != nil {
 			return usageErrorf("%v", err)
 		}
-		if sc.Screen != (action.Screen{}) && !cmd.Flags().Changed("screen") {
+		switch {
+		case sc.Screen == (action.Screen{}):
+		case !cmd.Flags().Changed("screen"):
 			envCfg.Screen = sc.Screen
+		case envCfg.Screen != sc.Screen:
+			// The script's coordinates were written for its screen.
+			return usageErrorf("--screen %v contradicts the screen of %s (%v); drop --screen, or change the script's screen", envCfg.Screen, f.script, sc.Screen)
 		}
 		if f.task == "" {
 			f.task = sc.Task
@@ -127,8 +135,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 			f.maxSteps = scriptMaxSteps // waits poll; --timeout bounds the run
 		}
 	}
-	backend, err := resolveBackend(cmd.Context(), stderr, f.backend, f.image, f.ociRuntime)
-	if err != nil {
+	if err := checkOut(f.out); err != nil {
 		return err
 	}
 	bundle, err := loadApp(target, envCfg.Resources, env)
@@ -136,6 +143,13 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	defer bundle.Close()
+	backend, note, err := resolveBackend(cmd.Context(), f.backend, f.image, f.ociRuntime)
+	if err != nil {
+		return err
+	}
+	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames); err != nil {
+		return err
+	}
 	if argsGiven && f.agentName == "exec" {
 		// --agent exec -- PROGRAM ARGS…: the arguments are the agent's.
 		if _, set := opts["command"]; set {
@@ -167,6 +181,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 
+	fmt.Fprint(stderr, note) // a sandbox is about to start
 	ctx, run, done := setUpRun(stderr, backend, bundle, f.out)
 	defer done()
 	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", run.ID, termsafe.Line(target), termsafe.Line(describeAgent(agentInfo)), backend.Name())
@@ -195,8 +210,33 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return failErr(err)
 	}
-	report(stdout, res)
+	if f.json {
+		if err := writeJSON(stdout, runResultJSON(run.ID, backend.Name(), res)); err != nil {
+			return failErr(err)
+		}
+	} else {
+		report(stdout, res)
+	}
 	return silentExitOrNil(res.ExitCode())
+}
+
+// runJSON is what run --json prints: one object (README: Machine-readable
+// output).
+type runJSON struct {
+	ID         string        `json:"id"`
+	Outcome    trace.Outcome `json:"outcome"`
+	Reason     string        `json:"reason,omitempty"`
+	Message    string        `json:"message,omitempty"`
+	ExitCode   int           `json:"exit_code"`
+	Steps      int           `json:"steps"`
+	DurationMS float64       `json:"duration_ms"`
+	Trace      string        `json:"trace"` // absolute
+	Backend    string        `json:"backend"`
+}
+
+func runResultJSON(id, backend string, r session.Result) runJSON {
+	return runJSON{ID: id, Outcome: r.Outcome, Reason: r.Reason, Message: r.Message, ExitCode: r.ExitCode(),
+		Steps: r.Steps, DurationMS: float64(r.Duration.Microseconds()) / 1000, Trace: absOr(r.TraceDir), Backend: backend}
 }
 
 // preflight lets an agent that depends on a service (a model API) check,
@@ -244,7 +284,7 @@ func report(w io.Writer, r session.Result) {
 	if r.Reason != "" && r.Reason != trace.ReasonDone {
 		fmt.Fprintf(w, " [%s]", termsafe.Line(r.Reason))
 	}
-	fmt.Fprintf(w, "\n%d steps in %v · trace: %s\n", r.Steps, r.Duration.Round(10*time.Millisecond), termsafe.Line(r.TraceDir))
+	fmt.Fprintf(w, "\n%s in %v · trace: %s\n", plural.S(r.Steps, "step"), r.Duration.Round(10*time.Millisecond), termsafe.Line(r.TraceDir))
 }
 
 func shortID(id string) string {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -54,6 +56,31 @@ func loadApp(target string, res environment.Resources, env map[string]string) (*
 		b.Manifest.Env[k] = v
 	}
 	return b, nil
+}
+
+// checkOut holds an output directory (run's, replay's, eval's --out) to
+// its rule before anything starts: new, or an empty directory.
+func checkOut(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return usageErrorf("--out %s: %v", dir, err)
+	case !st.IsDir():
+		return usageErrorf("--out %s is a file; give a new or empty directory", dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return usageErrorf("--out %s: %v", dir, err)
+	}
+	if len(entries) > 0 {
+		return usageErrorf("--out %s exists and is not empty; choose a new directory (nothing was overwritten)", dir)
+	}
+	return nil
 }
 
 // runSetup is what run and replay set up before their session starts:
@@ -140,8 +167,10 @@ func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.W
 func newRunID(b *app.Bundle) string {
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
+	// An app directory (or its manifest) is named by its directory; the
+	// executable itself, and a program of the image, by their names.
 	name := filepath.Base(b.Manifest.Command)
-	if b.Dir != "" && !b.InImage {
+	if b.Dir != "" && !b.InImage && !b.Executable {
 		name = filepath.Base(b.Dir)
 	}
 	name = strings.Map(func(r rune) rune {

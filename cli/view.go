@@ -19,6 +19,8 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	htmlreport "github.com/codegirl-games/agentbox/report"
 	"github.com/codegirl-games/agentbox/trace"
@@ -34,8 +36,8 @@ type viewFlags struct {
 func newViewCmd() *cobra.Command {
 	var f viewFlags
 	cmd := &cobra.Command{
-		Use:   "view RUN",
-		Short: "Write a self-contained HTML report of a run (and serve it with --serve)",
+		Use:   "view RUN|EVALDIR",
+		Short: "Write a self-contained HTML report of a run or of a whole eval (and serve a run's with --serve)",
 		Long: `View writes RUN/report.html: one page that needs no network (it opens from
 file://) with the outcome and timings at the top, every step with its
 screenshot, the action drawn on it, the agent's message and the app's output
@@ -44,10 +46,16 @@ aligned by time, a filmstrip, and keyboard navigation (←/→, Home/End).
 RUN is a trace directory. An incomplete trace (agentbox was killed) is shown
 with a banner that says so.
 
+EVALDIR is an eval's output directory (holding summary.json): view writes
+EVALDIR/report.html, one page with every task and every episode (result,
+outcome, time, steps, message) linked to the report of its run, which it
+writes next to each episode's trace.
+
 With --serve the trace directory is served on 127.0.0.1 until Ctrl-C.`,
 		Example: `  agentbox view agentbox-runs/20261129-202055-mover-ae0987
   agentbox view RUN --embed --out /tmp/run.html   # one file with the screenshots inside
-  agentbox view RUN --serve --addr 127.0.0.1:8080`,
+  agentbox view RUN --serve --addr 127.0.0.1:8080
+  agentbox view agentbox-evals/20261129-202055-mover-1a2b3c   # the whole eval, one page`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runView(cmd, f, args[0])
@@ -99,6 +107,12 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 		}
 		defer ln.Close()
 	}
+	if isEvalDir(dir) {
+		if f.serve {
+			return usageErrorf("--serve serves one run's report; open %s, or view one episode's trace with --serve", filepath.Join(dir, htmlreport.FileName))
+		}
+		return runViewEval(cmd, f, dir)
+	}
 	tr, err := openTrace(dir)
 	if err != nil {
 		return err
@@ -121,7 +135,7 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 	for _, r := range stats.Refused {
 		fmt.Fprintf(stderr, "agentbox: %s: not read: %s\n", termsafe.Line(dir), termsafe.Line(r))
 	}
-	fmt.Fprintf(stdout, "report: %s (%d steps, %d screenshots, %s in %v)\n", termsafe.Line(stats.Path), len(tr.Steps), stats.Images, humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "report: %s (%s, %s, %s in %v)\n", termsafe.Line(stats.Path), plural.S(len(tr.Steps), "step"), plural.S(stats.Images, "screenshot"), humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
 	if !f.serve {
 		return nil
 	}
@@ -141,6 +155,61 @@ func runView(cmd *cobra.Command, f viewFlags, dir string) error {
 		c()
 	}
 	return nil
+}
+
+// isEvalDir says dir is an eval's output directory: a summary.json and no
+// run.json of its own.
+func isEvalDir(dir string) bool {
+	if _, err := os.Lstat(filepath.Join(dir, trace.RunFile)); err == nil {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(dir, eval.SummaryFile))
+	return err == nil
+}
+
+// runViewEval writes the page of a whole eval, and each episode's report.
+func runViewEval(cmd *cobra.Command, f viewFlags, dir string) error {
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	sum, err := eval.ReadSummary(dir)
+	if err != nil {
+		return usageErrorf("%v", strings.TrimPrefix(err.Error(), "eval: "))
+	}
+	out := f.out
+	if out == "" {
+		out = filepath.Join(dir, htmlreport.FileName)
+	} else if st, err := os.Stat(out); err == nil && st.IsDir() {
+		out = filepath.Join(out, htmlreport.FileName)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	stats, err := htmlreport.WriteEval(ctx, dir, evalPage(sum), out, htmlreport.Options{Embed: f.embed})
+	if err != nil {
+		return failErr(err)
+	}
+	for _, r := range stats.Refused {
+		fmt.Fprintf(stderr, "agentbox: %s: not linked: %s\n", termsafe.Line(dir), termsafe.Line(r))
+	}
+	fmt.Fprintf(stdout, "report: %s (%s, %s, %s in %v)\n", termsafe.Line(stats.Path),
+		plural.S(len(sum.Episodes), "episode"), plural.Count(stats.Reports, "run report", "run reports"), humanBytes(int64(stats.Bytes)), stats.Duration.Round(time.Millisecond))
+	return nil
+}
+
+// evalPage is what the eval's page shows, from its summary.
+func evalPage(s *eval.Summary) htmlreport.Eval {
+	task := func(t eval.TaskSummary) htmlreport.EvalTask {
+		return htmlreport.EvalTask{Name: t.Name, Episodes: t.Episodes, Passed: t.Passed, PassRate: t.PassRate,
+			MeanSteps: t.MeanSteps, MeanDurationMS: t.MeanDurationMS, NotPassed: t.NotPassed()}
+	}
+	ev := htmlreport.Eval{Suite: s.Suite, RunID: s.RunID, Started: s.Started, DurationMS: s.DurationMS,
+		Parallel: s.Parallel, ExitCode: s.ExitCode(), Totals: task(s.Totals)}
+	for _, t := range s.Tasks {
+		ev.Tasks = append(ev.Tasks, task(t))
+	}
+	for _, e := range s.Episodes {
+		ev.Episodes = append(ev.Episodes, htmlreport.EvalEpisode{Task: e.Task, N: e.N, Category: e.Category,
+			Outcome: string(e.Outcome), Reason: e.Reason, Message: e.Message, Steps: e.Steps, DurationMS: e.DurationMS, Trace: e.Trace})
+	}
+	return ev
 }
 
 // servedFiles maps the URL path of each trace file the page links to (as

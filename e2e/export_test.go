@@ -110,6 +110,22 @@ func TestExport(t *testing.T) {
 			t.Errorf("gif plays %d ms, want %.1f", total, realMS)
 		}
 	})
+	t.Run("an existing file", func(t *testing.T) {
+		p := filepath.Join(out, "kept.gif")
+		if err := os.WriteFile(p, []byte("the user's"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := cliMain(t, "export", dir, "--video", p)
+		if r.code != 2 || !strings.Contains(r.stderr, p+" exists; add --force") {
+			t.Errorf("export over an existing file: want exit 2 naming it and --force:\n%s", r)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "the user's" {
+			t.Errorf("the existing file was replaced")
+		}
+		if r := run0(t, "export", dir, "--video", p, "--force"); r.code != 0 || !strings.Contains(r.stdout, "13 frames") {
+			t.Errorf("with --force (the control):\n%s", r)
+		}
+	})
 	t.Run("gif at 10 fps, twice as fast", func(t *testing.T) {
 		p := filepath.Join(out, "fps.gif")
 		if r := run0(t, "export", dir, "--video", p, "--fps", "10", "--speed", "2"); r.code != 0 {

@@ -149,7 +149,7 @@ func TestModelRetries(t *testing.T) {
 			t.Fatalf("want exit 3:\n%s", r)
 		}
 		tr := openTrace(t, r.dir)
-		if tr.Run.Reason != trace.ReasonAgent || !strings.Contains(tr.Run.Message, "HTTP 501 Not Implemented after 1 attempt(s)") {
+		if tr.Run.Reason != trace.ReasonAgent || !strings.Contains(tr.Run.Message, "HTTP 501 Not Implemented after 1 attempt") {
 			t.Errorf("reason %s: %s", tr.Run.Reason, tr.Run.Message)
 		}
 		if n := len(srv.Requests()); n != 1 || strings.Contains(r.stderr, "retrying") {

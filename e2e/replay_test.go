@@ -180,3 +180,41 @@ func TestReplay(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayFromAnotherDirectory: a run of an executable given by a
+// relative path is named after the file (not its directory), records the
+// target's absolute path, and replays from any directory.
+func TestReplayFromAnotherDirectory(t *testing.T) {
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "builds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(testenv.Build(t, "./examples/mover"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "builds", "mover"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rec := filepath.Join(root, "rec")
+	r := runIn(t, root, "run", "builds/mover", "--agent", "idle", "--agent-opt", "ms=300", "--out", rec)
+	if r.code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	tr := openTrace(t, rec)
+	if !strings.Contains(tr.Run.ID, "-mover-") || strings.Contains(tr.Run.ID, "-builds-") {
+		t.Errorf("run ID %s: want it named after the executable, mover", tr.Run.ID)
+	}
+	if want := filepath.Join(root, "builds", "mover"); tr.Run.App.TargetPath != want || tr.Run.App.Target != "builds/mover" {
+		t.Errorf("target %q, path %q; want builds/mover at %s", tr.Run.App.Target, tr.Run.App.TargetPath, want)
+	}
+	elsewhere := t.TempDir()
+	r = runIn(t, elsewhere, "replay", rec, "--out", filepath.Join(elsewhere, "replay"), "-v")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "matched") {
+		t.Fatalf("replay from another directory: want exit 0, matched:\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "step 1: wait 300ms") {
+		t.Errorf("replay -v does not print the steps:\n%s", r.stderr)
+	}
+}

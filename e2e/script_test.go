@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,6 +155,49 @@ func TestScriptWaitForTimesOut(t *testing.T) {
 		t.Errorf("the 1.5 s wait_for took %.0f ms", loop)
 	}
 	assertNoContainers(t, tr.Run.ID)
+}
+
+// TestScriptActionFails: a script whose action fails — a wait until a
+// window that never comes, with the real guest answering ok false, met
+// false — ends as a failure naming the step (action_failed, exit 1), not
+// as a success; marked optional: true, the same step is let pass (the
+// control).
+func TestScriptActionFails(t *testing.T) {
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
+	app := moverApp(t, "")
+	const body = "steps:\n  - {wait_for: window, title: mover}\n  - {action: wait, until: window, title: Nope, ms: 300%s}\n  - {expect: running}\n"
+	r := agentbox(t, "run", app, "--script", writeScript(t, fmt.Sprintf(body, "")))
+	if r.code != 1 || !strings.Contains(r.stdout, "failure: ") || !strings.Contains(r.stdout, "[action_failed]") {
+		t.Fatalf("want exit 1, failure [action_failed]:\n%s", r)
+	}
+	tr := openTrace(t, r.dir)
+	if tr.Run.Reason != trace.ReasonActionFailed || !strings.Contains(tr.Run.Message, "play.yaml:3: step 2 (wait, line 3) failed: wait until window: not met within 300ms") {
+		t.Errorf("reason %q, message %q; want action_failed naming step 2", tr.Run.Reason, tr.Run.Message)
+	}
+	assertNoContainers(t, tr.Run.ID)
+
+	r = agentbox(t, "run", app, "--script", writeScript(t, fmt.Sprintf(body, ", optional: true")))
+	if r.code != 0 || !strings.Contains(r.stdout, "1 optional action failed") {
+		t.Fatalf("optional: want exit 0 saying the optional action failed:\n%s", r)
+	}
+}
+
+// TestScriptScreenContradicted: --screen that differs from the script's
+// own screen is a usage error before anything starts (the script's
+// coordinates were written for its screen); the same screen, or none on
+// the command line, is not (the controls, stopped by an unknown backend).
+func TestScriptScreenContradicted(t *testing.T) {
+	play := writeScript(t, "screen: 1024x768\nsteps:\n  - {action: click, x: 900, y: 700}\n")
+	r := cliMain(t, "run", stubApp(t, ""), "--script", play, "--screen", "800x600", "--backend", "none-such")
+	if r.code != 2 || !strings.Contains(r.stderr, "--screen 800x600x24 contradicts the screen of "+play+" (1024x768x24)") {
+		t.Errorf("want exit 2 naming both screens:\n%s", r)
+	}
+	for _, extra := range [][]string{{"--screen", "1024x768"}, nil} {
+		r := cliMain(t, append([]string{"run", stubApp(t, ""), "--script", play, "--backend", "none-such"}, extra...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "unknown backend") {
+			t.Errorf("%v: want to get as far as the backend:\n%s", extra, r)
+		}
+	}
 }
 
 // TestScriptRejectedBeforeStart: a bad script is a usage error naming its

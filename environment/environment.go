@@ -55,21 +55,62 @@ func (r Resources) WithDefaults() Resources {
 	return r
 }
 
+// MinPIDs is the smallest process limit a sandbox can start with. The
+// limit counts threads as well as processes, and before the app runs any
+// of its own the desktop takes about 36: the guest (a Go program that
+// keeps a reserve of threads, so that an app using up the limit cannot
+// take it down), Xvfb, Openbox, and the launcher the app starts through
+// (the guest binary again, with the Go runtime's threads). Measured with
+// xterm, a one-process app, on both backends at one CPU: at 35, 1 of 5
+// Docker and 4 of 5 local starts failed (the guest or the launcher crashed
+// for want of a thread); at 36, 10 of 10 started; at 36 with two CPUs, 1 of
+// 5 failed (the Go runtime starts more threads with more CPUs). Below this
+// the sandbox is certain (or all but) to fail; at it, only an app that
+// starts no threads of its own fits.
+const MinPIDs = 40
+
 // Validate checks the resources as a sandbox gets them (zero fields take
-// their defaults): every limit positive, and the writable tmpfs and
-// /dev/shm together below the memory limit, since their pages count
-// against it. Every backend checks this before it creates anything; the
-// CLI checks it before it starts a run.
+// their defaults): every limit positive, at least MinPIDs processes, and
+// the writable tmpfs and /dev/shm together below the memory limit, since
+// their pages count against it. Every backend checks this before it
+// creates anything; the CLI checks it before it starts a run.
 func (r Resources) Validate() error {
 	r = r.WithDefaults()
 	if !(r.CPUs > 0) || r.MemoryMB <= 0 || r.PIDs <= 0 || r.TmpfsMB <= 0 || r.ShmMB <= 0 {
 		return fmt.Errorf("the sandbox's limits must be positive: %s CPU, %d MiB memory, %d processes, %d MiB tmpfs, %d MiB shm",
 			strconv.FormatFloat(r.CPUs, 'f', -1, 64), r.MemoryMB, r.PIDs, r.TmpfsMB, r.ShmMB)
 	}
+	if r.PIDs < MinPIDs {
+		return fmt.Errorf("a process limit of %d is too low: %s", r.PIDs, PIDsWhy)
+	}
 	if r.TmpfsMB >= r.MemoryMB || r.ShmMB >= r.MemoryMB-r.TmpfsMB { // tmpfs + shm ≥ memory, without overflow
 		return fmt.Errorf("tmpfs (%d MiB) + shm (%d MiB) must stay below the memory limit (%d MiB): tmpfs pages count against it", r.TmpfsMB, r.ShmMB, r.MemoryMB)
 	}
 	return nil
+}
+
+// PIDsWhy says why the process limit is at least MinPIDs, for messages.
+var PIDsWhy = fmt.Sprintf("the desktop alone (the guest, Xvfb, Openbox and the app's launcher) takes about 36 processes and threads before the app starts its own; give at least %d", MinPIDs)
+
+// HostLimits is what a backend can give one sandbox on this host, beyond
+// the rules every backend shares (Resources.Validate): limits past these
+// are certain to fail once the sandbox is created, so callers refuse them
+// before. Zero fields bound nothing.
+type HostLimits struct {
+	// CPUs is the most CPUs a sandbox can be given here: the host's.
+	CPUs float64 `json:"cpus,omitempty"`
+	// MinMemoryMB is the smallest memory limit with which the sandbox's
+	// own processes start, where the backend's way of bounding memory needs
+	// more than the shared rule (the local backend's per-process rlimit);
+	// MemoryWhy says why.
+	MinMemoryMB int    `json:"min_memory_mb,omitempty"`
+	MemoryWhy   string `json:"memory_why,omitempty"`
+}
+
+// HostLimiter is implemented by backends that know what a sandbox can be
+// given on this host. HostLimits may ask a daemon (bound ctx).
+type HostLimiter interface {
+	HostLimits(ctx context.Context) (HostLimits, error)
 }
 
 // Config describes the sandbox to create.

@@ -1,12 +1,14 @@
 package eval
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
@@ -44,7 +46,7 @@ func newProgress(w io.Writer, terminal bool, total, parallel int) *progress {
 			}
 		}()
 	} else {
-		fmt.Fprintf(w, "eval: %d episodes, %d at a time\n", total, parallel)
+		fmt.Fprintf(w, "eval: %s, %d at a time\n", plural.S(total, "episode"), parallel)
 	}
 	return p
 }
@@ -122,7 +124,7 @@ func (p *progress) stop() {
 // request retried): each line under the episode's name, above the live
 // status line on a terminal.
 func (p *progress) notes(ep *Episode) io.Writer {
-	return noteWriter(func(line string) {
+	return newNoteWriter(func(line string) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		line = strings.TrimPrefix(line, "agentbox: ")
@@ -135,13 +137,35 @@ func (p *progress) notes(ep *Episode) io.Writer {
 	})
 }
 
-// noteWriter calls its function once per line written (writers write
-// whole lines).
-type noteWriter func(string)
+// noteWriter calls its function once per line written, whole lines only:
+// a line written in parts (a verbose step: the action, its message, the
+// newline) waits for its end.
+type noteWriter struct {
+	mu   sync.Mutex
+	f    func(string)
+	part []byte
+}
 
-func (f noteWriter) Write(b []byte) (int, error) {
-	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		f(l)
+// maxNoteLine bounds the part of a line kept waiting for its end.
+const maxNoteLine = 64 << 10
+
+func newNoteWriter(f func(string)) *noteWriter { return &noteWriter{f: f} }
+
+func (w *noteWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.part = append(w.part, b...)
+	for {
+		i := bytes.IndexByte(w.part, '\n')
+		if i < 0 {
+			break
+		}
+		w.f(string(w.part[:i]))
+		w.part = w.part[i+1:]
+	}
+	if len(w.part) > maxNoteLine { // a line without its end: shown in parts
+		w.f(string(w.part))
+		w.part = nil
 	}
 	return len(b), nil
 }

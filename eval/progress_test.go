@@ -62,3 +62,21 @@ func TestProgressNotes(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressNotesWholeLines: a line written in parts (a verbose step:
+// the action, then its message, then the newline) is shown as one line
+// under the episode's name.
+func TestProgressNotesWholeLines(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, false, 1, 1)
+	w := p.notes(&Episode{Task: "mover", N: 1})
+	fmt.Fprintf(w, "step 1: key_down Right")
+	fmt.Fprintf(w, " — holding Right")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "step 2: wait 1000ms\nstep 3: key_up Right\n")
+	p.stop()
+	want := "mover #1: step 1: key_down Right — holding Right\nmover #1: step 2: wait 1000ms\nmover #1: step 3: key_up Right\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("progress %q, want it to end with %q", b.String(), want)
+	}
+}

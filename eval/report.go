@@ -3,10 +3,13 @@ package eval
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 // Files written into Options.Out.
@@ -14,6 +17,43 @@ const (
 	SummaryFile = "summary.json"
 	JUnitFile   = "junit.xml"
 )
+
+// SummaryFormat and SummaryVersion identify summary.json.
+const (
+	SummaryFormat  = "agentbox-eval"
+	SummaryVersion = 1
+)
+
+// maxSummaryBytes bounds summary.json when it is read.
+const maxSummaryBytes = 64 << 20
+
+// ErrNotEval says a directory holds no summary.json: it is not an eval's.
+var ErrNotEval = errors.New("not an eval directory")
+
+// ReadSummary reads the summary.json of an eval's directory, as input: a
+// plain file inside dir (trace.ReadFile's rules), of a format and version
+// this agentbox reads. Episodes' trace paths are as written, to be held
+// to the same rules by whoever opens them.
+func ReadSummary(dir string) (*Summary, error) {
+	data, err := trace.ReadFile(dir, SummaryFile, maxSummaryBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("eval: %s: %w (no %s)", dir, ErrNotEval, SummaryFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("eval: %s: %w", dir, err)
+	}
+	var s Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("eval: %s: %w", filepath.Join(dir, SummaryFile), err)
+	}
+	switch {
+	case s.Format != SummaryFormat:
+		return nil, fmt.Errorf("eval: %s: format %q is not %q", filepath.Join(dir, SummaryFile), s.Format, SummaryFormat)
+	case s.Version > SummaryVersion:
+		return nil, fmt.Errorf("eval: %s: version %d is newer than this agentbox reads (%d)", filepath.Join(dir, SummaryFile), s.Version, SummaryVersion)
+	}
+	return &s, nil
+}
 
 func (s *Summary) write(dir string) error {
 	data, err := json.MarshalIndent(s, "", "  ")

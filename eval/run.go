@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -41,8 +43,15 @@ type Options struct {
 	// Tree and Marks are session.Config's: the tree at every step, marks
 	// on the agents' screenshots.
 	Tree, Marks bool
-	Progress    io.Writer
-	Terminal    bool // live status line instead of one line per episode
+	// AppEnv is added to every task's app environment (over the task's).
+	AppEnv map[string]string
+	// Settle is each episode's settle-before-screenshot mode.
+	Settle   session.Settle
+	Progress io.Writer
+	Terminal bool // live status line instead of one line per episode
+	// Verbose prints every step of every episode to Progress, under the
+	// episode's name.
+	Verbose bool
 
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 }
@@ -151,7 +160,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 	if entries, _ := os.ReadDir(o.Out); len(entries) > 0 {
 		return nil, fmt.Errorf("%s exists and is not empty; choose a new directory (nothing was overwritten)", o.Out)
 	}
-	sum := &Summary{Format: "agentbox-eval", Version: 1, Suite: s.Name, File: s.File, RunID: o.RunID, Parallel: o.Parallel, Started: time.Now()}
+	sum := &Summary{Format: SummaryFormat, Version: SummaryVersion, Suite: s.Name, File: s.File, RunID: o.RunID, Parallel: o.Parallel, Started: time.Now()}
 
 	// Episodes in round-robin order across tasks, so an early stop still
 	// samples every task.
@@ -269,14 +278,11 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	}
 	env.A11y = env.A11y || t.A11y || t.script != nil && t.script.NeedsA11y()
 	bundle := *b // per-episode copy: env and args may differ per task only
-	if len(t.Env) > 0 {
+	if len(t.Env) > 0 || len(o.AppEnv) > 0 {
 		bundle.Manifest.Env = map[string]string{}
-		for k, v := range b.Manifest.Env {
-			bundle.Manifest.Env[k] = v
-		}
-		for k, v := range t.Env {
-			bundle.Manifest.Env[k] = v
-		}
+		maps.Copy(bundle.Manifest.Env, b.Manifest.Env)
+		maps.Copy(bundle.Manifest.Env, t.Env)
+		maps.Copy(bundle.Manifest.Env, o.AppEnv)
 	}
 	timeout, maxSteps := t.Timeout, t.MaxSteps
 	if timeout == 0 {
@@ -287,6 +293,10 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		if t.script != nil {
 			maxSteps = 100_000 // wait_for polls take steps; the timeout bounds the run
 		}
+	}
+	var progress io.Writer // with -v, the episode's steps under its name
+	if o.Verbose && o.notes != nil {
+		progress = o.notes(ep)
 	}
 	name := "script"
 	opts := map[string]string{"file": t.Script}
@@ -309,6 +319,9 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		MaxRate:             o.MaxRate,
 		Tree:                o.Tree,
 		Marks:               o.Marks,
+		Settle:              o.Settle,
+		Progress:            progress,
+		Verbose:             o.Verbose,
 	})
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()
@@ -385,28 +398,35 @@ func mapValues(m map[string]*TaskSummary, s *Suite) []*TaskSummary {
 	return out
 }
 
+// NotPassed says what did not pass, by kind and reason: "1 failed,
+// 2 infrastructure (check_failed ×1, environment ×2)"; "" when all passed.
+func (t TaskSummary) NotPassed() string {
+	var kinds []string
+	for _, k := range []struct {
+		n    int
+		name string
+	}{{t.Failed, Failed}, {t.Malformed, Malformed}, {t.Infrastructure, Infrastructure}, {t.Interrupted, Interrupted}, {t.Skipped, Skipped}} {
+		if k.n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d %s", k.n, k.name))
+		}
+	}
+	var reasons []string
+	for r, n := range t.Reasons {
+		reasons = append(reasons, fmt.Sprintf("%s ×%d", r, n))
+	}
+	sort.Strings(reasons)
+	detail := strings.Join(kinds, ", ")
+	if len(reasons) > 0 {
+		detail += " (" + strings.Join(reasons, ", ") + ")"
+	}
+	return detail
+}
+
 // PrintTable writes the per-task summary table.
 func (s *Summary) PrintTable(w io.Writer) {
 	fmt.Fprintf(w, "\n%-20s %8s %9s %10s %10s  %s\n", "task", "passed", "pass rate", "mean steps", "mean time", "not passed, by kind")
 	row := func(t TaskSummary) {
-		var kinds []string
-		for _, k := range []struct {
-			n    int
-			name string
-		}{{t.Failed, Failed}, {t.Malformed, Malformed}, {t.Infrastructure, Infrastructure}, {t.Interrupted, Interrupted}, {t.Skipped, Skipped}} {
-			if k.n > 0 {
-				kinds = append(kinds, fmt.Sprintf("%d %s", k.n, k.name))
-			}
-		}
-		var reasons []string
-		for r, n := range t.Reasons {
-			reasons = append(reasons, fmt.Sprintf("%s ×%d", termsafe.Line(r), n))
-		}
-		sort.Strings(reasons)
-		detail := strings.Join(kinds, ", ")
-		if len(reasons) > 0 {
-			detail += " (" + strings.Join(reasons, ", ") + ")"
-		}
+		detail := termsafe.Line(t.NotPassed())
 		if detail == "" {
 			detail = "-"
 		}
@@ -419,5 +439,5 @@ func (s *Summary) PrintTable(w io.Writer) {
 	if len(s.Tasks) > 1 {
 		row(s.Totals)
 	}
-	fmt.Fprintf(w, "\n%d episodes in %v at --parallel %d\n", s.Totals.Episodes, (time.Duration(s.DurationMS) * time.Millisecond).Round(100*time.Millisecond), s.Parallel)
+	fmt.Fprintf(w, "\n%s in %v at --parallel %d\n", plural.S(s.Totals.Episodes, "episode"), (time.Duration(s.DurationMS) * time.Millisecond).Round(100*time.Millisecond), s.Parallel)
 }

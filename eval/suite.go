@@ -11,9 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,9 +65,20 @@ var taskFields = []string{"name", "target", "task", "script", "agent", "options"
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// LoadOptions are what the command line adds to a suite.
+type LoadOptions struct {
+	// Screen is the screen of the tasks that name none (neither the task
+	// nor its script); zero: action.DefaultScreen. Scripts are checked
+	// against the screen they will run on.
+	Screen action.Screen
+}
+
 // Load reads and validates a suite: every task's target, script or agent
 // is checked before anything runs.
-func Load(path string) (*Suite, error) {
+func Load(path string) (*Suite, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadWith is Load with what the command line adds.
+func LoadWith(path string, o LoadOptions) (*Suite, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -212,7 +225,7 @@ func Load(path string) (*Suite, error) {
 			return nil, errf(n.Line, "%s: options belong to an agent, not to a script", where)
 		}
 		seen[t.Name] = true
-		if err := t.check(); err != nil {
+		if err := t.check(o.Screen.OrDefault()); err != nil {
 			return nil, fmt.Errorf("%w: %s:%d: %s: %w", ErrInvalid, path, n.Line, where, err)
 		}
 		s.Tasks = append(s.Tasks, t)
@@ -220,15 +233,25 @@ func Load(path string) (*Suite, error) {
 	return s, nil
 }
 
-// check validates the target, the script or the agent, and the screen.
-func (t *Task) check() error {
+// check validates the target, the script or the agent, the env and the
+// screen; screen is the one of tasks that name none.
+func (t *Task) check(screen action.Screen) error {
 	b, err := app.Load(t.Target, app.DefaultLimits)
 	if err != nil {
 		return err
 	}
 	b.Close()
+	for _, k := range slices.Sorted(maps.Keys(t.Env)) {
+		if err := app.CheckEnv(k, t.Env[k]); err != nil {
+			return fmt.Errorf("env: %w", err)
+		}
+	}
 	if t.Script != "" {
-		sc, err := script.Load(t.Script, t.Screen.OrDefault())
+		on := screen
+		if t.Screen != (action.Screen{}) {
+			on = t.Screen
+		}
+		sc, err := script.Load(t.Script, on)
 		if err != nil {
 			return err
 		}
@@ -236,8 +259,13 @@ func (t *Task) check() error {
 		if t.Task == "" {
 			t.Task = sc.Task
 		}
-		if t.Screen == (action.Screen{}) {
+		switch {
+		case sc.Screen == (action.Screen{}):
+		case t.Screen == (action.Screen{}):
 			t.Screen = sc.Screen
+		case t.Screen != sc.Screen:
+			// The script's coordinates were written for its screen.
+			return fmt.Errorf("screen %v contradicts the screen of %s (%v); drop one", t.Screen, t.Script, sc.Screen)
 		}
 		return nil
 	}

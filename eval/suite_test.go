@@ -84,8 +84,10 @@ tasks:
 			{Name: "demo.v2_x-1", Line: 12, Target: "app/agentbox.json", Task: "Move right.", Agent: "demo", Options: map[string]string{"key": "Left"},
 				Screen: action.Screen{Width: 1024, Height: 768, Depth: 24}, Episodes: 1},
 		}}},
-		{"the script's task and screen yield to the suite's", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    task: Other.\n    screen: 640x480\n",
-			&Suite{Name: "suite", Tasks: []*Task{{Name: "a", Line: 2, Target: "app", Script: "play.yaml", Task: "Other.", Screen: action.Screen{Width: 640, Height: 480, Depth: 24}, Episodes: 1}}}},
+		// A screen the script contradicts is refused (TestLoadRejects): its
+		// coordinates were written for its own.
+		{"the script's task yields to the suite's; its screen may be said again", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    task: Other.\n    screen: 800x600\n",
+			&Suite{Name: "suite", Tasks: []*Task{{Name: "a", Line: 2, Target: "app", Script: "play.yaml", Task: "Other.", Screen: action.Screen{Width: 800, Height: 600, Depth: 24}, Episodes: 1}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +173,8 @@ func TestLoadRejects(t *testing.T) {
 		{"bad script", "tasks:\n  - name: a\n    target: app\n    script: app/agentbox.json\n", `agentbox.json:1: unknown field "command"`, ""},
 		{"bad screen", task + "    screen: 10x10\n", `suite.yaml:5: task 1: field "screen": `, `10x10`},
 		{"bad a11y", task + "    a11y: maybe\n", `suite.yaml:5: task 1: field "a11y": want true or false`, ""},
+		{"a bad env name", task + "    env: {BAD-NAME: x}\n", `suite.yaml:2: task "a": env: `, `"BAD-NAME" is not a valid variable name`},
+		{"a screen the script contradicts", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    screen: 1024x768\n", `suite.yaml:2: task "a": screen 1024x768x24 contradicts the screen of `, `play.yaml (800x600x24)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,4 +260,25 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadWithScreen: a script without a screen of its own is checked
+// against the screen it will run on, the command line's default for tasks
+// that name none: a click that fits 800x600 but not 640x480 is refused
+// under the 640x480 default and taken under --screen 800x600.
+func TestLoadWithScreen(t *testing.T) {
+	path := suiteDir(t, "tasks:\n  - name: a\n    target: app\n    script: click.yaml\n")
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "click.yaml"), []byte("steps:\n  - {action: click, x: 700, y: 500}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "outside the 640x480 screen") {
+		t.Errorf("under the default screen: %v, want the click refused", err)
+	}
+	s, err := LoadWith(path, LoadOptions{Screen: action.Screen{Width: 800, Height: 600, Depth: 24}})
+	if err != nil {
+		t.Fatalf("under --screen 800x600: %v", err)
+	}
+	if s.Tasks[0].Screen != (action.Screen{}) {
+		t.Errorf("task screen %v, want none of its own (the run's default applies)", s.Tasks[0].Screen)
+	}
 }

@@ -16,17 +16,15 @@ import (
 	"os"
 	"sort"
 	"time"
-
-	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // writeAnimated writes a GIF or APNG in pure Go. Each frame after the first
 // holds only the rectangle that changed, so long runs of a mostly still
 // screen stay small.
-func writeAnimated(ctx context.Context, format string, frames []Frame, out string, w, h int) error {
-	tmp, err := atomicfile.Create(out, 0o644)
+func writeAnimated(ctx context.Context, format string, frames []Frame, out string, w, h int, overwrite bool) error {
+	tmp, err := create(out, overwrite)
 	if err != nil {
-		return fmt.Errorf("export: %w", err)
+		return err
 	}
 	defer tmp.Abort()
 	bw := bufio.NewWriterSize(tmp, 1<<20)
@@ -71,12 +69,9 @@ func writeAnimated(ctx context.Context, format string, frames []Frame, out strin
 		return err
 	}
 	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("export: %w", err)
+		return writeError(out, tmp.Name(), err)
 	}
-	if err := tmp.Commit(); err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
-	return nil
+	return commit(tmp, out)
 }
 
 type animEncoder interface {

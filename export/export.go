@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -59,6 +61,10 @@ type Options struct {
 	Hold time.Duration
 	// FFmpeg is the ffmpeg binary (default: found on PATH).
 	FFmpeg string
+	// Overwrite replaces an existing file; without it Write refuses one
+	// (an error wrapping fs.ErrExist), also one that appears while the
+	// video is encoded.
+	Overwrite bool
 }
 
 func (o *Options) defaults() {
@@ -221,10 +227,10 @@ func Write(ctx context.Context, tr *trace.Trace, out string, opts Options) (Stat
 	switch format {
 	case GIF, APNG:
 		st.Encoder = "go"
-		err = writeAnimated(ctx, format, frames, out, w, h)
+		err = writeAnimated(ctx, format, frames, out, w, h, opts.Overwrite)
 	default:
 		st.Encoder = "ffmpeg"
-		st.Frames, err = writeFFmpeg(ctx, format, frames, out, opts.FFmpeg, w, h)
+		st.Frames, err = writeFFmpeg(ctx, format, frames, out, opts.FFmpeg, w, h, opts.Overwrite)
 	}
 	if err != nil {
 		return st, err
@@ -234,6 +240,50 @@ func Write(ctx context.Context, tr *trace.Trace, out string, opts Options) (Stat
 	}
 	st.Took = time.Since(t0)
 	return st, nil
+}
+
+// create starts the video under a temporary name beside out; the file
+// appears under out only when complete.
+func create(out string, overwrite bool) (*atomicfile.File, error) {
+	var opts []atomicfile.Option
+	if !overwrite {
+		opts = append(opts, atomicfile.NoReplace)
+	}
+	f, err := atomicfile.Create(out, 0o644, opts...)
+	if err != nil {
+		return nil, writeError(out, "", err)
+	}
+	return f, nil
+}
+
+// commit puts the finished video in place.
+func commit(f *atomicfile.File, out string) error {
+	tmp := f.Name()
+	if err := f.Commit(); err != nil {
+		return writeError(out, tmp, err)
+	}
+	return nil
+}
+
+// writeError is an error about writing out that names the user's path,
+// never the temporary file it is written under first.
+func writeError(out, tmp string, err error) error {
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("export: %s exists (nothing was written; use --force to replace it): %w", out, fs.ErrExist)
+	}
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	msg := err.Error()
+	if tmp != "" {
+		msg = strings.ReplaceAll(msg, tmp, out)
+	}
+	return fmt.Errorf("export: cannot write %s: %s", out, msg)
 }
 
 func frameSize(path string) (int, int, error) {

@@ -2,12 +2,16 @@ package export
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	"image/gif"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +134,39 @@ func TestMedianCut(t *testing.T) {
 	pal := medianCut(hist, 256)
 	if len(pal) != 256 {
 		t.Errorf("%d colours, want 256", len(pal))
+	}
+}
+
+// TestWriteKeepsExisting: a video is never written over a file that
+// exists unless Overwrite says so, and an error about the file names the
+// user's path, never the temporary name it is written under first.
+func TestWriteKeepsExisting(t *testing.T) {
+	tr := traceWith(t, []float64{0, 40, 80})
+	dir := t.TempDir()
+	p := filepath.Join(dir, "run.gif")
+	if err := os.WriteFile(p, []byte("the user's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Write(context.Background(), tr, p, Options{})
+	if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), p+" exists") {
+		t.Fatalf("Write over an existing file: %v; want an error naming %s that wraps fs.ErrExist", err, p)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "the user's" {
+		t.Errorf("the existing file was replaced")
+	}
+	if _, err := Write(context.Background(), tr, p, Options{Overwrite: true}); err != nil {
+		t.Fatalf("with Overwrite (the control): %v", err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.HasPrefix(b, []byte("GIF8")) {
+		t.Errorf("with Overwrite the file is not the GIF: %q…", b[:min(len(b), 8)])
+	}
+	if got, _ := os.ReadDir(dir); len(got) != 1 {
+		t.Errorf("the directory holds %d entries, want the video alone", len(got))
+	}
+
+	missing := filepath.Join(dir, "missing", "run.gif")
+	_, err = Write(context.Background(), tr, missing, Options{})
+	if err == nil || !strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), ".tmp") {
+		t.Errorf("writing into a missing directory: %v; want an error naming %s and no temporary name", err, missing)
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // FindFFmpeg returns the ffmpeg binary to use, or ErrNoFFmpeg.
@@ -29,7 +27,7 @@ func FindFFmpeg(path string) (string, error) {
 // screenshot its exact duration (millisecond timestamps), and passthrough
 // keeps one video frame per list entry. It returns the number of frames the
 // video holds (see concatList).
-func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin string, w, h int) (int, error) {
+func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin string, w, h int, overwrite bool) (int, error) {
 	ff, err := FindFFmpeg(bin)
 	if err != nil {
 		return 0, err
@@ -49,9 +47,9 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 	}
 	// The output goes to a temporary name first: a failed encode leaves
 	// nothing half-written under the user's name.
-	tmp, err := atomicfile.Create(out, 0o644)
+	tmp, err := create(out, overwrite)
 	if err != nil {
-		return 0, fmt.Errorf("export: %w", err)
+		return 0, err
 	}
 	defer tmp.Abort()
 	args := []string{"-hide_banner", "-nostdin", "-loglevel", "error", "-y",
@@ -84,10 +82,12 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 		if ctx.Err() != nil {
 			return 0, ctx.Err()
 		}
-		return 0, fmt.Errorf("export: ffmpeg: %w: %s", err, strings.TrimSpace(lastLines(stderr.String(), 5)))
+		// ffmpeg names the file it wrote: the temporary one.
+		said := strings.ReplaceAll(strings.TrimSpace(lastLines(stderr.String(), 5)), tmp.Name(), out)
+		return 0, fmt.Errorf("export: ffmpeg could not write %s: %w: %s", out, err, said)
 	}
-	if err := tmp.Commit(); err != nil {
-		return 0, fmt.Errorf("export: %w", err)
+	if err := commit(tmp, out); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

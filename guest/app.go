@@ -226,15 +226,15 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		_, e := p.status()
 		return resp, wire.Errorf(wire.CodeAppExited, "the app exited before its window appeared (%s)", e)
 	case errors.Is(err, context.DeadlineExceeded):
-		what := "any window"
+		what := "no window"
 		if req.WindowTitle != "" {
-			what = fmt.Sprintf("a window titled %q", req.WindowTitle)
+			what = fmt.Sprintf("no window titled %q", req.WindowTitle)
 		}
 		seen := []string{}
 		for _, w := range g.windowList() {
 			seen = append(seen, fmt.Sprintf("%q", w.Title))
 		}
-		return resp, wire.Errorf(wire.CodeTimeout, "%s did not appear within %v (windows now: [%s])", what,
+		return resp, wire.Errorf(wire.CodeTimeout, "%s appeared within %v (windows now: [%s])", what,
 			time.Duration(req.ReadyMS)*time.Millisecond, strings.Join(seen, ", "))
 	case err != nil:
 		return resp, err

@@ -360,7 +360,7 @@ func TestGuestLaunchFailures(t *testing.T) {
 		{"not local", "", wire.LaunchRequest{Command: "../app"}, wire.CodeInvalid, "is not a local path"},
 		{"bad title pattern", "", wire.LaunchRequest{Command: "app", WindowTitle: "/(/"}, wire.CodeInvalid, "window_title"},
 		{"exits first", "#!/bin/sh\necho bye >&2\nexit 3\n", wire.LaunchRequest{Command: "app", WaitWindow: true, ReadyMS: 30000}, wire.CodeAppExited, "exit code 3"},
-		{"no window", "#!/bin/sh\nexec sleep 60\n", wire.LaunchRequest{Command: "app", WindowTitle: "never", ReadyMS: 300}, wire.CodeTimeout, `a window titled "never" did not appear within 300ms`},
+		{"no window", "#!/bin/sh\nexec sleep 60\n", wire.LaunchRequest{Command: "app", WindowTitle: "never", ReadyMS: 300}, wire.CodeTimeout, `no window titled "never" appeared within 300ms`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := startGuest(t)

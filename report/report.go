@@ -40,6 +40,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -188,27 +189,30 @@ type page struct {
 }
 
 type runData struct {
-	ID         string             `json:"id"`
-	Status     string             `json:"status"`
-	Outcome    string             `json:"outcome,omitempty"`
-	Reason     string             `json:"reason,omitempty"`
-	Message    string             `json:"message,omitempty"`
-	ExitCode   int                `json:"exit_code"`
-	Task       string             `json:"task,omitempty"`
-	Agent      string             `json:"agent"`
-	App        string             `json:"app"`
-	AppDigest  string             `json:"app_digest,omitempty"`
-	Backend    string             `json:"backend,omitempty"`
-	Image      string             `json:"image,omitempty"`
-	ImageID    string             `json:"image_id,omitempty"`
-	Screen     string             `json:"screen"`
-	Agentbox   string             `json:"agentbox,omitempty"`
-	Settle     string             `json:"settle,omitempty"`
-	Started    string             `json:"started,omitempty"`
-	DurationMS float64            `json:"duration_ms,omitempty"`
-	Steps      int                `json:"steps"`
-	Timings    map[string]float64 `json:"timings,omitempty"`
-	AppExit    string             `json:"app_exit,omitempty"`
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	Outcome   string `json:"outcome,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Message   string `json:"message,omitempty"`
+	ExitCode  int    `json:"exit_code"`
+	Task      string `json:"task,omitempty"`
+	Agent     string `json:"agent"`
+	App       string `json:"app"`
+	AppDigest string `json:"app_digest,omitempty"`
+	Backend   string `json:"backend,omitempty"`
+	Image     string `json:"image,omitempty"`
+	ImageID   string `json:"image_id,omitempty"`
+	Screen    string `json:"screen"`
+	Agentbox  string `json:"agentbox,omitempty"`
+	Settle    string `json:"settle,omitempty"`
+	// SettleCapped says how many screens were taken after a stable
+	// settle gave up at its cap ("3 screens did not settle within 2s").
+	SettleCapped string             `json:"settle_capped,omitempty"`
+	Started      string             `json:"started,omitempty"`
+	DurationMS   float64            `json:"duration_ms,omitempty"`
+	Steps        int                `json:"steps"`
+	Timings      map[string]float64 `json:"timings,omitempty"`
+	AppExit      string             `json:"app_exit,omitempty"`
 	// Confirm summarises how long input took to be confirmed per step.
 	Confirm string `json:"confirm,omitempty"`
 }
@@ -239,6 +243,8 @@ type stepData struct {
 	Hash  string          `json:"hash,omitempty"`
 	Wins  []string        `json:"wins,omitempty"`
 	Focus string          `json:"focus,omitempty"`
+	Stl   float64         `json:"stl,omitempty"` // the settle before the screenshot, ms
+	Cap   bool            `json:"cap,omitempty"` // it hit its cap: the screen was still changing
 	Tree  *treeData       `json:"tree,omitempty"`
 	// TP is where an action on a target went (the element's centre, found
 	// in the live tree at the moment of the action).
@@ -330,7 +336,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		}
 	}
 	if len(tr.Missing) > 0 {
-		p.Incomplete = append(p.Incomplete, fmt.Sprintf("%d screenshot(s) referenced by steps are not on disk (first: %s)", len(tr.Missing), tr.Missing[0]))
+		p.Incomplete = append(p.Incomplete, fmt.Sprintf("%s referenced by steps %s not on disk (first: %s)", plural.S(len(tr.Missing), "screenshot"), isAre(len(tr.Missing)), tr.Missing[0]))
 	}
 
 	p.Refused = append(p.Refused, tr.Refused...)
@@ -380,6 +386,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	p.Steps = make([]stepData, 0, len(obs))
 	held := map[string]bool{}
 	treeBytes := 0
+	capped := 0
 	for i, r := range obs {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -405,6 +412,10 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 			s.Run = o.Running
 			s.View = o.View
 			s.Hash = o.FrameHash
+			s.Stl, s.Cap = o.SettleMS, o.SettleCapped
+			if o.SettleCapped {
+				capped++
+			}
 			for _, w := range o.Windows {
 				s.Wins = append(s.Wins, w.Title)
 				if w.Focused {
@@ -449,6 +460,9 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		p.Steps = append(p.Steps, s)
 	}
 	p.Run.Confirm = confirmSummary(p.Steps)
+	if capped > 0 {
+		p.Run.SettleCapped = fmt.Sprintf("%s did not settle within the cap", plural.Count(capped, "screen", "screens"))
+	}
 	alignOutput(tr, p.Steps)
 	if p.Replay = readReplay(p, tr.Dir, baseDir); p.Replay != nil {
 		for i := range p.Steps {
@@ -644,20 +658,21 @@ func alignOutput(tr *trace.Trace, steps []stepData) {
 	for i, c := range counts {
 		var parts []string
 		if c[0] > 0 {
-			parts = append(parts, plural(c[0], "line of output", "lines of output"))
+			parts = append(parts, plural.Count(c[0], "line of output", "lines of output"))
 		}
 		if c[1] > 0 {
-			parts = append(parts, plural(c[1], "event", "events"))
+			parts = append(parts, plural.S(c[1], "event"))
 		}
 		steps[i].Sum = strings.Join(parts, ", ")
 	}
 }
 
-func plural(n int, one, many string) string {
+// isAre is the verb that agrees with a count.
+func isAre(n int) string {
 	if n == 1 {
-		return "1 " + one
+		return "is"
 	}
-	return fmt.Sprintf("%d %s", n, many)
+	return "are"
 }
 
 func describeEvent(r trace.Record) string {

@@ -110,7 +110,7 @@ func (r *run) look(ctx, parent context.Context, step int, s *loopState) (*action
 	if step == 1 {
 		how = r.cfg.FirstSettle
 	}
-	settled, err := r.settle(ctx, how)
+	settled, capped, err := r.settle(ctx, how)
 	if err != nil {
 		return nil, nil, r.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
 	}
@@ -118,7 +118,7 @@ func (r *run) look(ctx, parent context.Context, step int, s *loopState) (*action
 	if err != nil {
 		return nil, nil, r.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
 	}
-	rec.Observation.SettleMS = msOf(settled)
+	rec.Observation.SettleMS, rec.Observation.SettleCapped = msOf(settled), capped
 	if err := r.accessibility(ctx, step, s, obs, rec); err != nil {
 		return nil, nil, r.loopError(ctx, parent, "accessibility tree", err, trace.ReasonEnvironment)
 	}
@@ -248,6 +248,8 @@ func (r *run) done(ctx context.Context, step int, a action.Action, why string) *
 	switch why {
 	case agent.ReasonCheckFailed:
 		reason = trace.ReasonCheckFailed
+	case agent.ReasonActionFailed:
+		reason = trace.ReasonActionFailed
 	case agent.ReasonDiverged:
 		reason = trace.ReasonDiverged
 	}
@@ -354,10 +356,11 @@ func (r *run) thaw(ctx context.Context, f environment.Freezer, since time.Time) 
 	return err
 }
 
-// settle lets the screen settle before a screenshot as s says.
-func (r *run) settle(ctx context.Context, s Settle) (time.Duration, error) {
+// settle lets the screen settle before a screenshot as s says; capped
+// says a stable settle gave up at its cap with the screen still changing.
+func (r *run) settle(ctx context.Context, s Settle) (_ time.Duration, capped bool, _ error) {
 	if s.Mode == "" || s.Mode == SettleNone {
-		return 0, nil
+		return 0, false, nil
 	}
 	t := time.Now()
 	switch s.Mode {
@@ -365,20 +368,21 @@ func (r *run) settle(ctx context.Context, s Settle) (time.Duration, error) {
 		select {
 		case <-time.After(s.Duration):
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		}
 	case SettleStable:
 		timeout := s.Timeout
 		if timeout <= 0 {
-			timeout = 2 * time.Second
+			timeout = StableCap
 		}
-		_, err := r.env.Act(ctx, action.Action{Kind: action.Wait, Until: action.UntilStable,
+		res, err := r.env.Act(ctx, action.Action{Kind: action.Wait, Until: action.UntilStable,
 			StableMS: int(s.Duration / time.Millisecond), MS: int(timeout / time.Millisecond)})
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
+		capped = res.Met != nil && !*res.Met
 	}
-	return time.Since(t), nil
+	return time.Since(t), capped, nil
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

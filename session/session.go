@@ -125,15 +125,25 @@ const (
 	SettleStable = "stable" // until the screen is unchanged for Duration (at most Timeout)
 )
 
+// DefaultStable is how long the screen must stay unchanged for "stable"
+// without a duration; StableCap is how long a stable settle waits at most
+// (a screen that never stops changing: a clock, an animation), after which
+// the screenshot is taken anyway and the observation says the cap was hit
+// (settle_capped).
+const (
+	DefaultStable = 200 * time.Millisecond
+	StableCap     = 2 * time.Second
+)
+
 // Settle is the settle-before-screenshot behaviour.
 type Settle struct {
 	Mode     string
 	Duration time.Duration
-	Timeout  time.Duration // stable only; default 2s
+	Timeout  time.Duration // stable only; default StableCap
 }
 
 // ParseSettle reads "none", "fixed:200ms" or "stable:150ms" (stable alone
-// means stable:200ms).
+// means stable:200ms, DefaultStable).
 func ParseSettle(s string) (Settle, error) {
 	mode, arg, _ := strings.Cut(s, ":")
 	st := Settle{Mode: mode}
@@ -144,7 +154,7 @@ func ParseSettle(s string) (Settle, error) {
 	default:
 		return st, fmt.Errorf("settle %q: want none, fixed:DURATION or stable[:DURATION]", s)
 	}
-	st.Duration = 200 * time.Millisecond
+	st.Duration = DefaultStable
 	if arg != "" {
 		d, err := time.ParseDuration(arg)
 		if err != nil || d < 0 || d > time.Minute {
@@ -259,7 +269,7 @@ func (r *run) initialRecord() trace.Run {
 		Task:     r.cfg.Task,
 		Agent:    r.cfg.AgentInfo,
 		App: trace.AppInfo{
-			Target: b.Target, Command: b.Manifest.Command, Args: b.Manifest.Args,
+			Target: b.Target, TargetPath: b.Path, Command: b.Manifest.Command, Args: b.Manifest.Args,
 			InImage: b.InImage, WindowTitle: b.Manifest.WindowTitle,
 			Files: len(b.Files), Bytes: b.TotalBytes, EnvKeys: sortedKeys(b.Manifest.Env),
 		},
@@ -271,15 +281,17 @@ func (r *run) initialRecord() trace.Run {
 			Limits:  limitsMap(r.cfg.Env.Resources.WithDefaults()),
 		},
 		Settings: &trace.Settings{
-			Settle:         r.cfg.Settle.String(),
-			MaxSteps:       r.cfg.MaxSteps,
-			TimeoutMS:      msOf(r.cfg.Timeout),
-			ReadyTimeoutMS: msOf(r.cfg.ReadyTimeout),
-			LogCap:         r.cfg.LogCap,
-			NoWM:           r.cfg.Env.NoWM,
-			A11y:           r.cfg.Env.A11y,
-			Tree:           r.cfg.Tree,
-			Marks:          r.cfg.Marks,
+			Settle:              r.cfg.Settle.String(),
+			MaxSteps:            r.cfg.MaxSteps,
+			TimeoutMS:           msOf(r.cfg.Timeout),
+			ReadyTimeoutMS:      msOf(r.cfg.ReadyTimeout),
+			LogCap:              r.cfg.LogCap,
+			NoWM:                r.cfg.Env.NoWM,
+			FreezeWhileThinking: r.cfg.FreezeWhileThinking,
+			MaxRate:             &r.cfg.MaxRate,
+			A11y:                r.cfg.Env.A11y,
+			Tree:                r.cfg.Tree,
+			Marks:               r.cfg.Marks,
 		},
 		Started: r.started,
 	}

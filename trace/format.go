@@ -23,6 +23,12 @@ import (
 )
 
 // Format identifies a trace directory; Version is its schema version.
+//
+// Version changes only when a reader of the previous version would
+// misread a new trace. Fields are added without a new version when their
+// absence reads as it did before (the field's comment says from when it
+// is there, as "absent in traces written before …"), so every trace of a
+// version stays readable by every agentbox that reads that version.
 const (
 	Format  = "agentbox-trace"
 	Version = 1
@@ -72,19 +78,20 @@ func (o Outcome) ExitCode() int {
 
 // Reasons refine an outcome.
 const (
-	ReasonDone        = "done"             // the agent finished
-	ReasonGaveUp      = "gave_up"          // the agent finished unsuccessfully
-	ReasonCheckFailed = "check_failed"     // a check did not hold
-	ReasonMaxSteps    = "max_steps"        // the step limit was reached
-	ReasonTimeout     = "timeout"          // the run's deadline passed
-	ReasonAppExited   = "app_exited"       // the app exited during the run
-	ReasonAppStart    = "app_start"        // the app could not be started
-	ReasonNoWindow    = "no_window"        // the app's window never appeared
-	ReasonAgent       = "agent_error"      // the agent failed
-	ReasonMalformed   = "malformed_answer" // the agent kept answering with invalid actions
-	ReasonEnvironment = "environment"      // the sandbox, image or guest failed
-	ReasonSignal      = "signal"           // SIGINT/SIGTERM
-	ReasonDiverged    = "diverged"         // a replay's screen differed from the recording
+	ReasonDone         = "done"             // the agent finished
+	ReasonGaveUp       = "gave_up"          // the agent finished unsuccessfully
+	ReasonCheckFailed  = "check_failed"     // a check did not hold
+	ReasonActionFailed = "action_failed"    // a script's action failed (and the step was not optional)
+	ReasonMaxSteps     = "max_steps"        // the step limit was reached
+	ReasonTimeout      = "timeout"          // the run's deadline passed
+	ReasonAppExited    = "app_exited"       // the app exited during the run
+	ReasonAppStart     = "app_start"        // the app could not be started
+	ReasonNoWindow     = "no_window"        // the app's window never appeared
+	ReasonAgent        = "agent_error"      // the agent failed
+	ReasonMalformed    = "malformed_answer" // the agent kept answering with invalid actions
+	ReasonEnvironment  = "environment"      // the sandbox, image or guest failed
+	ReasonSignal       = "signal"           // SIGINT/SIGTERM
+	ReasonDiverged     = "diverged"         // a replay's screen differed from the recording
 )
 
 // Run is run.json.
@@ -131,7 +138,12 @@ type AgentInfo struct {
 
 // AppInfo says what ran.
 type AppInfo struct {
+	// Target is TARGET as it was given; TargetPath its absolute path
+	// (empty for a program of the image, whose Target is its name), so a
+	// replay finds it from any directory. TargetPath is absent in traces
+	// written before it was recorded (agentbox f2e3deb and older).
 	Target      string   `json:"target"`
+	TargetPath  string   `json:"target_path,omitempty"`
 	Command     string   `json:"command"`
 	Args        []string `json:"args,omitempty"`
 	InImage     bool     `json:"in_image,omitempty"`
@@ -180,6 +192,12 @@ type Settings struct {
 	A11y  bool `json:"a11y,omitempty"`
 	Tree  bool `json:"tree,omitempty"`
 	Marks bool `json:"marks,omitempty"`
+	// FreezeWhileThinking and MaxRate are --freeze-while-thinking and
+	// --max-rate (0: no bound). Absent in traces written before they were
+	// recorded (agentbox f2e3deb and older), which ran with the default
+	// (1000 actions a second) unless the command line said otherwise.
+	FreezeWhileThinking bool     `json:"freeze_while_thinking"`
+	MaxRate             *float64 `json:"max_rate,omitempty"`
 }
 
 // LogInfo accounts for the app's output.
@@ -218,6 +236,10 @@ type Observation struct {
 	// SettleMS is how long the runtime waited for the screen to settle
 	// before taking this screenshot.
 	SettleMS float64 `json:"settle_ms,omitempty"`
+	// SettleCapped says a stable settle gave up at its cap (2 s) with the
+	// screen still changing: the screenshot may show it mid-change.
+	// Absent (false) in traces written before it was recorded.
+	SettleCapped bool `json:"settle_capped,omitempty"`
 	// Tree is the accessibility tree read with this observation, when the
 	// run or the agent asked for it.
 	Tree *TreeInfo `json:"tree,omitempty"`

@@ -33,6 +33,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
+	"github.com/codegirl-games/agentbox/internal/plural"
 )
 
 func init() {
@@ -577,15 +578,15 @@ func (a *Agent) describe(ctx context.Context, err error) error {
 	var apiErr *sdk.Error
 	switch {
 	case errors.As(err, &apiErr):
-		msg := fmt.Sprintf("anthropic: %s after %d attempt(s) (max_retries %d)", llm.Status(apiErr.StatusCode), n, a.cfg.MaxRetries)
+		msg := fmt.Sprintf("anthropic: %s after %s (max_retries %d)", llm.Status(apiErr.StatusCode), plural.S(n, "attempt"), a.cfg.MaxRetries)
 		if d := llm.ErrorDetail([]byte(apiErr.RawJSON())); d != "" {
 			msg += ": " + d
 		}
 		return llm.Wrap(msg, err)
 	case ctx.Err() == nil && errors.Is(err, llm.ErrTimeout):
-		return llm.Wrap(fmt.Sprintf("anthropic: no answer within the %v timeout, %d attempt(s) (max_retries %d)", a.cfg.Timeout, n, a.cfg.MaxRetries), err)
+		return llm.Wrap(fmt.Sprintf("anthropic: no answer within the %v timeout, %s (max_retries %d)", a.cfg.Timeout, plural.S(n, "attempt"), a.cfg.MaxRetries), err)
 	}
-	return fmt.Errorf("anthropic: request failed after %d attempt(s): %w", n, err)
+	return fmt.Errorf("anthropic: request failed after %s: %w", plural.S(n, "attempt"), err)
 }
 
 // files are the raw exchanges of this decision, for the trace.

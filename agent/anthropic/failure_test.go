@@ -70,7 +70,7 @@ func TestHTMLErrorOnce(t *testing.T) {
 		t.Fatal("the decision did not fail")
 	}
 	msg := err.Error()
-	want := "anthropic: HTTP 502 Bad Gateway after 2 attempt(s) (max_retries 1): 502 Bad Gateway 502 Bad Gateway nginx/1.25.3"
+	want := "anthropic: HTTP 502 Bad Gateway after 2 attempts (max_retries 1): 502 Bad Gateway 502 Bad Gateway nginx/1.25.3"
 	if msg != want {
 		t.Errorf("message:\n%s\nwant:\n%s", msg, want)
 	}
@@ -90,7 +90,7 @@ func TestNotRetried(t *testing.T) {
 		ag := newAgent(t, srv, agent.Options{"max_retries": "4"})
 		ag.SetProgress(&progress)
 		_, err := decideOnce(t, ag)
-		if err == nil || !strings.Contains(err.Error(), "after 1 attempt(s)") {
+		if err == nil || !strings.Contains(err.Error(), "after 1 attempt") {
 			t.Errorf("HTTP %d: err = %v", code, err)
 		}
 		if n := len(srv.Requests()); n != 1 || progress.Len() != 0 {

@@ -69,7 +69,7 @@ func TestNotRetried(t *testing.T) {
 			var progress bytes.Buffer
 			ag.SetProgress(&progress)
 			_, err := ag.Decide(context.Background(), newSim(640, 480).observe())
-			if err == nil || !strings.Contains(err.Error(), "(1 attempts)") {
+			if err == nil || !strings.Contains(err.Error(), "(1 attempt)") {
 				t.Errorf("%s, HTTP %d: err = %v", name, code, err)
 			}
 			if n := len(srv.Requests()) - before; n != 1 || progress.Len() != 0 {

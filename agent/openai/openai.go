@@ -33,6 +33,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
+	"github.com/codegirl-games/agentbox/internal/plural"
 )
 
 func init() {
@@ -145,9 +146,9 @@ func (c *client) callError(endpoint string, err error) error {
 		if detail = strings.TrimSpace(detail); detail != "" {
 			msg += ": " + clip(detail, 300)
 		}
-		return llm.Wrap(fmt.Sprintf("%s (%d attempts)", msg, n), err)
+		return llm.Wrap(fmt.Sprintf("%s (%s)", msg, plural.S(n, "attempt")), err)
 	}
-	return fmt.Errorf("%s (%d attempts): %w", endpoint, n, err)
+	return fmt.Errorf("%s (%s): %w", endpoint, plural.S(n, "attempt"), err)
 }
 
 // Start implements agent.Starter: it keeps the task and the screen size.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/internal/plural"
 )
 
 // pollInterval is how often a wait_for re-checks a condition that cannot be
@@ -18,23 +19,40 @@ const maxLines = 20000
 
 // Agent plays a script: it performs the actions in order and evaluates the
 // checks between them; the first failing check ends the run with outcome
-// failure and reason check_failed.
+// failure and reason check_failed, and an action that failed (a wait
+// until a condition that was not met, an action the sandbox refused) ends
+// it with reason action_failed, unless its step is optional.
 type Agent struct {
 	s     *Script
 	idx   int
 	named map[string]*action.Frame
 	prev  *action.Frame
 	lines []action.LogLine
+	// acted is the action step whose result the next observation carries
+	// (nil after a check's own polling wait).
+	acted *Step
 
 	waiting   bool
 	waitStart time.Time
 	waitRef   *action.Frame
 	passed    int
+	tolerated int // optional actions that failed
 }
 
 // New makes an agent that plays s.
 func New(s *Script) *Agent {
 	return &Agent{s: s, named: map[string]*action.Frame{}}
+}
+
+// ActionRecord is how a failed action step is recorded in a decision's
+// meta: "failed_action" when it ends the run, "optional_failed" when the
+// step was optional and the script went on.
+type ActionRecord struct {
+	Step     int    `json:"step"`
+	Line     int    `json:"line"`
+	Action   string `json:"action"`
+	Error    string `json:"error"`
+	Optional bool   `json:"optional,omitempty"`
 }
 
 // CheckRecord is how a check is recorded in a decision's meta.
@@ -55,11 +73,40 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 		a.lines = append(a.lines[:0], a.lines[n:]...)
 	}
 	var checked []CheckRecord
+	var tolerated *ActionRecord
 	meta := func() map[string]any {
-		if len(checked) == 0 {
+		m := map[string]any{}
+		if len(checked) > 0 {
+			m["checks"] = checked
+		}
+		if tolerated != nil {
+			m["optional_failed"] = *tolerated
+		}
+		if len(m) == 0 {
 			return nil
 		}
-		return map[string]any{"checks": checked}
+		return m
+	}
+	if st := a.acted; st != nil {
+		a.acted = nil
+		if l := obs.Last; l != nil && !l.OK {
+			rec := ActionRecord{Step: st.N, Line: st.Line, Action: string(st.Action.Kind), Error: l.Error, Optional: st.Optional}
+			if rec.Error == "" {
+				rec.Error = "the action failed"
+			}
+			if !st.Optional {
+				msg := fmt.Sprintf("%s:%d: %s failed: %s (a step that may fail says optional: true)", a.s.File, st.Line, st.Describe(), rec.Error)
+				no := false
+				return agent.Decision{
+					Action:  action.Action{Kind: action.Done, Success: &no, Message: msg},
+					Message: msg,
+					Reason:  agent.ReasonActionFailed,
+					Meta:    map[string]any{"failed_action": rec},
+				}, nil
+			}
+			tolerated = &rec
+			a.tolerated++
+		}
 	}
 	for a.idx < len(a.s.Steps) {
 		st := a.s.Steps[a.idx]
@@ -69,6 +116,7 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 			a.idx++
 		case st.Action != nil:
 			a.idx++
+			a.acted = &a.s.Steps[a.idx-1]
 			return agent.Decision{Action: *st.Action, Message: st.Describe(), Meta: meta()}, nil
 		default:
 			c := st.Check
@@ -116,7 +164,15 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 			}, nil
 		}
 	}
-	msg := fmt.Sprintf("all %d steps of %s passed (%d checks)", len(a.s.Steps), a.s.File, a.passed)
+	all := "all " + plural.S(len(a.s.Steps), "step")
+	if len(a.s.Steps) == 1 {
+		all = "the one step"
+	}
+	checks := plural.S(a.passed, "check")
+	if a.tolerated > 0 {
+		checks += "; " + plural.Count(a.tolerated, "optional action", "optional actions") + " failed"
+	}
+	msg := fmt.Sprintf("%s of %s passed (%s)", all, a.s.File, checks)
 	return agent.Decision{Action: action.Action{Kind: action.Done, Message: msg}, Message: msg, Meta: meta()}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/plural"
 )
 
 // world is what a check looks at.
@@ -52,9 +53,9 @@ func (c *Check) evaluate(w world) Verdict {
 		}
 		n := differing(w.ref, f, r, c.Tolerance)
 		if c.Kind == CheckChanged {
-			return Verdict{n >= c.MinPixels, fmt.Sprintf("at least %d pixels of %v changed since %s", c.MinPixels, r, c.sinceName()), fmt.Sprintf("%d changed", n)}
+			return Verdict{n >= c.MinPixels, fmt.Sprintf("at least %s of %v changed since %s", plural.S(c.MinPixels, "pixel"), r, c.sinceName()), fmt.Sprintf("%d changed", n)}
 		}
-		return Verdict{n <= c.MaxPixels, fmt.Sprintf("at most %d pixels of %v changed since %s", c.MaxPixels, r, c.sinceName()), fmt.Sprintf("%d changed", n)}
+		return Verdict{n <= c.MaxPixels, fmt.Sprintf("at most %s of %v changed since %s", plural.S(c.MaxPixels, "pixel"), r, c.sinceName()), fmt.Sprintf("%d changed", n)}
 	case CheckImage:
 		r := *c.Region
 		total := r.Dx() * r.Dy()

@@ -53,6 +53,9 @@ type Step struct {
 	Action   *action.Action
 	Check    *Check
 	Remember string
+	// Optional says the action may fail (optional: true): the script goes
+	// on. A failed action of any other step ends the run (action_failed).
+	Optional bool
 }
 
 // Describe renders a step for messages: "step 4 (expect moved, line 12)".
@@ -296,6 +299,15 @@ func (p *parser) step(num int, n *yaml.Node, lim action.Limits, names map[string
 	}
 	if count != 1 {
 		return st, p.errf(n.Line, "step %d: a step has exactly one of action, expect, wait_for or screenshot", num)
+	}
+	if _, ok := raw["optional"]; ok {
+		if !isAction {
+			return st, p.errf(where("optional"), "step %d: optional applies to actions only (a check that may fail is no check)", num)
+		}
+		if json.Unmarshal(raw["optional"], &st.Optional) != nil {
+			return st, p.errf(where("optional"), "step %d: optional must be true or false, got %s", num, raw["optional"])
+		}
+		delete(raw, "optional")
 	}
 	switch {
 	case isAction:

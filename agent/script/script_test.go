@@ -227,3 +227,92 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFailedActionFailsTheRun: an action that failed (a wait until a
+// window that never came: ok false, met false) ends the run as a failure
+// naming the step, unless the step is optional; an action that worked
+// goes on (the control).
+func TestFailedActionFailsTheRun(t *testing.T) {
+	no := false
+	failed := &action.Result{OK: false, Met: &no, Error: "wait until window: not met within 50ms"}
+	after := func(last *action.Result) *action.Observation {
+		o := obs(frame(0, 0))
+		o.Last = last
+		return o
+	}
+	const wait = "  - {action: wait, until: window, title: Nope, ms: 50"
+	for _, c := range []struct {
+		name   string
+		src    string
+		last   *action.Result
+		ok     bool
+		reason string
+		want   string
+	}{
+		{"failed", "steps:\n" + wait + "}\n  - {expect: running}\n", failed, false, agent.ReasonActionFailed,
+			"t.yaml:2: step 1 (wait, line 2) failed: wait until window: not met within 50ms"},
+		{"optional", "steps:\n" + wait + ", optional: true}\n  - {expect: running}\n", failed, true, "",
+			"all 2 steps of t.yaml passed (1 check; 1 optional action failed)"},
+		{"worked", "steps:\n" + wait + "}\n  - {expect: running}\n", &action.Result{OK: true}, true, "",
+			"all 2 steps of t.yaml passed (1 check)"},
+		{"the last step", "steps:\n" + wait + "}\n", failed, false, agent.ReasonActionFailed, "step 1 (wait, line 2) failed"},
+		{"the one step worked", "steps:\n" + wait + "}\n", &action.Result{OK: true}, true, "", "the one step of t.yaml passed (0 checks)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ds := play(t, c.src, obs(frame(0, 0)), after(c.last))
+			d := ds[1]
+			if d.Action.Kind != action.Done || d.Action.Succeeded() != c.ok || d.Reason != c.reason || !strings.Contains(d.Message, c.want) {
+				t.Errorf("decision %v (success %v, reason %q): %s; want success %v, reason %q, containing %q",
+					d.Action.Kind, d.Action.Succeeded(), d.Reason, d.Message, c.ok, c.reason, c.want)
+			}
+			if c.name == "failed" {
+				if rec, ok := d.Meta["failed_action"].(ActionRecord); !ok || rec.Step != 1 || rec.Line != 2 || rec.Action != "wait" {
+					t.Errorf("meta %+v: want the failed step recorded", d.Meta)
+				}
+			}
+			if c.name == "optional" {
+				if _, ok := d.Meta["optional_failed"].(ActionRecord); !ok {
+					t.Errorf("meta %+v: want the optional failure recorded", d.Meta)
+				}
+			}
+		})
+	}
+}
+
+// TestCheckPollsAreNotActions: a wait_for window that polls with waits of
+// its own is judged by its check, not by the polls' results.
+func TestCheckPollsAreNotActions(t *testing.T) {
+	no := false
+	s, err := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Calc*, timeout_ms: 5000}\n"), action.Screen{Width: 64, Height: 48, Depth: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New(s)
+	first := obs(frame(0, 0))
+	first.Windows = nil
+	d, _ := a.Decide(t.Context(), first)
+	if d.Action.Kind != action.Wait {
+		t.Fatalf("first decision %v, want a poll", d.Action)
+	}
+	o := obs(frame(0, 0))
+	o.Last = &action.Result{OK: false, Met: &no, Error: "wait until window: not met"}
+	d, _ = a.Decide(t.Context(), o)
+	if !d.Action.Succeeded() || d.Action.Kind != action.Done {
+		t.Errorf("after the window came: %v %s", d.Action, d.Message)
+	}
+}
+
+func TestOptionalParse(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"steps:\n  - {expect: running, optional: true}\n", "step 1: optional applies to actions only"},
+		{"steps:\n  - {action: key, keys: a, optional: yes please}\n", "step 1: optional must be true or false"},
+	} {
+		if _, err := Parse("play.yaml", []byte(c.in), action.DefaultScreen); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.in, err, c.want)
+		}
+	}
+	s, err := Parse("play.yaml", []byte("steps:\n  - {action: key, keys: a, optional: true}\n"), action.DefaultScreen)
+	if err != nil || !s.Steps[0].Optional || s.Steps[0].Action.Kind != action.Key {
+		t.Errorf("optional action: %+v, %v", s, err)
+	}
+}

@@ -60,6 +60,27 @@ func (*Backend) Capabilities() environment.Capabilities {
 	}
 }
 
+var _ environment.HostLimiter = (*Backend)(nil)
+
+// HostLimits implements environment.HostLimiter: the daemon refuses a
+// container more CPUs than its host has ("Range of CPUs is from 0.01 to
+// 2.00"). Docker's own memory minimum (6 MB) is below what the shared
+// rule asks (tmpfs and /dev/shm below the limit, at least 66 MiB), and the
+// desktop fits in it: the guest, Xvfb, Openbox and xterm peaked at 40 MiB
+// and ran at --tmpfs 1m --memory 66m.
+func (*Backend) HostLimits(ctx context.Context) (environment.HostLimits, error) {
+	cli, err := NewClient(ctx)
+	if err != nil {
+		return environment.HostLimits{}, err
+	}
+	defer cli.Close()
+	info, err := cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return environment.HostLimits{}, fmt.Errorf("%w: docker info: %w", environment.ErrUnavailable, err)
+	}
+	return environment.HostLimits{CPUs: float64(info.Info.NCPU)}, nil
+}
+
 // NewClient connects to the Docker daemon named by the environment
 // (DOCKER_HOST, …) and checks that it answers.
 func NewClient(ctx context.Context) (*client.Client, error) {

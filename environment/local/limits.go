@@ -72,7 +72,11 @@ func findCgroupParent() cgroupParent {
 		return cgroupParent{reason: "no cgroup v2 hierarchy at " + cgroupRoot}
 	}
 	if missing := missingControllers(string(avail)); len(missing) > 0 {
-		return cgroupParent{reason: "cgroup v2 lacks the " + strings.Join(missing, ", ") + " controller(s)"}
+		noun := " controller"
+		if len(missing) > 1 {
+			noun += "s"
+		}
+		return cgroupParent{reason: "cgroup v2 lacks the " + strings.Join(missing, ", ") + noun}
 	}
 	var reasons []string
 	// Root of the hierarchy (privileged).

@@ -6,10 +6,13 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // Option changes how a file is committed.
@@ -20,15 +23,22 @@ type Option uint8
 // harmless (a run's screenshots, its run.json while it is running).
 const NoSync Option = 1
 
+// NoReplace makes Commit fail, with an error wrapping fs.ErrExist, when
+// the target exists by then, instead of replacing it: for files written
+// on the user's behalf under a name the user chose (an exported video),
+// which must not silently replace one that appeared meanwhile.
+const NoReplace Option = 2
+
 // File is the new version of a file, written under a temporary name until
 // Commit puts it in place. Call Abort (in a defer) on every path: after
 // Commit it does nothing.
 type File struct {
-	f      *os.File
-	target string
-	perm   fs.FileMode
-	sync   bool
-	done   bool
+	f         *os.File
+	target    string
+	perm      fs.FileMode
+	sync      bool
+	noReplace bool
+	done      bool
 }
 
 // Create starts a new version of path. The temporary file is a dot file
@@ -41,8 +51,11 @@ func Create(path string, perm fs.FileMode, opts ...Option) (*File, error) {
 	}
 	af := &File{f: f, target: path, perm: perm, sync: true}
 	for _, o := range opts {
-		if o == NoSync {
+		switch o {
+		case NoSync:
 			af.sync = false
+		case NoReplace:
+			af.noReplace = true
 		}
 	}
 	return af, nil
@@ -69,7 +82,9 @@ func (f *File) Commit() error {
 	if cerr := f.f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	if err == nil && f.noReplace {
+		err = renameNoReplace(f.f.Name(), f.target)
+	} else if err == nil {
 		err = os.Rename(f.f.Name(), f.target)
 	}
 	f.done = true
@@ -104,6 +119,23 @@ func WriteFile(path string, data []byte, perm fs.FileMode, opts ...Option) error
 		return err
 	}
 	return f.Commit()
+}
+
+// renameNoReplace renames old to new unless new exists
+// (renameat2 RENAME_NOREPLACE; a hard link and an unlink on file systems
+// without it). Its error wraps fs.ErrExist when new exists.
+func renameNoReplace(old, new string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, old, unix.AT_FDCWD, new, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if err := os.Link(old, new); err != nil {
+			return err
+		}
+		return os.Remove(old)
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: old, New: new, Err: err}
+	}
+	return nil
 }
 
 // SyncDir syncs a directory, so the names created or renamed in it last.

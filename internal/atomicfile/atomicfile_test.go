@@ -1,6 +1,8 @@
 package atomicfile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -164,5 +166,33 @@ func TestWrittenByName(t *testing.T) {
 	}
 	if err := f.Commit(); err == nil {
 		t.Error("a second Commit succeeded")
+	}
+}
+
+// TestNoReplace: with NoReplace a file that exists by the commit is kept
+// as it was and the error says it exists; a new name is written as usual
+// (the control).
+func TestNoReplace(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "run.mp4")
+	if err := os.WriteFile(p, []byte("the user's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteFile(p, []byte("new"), 0o644, NoReplace)
+	if !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("WriteFile over an existing file with NoReplace: %v, want an error wrapping fs.ErrExist", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "the user's" {
+		t.Errorf("the existing file now holds %q", b)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{"run.mp4"}) {
+		t.Errorf("directory holds %q, want only run.mp4 (no temporary file left)", got)
+	}
+	q := filepath.Join(dir, "new.mp4")
+	if err := WriteFile(q, []byte("new"), 0o600, NoReplace); err != nil {
+		t.Fatalf("a new name with NoReplace: %v", err)
+	}
+	if b, _ := os.ReadFile(q); string(b) != "new" {
+		t.Errorf("new.mp4 holds %q", b)
 	}
 }

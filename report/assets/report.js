@@ -56,7 +56,7 @@
   fact("duration", R.duration_ms ? dur(R.duration_ms) : "");
   fact("screen", R.screen);
   fact("image", R.image);
-  fact("settle", R.settle && R.settle !== "none" ? R.settle : "");
+  fact("settle", R.settle && R.settle !== "none" ? R.settle + (R.settle_capped ? " · ⚠ " + R.settle_capped : "") : "");
   fact("app exit", R.app_exit);
   fact("input confirmed", R.confirm);
   fact("started", R.started ? R.started.replace("T", " ").replace(/\.\d+/, "") : "");
@@ -396,7 +396,9 @@
     if (!s.final) when += " · decided in " + dur(s.lat) + " · sent at " + secs(s.sent);
     if (s.focus) when += " · focus: " + s.focus;
     if (!s.running) when += " · app not running";
+    if (s.stl && !s.cap) when += " · settled in " + dur(s.stl);
     info.appendChild(el("div", "when", when));
+    if (s.cap) info.appendChild(el("div", "res bad capped", "⚠ the screen did not settle: it was still changing when the settle gave up after " + dur(s.stl) + " (its cap); this screenshot may show it mid-change"));
     if (s.rep) {
       info.appendChild(el("h3", "", "Replay comparison"));
       const r = s.rep;
@@ -426,7 +428,7 @@
       d.appendChild(document.createTextNode((l.k === "e" ? "stderr: " : "") + l.x));
       out.appendChild(d);
     }
-    if (s.more) out.appendChild(el("div", "none", "… " + s.more + " more line(s): see stdout.log and stderr.log"));
+    if (s.more) out.appendChild(el("div", "none", "… " + s.more + (s.more === 1 ? " more line" : " more lines") + ": see stdout.log and stderr.log"));
     info.appendChild(out);
     if (s.meta) {
       const det = el("details");
@@ -444,7 +446,7 @@
   function treeView(t, fig) {
     const box = el("div", "tree");
     box.appendChild(el("h3", "", "Accessibility tree"));
-    let sum = t.err ? "not read: " + t.err : t.n + " element(s), read in " + dur(t.ms);
+    let sum = t.err ? "not read: " + t.err : t.n + (t.n === 1 ? " element" : " elements") + ", read in " + dur(t.ms);
     if (t.note) sum += " · " + t.note;
     box.appendChild(el("div", "when", sum));
     for (const c of t.cut || []) box.appendChild(el("div", "res bad", "cut: " + c));
