@@ -67,6 +67,9 @@ are counted apart from task failures.`,
 			if err != nil {
 				return err
 			}
+			if err := checkNetwork(backend, envCfg.Network); err != nil {
+				return err
+			}
 			runID := time.Now().Format("20060102-150405") + "-" + sanitizeName(suite.Name)
 			out := f.out
 			if out == "" {

@@ -36,6 +36,11 @@ type sandboxFlags struct {
 	out     string
 	env     []string
 	verbose bool
+
+	// The sandbox's network (network.go).
+	allowNet, forward, netResolve []string
+	netMaxBytes                   string
+	netMaxRate                    float64
 }
 
 // flagUse is one command's default and help for a flag.
@@ -52,7 +57,7 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 	guest := flagUse{"", "static agentbox binary to run inside the sandbox (default: this one)"}
 	verbose := flagUse{false, "print every step"}
 	startTimeout := flagUse{60 * time.Second, "deadline for creating the sandbox and launching the app"}
-	return map[string]map[string]flagUse{
+	uses := map[string]map[string]flagUse{
 		"backend": {run: auto, eval: auto,
 			replay: {"", "sandbox backend (default: the recorded one)"},
 			bench:  {environment.Auto, "backend to measure, or several side by side: docker,local"}},
@@ -94,6 +99,10 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			replay: {[]string(nil), "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)"}},
 		"verbose": {run: verbose, replay: verbose},
 	}
+	for name, u := range networkFlagUses() {
+		uses[name] = map[string]flagUse{run: u, eval: u}
+	}
+	return uses
 }
 
 // register adds the flags cmd takes to fl.
@@ -104,6 +113,8 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 		"screen": &f.screen, "cpus": &f.cpus, "memory": &f.memory, "pids": &f.pids, "tmpfs": &f.tmpfs, "no-wm": &f.noWM,
 		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
 		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
+		"allow-net": &f.allowNet, "forward": &f.forward, "net-resolve": &f.netResolve,
+		"net-max-bytes": &f.netMaxBytes, "net-max-rate": &f.netMaxRate,
 	}
 	short := map[string]string{"verbose": "v"}
 	for name, uses := range sandboxFlagUses() {
@@ -180,6 +191,13 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 		if err := checkResources(cfg.Resources, flagNames); err != nil {
 			return cfg, err
 		}
+	}
+	if f.takes("allow-net") {
+		p, err := f.network()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Network = p
 	}
 	return cfg, nil
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/netpolicy"
 )
 
 // Resources bounds the sandbox. Zero fields take the defaults.
@@ -97,6 +98,12 @@ type Config struct {
 	// FullFrames transfers every screenshot in full even when the screen
 	// is unchanged (benchmarks use it to measure the worst case).
 	FullFrames bool
+	// Network, when it has a rule or a forward, gives the sandbox a way
+	// out through agentbox's recording proxy and the forwarded host
+	// services (backends with Capabilities.Network); nil or empty: only
+	// loopback, as always. Connections are told to an Events that is a
+	// NetRecorder.
+	Network *netpolicy.Policy
 }
 
 // Events receives the app's output and life events. Calls come from one
@@ -260,4 +267,13 @@ type Check struct {
 // is reported through Output's dropped argument instead.
 type DropCounter interface {
 	Dropped(kind string, n int64)
+}
+
+// NetRecorder is implemented by Events receivers that record the
+// sandbox's network connections (Config.Network): every request, tunnel
+// and forwarded connection when it ends or is refused, and every limit
+// when it bites. Unlike Events' methods it is called from many goroutines
+// at once.
+type NetRecorder interface {
+	Network(ev action.NetEvent)
 }

@@ -264,6 +264,10 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if t.Screen != (action.Screen{}) {
 		env.Screen = t.Screen
 	}
+	if env.Network, err = t.network(o.Env.Network, &b.Manifest); err != nil {
+		fail(Malformed, err)
+		return
+	}
 	bundle := *b // per-episode copy: env and args may differ per task only
 	if len(t.Env) > 0 {
 		bundle.Manifest.Env = map[string]string{}

@@ -291,6 +291,7 @@ func (g *Guest) appEnv(extra []string) []string {
 		"NO_AT_BRIDGE=1",
 	}
 	_ = os.MkdirAll(filepath.Join(g.home, ".run"), 0o700)
+	env = append(env, g.net.env()...) // the proxy, with --allow-net
 	return append(env, extra...)
 }
 

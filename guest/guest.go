@@ -50,6 +50,7 @@ type Guest struct {
 	appDir string
 
 	app *appProc
+	net *netRelay // the sandbox's ports relayed to the host's sockets (net.go)
 
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications
@@ -301,6 +302,7 @@ func (g *Guest) shutdown(grace time.Duration) {
 		if g.app != nil {
 			g.app.terminate(grace)
 		}
+		g.net.close()
 		if g.opts.Sandboxed {
 			killOthers()
 		}

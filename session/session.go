@@ -264,6 +264,7 @@ func (r *run) initialRecord() trace.Run {
 			LogCap:         r.cfg.LogCap,
 			NoWM:           r.cfg.Env.NoWM,
 		},
+		Network: networkInfo(r.cfg.Env.Network),
 		Started: r.started,
 	}
 }

@@ -25,6 +25,7 @@ type Agent struct {
 	named map[string]*action.Frame
 	prev  *action.Frame
 	lines []action.LogLine
+	net   []action.NetEvent
 
 	waiting   bool
 	waitStart time.Time
@@ -54,6 +55,10 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 	if n := len(a.lines) - maxLines; n > 0 {
 		a.lines = append(a.lines[:0], a.lines[n:]...)
 	}
+	a.net = append(a.net, obs.Network...)
+	if n := len(a.net) - maxLines; n > 0 {
+		a.net = append(a.net[:0], a.net[n:]...)
+	}
 	var checked []CheckRecord
 	meta := func() map[string]any {
 		if len(checked) == 0 {
@@ -82,7 +87,7 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 				}
 				ref = a.waitRef
 			}
-			v := c.evaluate(world{obs: obs, ref: ref, lines: a.lines})
+			v := c.evaluate(world{obs: obs, ref: ref, lines: a.lines, net: a.net})
 			rec := CheckRecord{Step: st.N, Line: st.Line, Check: checkName(c), Verdict: v}
 			if c.Wait {
 				rec.WaitedMS = float64(time.Since(a.waitStart).Microseconds()) / 1000

@@ -22,6 +22,7 @@ import (
 	"image/png"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -84,6 +85,7 @@ const (
 	CheckLog       = "log"
 	CheckRunning   = "running"
 	CheckExited    = "exited"
+	CheckNetwork   = "network"
 )
 
 // checkSpec is one kind of check: the fields it takes besides expect or
@@ -106,6 +108,7 @@ var checkSpecs = map[string]checkSpec{
 	CheckLog:       {[]string{"stream", "contains", "regex"}, (*checkParser).log},
 	CheckRunning:   {nil, nil},
 	CheckExited:    {[]string{"code"}, (*checkParser).exited},
+	CheckNetwork:   {[]string{"denied", "allowed"}, (*checkParser).network},
 }
 
 // Check is one expectation about the screen, the windows, the output or the
@@ -139,6 +142,12 @@ type Check struct {
 	Regex    *regexp.Regexp
 
 	Code *int
+
+	// network: a connection to a destination matching NetDest (a glob
+	// over "host:port" or the host alone) that was denied (NetDenied) or
+	// allowed.
+	NetDest   string
+	NetDenied bool
 }
 
 // DefaultWaitMS is wait_for's deadline when timeout_ms is not given.
@@ -627,6 +636,26 @@ func (cp *checkParser) exited() error {
 		return err
 	}
 	cp.c.Code = &code
+	return nil
+}
+
+func (cp *checkParser) network() error {
+	if cp.has("denied") == cp.has("allowed") {
+		return cp.errf("%s network needs exactly one of denied or allowed (a host, host:port or a glob such as *.example.com)", cp.verb)
+	}
+	field := "allowed"
+	if cp.has("denied") {
+		field, cp.c.NetDenied = "denied", true
+	}
+	if err := cp.text(field, &cp.c.NetDest); err != nil {
+		return err
+	}
+	if cp.c.NetDest == "" {
+		return cp.fail(field, "want a host, host:port or a glob, got nothing")
+	}
+	if _, err := path.Match(cp.c.NetDest, "x"); err != nil {
+		return cp.fail(field, "bad glob: %v", err)
+	}
 	return nil
 }
 
