@@ -96,6 +96,7 @@ func Run(t *testing.T, o Options) {
 		{"FreezeThaw", s.testFreezeThaw},
 		{"Cleanup", s.testCleanup},
 		{"Isolation", s.testIsolation},
+		{"Network", s.testNetwork},
 	} {
 		t.Run(c.name, c.f)
 	}
@@ -110,6 +111,7 @@ type sink struct {
 	dropped map[action.Stream]int64
 	exit    *action.Exit
 	windows []string
+	net     []action.NetEvent
 	changed chan struct{}
 }
 

@@ -9,13 +9,22 @@
 //	probe forkbomb                start sleeps until fork fails, then hold
 //	probe daemons TOKEN           leave three detached processes, then exit
 //	probe flood BYTES             write BYTES to stdout as fast as it can
+//	probe net OP…                 network operations, each reported:
+//	                              get=URL (through the proxy variables),
+//	                              getk=URL (the same, any TLS certificate),
+//	                              rawget=URL (ignoring them), dial=ADDR,
+//	                              echo=ADDR (send "ping", read the answer),
+//	                              lookup=NAME
 package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -51,6 +60,8 @@ func main() {
 		start(true, "linger", arg(args, 0)+"-orphan")
 	case "linger":
 		linger()
+	case "net":
+		probeout.Print(os.Stdout, probeout.KindNet, netOps(args))
 	case "flood":
 		n, _ := strconv.ParseInt(arg(args, 0), 10, 64)
 		flood(n)
@@ -298,4 +309,68 @@ func errString(err error) string {
 		return errno.Error()
 	}
 	return err.Error()
+}
+
+// netOps runs each network operation and reports how it went.
+func netOps(ops []string) probeout.Net {
+	out := probeout.Net{Proxy: os.Getenv("HTTP_PROXY"), Results: map[string]string{}}
+	get := func(u string, c *http.Client) string {
+		resp, err := c.Get(u)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		return strconv.Itoa(resp.StatusCode) + " " + string(b)
+	}
+	viaProxy := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	insecure := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	direct := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	for _, op := range ops {
+		kind, arg, _ := strings.Cut(op, "=")
+		var r string
+		switch kind {
+		case "get":
+			r = get(arg, viaProxy)
+		case "getk":
+			r = get(arg, insecure)
+		case "rawget":
+			r = get(arg, direct)
+		case "dial":
+			c, err := net.DialTimeout("tcp", arg, 5*time.Second)
+			if err != nil {
+				r = "error: " + err.Error()
+			} else {
+				c.Close()
+				r = "connected"
+			}
+		case "echo":
+			c, err := net.DialTimeout("tcp", arg, 5*time.Second)
+			if err != nil {
+				r = "error: " + err.Error()
+				break
+			}
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			c.Write([]byte("ping"))
+			c.(*net.TCPConn).CloseWrite()
+			b, err := io.ReadAll(c)
+			c.Close()
+			r = string(b)
+			if err != nil {
+				r += " error: " + err.Error()
+			}
+		case "lookup":
+			addrs, err := net.LookupHost(arg)
+			if err != nil {
+				r = "error: " + err.Error()
+			} else {
+				r = strings.Join(addrs, ",")
+			}
+		default:
+			r = "error: unknown operation"
+		}
+		out.Results[op] = r
+	}
+	return out
 }
