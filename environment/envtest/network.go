@@ -257,7 +257,7 @@ func (s *suite) testNetworkBrowser(t *testing.T) {
 	p := &netpolicy.Policy{Forward: []netpolicy.Forward{mustForward(t, "127.0.0.1:"+page.port+":8765")}}
 	b := s.newBox(t, func(c *environment.Config) {
 		c.Network = p
-		c.Resources.PIDs = 2048    // Chromium's processes and threads
+		c.Resources.PIDs = 2048     // Chromium's processes and threads
 		c.Resources.MemoryMB = 2048 // and its memory
 	})
 	m := app.Manifest{Command: "chromium", Args: []string{
