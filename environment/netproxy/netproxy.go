@@ -279,14 +279,16 @@ func (c *openConn) Close() error {
 
 func (s *Server) record(ev action.NetEvent) { s.o.Record(ev) }
 
-// admit applies the connection rate; a refusal is recorded as the event
-// and, at most once a second, as a limit event with the count.
-func (s *Server) admit() (string, bool) {
+// admit applies the byte budget and the connection rate: it returns why
+// a new connection is refused and the HTTP status that says so, or "". A
+// refusal by the rate is recorded, at most once a second, as a limit
+// event with the count.
+func (s *Server) admit() (string, int) {
 	if s.left.Load() <= 0 {
-		return fmt.Sprintf("the run's byte limit (%d bytes, --net-max-bytes) is used up", s.pol.MaxBytes), false
+		return fmt.Sprintf("the run's byte limit (%d bytes, --net-max-bytes) is used up", s.pol.MaxBytes), http.StatusForbidden
 	}
 	if s.limiter.Allow() {
-		return "", true
+		return "", 0
 	}
 	n := s.rateHits.Add(1)
 	s.rateMu.Lock()
@@ -299,7 +301,7 @@ func (s *Server) admit() (string, bool) {
 	} else {
 		s.rateMu.Unlock()
 	}
-	return fmt.Sprintf("over the connection rate limit (%s per second)", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64)), false
+	return fmt.Sprintf("over the connection rate limit (%s per second)", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64)), http.StatusTooManyRequests
 }
 
 // take reserves up to n bytes of the run's budget and returns how many it
@@ -488,9 +490,9 @@ func (s *Server) plain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.Dest = t.String()
-	if why, ok := s.admit(); !ok {
+	if why, status := s.admit(); why != "" {
 		ev.Reason = why
-		s.deny(w, ev, http.StatusTooManyRequests)
+		s.deny(w, ev, status)
 		return
 	}
 	d := s.decide(r.Context(), t)
@@ -584,9 +586,9 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.Dest = t.String()
-	if why, ok := s.admit(); !ok {
+	if why, status := s.admit(); why != "" {
 		ev.Reason = why
-		s.deny(w, ev, http.StatusTooManyRequests)
+		s.deny(w, ev, status)
 		return
 	}
 	d := s.decide(r.Context(), t)
@@ -783,7 +785,7 @@ func (s *Server) serveForward(ln net.Listener, f netpolicy.Forward) {
 			defer s.wg.Done()
 			defer c.Close()
 			ev := action.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text}
-			if why, ok := s.admit(); !ok {
+			if why, _ := s.admit(); why != "" {
 				ev.Reason = why
 				s.record(ev)
 				return

@@ -14,22 +14,31 @@
 //	                              getk=URL (the same, any TLS certificate),
 //	                              rawget=URL (ignoring them), dial=ADDR,
 //	                              echo=ADDR (send "ping", read the answer),
-//	                              lookup=NAME
+//	                              lookup=NAME, pget=URL (through the
+//	                              proxy even for loopback names),
+//	                              pgetn=N,URL (N of them: "200:3 429:7"),
+//	                              sockget=URL (through the proxy's unix
+//	                              socket, not the guest's relay),
+//	                              write=PATH (create a file), sleep=DURATION;
+//	                              stay (last) keeps it running afterwards
 package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -61,7 +70,15 @@ func main() {
 	case "linger":
 		linger()
 	case "net":
-		probeout.Print(os.Stdout, probeout.KindNet, netOps(args))
+		// "stay" last: keep running after the report.
+		ops, stayAfter := args, len(args) > 0 && args[len(args)-1] == "stay"
+		if stayAfter {
+			ops = args[:len(args)-1]
+		}
+		probeout.Print(os.Stdout, probeout.KindNet, netOps(ops))
+		if stayAfter {
+			stay()
+		}
 	case "flood":
 		n, _ := strconv.ParseInt(arg(args, 0), 10, 64)
 		flood(n)
@@ -321,12 +338,30 @@ func netOps(ops []string) probeout.Net {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return strconv.Itoa(resp.StatusCode) + " " + string(b)
+		r := strconv.Itoa(resp.StatusCode) + " " + string(b)
+		// The rest is read too (a download), and counted.
+		if n, err := io.Copy(io.Discard, resp.Body); n > 0 || err != nil {
+			r = strconv.Itoa(resp.StatusCode) + " [" + strconv.FormatInt(int64(len(b))+n, 10) + " bytes]"
+			if err != nil {
+				r += " error: " + err.Error()
+			}
+		}
+		return r
 	}
 	viaProxy := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
 	insecure := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	direct := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	// Go's own proxy rule sends loopback names direct; pget always asks
+	// the proxy, as another app might.
+	proxyURL, _ := url.Parse(os.Getenv("HTTP_PROXY"))
+	forced := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
+	sock := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy.sock"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", "/run/agentbox/net/proxy.sock")
+		}, DisableKeepAlives: true}}
 	for _, op := range ops {
 		kind, arg, _ := strings.Cut(op, "=")
 		var r string
@@ -337,6 +372,33 @@ func netOps(ops []string) probeout.Net {
 			r = get(arg, insecure)
 		case "rawget":
 			r = get(arg, direct)
+		case "pget":
+			r = get(arg, forced)
+		case "sockget":
+			r = get(arg, sock)
+		case "pgetn":
+			n, u, _ := strings.Cut(arg, ",")
+			count, _ := strconv.Atoi(n)
+			byStatus := map[string]int{}
+			for i := 0; i < count; i++ {
+				code, _, _ := strings.Cut(get(u, forced), " ")
+				byStatus[code]++
+			}
+			var parts []string
+			for code, k := range byStatus {
+				parts = append(parts, code+":"+strconv.Itoa(k))
+			}
+			sort.Strings(parts)
+			r = strings.Join(parts, " ")
+		case "write":
+			if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
+				r = "error: " + err.Error()
+			} else {
+				r = "written"
+			}
+		case "sleep":
+			d, _ := time.ParseDuration(arg)
+			time.Sleep(d)
 		case "dial":
 			c, err := net.DialTimeout("tcp", arg, 5*time.Second)
 			if err != nil {
