@@ -221,3 +221,36 @@ func TestSecurityNetFlood(t *testing.T) {
 		})
 	}
 }
+
+// TestNetUsageErrors: bad rules, forwards, names and limits in flags,
+// manifests and suites are usage errors naming what is wrong, before
+// anything starts.
+func TestNetUsageErrors(t *testing.T) {
+	badManifest := stubApp(t, `{"command": "mover", "allow_net": ["https://example.com/"]}`)
+	suiteDir := t.TempDir()
+	suite := filepath.Join(suiteDir, "suite.yaml")
+	os.WriteFile(suite, []byte("tasks:\n  - name: a\n    target: "+stubApp(t, "")+"\n    agent: idle\n    forward: [\"localhost:80\"]\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--allow-net", "*.com"}, `rule "*.com"`},
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--allow-net", "example.com:0"}, "want 1 to 65535"},
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--forward", "localhost:8080:80"}, "below 1024"},
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--forward", "8080"}, "HOST:PORT"},
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--allow-net", "x.test", "--forward", "localhost:3128"}, "taken by the proxy"},
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--net-resolve", "x.test"}, "NAME=ADDRESS"},
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--forward", "localhost:8080", "--net-max-bytes", "lots"}, "--net-max-bytes"},
+		{[]string{"run", stubApp(t, ""), "--agent", "idle", "--forward", "localhost:8080", "--net-max-rate", "-1"}, "--net-max-rate"},
+		{[]string{"run", badManifest, "--agent", "idle"}, `"allow_net"[0]`},
+		{[]string{"eval", suite}, "below 1024"},
+	} {
+		r := cliMain(t, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: want exit 2 naming %q:\n%s", c.args[2:], c.want, r)
+		}
+		if _, err := os.Stat(r.dir); err == nil {
+			t.Errorf("%v: a trace was made", c.args[2:])
+		}
+	}
+}

@@ -91,6 +91,14 @@ var checkCorpus = []string{
 	`{wait_for: exited, code: 3}`,
 	`{expect: exited, code: -1}`,
 	`{expect: exited, code: 1.5}`,
+	// network
+	`{expect: network, denied: evil.test}`,
+	`{wait_for: network, allowed: "*.example.com:443", timeout_ms: 5000}`,
+	`{expect: network}`,
+	`{expect: network, denied: a, allowed: b}`,
+	`{expect: network, denied: ""}`,
+	`{expect: network, denied: "[bad"}`,
+	`{expect: network, denied: x, stream: stdout}`,
 	// the verb
 	`{expect: colour}`,
 	`{expect: 5}`,
@@ -165,6 +173,9 @@ func describeCheck(c *Check) string {
 	}
 	if c.Code != nil {
 		fmt.Fprintf(&b, " code=%d", *c.Code)
+	}
+	if c.NetDest != "" {
+		fmt.Fprintf(&b, " net_dest=%q denied=%v", c.NetDest, c.NetDenied)
 	}
 	return b.String()
 }
