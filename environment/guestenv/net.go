@@ -39,11 +39,20 @@ func (e *Env) Network(sandboxUID int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: the network's socket directory: %w", environment.ErrUnavailable, err)
 	}
-	if os.Geteuid() == 0 && sandboxUID != 0 {
-		if err := os.Chown(dir, sandboxUID, sandboxUID); err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("%w: the network's socket directory: %w", environment.ErrUnavailable, err)
-		}
+	var perr error
+	switch {
+	case os.Geteuid() == 0 && sandboxUID != 0:
+		perr = os.Chown(dir, sandboxUID, sandboxUID)
+	case os.Geteuid() != sandboxUID:
+		// Not root and not the sandbox's user (Docker run by a member of
+		// the docker group): the sandbox must pass through the directory,
+		// so others may too; they cannot list it, and the sockets give a
+		// host user nothing it lacks (see SECURITY.md).
+		perr = os.Chmod(dir, 0o711)
+	}
+	if perr != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("%w: the network's socket directory: %w", environment.ErrUnavailable, perr)
 	}
 	rec := func(action.NetEvent) {}
 	if nr, ok := e.opts.Config.Events.(environment.NetRecorder); ok {
