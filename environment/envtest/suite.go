@@ -5,7 +5,10 @@
 // from inside with a probe (identity, capabilities, namespaces, read-only
 // system, capped tmpfs, no egress, a fork bomb, detached daemons, an
 // output flood — each negative check with a positive control that shows
-// the probe itself works). A new backend starts from this failing list,
+// the probe itself works), and the network by policy where the backend
+// declares it (no rule: only the forward; an allowlist: exactly the
+// allowed host; a direct dial: nothing; Chromium opening a forwarded
+// page). A new backend starts from this failing list,
 // not from a blank page:
 //
 //	func TestConformance(t *testing.T) {
