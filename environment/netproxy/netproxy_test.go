@@ -125,6 +125,11 @@ func client(s *Server) *http.Client {
 
 func serve(t *testing.T, body string) (*httptest.Server, string) {
 	t.Helper()
+	return serveB(t, body)
+}
+
+func serveB(t testing.TB, body string) (*httptest.Server, string) {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Host-Seen", r.Host)
 		io.WriteString(w, body)
