@@ -183,6 +183,10 @@ type Observation struct {
 	Windows []Window
 	// Output holds the app's lines printed since the previous observation.
 	Output []LogLine
+	// Network holds the connections the app made or tried through the
+	// sandbox's network (--allow-net, --forward) since the previous
+	// observation: a denied one says so, and why.
+	Network []NetEvent
 	// Running is false once the app has exited; Exit then says how.
 	Running bool
 	Exit    *Exit

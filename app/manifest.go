@@ -19,6 +19,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/stagepath"
+	"github.com/codegirl-games/agentbox/netpolicy"
 )
 
 // ManifestName is the manifest file looked for in an app directory.
@@ -54,6 +55,22 @@ type Manifest struct {
 	// A11y starts the sandbox's accessibility bus for the app (as --a11y
 	// does): its tree can be read and scripts can name elements.
 	A11y bool `json:"a11y,omitempty"`
+	// AllowNet lists the hosts the app needs, as --allow-net rules
+	// ("api.example.com:443"); they add to the command line's.
+	AllowNet []string `json:"allow_net,omitempty"`
+}
+
+// Rules parses AllowNet (ParseManifest has checked it).
+func (m *Manifest) Rules() ([]netpolicy.Rule, error) {
+	var out []netpolicy.Rule
+	for _, s := range m.AllowNet {
+		r, err := netpolicy.ParseRule(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // Waits reports whether launching waits for a window.
@@ -116,7 +133,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fail("%s", jsonError(data, err))
 	}
-	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y"}
+	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y", "allow_net"}
 	var unknown []string
 	for k := range raw {
 		if !containsString(known, k) {
@@ -169,6 +186,11 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	for i, f := range m.Files {
 		if err := stagepath.Check(f); err != nil {
 			return nil, fail("field \"files\"[%d]: %v", i, err)
+		}
+	}
+	for i, r := range m.AllowNet {
+		if _, err := netpolicy.ParseRule(r); err != nil {
+			return nil, fail("field \"allow_net\"[%d]: %v", i, err)
 		}
 	}
 	return &m, nil

@@ -102,6 +102,9 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			if err != nil {
 				return err
 			}
+			if err := checkNetwork(backend, envCfg.Network); err != nil {
+				return err
+			}
 
 			fmt.Fprint(stderr, note) // sandboxes are about to start
 			ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})

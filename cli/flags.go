@@ -41,6 +41,11 @@ type sandboxFlags struct {
 	out     string
 	env     []string
 	verbose bool
+
+	// The sandbox's network (network.go).
+	allowNet, forward, netResolve []string
+	netMaxBytes                   string
+	netMaxRate                    float64
 }
 
 // flagUse is one command's default and help for a flag.
@@ -57,7 +62,7 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 	guest := flagUse{"", "static agentbox binary to run inside the sandbox (default: this one)"}
 	verbose := flagUse{false, "print every step"}
 	startTimeout := flagUse{60 * time.Second, "deadline for creating the sandbox and launching the app"}
-	return map[string]map[string]flagUse{
+	uses := map[string]map[string]flagUse{
 		"backend": {run: auto, eval: auto,
 			replay: {"", "sandbox backend (default: the recorded one)"},
 			bench:  {environment.Auto, "backend to measure, or several side by side: docker,local"}},
@@ -111,6 +116,10 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			run:  {false, "draw numbered boxes on the interactive elements of the agent's screenshot; a model may click a mark (implies --a11y-tree)"},
 			eval: {false, "draw numbered marks on the agents' screenshots (implies --a11y-tree)"}},
 	}
+	for name, u := range networkFlagUses() {
+		uses[name] = map[string]flagUse{run: u, eval: u}
+	}
+	return uses
 }
 
 // register adds the flags cmd takes to fl.
@@ -122,6 +131,8 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
 		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
 		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks,
+		"allow-net": &f.allowNet, "forward": &f.forward, "net-resolve": &f.netResolve,
+		"net-max-bytes": &f.netMaxBytes, "net-max-rate": &f.netMaxRate,
 	}
 	short := map[string]string{"verbose": "v"}
 	for name, uses := range sandboxFlagUses() {
@@ -208,6 +219,13 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 		if err := checkResources(cfg.Resources, flagNames); err != nil {
 			return cfg, err
 		}
+	}
+	if f.takes("allow-net") {
+		p, err := f.network()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Network = p
 	}
 	return cfg, nil
 }

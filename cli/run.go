@@ -150,6 +150,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames); err != nil {
 		return err
 	}
+	if envCfg.Network, err = withRules(envCfg.Network, target+"'s manifest", bundle.Manifest.AllowNet); err != nil {
+		return err
+	}
+	if err := checkNetwork(backend, envCfg.Network); err != nil {
+		return err
+	}
 	if argsGiven && f.agentName == "exec" {
 		// --agent exec -- PROGRAM ARGS…: the arguments are the agent's.
 		if _, set := opts["command"]; set {

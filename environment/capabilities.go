@@ -24,6 +24,9 @@ type Capabilities struct {
 	Limits Limits `json:"limits"`
 	// SeedStep: the backend implements SeedStepper.
 	SeedStep bool `json:"seed_step"`
+	// Network: Config.Network gives its sandboxes a way out through
+	// agentbox's recording proxy, and forwarded host services.
+	Network bool `json:"network"`
 }
 
 // Limits says which of Resources a backend holds the whole sandbox to.
@@ -63,6 +66,7 @@ var capabilityList = []capability{
 	{"a memory limit", func(c Capabilities) bool { return c.Limits.Memory }},
 	{"a process limit", func(c Capabilities) bool { return c.Limits.PIDs }},
 	{"the seed-style step", func(c Capabilities) bool { return c.SeedStep }},
+	{"a network by policy", func(c Capabilities) bool { return c.Network }},
 }
 
 // Missing names what need asks for and c lacks ("custom images"), in a

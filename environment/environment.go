@@ -24,6 +24,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/netpolicy"
 )
 
 // Resources bounds the sandbox. Zero fields take the defaults.
@@ -142,6 +143,12 @@ type Config struct {
 	// AT-SPI) for the app, so its tree can be read (Accessible) and
 	// actions can name their targets by role and name.
 	A11y bool
+	// Network, when it has a rule or a forward, gives the sandbox a way
+	// out through agentbox's recording proxy and the forwarded host
+	// services (backends with Capabilities.Network); nil or empty: only
+	// loopback, as always. Connections are told to an Events that is a
+	// NetRecorder.
+	Network *netpolicy.Policy
 }
 
 // Events receives the app's output and life events. Calls come from one
@@ -314,4 +321,13 @@ type Check struct {
 // is reported through Output's dropped argument instead.
 type DropCounter interface {
 	Dropped(kind string, n int64)
+}
+
+// NetRecorder is implemented by Events receivers that record the
+// sandbox's network connections (Config.Network): every request, tunnel
+// and forwarded connection when it ends or is refused, and every limit
+// when it bites. Unlike Events' methods it is called from many goroutines
+// at once.
+type NetRecorder interface {
+	Network(ev action.NetEvent)
 }

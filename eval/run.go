@@ -277,6 +277,10 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		env.Screen = t.Screen
 	}
 	env.A11y = env.A11y || t.A11y || t.script != nil && t.script.NeedsA11y()
+	if env.Network, err = t.network(o.Env.Network, &b.Manifest); err != nil {
+		fail(Malformed, err)
+		return
+	}
 	bundle := *b // per-episode copy: env and args may differ per task only
 	if len(t.Env) > 0 || len(o.AppEnv) > 0 {
 		bundle.Manifest.Env = map[string]string{}

@@ -26,6 +26,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/netpolicy"
 )
 
 // ErrInvalid is wrapped by every error about a suite file.
@@ -57,11 +58,15 @@ type Task struct {
 	// A11y starts each episode's accessibility bus (as --a11y); a script
 	// that names elements turns it on by itself.
 	A11y bool
+	// AllowNet and Forward add to the command line's --allow-net and
+	// --forward (and the app manifest's allow_net) for this task.
+	AllowNet []netpolicy.Rule
+	Forward  []netpolicy.Forward
 
 	script *script.Script
 }
 
-var taskFields = []string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y"}
+var taskFields = []string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward"}
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -180,6 +185,30 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 				} else {
 					t.Env = m
 				}
+			case "allow_net", "forward":
+				var list []string
+				if derr := v.Decode(&list); derr != nil {
+					err = fail("want a list of text: %v", derr)
+				}
+				for _, s := range list {
+					if err != nil {
+						break
+					}
+					if k.Value == "allow_net" {
+						var r netpolicy.Rule
+						if r, err = netpolicy.ParseRule(s); err == nil {
+							t.AllowNet = append(t.AllowNet, r)
+						}
+					} else {
+						var f netpolicy.Forward
+						if f, err = netpolicy.ParseForward(s); err == nil {
+							t.Forward = append(t.Forward, f)
+						}
+					}
+					if err != nil {
+						err = fail("%v", err)
+					}
+				}
 			case "timeout":
 				var s string
 				if s, err = str(); err == nil {
@@ -246,6 +275,9 @@ func (t *Task) check(screen action.Screen) error {
 			return fmt.Errorf("env: %w", err)
 		}
 	}
+	if _, err := t.network(nil, &b.Manifest); err != nil {
+		return err
+	}
 	if t.Script != "" {
 		on := screen
 		if t.Screen != (action.Screen{}) {
@@ -277,6 +309,29 @@ func (t *Task) check(screen action.Screen) error {
 		c.Close()
 	}
 	return nil
+}
+
+// network is the task's network: base (the command line's) with the
+// task's rules and forwards and its app manifest's allow_net; nil when
+// none has a rule or a forward.
+func (t *Task) network(base *netpolicy.Policy, m *app.Manifest) (*netpolicy.Policy, error) {
+	rules, err := m.Rules()
+	if err != nil {
+		return nil, err
+	}
+	if len(rules) == 0 && len(t.AllowNet) == 0 && len(t.Forward) == 0 {
+		return base, nil
+	}
+	var p netpolicy.Policy
+	if base != nil {
+		p = *base
+	}
+	p.Allow = append(append(append([]netpolicy.Rule(nil), p.Allow...), t.AllowNet...), rules...)
+	p.Forward = append(append([]netpolicy.Forward(nil), p.Forward...), t.Forward...)
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // newAgent makes a fresh agent for one episode.

@@ -15,6 +15,8 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	_ "github.com/codegirl-games/agentbox/agent/demo"
 	_ "github.com/codegirl-games/agentbox/agent/idle"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/netpolicy"
 )
 
 // play is a script as a suite's task names it (script: play.yaml).
@@ -159,6 +161,10 @@ func TestLoadRejects(t *testing.T) {
 		{"zero episodes", task + "    episodes: 0\n", `suite.yaml:5: task 1: field "episodes": want a positive number, got "0"`, ""},
 		{"too many episodes", task + "    episodes: 100001\n", `suite.yaml:5: task 1: field "episodes": want a positive number, got "100001"`, ""},
 		{"bad max_steps", task + "    max_steps: many\n", `suite.yaml:5: task 1: field "max_steps": want a positive number, got "many"`, ""},
+		{"allow_net not a list", task + "    allow_net: example.com\n", `suite.yaml:5: task 1: field "allow_net": want a list of text`, ""},
+		{"bad allow_net rule", task + "    allow_net: [\"*.com\"]\n", `suite.yaml:5: task 1: field "allow_net": invalid network policy: rule "*.com"`, ""},
+		{"bad forward", task + "    forward: [\"localhost:80\"]\n", `suite.yaml:5: task 1: field "forward": invalid network policy: --forward "localhost:80": sandbox port 80 is below 1024`, ""},
+		{"forward on the proxy's port", task + "    allow_net: [a.test]\n    forward: [\"localhost:3128\"]\n", `suite.yaml:2: task "a": invalid network policy: --forward localhost:3128: sandbox port 3128 is taken by the proxy`, ""},
 		{"no name", "tasks:\n  - target: app\n    agent: idle\n", `suite.yaml:2: task 1: name is required`, ""},
 		{"bad name", "tasks:\n  - name: ../up\n    target: app\n    agent: idle\n", `suite.yaml:2: task "../up": a name is letters, digits,`, ""},
 		{"name used twice", task + "  - name: a\n    target: app\n    agent: demo\n", `suite.yaml:5: task "a": the name is used twice`, ""},
@@ -280,5 +286,29 @@ func TestLoadWithScreen(t *testing.T) {
 	}
 	if s.Tasks[0].Screen != (action.Screen{}) {
 		t.Errorf("task screen %v, want none of its own (the run's default applies)", s.Tasks[0].Screen)
+	}
+}
+
+// TestLoadNetwork: a task's allow_net and forward are read, and its
+// network joins the command line's.
+func TestLoadNetwork(t *testing.T) {
+	s, err := Load(suiteDir(t, "tasks:\n  - name: a\n    target: app\n    agent: idle\n    allow_net: [api.example.com:443]\n    forward: [\"localhost:3000:8080\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := s.Tasks[0]
+	if len(tk.AllowNet) != 1 || tk.AllowNet[0].Host != "api.example.com" || len(tk.Forward) != 1 || tk.Forward[0].SandboxPort != 8080 {
+		t.Fatalf("task: %+v %+v", tk.AllowNet, tk.Forward)
+	}
+	base, _ := netpolicy.ParseRule("cdn.example.com")
+	p, err := tk.network(&netpolicy.Policy{Allow: []netpolicy.Rule{base}, MaxConnRate: 5}, &app.Manifest{AllowNet: []string{"assets.example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := netpolicy.Texts(p.Allow); strings.Join(got, " ") != "cdn.example.com api.example.com:443 assets.example.com" || p.MaxConnRate != 5 || len(p.Forward) != 1 {
+		t.Errorf("joined policy: %v %+v", got, p)
+	}
+	if p, _ := (&Task{}).network(nil, &app.Manifest{}); p != nil {
+		t.Errorf("no network anywhere: %+v", p)
 	}
 }

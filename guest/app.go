@@ -286,6 +286,7 @@ func (g *Guest) appEnv(extra []string) []string {
 	} else {
 		env = append(env, "NO_AT_BRIDGE=1")
 	}
+	env = append(env, g.net.env()...) // the proxy, with --allow-net
 	return append(env, extra...)
 }
 

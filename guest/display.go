@@ -47,6 +47,14 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		}
 	}
 
+	if req.Net != nil {
+		r, err := startNet(req.Net, func(f string, a ...any) { fmt.Fprintf(g.logw, "agentbox guest: "+f+"\n", a...) })
+		if err != nil {
+			return resp, err
+		}
+		g.net = r
+	}
+
 	t := time.Now()
 	srv, err := xserver.Start(ctx, xserver.Config{
 		Width: s.Width, Height: s.Height, Depth: s.Depth,

@@ -52,6 +52,7 @@ type Guest struct {
 
 	app *appProc
 	bus *atspi.Bus // the accessibility bus, when asked for
+	net *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
 
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications
@@ -311,6 +312,7 @@ func (g *Guest) shutdown(grace time.Duration) {
 		if g.bus != nil {
 			g.bus.Stop()
 		}
+		g.net.close()
 		if g.opts.Sandboxed {
 			killOthers()
 		}

@@ -464,6 +464,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		p.Run.SettleCapped = fmt.Sprintf("%s did not settle within the cap", plural.Count(capped, "screen", "screens"))
 	}
 	alignOutput(tr, p.Steps)
+	networkLines(tr, obs, p.Steps)
 	if p.Replay = readReplay(p, tr.Dir, baseDir); p.Replay != nil {
 		for i := range p.Steps {
 			if c, ok := p.Replay.steps[p.Steps[i].N]; ok {
@@ -476,7 +477,10 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		name    string
 		bytes   int64
 		dropped int64
-	}{{trace.StdoutFile, run.Logs.StdoutBytes, run.Logs.StdoutDropped}, {trace.StderrFile, run.Logs.StderrBytes, run.Logs.StderrDropped}} {
+	}{{trace.StdoutFile, run.Logs.StdoutBytes, run.Logs.StdoutDropped}, {trace.StderrFile, run.Logs.StderrBytes, run.Logs.StderrDropped}, {trace.NetworkFile, -1, 0}} {
+		if lg.bytes < 0 && run.Network == nil {
+			continue // the sandbox had no network
+		}
 		ld := logData{Name: lg.name, Bytes: lg.bytes, Dropped: lg.dropped}
 		var err error
 		ld.Tail, ld.Truncated, ld.Bytes, err = readTail(tr.Dir, lg.name, maxLogBytes)
@@ -563,6 +567,24 @@ func readTree(p *page, tr *trace.Trace, o *trace.Observation, baseDir string, us
 		td.Lines = append(td.Lines, line)
 	}
 	return td, nil
+}
+
+// networkLines adds to each step the sandbox's connections its
+// observation showed the agent, as event lines ("network: denied GET
+// evil.test:80 (…)"); network.jsonl, linked from the page, has them all.
+func networkLines(tr *trace.Trace, obs []*trace.Record, steps []stepData) {
+	for i, r := range obs {
+		if r.Observation == nil || i >= len(steps) {
+			continue
+		}
+		for _, ev := range r.Observation.Network {
+			t := r.TMS
+			if !ev.Time.IsZero() && !tr.Run.Started.IsZero() {
+				t = float64(ev.Time.Sub(tr.Run.Started).Microseconds()) / 1000
+			}
+			steps[i].Out = append(steps[i].Out, lineData{K: "v", T: t, X: clip("network: "+ev.String(), maxMessageRunes)})
+		}
+	}
 }
 
 // confirmSummary describes the input confirmation times of the steps: the

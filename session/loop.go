@@ -395,6 +395,7 @@ func (r *run) observe(ctx context.Context, step int) (*action.Observation, *trac
 		return nil, nil, err
 	}
 	lines := r.events.takeLines()
+	netEvs := r.events.takeNetwork()
 	exit := r.events.exit()
 	running := st.Running && exit == nil
 	if exit == nil && st.Exit != nil {
@@ -402,7 +403,7 @@ func (r *run) observe(ctx context.Context, step int) (*action.Observation, *trac
 	}
 	obs := &action.Observation{
 		Step: step, Elapsed: time.Since(r.started), Screen: frame,
-		Cursor: st.Cursor, Windows: st.Windows, Output: lines,
+		Cursor: st.Cursor, Windows: st.Windows, Output: lines, Network: netEvs,
 		Running: running, Exit: exit,
 	}
 	tw := time.Now()
@@ -415,6 +416,7 @@ func (r *run) observe(ctx context.Context, step int) (*action.Observation, *trac
 			FrameHash:  trace.FrameHash(frame.Hash),
 			Width:      frame.Width, Height: frame.Height,
 			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
+			Network: netEvs,
 		},
 	}
 	return obs, rec, nil

@@ -293,6 +293,7 @@ func (r *run) initialRecord() trace.Run {
 			Tree:                r.cfg.Tree,
 			Marks:               r.cfg.Marks,
 		},
+		Network: networkInfo(r.cfg.Env.Network),
 		Started: r.started,
 	}
 }

@@ -41,6 +41,10 @@ type sink struct {
 	// tearingDown is set when the run is over and the sandbox is being
 	// torn down: an exit from then on is agentbox's doing.
 	tearingDown bool
+
+	netMu      sync.Mutex
+	netPending []action.NetEvent // for the next observation (network.go)
+	netSkipped int
 }
 
 func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {

@@ -44,6 +44,9 @@ const (
 	A11yDir        = "a11y"
 	StdoutFile     = "stdout.log"
 	StderrFile     = "stderr.log"
+	// NetworkFile holds one action.NetEvent per line (with its t_ms), when
+	// the sandbox had a network (--allow-net, --forward).
+	NetworkFile = "network.jsonl"
 )
 
 // Status of a run record.
@@ -126,6 +129,9 @@ type Run struct {
 
 	AppExit *action.Exit `json:"app_exit,omitempty"`
 	Logs    LogInfo      `json:"logs"`
+	// Network is the sandbox's network and what went through it; absent
+	// when it had none.
+	Network *NetworkInfo `json:"network,omitempty"`
 	// Screenshots counts files written; Frames counts observations.
 	Screenshots int `json:"screenshots"`
 }
@@ -212,6 +218,27 @@ type LogInfo struct {
 	EventsDropped map[string]int64 `json:"events_dropped,omitempty"`
 }
 
+// NetworkInfo is the sandbox's network policy and a summary of
+// network.jsonl.
+type NetworkInfo struct {
+	Allow       []string          `json:"allow,omitempty"`
+	Forward     []string          `json:"forward,omitempty"`
+	Resolve     map[string]string `json:"resolve,omitempty"`
+	MaxBytes    int64             `json:"max_bytes"`
+	MaxConnRate float64           `json:"max_conn_rate"`
+	// Allowed and Denied count connections (and plain requests); the
+	// bytes are those of every connection, both ways.
+	Allowed   int   `json:"allowed"`
+	Denied    int   `json:"denied"`
+	BytesUp   int64 `json:"bytes_up"`
+	BytesDown int64 `json:"bytes_down"`
+	// Limits are the limit events (a limit that bit), the first few.
+	Limits []string `json:"limits,omitempty"`
+	// Dropped counts events not written to network.jsonl once it reached
+	// the log cap (they are counted above).
+	Dropped int64 `json:"dropped,omitempty"`
+}
+
 // Record types in steps.jsonl.
 const (
 	TypeStep   = "step"   // an observation, a decision and an action (before it runs)
@@ -230,6 +257,9 @@ type Observation struct {
 	Windows    []action.Window  `json:"windows,omitempty"`
 	Running    bool             `json:"running"`
 	Output     []action.LogLine `json:"output,omitempty"`
+	// Network is what the agent was shown of the sandbox's connections
+	// since the previous observation (network.jsonl has every one).
+	Network []action.NetEvent `json:"network,omitempty"`
 	// View is the region and size the agent was shown, when it asked for
 	// one with a screenshot action.
 	View *ViewInfo `json:"view,omitempty"`

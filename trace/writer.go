@@ -41,6 +41,8 @@ type Writer struct {
 	steps   *os.File
 	actions *os.File
 	logs    map[action.Stream]*logFile
+	network *os.File // network.jsonl, once the first connection is recorded
+	netSize int64
 	err     error // first write error; later writes are skipped
 	closed  bool
 
@@ -375,6 +377,63 @@ func (w *Writer) Output(stream action.Stream, data []byte, dropped int64) {
 	}
 }
 
+// maxNetLimits bounds the limit events run.json lists.
+const maxNetLimits = 10
+
+// Network records one connection of the sandbox's network: a line of
+// network.jsonl (made with the first) and the totals in run.json's
+// network (which must have been set, with the policy, in the Run given to
+// Create; without it the connection is still written). network.jsonl is
+// bounded by the log cap; beyond it events are counted, not written.
+func (w *Writer) Network(ev action.NetEvent) {
+	line, err := json.Marshal(struct {
+		TMS float64 `json:"t_ms"`
+		action.NetEvent
+	}{w.Since(), ev})
+	if err != nil {
+		return
+	}
+	line = append(line, '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || w.err != nil {
+		return
+	}
+	if w.run.Network == nil {
+		w.run.Network = &NetworkInfo{}
+	}
+	n := w.run.Network
+	switch {
+	case ev.Kind == "limit":
+		if len(n.Limits) < maxNetLimits {
+			n.Limits = append(n.Limits, ev.Reason)
+		}
+	case ev.Allowed:
+		n.Allowed++
+	default:
+		n.Denied++
+	}
+	n.BytesUp += ev.BytesUp
+	n.BytesDown += ev.BytesDown
+	if w.netSize+int64(len(line)) > w.opts.LogCap {
+		n.Dropped++
+		return
+	}
+	if w.network == nil {
+		f, err := os.OpenFile(filepath.Join(w.dir, NetworkFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
+		if err != nil {
+			w.err = fmt.Errorf("trace: %w", err)
+			return
+		}
+		w.network = f
+	}
+	if _, err := w.network.Write(line); err != nil {
+		w.err = fmt.Errorf("trace: write %s: %w", NetworkFile, err)
+		return
+	}
+	w.netSize += int64(len(line))
+}
+
 // EventsDropped counts n events of a kind the host discarded beyond their
 // bound. The first time for a kind it also records an "events_dropped"
 // event, so a reader of steps.jsonl sees where the record stops being
@@ -467,6 +526,9 @@ func (w *Writer) Run() Run {
 
 func (w *Writer) files() []*os.File {
 	fs := []*os.File{w.steps, w.actions}
+	if w.network != nil {
+		fs = append(fs, w.network)
+	}
 	for _, lf := range w.logs {
 		fs = append(fs, lf.f)
 	}

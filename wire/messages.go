@@ -38,6 +38,25 @@ type StartRequest struct {
 	// A11y starts the accessibility bus (a private D-Bus session bus and
 	// AT-SPI's) and gives the app the environment to use it.
 	A11y bool `json:"a11y,omitempty"`
+	// Net, when set, is the sandbox's network (--allow-net, --forward).
+	Net *NetSetup `json:"net,omitempty"`
+}
+
+// NetSetup gives the sandbox its network: the guest listens on the
+// sandbox's loopback at each port and relays every connection, byte for
+// byte, to the unix socket of the same entry in Dir, which the backend
+// mounted from the host, where agentbox's proxy and forwards answer. With
+// ProxyPort, the app's HTTP_PROXY and HTTPS_PROXY name 127.0.0.1 there.
+type NetSetup struct {
+	Dir       string      `json:"dir"`
+	Listen    []NetListen `json:"listen"`
+	ProxyPort int         `json:"proxy_port,omitempty"`
+}
+
+// NetListen is one port of the sandbox's loopback and the socket behind it.
+type NetListen struct {
+	Port   int    `json:"port"`
+	Socket string `json:"socket"` // a file name in NetSetup.Dir
 }
 
 // StartResponse reports the desktop that came up.

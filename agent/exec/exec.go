@@ -308,20 +308,21 @@ func signalName(s syscall.Signal) string {
 
 // observation is what the program receives each step.
 type observation struct {
-	Type      string           `json:"type"`
-	Step      int              `json:"step"`
-	ElapsedMS int64            `json:"elapsed_ms"`
-	Task      string           `json:"task"`
-	Shot      string           `json:"screenshot,omitempty"`
-	ShotB64   string           `json:"screenshot_base64,omitempty"`
-	Width     int              `json:"width"`
-	Height    int              `json:"height"`
-	Cursor    action.Point     `json:"cursor"`
-	Windows   []action.Window  `json:"windows"`
-	Output    []action.LogLine `json:"output"`
-	Running   bool             `json:"running"`
-	Exit      *action.Exit     `json:"exit,omitempty"`
-	Last      *action.Result   `json:"last,omitempty"`
+	Type      string            `json:"type"`
+	Step      int               `json:"step"`
+	ElapsedMS int64             `json:"elapsed_ms"`
+	Task      string            `json:"task"`
+	Shot      string            `json:"screenshot,omitempty"`
+	ShotB64   string            `json:"screenshot_base64,omitempty"`
+	Width     int               `json:"width"`
+	Height    int               `json:"height"`
+	Cursor    action.Point      `json:"cursor"`
+	Windows   []action.Window   `json:"windows"`
+	Output    []action.LogLine  `json:"output"`
+	Network   []action.NetEvent `json:"network,omitempty"`
+	Running   bool              `json:"running"`
+	Exit      *action.Exit      `json:"exit,omitempty"`
+	Last      *action.Result    `json:"last,omitempty"`
 	// Tree and Marks, when the run reads the accessibility tree (--a11y-tree,
 	// --marks, or the program's accessibility_tree action).
 	Tree  *action.Tree  `json:"accessibility_tree,omitempty"`
@@ -336,7 +337,7 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 	o := observation{
 		Type: "observation", Step: obs.Step, ElapsedMS: obs.Elapsed.Milliseconds(), Task: obs.Task,
 		Width: obs.Screen.Width, Height: obs.Screen.Height, Cursor: obs.Cursor, Windows: obs.Windows,
-		Output: obs.Output, Running: obs.Running, Exit: obs.Exit, Last: obs.Last,
+		Output: obs.Output, Network: obs.Network, Running: obs.Running, Exit: obs.Exit, Last: obs.Last,
 		Tree: obs.Tree, Marks: obs.Marks,
 	}
 	if o.Windows == nil {

@@ -85,5 +85,12 @@ func ObservationText(o *action.Observation) string {
 		}
 		b.WriteString("\nThe application printed: " + Untrusted("application output", strings.Join(lines, "\n")))
 	}
+	if len(o.Network) > 0 {
+		var lines []string
+		for _, e := range o.Network {
+			lines = append(lines, e.String())
+		}
+		b.WriteString("\nThe application's network connections: " + Untrusted("network connections", strings.Join(lines, "\n")))
+	}
 	return b.String()
 }

@@ -31,6 +31,7 @@ type Agent struct {
 	// acted is the action step whose result the next observation carries
 	// (nil after a check's own polling wait).
 	acted *Step
+	net   []action.NetEvent
 
 	waiting   bool
 	waitStart time.Time
@@ -71,6 +72,10 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 	a.lines = append(a.lines, obs.Output...)
 	if n := len(a.lines) - maxLines; n > 0 {
 		a.lines = append(a.lines[:0], a.lines[n:]...)
+	}
+	a.net = append(a.net, obs.Network...)
+	if n := len(a.net) - maxLines; n > 0 {
+		a.net = append(a.net[:0], a.net[n:]...)
 	}
 	var checked []CheckRecord
 	var tolerated *ActionRecord
@@ -130,7 +135,7 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 				}
 				ref = a.waitRef
 			}
-			v := c.evaluate(world{obs: obs, ref: ref, lines: a.lines})
+			v := c.evaluate(world{obs: obs, ref: ref, lines: a.lines, net: a.net})
 			rec := CheckRecord{Step: st.N, Line: st.Line, Check: checkName(c), Verdict: v}
 			if c.Wait {
 				rec.WaitedMS = float64(time.Since(a.waitStart).Microseconds()) / 1000

@@ -2,6 +2,7 @@ package script
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -13,6 +14,7 @@ type world struct {
 	obs   *action.Observation
 	ref   *action.Frame // the reference screenshot (since, or the previous one)
 	lines []action.LogLine
+	net   []action.NetEvent // the sandbox's connections so far
 }
 
 // Verdict is the outcome of one check.
@@ -119,8 +121,43 @@ func (c *Check) evaluate(w world) Verdict {
 		}
 		ok := !w.obs.Running && w.obs.Exit != nil && (c.Code == nil || (w.obs.Exit.Signal == "" && w.obs.Exit.Code == *c.Code))
 		return Verdict{ok, exp, describeState(w.obs)}
+	case CheckNetwork:
+		verb := "allowed"
+		if c.NetDenied {
+			verb = "denied"
+		}
+		exp := fmt.Sprintf("a connection to %s %s", c.NetDest, verb)
+		n := 0
+		for _, e := range w.net {
+			if e.Kind == "limit" {
+				continue
+			}
+			n++
+			if e.Allowed != c.NetDenied && destMatches(c.NetDest, e.Dest) {
+				return Verdict{true, exp, e.String()}
+			}
+		}
+		seen := fmt.Sprintf("%d connections, none matching", n)
+		if n > 0 {
+			seen += "; the last: " + w.net[len(w.net)-1].String()
+		}
+		return Verdict{false, exp, seen}
 	}
 	return Verdict{false, c.Kind, "unknown check"}
+}
+
+// destMatches matches a glob against "host:port", or against the host
+// alone when the glob names no port.
+func destMatches(glob, dest string) bool {
+	if ok, _ := path.Match(glob, dest); ok {
+		return true
+	}
+	host := dest
+	if i := strings.LastIndexByte(dest, ':'); i >= 0 {
+		host = strings.Trim(dest[:i], "[]")
+	}
+	ok, _ := path.Match(glob, host)
+	return ok
 }
 
 func describeState(o *action.Observation) string {

@@ -109,6 +109,14 @@ var checkCorpus = []string{
 	`{expect: element, target: {role: label}, state: 7}`,
 	`{expect: element, target: {role: label}, state: "!"}`,
 	`{expect: element, target: {role: label}, value: 3}`,
+	// network
+	`{expect: network, denied: evil.test}`,
+	`{wait_for: network, allowed: "*.example.com:443", timeout_ms: 5000}`,
+	`{expect: network}`,
+	`{expect: network, denied: a, allowed: b}`,
+	`{expect: network, denied: ""}`,
+	`{expect: network, denied: "[bad"}`,
+	`{expect: network, denied: x, stream: stdout}`,
 	// the verb
 	`{expect: colour}`,
 	`{expect: 5}`,
@@ -183,6 +191,9 @@ func describeCheck(c *Check) string {
 	}
 	if c.Code != nil {
 		fmt.Fprintf(&b, " code=%d", *c.Code)
+	}
+	if c.NetDest != "" {
+		fmt.Fprintf(&b, " net_dest=%q denied=%v", c.NetDest, c.NetDenied)
 	}
 	return b.String()
 }

@@ -22,6 +22,7 @@ import (
 	"image/png"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -88,6 +89,7 @@ const (
 	CheckRunning   = "running"
 	CheckExited    = "exited"
 	CheckElement   = "element"
+	CheckNetwork   = "network"
 )
 
 // checkSpec is one kind of check: the fields it takes besides expect or
@@ -111,6 +113,7 @@ var checkSpecs = map[string]checkSpec{
 	CheckRunning:   {nil, nil},
 	CheckExited:    {[]string{"code"}, (*checkParser).exited},
 	CheckElement:   {[]string{"target", "absent", "name", "text", "state"}, (*checkParser).element},
+	CheckNetwork:   {[]string{"denied", "allowed"}, (*checkParser).network},
 }
 
 // Check is one expectation about the screen, the windows, the output or the
@@ -157,6 +160,11 @@ type Check struct {
 	textMatch func(string) bool
 	// States must be set; a state written "!checked" must not be.
 	States []string
+	// network: a connection to a destination matching NetDest (a glob
+	// over "host:port" or the host alone) that was denied (NetDenied) or
+	// allowed.
+	NetDest   string
+	NetDenied bool
 }
 
 // NeedsA11y reports whether the script names elements (a target or an
@@ -725,6 +733,26 @@ func (cp *checkParser) element() error {
 	}
 	if c.Absent && (c.Name != nil || c.Text != nil || len(c.States) > 0) {
 		return cp.errf("%s element: absent: true takes no name, text or state (nothing is there to have them)", cp.verb)
+	}
+	return nil
+}
+
+func (cp *checkParser) network() error {
+	if cp.has("denied") == cp.has("allowed") {
+		return cp.errf("%s network needs exactly one of denied or allowed (a host, host:port or a glob such as *.example.com)", cp.verb)
+	}
+	field := "allowed"
+	if cp.has("denied") {
+		field, cp.c.NetDenied = "denied", true
+	}
+	if err := cp.text(field, &cp.c.NetDest); err != nil {
+		return err
+	}
+	if cp.c.NetDest == "" {
+		return cp.fail(field, "want a host, host:port or a glob, got nothing")
+	}
+	if _, err := path.Match(cp.c.NetDest, "x"); err != nil {
+		return cp.fail(field, "bad glob: %v", err)
 	}
 	return nil
 }

@@ -48,7 +48,8 @@ var _ environment.Capable = (*Backend)(nil)
 // Capabilities implements environment.Capable: images of the user's choice,
 // OCI runtimes registered with the daemon, pause, reaping by label, the
 // container's cgroup for CPU, memory and processes, and the seed-style
-// step by docker exec.
+// step by docker exec, and a network by policy (a bind-mounted socket
+// directory).
 func (*Backend) Capabilities() environment.Capabilities {
 	return environment.Capabilities{
 		Images:     true,
@@ -57,6 +58,7 @@ func (*Backend) Capabilities() environment.Capabilities {
 		Reap:       true,
 		Limits:     environment.Limits{CPU: true, Memory: true, PIDs: true},
 		SeedStep:   true,
+		Network:    true,
 	}
 }
 
@@ -80,6 +82,9 @@ func (*Backend) HostLimits(ctx context.Context) (environment.HostLimits, error) 
 	}
 	return environment.HostLimits{CPUs: float64(info.Info.NCPU)}, nil
 }
+
+// containerUID is the user the container's processes run as (Config.User).
+const containerUID = 1000
 
 // NewClient connects to the Docker daemon named by the environment
 // (DOCKER_HOST, …) and checks that it answers.
@@ -155,7 +160,18 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		}
 	}()
 
+	// The sandbox's network, if it has one: the proxy's and the forwards'
+	// sockets, reached by the container's user (uid 1000) alone.
+	netDir, err := g.Network(containerUID)
+	if err != nil {
+		return nil, err
+	}
 	create := createOptions(cfg, image, guestBin, res)
+	if netDir != "" {
+		create.HostConfig.Mounts = append(create.HostConfig.Mounts, mount.Mount{
+			Type: mount.TypeBind, Source: netDir, Target: guestenv.NetDir, ReadOnly: true,
+		})
+	}
 	t := time.Now()
 	cr, err := cli.ContainerCreate(ctx, create)
 	if err != nil {
@@ -204,7 +220,7 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			Image:        image,
 			Cmd:          cmd,
 			Entrypoint:   []string{},
-			User:         "1000:1000",
+			User:         strconv.Itoa(containerUID) + ":" + strconv.Itoa(containerUID),
 			WorkingDir:   "/tmp",
 			Env:          []string{"HOME=" + guestenv.Home, "LANG=C.UTF-8", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 			OpenStdin:    true,

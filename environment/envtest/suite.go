@@ -5,7 +5,10 @@
 // from inside with a probe (identity, capabilities, namespaces, read-only
 // system, capped tmpfs, no egress, a fork bomb, detached daemons, an
 // output flood — each negative check with a positive control that shows
-// the probe itself works). A new backend starts from this failing list,
+// the probe itself works), and the network by policy where the backend
+// declares it (no rule: only the forward; an allowlist: exactly the
+// allowed host; a direct dial: nothing; Chromium opening a forwarded
+// page). A new backend starts from this failing list,
 // not from a blank page:
 //
 //	func TestConformance(t *testing.T) {
@@ -96,6 +99,7 @@ func Run(t *testing.T, o Options) {
 		{"FreezeThaw", s.testFreezeThaw},
 		{"Cleanup", s.testCleanup},
 		{"Isolation", s.testIsolation},
+		{"Network", s.testNetwork},
 	} {
 		t.Run(c.name, c.f)
 	}
@@ -110,6 +114,7 @@ type sink struct {
 	dropped map[action.Stream]int64
 	exit    *action.Exit
 	windows []string
+	net     []action.NetEvent
 	changed chan struct{}
 }
 

@@ -61,6 +61,8 @@ type Client struct {
 	FullFrames bool
 	// A11y makes Start start the accessibility bus.
 	A11y bool
+	// Net is the sandbox's network, sent with start.
+	Net *wire.NetSetup
 }
 
 // Dial performs the handshake on a guest's stdio: it reads the guest's
@@ -161,6 +163,7 @@ func (c *Client) Start(ctx context.Context, screen action.Screen, noWM bool, tim
 		Home:      Home,
 		AppDir:    AppDir,
 		TimeoutMS: int(timeout / time.Millisecond),
+		Net:       c.Net,
 	}
 	_, err := c.call(ctx, wire.MethodStart, timeout, req, &c.start, nil)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/netproxy"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -82,6 +83,7 @@ type Env struct {
 
 	guest *Client
 	start wire.StartResponse
+	net   *netproxy.Server // the sandbox's network, if it has one (net.go)
 
 	tailMu    sync.Mutex
 	tail      []string // the guest's last stderr lines, for error messages
@@ -183,6 +185,10 @@ func (e *Env) Explain(ctx context.Context, err error) error {
 // can freeze. Its errors are explained; the caller closes e on error.
 func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afterHello func(context.Context) error) (environment.Environment, error) {
 	cfg := e.opts.Config
+	netSetup, err := e.netSetup()
+	if err != nil {
+		return nil, err
+	}
 	t := time.Now()
 	gc, err := Dial(ctx, stdout, stdin, cfg.Events, cfg.GuestLog)
 	if err != nil {
@@ -190,6 +196,7 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 	}
 	e.guest = gc
 	gc.FullFrames = cfg.FullFrames
+	gc.Net = netSetup
 	e.Timing("guest_hello", time.Since(t))
 	if afterHello != nil {
 		if err := afterHello(ctx); err != nil {
@@ -306,6 +313,9 @@ func (e *Env) close(ctx context.Context) error {
 		}
 	}
 	err := e.sb.Teardown(ctx)
+	if nerr := e.closeNetwork(); nerr != nil {
+		err = errors.Join(err, nerr)
+	}
 	if e.guest != nil {
 		wctx, cancel := context.WithTimeout(ctx, servedBound)
 		e.guest.WaitServed(wctx)

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,7 +71,7 @@ var _ environment.Capable = (*Backend)(nil)
 // elsewhere resource limits bound processes per sandbox (and memory per
 // process only, which is not a sandbox's limit).
 func (*Backend) Capabilities() environment.Capabilities {
-	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}}
+	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true}
 	if cgroupV2().dir != "" {
 		c.Freeze = true
 		c.Limits = environment.Limits{CPU: true, Memory: true, PIDs: true}
@@ -318,6 +319,17 @@ func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources
 	return a
 }
 
+// withNetDir binds the network's socket directory (guestenv.Network) into
+// the sandbox at guestenv.NetDir, read-only like the rest of the root;
+// nothing when dir is "".
+func withNetDir(args []string, dir string) []string {
+	if dir == "" {
+		return args
+	}
+	i := slices.Index(args, "--remount-ro")
+	return slices.Insert(args, i, "--ro-bind", dir, guestenv.NetDir)
+}
+
 // Create implements environment.Backend: it starts the guest inside
 // bubblewrap, performs the handshake and brings up the display. On error
 // everything it started is gone.
@@ -397,6 +409,13 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		}
 	}
 
+	// The sandbox's network, if it has one: the proxy's and the forwards'
+	// sockets, bound into the sandbox, reached by its user alone.
+	netDir, err := g.Network(uid)
+	if err != nil {
+		return nil, err
+	}
+
 	limits := rlimits(res)
 	if e.cg != nil {
 		limits = limits[2:] // the cgroup bounds processes and memory
@@ -405,7 +424,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if e.cg != nil {
 		cgDir = e.cg.dir
 	}
-	args := sandboxArgs(bw, cfg, res, guestBin, limits, cgDir)
+	args := withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, cgDir), netDir)
 	t := time.Now()
 	if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 		if e.cg == nil || e.cmd != nil || ctx.Err() != nil {
@@ -417,7 +436,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		e.cg = nil
 		attr.UseCgroupFD, attr.CgroupFD = false, 0
 		limits = rlimits(res)
-		args = sandboxArgs(bw, cfg, res, guestBin, limits, "")
+		args = withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, ""), netDir)
 		if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 			return nil, err
 		}

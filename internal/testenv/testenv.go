@@ -97,10 +97,18 @@ func pingDocker(ctx context.Context) error {
 }
 
 // Images used by tests.
-const (
-	RuntimeImage = "agentbox/runtime:bookworm"
-	TestImage    = "agentbox/test:bookworm"
-)
+const RuntimeImage = "agentbox/runtime:bookworm"
+
+// TestImage is the test image, or $AGENTBOX_TEST_IMAGE: a build of it
+// under another tag, tried before it replaces the shared one.
+var TestImage = envOr("AGENTBOX_TEST_IMAGE", "agentbox/test:bookworm")
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
 
 // Image needs a Docker daemon with the image present.
 func Image(ref string) Need {

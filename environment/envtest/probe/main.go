@@ -9,18 +9,36 @@
 //	probe forkbomb                start sleeps until fork fails, then hold
 //	probe daemons TOKEN           leave three detached processes, then exit
 //	probe flood BYTES             write BYTES to stdout as fast as it can
+//	probe net OP…                 network operations, each reported:
+//	                              get=URL (through the proxy variables),
+//	                              getk=URL (the same, any TLS certificate),
+//	                              rawget=URL (ignoring them), dial=ADDR,
+//	                              echo=ADDR (send "ping", read the answer),
+//	                              lookup=NAME, pget=URL (through the
+//	                              proxy even for loopback names),
+//	                              pgetn=N,URL (N of them: "200:3 429:7"),
+//	                              sockget=URL (through the proxy's unix
+//	                              socket, not the guest's relay),
+//	                              write=PATH (create a file), sleep=DURATION;
+//	                              stay (last) keeps it running afterwards
 package main
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +69,16 @@ func main() {
 		start(true, "linger", arg(args, 0)+"-orphan")
 	case "linger":
 		linger()
+	case "net":
+		// "stay" last: keep running after the report.
+		ops, stayAfter := args, len(args) > 0 && args[len(args)-1] == "stay"
+		if stayAfter {
+			ops = args[:len(args)-1]
+		}
+		probeout.Print(os.Stdout, probeout.KindNet, netOps(ops))
+		if stayAfter {
+			stay()
+		}
 	case "flood":
 		n, _ := strconv.ParseInt(arg(args, 0), 10, 64)
 		flood(n)
@@ -298,4 +326,113 @@ func errString(err error) string {
 		return errno.Error()
 	}
 	return err.Error()
+}
+
+// netOps runs each network operation and reports how it went.
+func netOps(ops []string) probeout.Net {
+	out := probeout.Net{Proxy: os.Getenv("HTTP_PROXY"), Results: map[string]string{}}
+	get := func(u string, c *http.Client) string {
+		resp, err := c.Get(u)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
+		r := strconv.Itoa(resp.StatusCode) + " " + string(b)
+		// The rest is read too (a download), and counted.
+		if n, err := io.Copy(io.Discard, resp.Body); n > 0 || err != nil {
+			r = strconv.Itoa(resp.StatusCode) + " [" + strconv.FormatInt(int64(len(b))+n, 10) + " bytes]"
+			if err != nil {
+				r += " error: " + err.Error()
+			}
+		}
+		return r
+	}
+	viaProxy := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	insecure := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	direct := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	// Go's own proxy rule sends loopback names direct; pget always asks
+	// the proxy, as another app might.
+	proxyURL, _ := url.Parse(os.Getenv("HTTP_PROXY"))
+	forced := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL),
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
+	sock := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy.sock"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", "/run/agentbox/net/proxy.sock")
+		}, DisableKeepAlives: true}}
+	for _, op := range ops {
+		kind, arg, _ := strings.Cut(op, "=")
+		var r string
+		switch kind {
+		case "get":
+			r = get(arg, viaProxy)
+		case "getk":
+			r = get(arg, insecure)
+		case "rawget":
+			r = get(arg, direct)
+		case "pget":
+			r = get(arg, forced)
+		case "sockget":
+			r = get(arg, sock)
+		case "pgetn":
+			n, u, _ := strings.Cut(arg, ",")
+			count, _ := strconv.Atoi(n)
+			byStatus := map[string]int{}
+			for i := 0; i < count; i++ {
+				code, _, _ := strings.Cut(get(u, forced), " ")
+				byStatus[code]++
+			}
+			var parts []string
+			for code, k := range byStatus {
+				parts = append(parts, code+":"+strconv.Itoa(k))
+			}
+			sort.Strings(parts)
+			r = strings.Join(parts, " ")
+		case "write":
+			if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
+				r = "error: " + err.Error()
+			} else {
+				r = "written"
+			}
+		case "sleep":
+			d, _ := time.ParseDuration(arg)
+			time.Sleep(d)
+		case "dial":
+			c, err := net.DialTimeout("tcp", arg, 5*time.Second)
+			if err != nil {
+				r = "error: " + err.Error()
+			} else {
+				c.Close()
+				r = "connected"
+			}
+		case "echo":
+			c, err := net.DialTimeout("tcp", arg, 5*time.Second)
+			if err != nil {
+				r = "error: " + err.Error()
+				break
+			}
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			c.Write([]byte("ping"))
+			c.(*net.TCPConn).CloseWrite()
+			b, err := io.ReadAll(c)
+			c.Close()
+			r = string(b)
+			if err != nil {
+				r += " error: " + err.Error()
+			}
+		case "lookup":
+			addrs, err := net.LookupHost(arg)
+			if err != nil {
+				r = "error: " + err.Error()
+			} else {
+				r = strings.Join(addrs, ",")
+			}
+		default:
+			r = "error: unknown operation"
+		}
+		out.Results[op] = r
+	}
+	return out
 }

@@ -14,7 +14,16 @@ import (
 const (
 	KindPosture = "POSTURE"
 	KindEgress  = "EGRESS"
+	KindNet     = "NET"
 )
+
+// Net is what the net probe reports: the app's proxy variable, and the
+// result of each operation it was given ("get=URL" → "200 body…" or
+// "error: …").
+type Net struct {
+	Proxy   string
+	Results map[string]string
+}
 
 // Posture is what the posture probe reports.
 type Posture struct {

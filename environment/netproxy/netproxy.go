@@ -1,0 +1,825 @@
+// Package netproxy is the host side of a sandbox's network: the recording
+// proxy that is the sandbox's only way out, and the host services it
+// forwards in. It runs in agentbox's process, outside the sandbox, and
+// listens on unix sockets in one directory that the backend mounts into
+// the sandbox; inside, the guest relays 127.0.0.1:PORT to those sockets
+// (guest/net.go), so the app sees an ordinary HTTP proxy and ordinary
+// local ports.
+//
+// The proxy is the standard library's: net/http parses every request,
+// CONNECT tunnels are hijacked connections, and plain HTTP goes through
+// httputil.ReverseProxy with a transport that dials only the address the
+// policy approved. Every request, tunnel and forwarded connection is
+// checked against the policy (netpolicy), counted against the run's byte
+// budget and connection rate, and recorded with its bytes each way.
+package netproxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/netpolicy"
+)
+
+// Resolver looks names up (net.DefaultResolver in production).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Options configure a Server.
+type Options struct {
+	Policy netpolicy.Policy
+	// Record receives every connection when it ends (or is refused), and
+	// every limit when it first bites; it is called from many goroutines.
+	// nil discards.
+	Record func(action.NetEvent)
+	// Resolver resolves host names; nil is the system's.
+	Resolver Resolver
+	// DialTimeout bounds connecting to a destination (default 10s);
+	// ResolveTimeout a lookup (default 10s).
+	DialTimeout, ResolveTimeout time.Duration
+	// MaxOpen bounds the connections open at once from the sandbox
+	// (default 256); more are closed as they arrive, recorded as denied.
+	MaxOpen int
+}
+
+// Socket is one listening socket of a Server.
+type Socket struct {
+	Name string // file name in the directory
+	// SandboxPort is where the guest offers it inside the sandbox.
+	SandboxPort int
+	// Proxy: this is the HTTP proxy (else a --forward).
+	Proxy   bool
+	Forward netpolicy.Forward
+}
+
+// Names of the sockets in a Server's directory.
+const (
+	ProxySocket = "proxy.sock"
+)
+
+// ForwardSocket names the socket of the forward to sandbox port p.
+func ForwardSocket(p int) string { return "forward-" + strconv.Itoa(p) + ".sock" }
+
+// Server is one sandbox's proxy and forwards.
+type Server struct {
+	o       Options
+	pol     netpolicy.Policy
+	dir     string
+	socks   []Socket
+	lns     []net.Listener
+	httpSrv *http.Server
+	rp      *httputil.ReverseProxy
+	limiter *rate.Limiter
+	left    atomic.Int64 // bytes left in the run's budget
+	open    atomic.Int64 // connections open from the sandbox
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // every upstream and hijacked connection, cut on Close or at the byte limit
+	closed bool
+	wg     sync.WaitGroup // connections being served
+
+	rateHits  atomic.Int64 // refusals by the rate limit since the last record
+	rateMu    sync.Mutex
+	rateLast  time.Time
+	bytesOnce sync.Once
+}
+
+// Start listens in dir (which must exist) on one socket per forward and,
+// when the policy has rules, the proxy's socket; sockets are made
+// connectable by any user (the directory guards them: make it reachable
+// by the sandbox's user only).
+func Start(dir string, o Options) (_ *Server, retErr error) {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.ResolveTimeout <= 0 {
+		o.ResolveTimeout = 10 * time.Second
+	}
+	if o.MaxOpen <= 0 {
+		o.MaxOpen = 256
+	}
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	if o.Record == nil {
+		o.Record = func(action.NetEvent) {}
+	}
+	pol := o.Policy.WithDefaults()
+	if err := pol.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{o: o, pol: pol, dir: dir, conns: map[net.Conn]struct{}{},
+		limiter: rate.NewLimiter(rate.Limit(pol.MaxConnRate), max(1, int(pol.MaxConnRate)))}
+	s.left.Store(pol.MaxBytes)
+	defer func() {
+		if retErr != nil {
+			s.Close()
+		}
+	}()
+	listen := func(name string) (net.Listener, error) {
+		p := filepath.Join(dir, name)
+		ln, err := net.Listen("unix", p)
+		if err != nil {
+			return nil, fmt.Errorf("netproxy: listen on %s: %w", p, err)
+		}
+		s.lns = append(s.lns, ln)
+		if err := os.Chmod(p, 0o666); err != nil {
+			return nil, fmt.Errorf("netproxy: %w", err)
+		}
+		return &limitListener{Listener: ln, s: s}, nil
+	}
+	if len(pol.Allow) > 0 {
+		ln, err := listen(ProxySocket)
+		if err != nil {
+			return nil, err
+		}
+		s.socks = append(s.socks, Socket{Name: ProxySocket, SandboxPort: netpolicy.ProxyPort, Proxy: true})
+		s.rp = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {}, // the absolute URL and Host as asked; no X-Forwarded-*
+			Transport: &http.Transport{
+				Proxy:                  nil, // never the host's proxy settings
+				DialContext:            s.dialApproved,
+				DisableKeepAlives:      true, // one upstream connection per request, counted and recorded alone
+				ResponseHeaderTimeout:  2 * time.Minute,
+				MaxResponseHeaderBytes: 1 << 20,
+			},
+			ErrorLog:     log.New(io.Discard, "", 0),
+			ErrorHandler: s.upstreamError,
+		}
+		s.httpSrv = &http.Server{
+			Handler:           s,
+			ReadHeaderTimeout: 30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    1 << 20,
+			ErrorLog:          log.New(io.Discard, "", 0),
+		}
+		go s.httpSrv.Serve(ln)
+	}
+	for _, f := range pol.Forward {
+		ln, err := listen(ForwardSocket(f.SandboxPort))
+		if err != nil {
+			return nil, err
+		}
+		s.socks = append(s.socks, Socket{Name: ForwardSocket(f.SandboxPort), SandboxPort: f.SandboxPort, Forward: f})
+		go s.serveForward(ln, f)
+	}
+	return s, nil
+}
+
+// Dir is the directory of the sockets.
+func (s *Server) Dir() string { return s.dir }
+
+// Sockets lists the listening sockets.
+func (s *Server) Sockets() []Socket { return s.socks }
+
+// Close stops listening, cuts every connection and returns once each has
+// been recorded.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	for _, ln := range s.lns {
+		ln.Close()
+	}
+	if s.httpSrv != nil {
+		s.httpSrv.Close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// track adds a connection to those cut on Close; false when closed.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// begin is the start of one connection's service; false when closed.
+func (s *Server) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// limitListener closes connections beyond MaxOpen at once.
+type limitListener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.open.Add(1) > int64(l.s.o.MaxOpen) {
+			l.s.open.Add(-1)
+			c.Close()
+			l.s.record(action.NetEvent{Time: time.Now(), Kind: "limit", Reason: fmt.Sprintf("more than %d connections open at once: one refused", l.s.o.MaxOpen)})
+			continue
+		}
+		return &openConn{Conn: c, s: l.s}, nil
+	}
+}
+
+// openConn counts itself out of the open connections once closed.
+type openConn struct {
+	net.Conn
+	s    *Server
+	once sync.Once
+}
+
+func (c *openConn) Close() error {
+	c.once.Do(func() { c.s.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+func (s *Server) record(ev action.NetEvent) { s.o.Record(ev) }
+
+// admit applies the byte budget and the connection rate: it returns why
+// a new connection is refused and the HTTP status that says so, or "". A
+// refusal by the rate is recorded, at most once a second, as a limit
+// event with the count.
+func (s *Server) admit() (string, int) {
+	if s.left.Load() <= 0 {
+		return fmt.Sprintf("the run's byte limit (%d bytes, --net-max-bytes) is used up", s.pol.MaxBytes), http.StatusForbidden
+	}
+	if s.limiter.Allow() {
+		return "", 0
+	}
+	n := s.rateHits.Add(1)
+	s.rateMu.Lock()
+	if time.Since(s.rateLast) >= time.Second {
+		s.rateLast = time.Now()
+		s.rateHits.Add(-n)
+		s.rateMu.Unlock()
+		s.record(action.NetEvent{Time: time.Now(), Kind: "limit",
+			Reason: fmt.Sprintf("connection rate limit (%s per second, --net-max-rate) refused %s", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64), plural.S(int(n), "connection"))})
+	} else {
+		s.rateMu.Unlock()
+	}
+	return fmt.Sprintf("over the connection rate limit (%s per second)", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64)), http.StatusTooManyRequests
+}
+
+// take reserves up to n bytes of the run's budget and returns how many it
+// got; fewer than n means the budget is used up, which cuts every
+// connection (recorded once).
+func (s *Server) take(n int) int {
+	for {
+		left := s.left.Load()
+		k := min(int64(n), max(left, 0))
+		if s.left.CompareAndSwap(left, left-k) {
+			if k < int64(n) {
+				s.exhausted()
+			}
+			return int(k)
+		}
+	}
+}
+
+func (s *Server) exhausted() {
+	s.bytesOnce.Do(func() {
+		s.mu.Lock()
+		n := len(s.conns)
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.record(action.NetEvent{Time: time.Now(), Kind: "limit",
+			Reason: fmt.Sprintf("the run's byte limit (%d bytes, --net-max-bytes) was reached: %s cut, new ones refused", s.pol.MaxBytes, plural.S(n, "connection"))})
+	})
+}
+
+// errByteLimit ends a connection that reached the run's byte budget.
+var errByteLimit = errors.New("the run's network byte limit was reached")
+
+// meteredConn counts a destination connection's bytes against the budget:
+// Write is the sandbox's bytes going up, Read the destination's coming
+// down.
+type meteredConn struct {
+	net.Conn
+	s        *Server
+	up, down atomic.Int64
+	cut      atomic.Bool // the byte limit ended it
+}
+
+func (c *meteredConn) Write(p []byte) (int, error) {
+	k := c.s.take(len(p))
+	// Counted before the write: the answer can arrive, and the request be
+	// recorded, before Write returns (the transport writes from its own
+	// goroutine); what was not written is taken back.
+	c.up.Add(int64(k))
+	n, err := c.Conn.Write(p[:k])
+	c.up.Add(int64(n - k))
+	if err == nil && k < len(p) {
+		c.cut.Store(true)
+		err = errByteLimit
+	}
+	return n, err
+}
+
+func (c *meteredConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		k := c.s.take(n)
+		c.down.Add(int64(k))
+		if k < n {
+			c.cut.Store(true)
+			return k, errByteLimit
+		}
+	}
+	return n, err
+}
+
+// decision is what the policy says about one destination.
+type decision struct {
+	target netpolicy.Target
+	rule   string
+	addrs  []netip.Addr
+	reason string // why not, when addrs is empty
+}
+
+// decide matches t against the rules and resolves it, keeping only the
+// addresses it may reach: a special address (loopback, private,
+// link-local, …) only when the rule names it or --net-resolve pinned the
+// name to it.
+func (s *Server) decide(ctx context.Context, t netpolicy.Target) decision {
+	d := decision{target: t}
+	r, ok := s.pol.Match(t)
+	if !ok {
+		d.reason = "no --allow-net rule matches " + t.String()
+		return d
+	}
+	d.rule = r.Text
+	var cands []netip.Addr
+	pinned := false
+	switch {
+	case t.Addr.IsValid():
+		cands = []netip.Addr{t.Addr}
+	case s.pol.Hosts[t.Host].IsValid():
+		cands, pinned = []netip.Addr{s.pol.Hosts[t.Host]}, true
+	default:
+		lctx, cancel := context.WithTimeout(ctx, s.o.ResolveTimeout)
+		addrs, err := s.o.Resolver.LookupNetIP(lctx, "ip", t.Host)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			d.reason = fmt.Sprintf("cannot resolve %s: %v", t.Host, err)
+			return d
+		}
+		cands = addrs
+	}
+	var refused []string
+	for _, a := range cands {
+		a = a.Unmap()
+		if why := netpolicy.Special(a); why != "" && !pinned && !r.Names(a) {
+			refused = append(refused, a.String()+" ("+why+")")
+			continue
+		}
+		d.addrs = append(d.addrs, a)
+	}
+	if len(d.addrs) == 0 {
+		d.reason = fmt.Sprintf("%s leads to %s, which only a rule naming the address may reach", t.String(), strings.Join(refused, ", "))
+	}
+	return d
+}
+
+// dial connects to the first approved address that answers.
+func (s *Server) dial(ctx context.Context, d decision) (*meteredConn, string, error) {
+	dl := net.Dialer{Timeout: s.o.DialTimeout}
+	var errs []error
+	for _, a := range d.addrs {
+		addr := netip.AddrPortFrom(a, uint16(d.target.Port)).String()
+		c, err := dl.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		mc := &meteredConn{Conn: c, s: s}
+		if !s.track(mc) {
+			c.Close()
+			return nil, addr, errors.New("the sandbox's network is closing")
+		}
+		return mc, addr, nil
+	}
+	return nil, "", fmt.Errorf("cannot connect to %s: %w", d.target, errors.Join(errs...))
+}
+
+// ServeHTTP implements http.Handler: the proxy.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.begin() {
+		http.Error(w, "agentbox: the sandbox's network is closing", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.wg.Done()
+	if r.Method == http.MethodConnect {
+		s.connect(w, r)
+		return
+	}
+	s.plain(w, r)
+}
+
+// deny answers a refused request and records it.
+func (s *Server) deny(w http.ResponseWriter, ev action.NetEvent, status int) {
+	ev.Allowed, ev.Status = false, status
+	w.Header().Set("X-Agentbox-Denied", ev.Reason)
+	http.Error(w, "agentbox: network access denied: "+ev.Reason, status)
+	s.record(ev)
+}
+
+type stateKey struct{}
+
+// reqState carries a plain request's decision to the transport's dialer
+// and the connection it made back.
+type reqState struct {
+	d    decision
+	addr string
+	conn *meteredConn
+}
+
+// plain serves an HTTP request in absolute form (GET http://host/…).
+func (s *Server) plain(w http.ResponseWriter, r *http.Request) {
+	ev := action.NetEvent{Time: time.Now(), Kind: "http", Method: r.Method, Dest: r.Host}
+	if r.URL.Scheme != "http" || r.URL.Host == "" {
+		ev.Reason = "not a proxy request (want an absolute http:// URL, or CONNECT for https)"
+		s.deny(w, ev, http.StatusBadRequest)
+		return
+	}
+	t, err := netpolicy.ParseTarget(r.URL.Host, 80)
+	if err != nil {
+		ev.Reason = err.Error()
+		s.deny(w, ev, http.StatusBadRequest)
+		return
+	}
+	ev.Dest = t.String()
+	if why, status := s.admit(); why != "" {
+		ev.Reason = why
+		s.deny(w, ev, status)
+		return
+	}
+	d := s.decide(r.Context(), t)
+	ev.Rule = d.rule
+	if len(d.addrs) == 0 {
+		ev.Reason = d.reason
+		s.deny(w, ev, http.StatusForbidden)
+		return
+	}
+	st := &reqState{d: d}
+	sw := &statusWriter{ResponseWriter: w}
+	// Recorded also when ReverseProxy aborts the response half-way (it
+	// panics with http.ErrAbortHandler, which the server expects).
+	defer func() {
+		ev.Allowed, ev.Status, ev.Addr = true, sw.status, st.addr
+		if st.conn != nil {
+			ev.BytesUp, ev.BytesDown = st.conn.up.Load(), st.conn.down.Load()
+			if st.conn.cut.Load() {
+				ev.Reason = errByteLimit.Error()
+			}
+			st.conn.Close()
+			s.untrack(st.conn)
+		}
+		if sw.err != "" {
+			ev.Reason = sw.err
+		}
+		ev.DurationMS = msSince(ev.Time)
+		s.record(ev)
+	}()
+	s.rp.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+}
+
+// dialApproved is the transport's dialer: it connects only to what the
+// request's decision approved, whatever address the transport asks for.
+func (s *Server) dialApproved(ctx context.Context, _, _ string) (net.Conn, error) {
+	st, ok := ctx.Value(stateKey{}).(*reqState)
+	if !ok {
+		return nil, errors.New("netproxy: a request without a decision")
+	}
+	c, addr, err := s.dial(ctx, st.d)
+	if err != nil {
+		return nil, err
+	}
+	st.addr, st.conn = addr, c
+	return c, nil
+}
+
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if sw, ok := w.(*statusWriter); ok {
+		sw.err = err.Error()
+		if errors.Is(err, errByteLimit) {
+			sw.err = errByteLimit.Error()
+		}
+	}
+	w.Header().Set("X-Agentbox-Error", "upstream")
+	w.WriteHeader(http.StatusBadGateway)
+}
+
+// statusWriter remembers the status the proxy answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	err    string
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// connect serves a CONNECT tunnel: the authority is checked and resolved
+// like a plain request's host; once the tunnel is up, a TLS ClientHello's
+// server name must be that host.
+func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+	ev := action.NetEvent{Time: time.Now(), Kind: "connect", Method: http.MethodConnect, Dest: r.Host}
+	t, err := netpolicy.ParseTarget(r.Host, 0)
+	if err != nil {
+		ev.Reason = err.Error()
+		s.deny(w, ev, http.StatusBadRequest)
+		return
+	}
+	ev.Dest = t.String()
+	if why, status := s.admit(); why != "" {
+		ev.Reason = why
+		s.deny(w, ev, status)
+		return
+	}
+	d := s.decide(r.Context(), t)
+	ev.Rule = d.rule
+	if len(d.addrs) == 0 {
+		ev.Reason = d.reason
+		s.deny(w, ev, http.StatusForbidden)
+		return
+	}
+	up, addr, err := s.dial(r.Context(), d)
+	if err != nil {
+		ev.Reason = err.Error()
+		s.deny(w, ev, http.StatusBadGateway)
+		return
+	}
+	ev.Addr = addr
+	defer func() {
+		up.Close()
+		s.untrack(up)
+		ev.BytesUp, ev.BytesDown = up.up.Load(), up.down.Load()
+		ev.DurationMS = msSince(ev.Time)
+		s.record(ev)
+	}()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		ev.Reason = "cannot take over the connection"
+		http.Error(w, "agentbox: "+ev.Reason, http.StatusInternalServerError)
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		ev.Reason = "cannot take over the connection: " + err.Error()
+		return
+	}
+	defer client.Close()
+	if !s.track(client) {
+		return
+	}
+	defer s.untrack(client)
+	_ = client.SetDeadline(time.Time{})
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		ev.Reason = err.Error()
+		return
+	}
+	ev.Allowed = true
+	from := &sniCheck{r: brw.Reader, client: client, host: t.Host}
+	ev.Reason = relay(client, from, up)
+	ev.SNI = from.sni
+	if from.refused != "" {
+		ev.Allowed, ev.Reason = false, from.refused
+	}
+}
+
+// sniCheck reads the sandbox's side of a tunnel; when its first bytes are
+// a TLS ClientHello (record type 22), the server name it asks for must be
+// the tunnel's host. The ClientHello is read by crypto/tls itself, from a
+// copy of the bytes, which then go on unchanged.
+type sniCheck struct {
+	r       *bufio.Reader
+	client  net.Conn
+	host    string // "" for an address: any server name
+	started bool
+	pending []byte
+	sni     string
+	refused string
+}
+
+// errSNI ends a tunnel whose ClientHello names another server.
+var errSNI = errors.New("TLS server name does not match the tunnel's host")
+
+func (c *sniCheck) Read(p []byte) (int, error) {
+	if !c.started {
+		c.started = true
+		first, err := c.r.Peek(1)
+		if err != nil {
+			return 0, err
+		}
+		if first[0] == 22 {
+			if err := c.inspect(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.r.Read(p)
+}
+
+// inspect reads the ClientHello through crypto/tls, keeping every byte it
+// consumed for the destination.
+func (c *sniCheck) inspect() error {
+	var seen []byte
+	rec := &recordingConn{r: io.TeeReader(c.r, (*sliceWriter)(&seen)), Conn: c.client}
+	var hello *tls.ClientHelloInfo
+	errGot := errors.New("got the hello")
+	_ = c.client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	err := tls.Server(rec, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+		hello = h
+		return nil, errGot
+	}}).Handshake()
+	_ = c.client.SetReadDeadline(time.Time{})
+	c.pending = seen
+	if hello == nil {
+		c.refused = "the tunnel began with a TLS record that is not a ClientHello crypto/tls reads: " + err.Error()
+		return errSNI
+	}
+	c.sni = hello.ServerName
+	if c.host != "" && c.sni != "" && !strings.EqualFold(strings.TrimSuffix(c.sni, "."), c.host) {
+		c.refused = fmt.Sprintf("the TLS server name %q is not the tunnel's host %s", c.sni, c.host)
+		return errSNI
+	}
+	return nil
+}
+
+// recordingConn is the net.Conn crypto/tls reads the ClientHello from: it
+// reads the copy and writes nothing (an alert is dropped).
+type recordingConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *recordingConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c *recordingConn) Write(p []byte) (int, error) { return len(p), nil }
+
+type sliceWriter []byte
+
+func (w *sliceWriter) Write(p []byte) (int, error) { *w = append(*w, p...); return len(p), nil }
+
+// relay copies both ways between the sandbox's connection (reading from
+// from) and the destination until both directions end; an error in one
+// ends both. It returns why it ended early, or "".
+func relay(client net.Conn, from io.Reader, up *meteredConn) string {
+	type result struct {
+		up  bool
+		err error
+	}
+	done := make(chan result, 2)
+	go func() {
+		_, err := io.Copy(up, from)
+		done <- result{true, err}
+	}()
+	go func() {
+		_, err := io.Copy(client, up)
+		done <- result{false, err}
+	}()
+	var why string
+	for i := 0; i < 2; i++ {
+		r := <-done
+		if r.err == nil {
+			// EOF: pass the half-close on.
+			if r.up {
+				closeWrite(up.Conn)
+			} else {
+				closeWrite(client)
+			}
+			continue
+		}
+		if why == "" && !errors.Is(r.err, net.ErrClosed) {
+			why = r.err.Error()
+			if errors.Is(r.err, errByteLimit) {
+				why = errByteLimit.Error()
+			}
+		}
+		client.Close()
+		up.Close()
+	}
+	return why
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+		return
+	}
+	c.Close()
+}
+
+// serveForward accepts the sandbox's connections to one forward and
+// relays each to the host service.
+func (s *Server) serveForward(ln net.Listener, f netpolicy.Forward) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if !s.begin() {
+			c.Close()
+			return
+		}
+		go func() {
+			defer s.wg.Done()
+			defer c.Close()
+			ev := action.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text}
+			if why, _ := s.admit(); why != "" {
+				ev.Reason = why
+				s.record(ev)
+				return
+			}
+			if !s.track(c) {
+				return
+			}
+			defer s.untrack(c)
+			dl := net.Dialer{Timeout: s.o.DialTimeout}
+			raw, err := dl.Dial("tcp", f.Target())
+			if err != nil {
+				ev.Reason = "the host service does not answer: " + err.Error()
+				s.record(ev)
+				return
+			}
+			up := &meteredConn{Conn: raw, s: s}
+			if !s.track(up) {
+				raw.Close()
+				return
+			}
+			ev.Allowed, ev.Addr = true, raw.RemoteAddr().String()
+			ev.Reason = relay(c, c, up)
+			up.Close()
+			s.untrack(up)
+			ev.BytesUp, ev.BytesDown = up.up.Load(), up.down.Load()
+			ev.DurationMS = msSince(ev.Time)
+			s.record(ev)
+		}()
+	}
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -1,0 +1,106 @@
+package guest
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+func TestCheckNetSetup(t *testing.T) {
+	ok := wire.NetSetup{Dir: "/run/agentbox/net", Listen: []wire.NetListen{{Port: 3128, Socket: "proxy.sock"}, {Port: 8080, Socket: "forward-8080.sock"}}, ProxyPort: 3128}
+	for _, c := range []struct {
+		name string
+		edit func(n *wire.NetSetup)
+		want string
+	}{
+		{"ok", func(*wire.NetSetup) {}, ""},
+		{"relative dir", func(n *wire.NetSetup) { n.Dir = "run/net" }, "clean absolute"},
+		{"unclean dir", func(n *wire.NetSetup) { n.Dir = "/run/../etc" }, "clean absolute"},
+		{"no ports", func(n *wire.NetSetup) { n.Listen = nil }, "0 ports"},
+		{"a privileged port", func(n *wire.NetSetup) { n.Listen[1].Port = 80 }, "out of range"},
+		{"a port twice", func(n *wire.NetSetup) { n.Listen[1].Port = 3128 }, "given twice"},
+		{"a socket path", func(n *wire.NetSetup) { n.Listen[1].Socket = "../../etc/x" }, "not a file name"},
+		{"a socket in a subdirectory", func(n *wire.NetSetup) { n.Listen[1].Socket = "a/b.sock" }, "not a file name"},
+		{"the proxy port missing", func(n *wire.NetSetup) { n.ProxyPort = 9999 }, "not among"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := ok
+			n.Listen = append([]wire.NetListen(nil), ok.Listen...)
+			c.edit(&n)
+			err := checkNetSetup(&n)
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Fatalf("checkNetSetup = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestRelay: a TCP connection to the relay's port reaches the unix socket
+// behind it, both ways, with half-closes passed on; the proxy variables
+// name the proxy's port; closing stops listening.
+func TestRelay(t *testing.T) {
+	dir, err := os.MkdirTemp("", "abx-relay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ln, err := net.Listen("unix", filepath.Join(dir, "echo.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				b, _ := io.ReadAll(c)
+				c.Write(append([]byte("echo:"), b...))
+				c.Close()
+			}()
+		}
+	}()
+	// A free port on this machine's loopback.
+	probe, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := probe.Addr().(*net.TCPAddr).Port
+	probe.Close()
+	if port < minNetPort {
+		t.Skipf("got port %d", port)
+	}
+	r, err := startNet(&wire.NetSetup{Dir: dir, Listen: []wire.NetListen{{Port: port, Socket: "echo.sock"}}, ProxyPort: port}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := strings.Join(r.env(), " "); !strings.Contains(env, "HTTPS_PROXY=http://127.0.0.1:") || !strings.Contains(env, "NO_PROXY=localhost,127.0.0.1,::1") {
+		t.Errorf("env: %s", env)
+	}
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("hello"))
+	c.(*net.TCPConn).CloseWrite()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(got) != "echo:hello" {
+		t.Fatalf("through the relay: %q, %v", got, err)
+	}
+	r.close()
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second); err == nil {
+		c.Close()
+		t.Error("the relay still listens after close")
+	}
+}
