@@ -109,6 +109,7 @@ in a versioned trace directory.`,
 		newReplayCmd(),
 		newExportCmd(),
 		newLsCmd(),
+		newServeCmd(),
 	)
 	return root
 }

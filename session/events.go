@@ -18,6 +18,10 @@ const (
 	EventStep    = "step"    // a step's action was recorded, before it runs
 	EventResult  = "result"  // what a step's action did
 	EventEnd     = "end"     // the episode ended
+	// EventEpisode starts an episode in a log that holds several in a row
+	// (a server's environment): Episode, RunID and Trace say which. The
+	// session never sends it; whoever runs the episodes adds it.
+	EventEpisode = "episode"
 )
 
 // Event is one thing that happened in a session, for whoever watches it
@@ -29,6 +33,12 @@ type Event struct {
 	Kind string `json:"kind"`
 	// T is the time since the session started.
 	T time.Duration `json:"t_ns"`
+	// Episode, RunID and Trace are set by whoever runs several episodes
+	// into one log (the session leaves them empty): the episode's number,
+	// and for an episode event its run ID and trace directory.
+	Episode int    `json:"episode,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	Trace   string `json:"trace,omitempty"`
 
 	// output
 	Stream action.Stream `json:"stream,omitempty"`

@@ -84,6 +84,12 @@ const (
 	ReasonEnvironment = "environment"      // the sandbox, image or guest failed
 	ReasonSignal      = "signal"           // SIGINT/SIGTERM
 	ReasonDiverged    = "diverged"         // a replay's screen differed from the recording
+	// A controller of agentbox serve ended the episode: it closed or reset
+	// the environment before the episode ended (outcome interrupted).
+	ReasonClosed = "closed"
+	// Nobody used the environment for its lease: the server closed it
+	// (outcome interrupted).
+	ReasonLeaseExpired = "lease_expired"
 )
 
 // Run is run.json.
