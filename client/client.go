@@ -66,6 +66,9 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// BaseURL is the server's address.
+func (c *Client) BaseURL() string { return c.base.String() }
+
 // FromEnv makes a client from the environment: AGENTBOX_URL (default
 // DefaultURL), and AGENTBOX_TOKEN or else the token file agentbox serve
 // writes (api.DefaultTokenFile).
