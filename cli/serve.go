@@ -133,13 +133,6 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 		return err
 	}
 	o.Tokens = tokens
-	for _, name := range strings.Split(f.backend, ",") {
-		b, err := resolveBackend(cmd.Context(), stderr, strings.TrimSpace(name), f.image, f.ociRuntime)
-		if err != nil {
-			return err
-		}
-		o.Backends = append(o.Backends, b)
-	}
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return failErr(fmt.Errorf("--listen %s: %w", f.listen, err))
@@ -148,6 +141,13 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	addr := ln.Addr().(*net.TCPAddr)
 	if !addr.IP.IsLoopback() && f.certFile == "" && !f.insecure {
 		return usageErrorf("--listen %s is beyond loopback: give --tls-cert and --tls-key, or --insecure to send the token in the clear", f.listen)
+	}
+	for _, name := range strings.Split(f.backend, ",") {
+		b, err := resolveBackend(cmd.Context(), stderr, strings.TrimSpace(name), f.image, f.ociRuntime)
+		if err != nil {
+			return err
+		}
+		o.Backends = append(o.Backends, b)
 	}
 	for _, b := range o.Backends {
 		reapLeftovers(cmd.Context(), b, stderr)

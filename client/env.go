@@ -70,6 +70,9 @@ type Env struct {
 	// Image is the observations' image format: api.ImageRGBA (default),
 	// api.ImagePNG (smaller, for a server far away) or api.ImageNone.
 	Image string
+	// AlwaysImage asks for the screen's image every time, also when it is
+	// unchanged (benchmarks: the cost of moving every frame).
+	AlwaysImage bool
 	// Reward, when set, is the reward of a step; by default every step's
 	// reward is 0 (agentbox has no reward of its own).
 	Reward func(obs *Observation, info Info) float64
@@ -253,7 +256,7 @@ func (e *Env) path(rest string) string { return "/v1/envs/" + url.PathEscape(e.i
 
 // known is the hash of the screen the client has.
 func (e *Env) known() string {
-	if e.last == nil {
+	if e.last == nil || e.AlwaysImage {
 		return ""
 	}
 	return strconv.FormatUint(e.last.Hash, 16)
