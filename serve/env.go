@@ -136,9 +136,12 @@ func (e *env) ended(episode int, end *session.End) {
 	e.end = apiEnd(end)
 	sess := e.sess
 	e.mu.Unlock()
-	e.srv.wg.Add(1)
+	done, ok := e.srv.track()
+	if !ok { // shutting down: the shutdown closes it (Close waits for the first)
+		return
+	}
 	go func() {
-		defer e.srv.wg.Done()
+		defer done()
 		sess.Close(e.srv.base, *end)
 	}()
 }
@@ -215,13 +218,17 @@ func (e *env) open(ctx context.Context) *api.Error {
 		return apiError(api.CodeInternal, "episode %d of environment %s: %v", n, e.id, err)
 	}
 	e.mu.Lock()
-	e.sess, e.state = sess, api.StateRunning
-	e.lastSeen = time.Now()
 	closing := e.closing
+	e.sess, e.state = sess, api.StateRunning
+	if closing {
+		e.state = api.StateClosed
+	}
+	e.lastSeen = time.Now()
 	e.mu.Unlock()
-	if closing { // closed while it started
-		sess.Close(ctx, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "closed while it started"})
-		return apiError(api.CodeNotFound, "environment %s was closed while it started", e.id)
+	if closing { // closed while it started (the server shuts down)
+		end := session.End{Outcome: trace.Interrupted, Reason: trace.ReasonSignal, Message: "the server shut down"}
+		sess.Close(ctx, end)
+		return apiError(api.CodeShuttingDown, "environment %s was closed while it started: the server is shutting down", e.id)
 	}
 	return nil
 }

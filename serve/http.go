@@ -431,6 +431,9 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 		}
 		e.appName, e.bundle, e.upload = u.name, u.bundle, u
 	}
+	if tmpfs := int64(e.cfg.Resources.TmpfsMB) << 20; e.bundle.TotalBytes > tmpfs*3/4 {
+		return nil, apiError(api.CodeInvalidRequest, "the app's files (%d bytes) need a larger tmpfs than %d MiB: three quarters of it at most", e.bundle.TotalBytes, e.cfg.Resources.TmpfsMB)
+	}
 	n := 0
 	for _, other := range s.envs {
 		if other.owner == owner {

@@ -377,9 +377,12 @@ func (s *Server) reap() {
 		s.mu.Unlock()
 		for _, e := range expired {
 			s.logf("environment %s: no request from its client for %v: closing it", e.id, s.o.Lease)
-			s.wg.Add(1)
+			done, ok := s.track()
+			if !ok {
+				return // shutting down: the shutdown closes it
+			}
 			go func() {
-				defer s.wg.Done()
+				defer done()
 				s.closeEnv(e, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonLeaseExpired,
 					Message: fmt.Sprintf("no request or connection from the client for %v (the lease)", s.o.Lease)})
 			}()
