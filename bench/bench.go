@@ -34,8 +34,8 @@ type Options struct {
 	// RemoteSamples is the number of steps measured in-process, over
 	// serve's WebSocket and over its HTTP, side by side (0 skips).
 	RemoteSamples int
-	Screens   []action.Screen
-	Progress  io.Writer
+	Screens       []action.Screen
+	Progress      io.Writer
 }
 
 // Stats summarises samples in milliseconds.
