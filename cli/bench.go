@@ -28,8 +28,10 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench measures, with the mover demo in real sandboxes: cold start (create →
 app window up → first screenshot), the observe+act step as the agent sees it
 (one mouse move, then the next screenshot) at each --screens size, a full run
-with its trace, and — for comparison — the seed-style step that ran
-docker exec scrot, docker exec cat and docker exec xdotool per step.
+with its trace, the same step in-process and through agentbox serve (over its
+WebSocket and over plain HTTP, side by side), and — for comparison — the
+seed-style step that ran docker exec scrot, docker exec cat and docker exec
+xdotool per step.
 It reports figures; it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
