@@ -727,3 +727,21 @@ func TestConcurrentEnvironments(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestNoRegisteredApps: a server for uploads only says so in the shape
+// the document gives (empty lists, not null), and refuses an app name.
+func TestNoRegisteredApps(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.Apps = nil })
+	var info api.Server
+	a := h.do(req{method: "GET", path: "/v1/server"})
+	a.decode(t, &info)
+	if info.Apps == nil || len(info.Apps) != 0 || !strings.Contains(string(a.body), `"apps":[]`) {
+		t.Errorf("server: %s", a.body)
+	}
+	if a := h.do(req{method: "POST", path: "/v1/envs", body: []byte(`{"app":"game"}`)}); a.errorCode() != api.CodeUnknownApp {
+		t.Errorf("an app name on a server without apps: %d %s", a.status, a.body)
+	}
+	if a := h.do(req{method: "GET", path: "/v1/uploads"}); string(bytes.TrimSpace(a.body)) != "[]" {
+		t.Errorf("uploads: %s", a.body)
+	}
+}

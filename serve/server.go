@@ -125,6 +125,9 @@ func (o *Options) defaults() error {
 	if o.Out == "" {
 		o.Out = "agentbox-runs"
 	}
+	if abs, err := filepath.Abs(o.Out); err == nil {
+		o.Out = abs // the traces' paths in answers mean the same wherever the client runs
+	}
 	if o.RunID == nil {
 		o.RunID = func(string) string { return "serve-" + time.Now().Format("20060102-150405") + "-" + randomID(3) }
 	}
@@ -322,7 +325,7 @@ func (s *Server) owner(r *http.Request) string {
 
 // info is GET /v1/server.
 func (s *Server) info() api.Server {
-	var backends, apps []string
+	backends, apps := []string{}, []string{}
 	for _, b := range s.o.Backends {
 		backends = append(backends, b.Name())
 	}
