@@ -414,4 +414,27 @@ func TestEventLog(t *testing.T) {
 	}
 }
 
+// TestPeek: a watcher's screenshot records nothing and leaves the app's
+// output for the controller's next observation.
+func TestPeek(t *testing.T) {
+	s, dir := openFake(t, &fakeBackend{}, nil)
+	ctx := t.Context()
+	f, st, err := s.Peek(ctx)
+	if err != nil || f == nil || !st.Running {
+		t.Fatalf("peek: %v", err)
+	}
+	obs, err := s.Observe(ctx)
+	if err != nil || obs.Step != 1 || len(obs.Output) != 2 {
+		t.Fatalf("the observation after a peek: step %d, output %+v, %v", obs.Step, obs.Output, err)
+	}
+	s.Close(ctx, End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed})
+	tr, _ := trace.Open(dir)
+	if len(tr.Steps) != 0 || tr.Final == nil || tr.Final.Step != 1 {
+		t.Errorf("after a peek and an observation: %d steps, final %+v", len(tr.Steps), tr.Final)
+	}
+	if _, _, err := s.Peek(ctx); !errors.Is(err, ErrEnded) {
+		t.Errorf("a peek after the end: %v", err)
+	}
+}
+
 var _ agent.Agent = (*scripted)(nil)

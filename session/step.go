@@ -120,6 +120,23 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 	return *res, nil
 }
 
+// Peek takes a screenshot with the desktop's state for someone who
+// watches (a live page) rather than steps: nothing is recorded, the app's
+// output is left for the next observation, and the episode's step is not
+// taken. It takes its turn with the steps.
+func (s *Session) Peek(ctx context.Context) (*action.Frame, environment.State, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end != nil {
+		return nil, environment.State{}, &EndedError{*s.end}
+	}
+	env := s.environment()
+	if env == nil {
+		return nil, environment.State{}, environment.ErrClosed
+	}
+	return env.Observe(ctx)
+}
+
 // setEnd records how the episode ended (the first time) and tells the
 // listener; s.mu is held.
 func (s *Session) setEnd(end *End) {
