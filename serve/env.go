@@ -64,11 +64,20 @@ func (e *env) touch() {
 	e.mu.Unlock()
 }
 
+// maxConnections bounds an environment's open WebSockets and event
+// streams together.
+const maxConnections = 16
+
 // attach counts a connection (a WebSocket, an event stream) while it is
 // open: the lease does not run out meanwhile. Call the function it
-// returns when the connection ends.
-func (e *env) attach() (detach func()) {
+// returns when the connection ends. An environment holds at most
+// maxConnections.
+func (e *env) attach() (detach func(), _ *api.Error) {
 	e.mu.Lock()
+	if e.conns >= maxConnections {
+		e.mu.Unlock()
+		return nil, apiError(api.CodeTooManyConnections, "environment %s has %d connections open, the most it may", e.id, maxConnections)
+	}
 	e.conns++
 	e.lastSeen = time.Now()
 	e.mu.Unlock()
@@ -77,7 +86,7 @@ func (e *env) attach() (detach func()) {
 		e.conns--
 		e.lastSeen = time.Now()
 		e.mu.Unlock()
-	}
+	}, nil
 }
 
 // expired reports whether the lease ran out.

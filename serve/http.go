@@ -813,7 +813,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, owner stri
 		writeError(w, apiError(api.CodeInternal, "this connection cannot stream"))
 		return
 	}
-	detach := e.attach()
+	detach, aerr := e.attach()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	defer detach()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")

@@ -51,7 +51,7 @@ func TestOpenAPIAgrees(t *testing.T) {
 	for _, code := range []string{api.CodeUnauthorized, api.CodeBadHost, api.CodeCrossOrigin, api.CodeNotFound, api.CodeMethodNotAllowed,
 		api.CodeUnsupportedMedia, api.CodeTooLarge, api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeInvalidAction, api.CodeUnknownApp,
 		api.CodeInvalidUpload, api.CodeTooManyEnvironments, api.CodeTooManyUploads, api.CodeBusy, api.CodeEpisodeEnded, api.CodeAppStart,
-		api.CodeEnvironment, api.CodeShuttingDown, api.CodeInternal, api.CodeUnsupportedOperation} {
+		api.CodeEnvironment, api.CodeShuttingDown, api.CodeInternal, api.CodeUnsupportedOperation, api.CodeTooManyConnections} {
 		if !slices.Contains(enum, any(code)) {
 			t.Errorf("error code %s is not in openapi.json", code)
 		}
@@ -743,5 +743,43 @@ func TestNoRegisteredApps(t *testing.T) {
 	}
 	if a := h.do(req{method: "GET", path: "/v1/uploads"}); string(bytes.TrimSpace(a.body)) != "[]" {
 		t.Errorf("uploads: %s", a.body)
+	}
+}
+
+// TestConnectionLimit: an environment holds at most 16 WebSockets and
+// event streams together; the 17th is refused, and closing one makes room.
+func TestConnectionLimit(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	e := h.create("", "")
+	var conns []*websocket.Conn
+	dial := func() (*websocket.Conn, *http.Response, error) {
+		return websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(h.url, "http")+"/v1/envs/"+e.ID+"/ws",
+			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+	}
+	for i := range maxConnections {
+		c, _, err := dial()
+		if err != nil {
+			t.Fatalf("connection %d: %v", i+1, err)
+		}
+		conns = append(conns, c)
+	}
+	_, resp, err := dial()
+	if err == nil || resp == nil || resp.StatusCode != 429 {
+		t.Fatalf("connection %d: %v", maxConnections+1, err)
+	}
+	a := h.do(req{method: "GET", path: "/v1/envs/" + e.ID + "/events"})
+	if a.status != 429 || a.errorCode() != api.CodeTooManyConnections {
+		t.Errorf("an event stream beyond the limit: %d %s", a.status, a.body)
+	}
+	conns[0].Close(websocket.StatusNormalClosure, "")
+	waitFor(t, func() bool {
+		c, _, err := dial()
+		if err == nil {
+			conns[0] = c
+		}
+		return err == nil
+	})
+	for _, c := range conns {
+		c.CloseNow()
 	}
 }

@@ -25,6 +25,12 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 		writeError(w, aerr)
 		return
 	}
+	detach, aerr := e.attach()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	defer detach()
 	// Accept checks the Origin too (only the server's own host).
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
@@ -39,9 +45,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	detach := e.attach()
 	defer func() {
-		detach()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()

@@ -35,6 +35,7 @@ const (
 	CodeInvalidUpload        = "invalid_upload"         // 422: the uploaded app fails the staging checks
 	CodeTooManyEnvironments  = "too_many_environments"  // 429: the token's environments are all in use
 	CodeTooManyUploads       = "too_many_uploads"       // 429: the token's uploads are all in use
+	CodeTooManyConnections   = "too_many_connections"   // 429: the environment has all the WebSockets and event streams it may
 	CodeBusy                 = "busy"                   // 409: the environment is starting or being reset
 	CodeEpisodeEnded         = "episode_ended"          // 409: the episode has ended; reset or close
 	CodeAppStart             = "app_start"              // 422: the app did not start (see End and Trace)
@@ -63,7 +64,7 @@ func Status(code string) int {
 		return 400
 	case CodeInvalidRequest, CodeUnknownApp, CodeInvalidUpload, CodeAppStart:
 		return 422
-	case CodeTooManyEnvironments, CodeTooManyUploads:
+	case CodeTooManyEnvironments, CodeTooManyUploads, CodeTooManyConnections:
 		return 429
 	case CodeBusy, CodeEpisodeEnded:
 		return 409
