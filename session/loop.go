@@ -97,7 +97,7 @@ func (s *Session) decide(ctx, parent context.Context, obs *action.Observation) (
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.final(s.pending)
-		s.pending, s.pendObs = nil, nil
+		s.pending = nil
 		s.recordFailedDecision(obs.Step, d, latency, err)
 		reason := trace.ReasonAgent
 		if errors.Is(err, agent.ErrMalformed) {

@@ -61,7 +61,6 @@ type Session struct {
 	viewReq   *action.Action      // the last screenshot action with options: the next observation's view
 	appGone   bool                // one observation has shown the app gone
 	pending   *trace.Record       // the observation of the next step, not yet recorded
-	pendObs   *action.Observation // and as the controller saw it
 	pendAt    time.Time           // when it was taken
 	end       *End                // how the episode ended, once it has
 	traceTime time.Duration       // the steps' time spent writing the trace
@@ -379,7 +378,7 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 		}
 		s.tell(Event{Kind: EventEnd, End: end})
 	}
-	s.pending, s.pendObs = nil, nil
+	s.pending = nil
 	final := *s.end
 	steps := s.steps
 	if !s.readyAt.IsZero() {

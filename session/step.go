@@ -105,7 +105,7 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 		}
 	}
 	rec, seen := s.pending, s.pendAt
-	s.pending, s.pendObs = nil, nil
+	s.pending = nil
 	if st.Decision == nil {
 		// The controller's time between its observation and its action.
 		st.Decision = &trace.Decision{LatencyMS: msOf(time.Since(seen))}
@@ -193,7 +193,7 @@ func (s *Session) look(ctx, parent context.Context) (*action.Observation, *endin
 		s.final(rec)
 		return obs, &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", s.cfg.MaxSteps)}
 	}
-	s.pending, s.pendObs = rec, obs
+	s.pending = rec
 	s.pendAt = time.Now()
 	return obs, nil
 }
