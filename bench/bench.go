@@ -31,8 +31,11 @@ type Options struct {
 	Samples   int // steps per latency measurement
 	RunSteps  int // steps of the full run
 	SeedSteps int // seed-style steps (0 skips)
-	Screens   []action.Screen
-	Progress  io.Writer
+	// RemoteSamples is the number of steps measured in-process, over
+	// serve's WebSocket and over its HTTP, side by side (0 skips).
+	RemoteSamples int
+	Screens       []action.Screen
+	Progress      io.Writer
 }
 
 // Stats summarises samples in milliseconds.
@@ -90,6 +93,8 @@ type Report struct {
 	TraceFinish float64 // ms waiting for queued PNGs at the end
 	Seed        Stats
 	Ratio       float64 // seed-style step / full-run step
+	// Remote is the step through agentbox serve against in-process.
+	Remote *RemoteStats `json:",omitempty"`
 }
 
 // Run measures everything.
@@ -125,6 +130,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	logf("a %d-step run with its full trace …", o.RunSteps)
 	if err := fullRun(ctx, o, bundle, rep); err != nil {
 		return nil, fmt.Errorf("full run: %w", err)
+	}
+
+	if o.RemoteSamples > 0 {
+		logf("the step in-process, over agentbox serve's WebSocket and over its HTTP: %d samples each …", o.RemoteSamples)
+		rs, err := remoteStep(ctx, o, bundle)
+		if err != nil {
+			return nil, fmt.Errorf("the step through agentbox serve: %w", err)
+		}
+		rep.Remote = rs
 	}
 
 	if o.SeedSteps > 0 && !environment.CapabilitiesOf(o.Backend).SeedStep {
@@ -346,6 +360,13 @@ func (r *Report) Print(w io.Writer, o Options) {
 	}
 	fmt.Fprintf(w, "%d-step run with its full trace (PNGs, JSONL, logs):\n  %s per step; trace writing %.1f%% of the loop; %s waiting for the last PNGs\n",
 		r.RunSteps, FormatMS(r.RunPerStep), 100*r.TraceShare, FormatMS(r.TraceFinish))
+	if rs := r.Remote; rs != nil {
+		fmt.Fprintf(w, "step at %dx%d through agentbox serve, mouse_move → next observation (the trace written in each):\n", rs.Screen.Width, rs.Screen.Height)
+		fmt.Fprintf(w, "  in-process (session API):  %s\n", rs.InProcess)
+		fmt.Fprintf(w, "  WebSocket:                 %s  (+%s p50)\n", rs.WebSocket, FormatMS(rs.WebSocket.P50-rs.InProcess.P50))
+		fmt.Fprintf(w, "  HTTP:                      %s  (+%s p50)\n", rs.HTTP, FormatMS(rs.HTTP.P50-rs.InProcess.P50))
+		fmt.Fprintf(w, "  WebSocket, every frame:    %s  (+%s p50; %d KiB of pixels a step)\n", rs.WebSocketFull, FormatMS(rs.WebSocketFull.P50-rs.InProcess.P50), 4*rs.Screen.Width*rs.Screen.Height>>10)
+	}
 	if r.Seed.N > 0 {
 		fmt.Fprintf(w, "seed-style step (docker exec scrot + docker exec cat + docker exec xdotool):\n  %s\n", r.Seed)
 		fmt.Fprintf(w, "\nthe %d-step run is %.0f× faster per step than the seed-style step (p50 %s vs %s)\n",

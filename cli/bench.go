@@ -28,8 +28,10 @@ func newBenchCmd() *cobra.Command {
 		Long: `bench measures, with the mover demo in real sandboxes: cold start (create →
 app window up → first screenshot), the observe+act step as the agent sees it
 (one mouse move, then the next screenshot) at each --screens size, a full run
-with its trace, and — for comparison — the seed-style step that ran
-docker exec scrot, docker exec cat and docker exec xdotool per step.
+with its trace, the same step in-process and through agentbox serve (over its
+WebSocket and over plain HTTP, side by side), and — for comparison — the
+seed-style step that ran docker exec scrot, docker exec cat and docker exec
+xdotool per step.
 It reports figures; it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,6 +103,7 @@ It reports figures; it passes or fails nothing.`,
 	fl.IntVar(&o.Samples, "samples", 300, "steps per latency measurement")
 	fl.IntVar(&o.RunSteps, "steps", 200, "steps of the full run")
 	fl.IntVar(&o.SeedSteps, "seed-steps", 20, "seed-style steps to measure (0 skips)")
+	fl.IntVar(&o.RemoteSamples, "remote-samples", 300, "steps measured in-process, over agentbox serve's WebSocket and over its HTTP (0 skips)")
 	fl.StringVar(&screens, "screens", "640x480,1920x1080", "screen sizes for the step latency")
 	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
 	return cmd
@@ -144,4 +147,15 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		row("step "+size+", click", step(func(s bench.StepStats) bench.Stats { return s.Click }))
 	}
 	row("full run, per step (trace included)", func(r *bench.Report) string { return bench.FormatMS(r.RunPerStep) })
+	remote := func(f func(*bench.RemoteStats) bench.Stats) func(r *bench.Report) string {
+		return func(r *bench.Report) string {
+			if r.Remote == nil {
+				return "-"
+			}
+			return pp(f(r.Remote))
+		}
+	}
+	row("step in-process (session API)", remote(func(s *bench.RemoteStats) bench.Stats { return s.InProcess }))
+	row("step over serve's WebSocket", remote(func(s *bench.RemoteStats) bench.Stats { return s.WebSocket }))
+	row("step over serve's HTTP", remote(func(s *bench.RemoteStats) bench.Stats { return s.HTTP }))
 }

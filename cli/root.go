@@ -135,6 +135,7 @@ the program prints. Every run is recorded in a versioned trace directory.`,
 		newReplayCmd(),
 		newExportCmd(),
 		newLsCmd(),
+		newServeCmd(),
 	)
 	return root
 }

@@ -1,8 +1,15 @@
-// Package session is the referee: it creates an environment, starts the app,
-// runs observe → decide → validate → record → act until the run ends, writes
-// the trace, and always tears the environment down. It owns deadlines,
-// outcomes and the trace; it connects the environment and the agent without
-// either knowing the other.
+// Package session is the referee: one environment, its app and its trace,
+// driven step by step by whoever controls it. Open creates the trace and
+// the sandbox (or takes over one created ahead), launches the app and
+// waits until it is ready; Observe and Act are the steps, each validated,
+// rate-limited and recorded before it runs, with who chose it (its actor);
+// Close tears the environment down and finalises the trace with the
+// outcome. Run is the agent loop on top — observe → decide → validate →
+// record → act until the run ends — used by run, eval, replay and bench;
+// a server, an MCP server or a live page drive the same Session with
+// their own actor. The package owns deadlines, outcomes and the trace; it
+// connects the environment and the controller without either knowing the
+// other.
 package session
 
 import (
@@ -12,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +27,6 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -79,6 +84,21 @@ type Config struct {
 	// not differ from its recording at step 1.
 	FirstSettle Settle
 
+	// Actor is recorded with every step Run takes (trace.ActorAgent, …);
+	// default: script for a script (AgentInfo.Name "script"), else agent.
+	// Controllers that call Act name their actor with each step instead.
+	Actor string
+
+	// Prepared, when set, is an environment created ahead (a warm pool's):
+	// Open takes it over instead of creating one with Backend, and only
+	// launches the app. It must match Env (image, screen, limits).
+	Prepared *Prepared
+	// Listener, when set, is told every event as it happens: the app's
+	// output, windows and exit, each step and result, the end. It is
+	// called from the environment's and the controller's goroutines and
+	// must not block (an EventLog's Add does not).
+	Listener func(Event)
+
 	TraceDir string
 	LogCap   int64 // per stream; default trace.DefaultLogCap
 	// Progress receives human-readable lines; nil discards.
@@ -116,6 +136,25 @@ func (c *Config) defaults() {
 	// The app's manifest, the tree or marks at every step ask for the
 	// accessibility bus too.
 	c.Env.A11y = c.Env.A11y || c.App.Manifest.A11y || c.Tree || c.Marks
+	if c.Actor == "" {
+		c.Actor = trace.ActorAgent
+		if c.AgentInfo.Name == "script" {
+			c.Actor = trace.ActorScript
+		}
+	}
+}
+
+// Prepared is an environment handed to Open already created: its sandbox,
+// display and window manager are up and no app has been launched. Its
+// environment.Config.Events must have been Events, so that the session
+// taking it over receives the app's events. Open owns it from then on,
+// also when Open fails.
+type Prepared struct {
+	Env    environment.Environment
+	Events *Relay
+	// Created is how long creating it took (recorded as the create timing
+	// of the pool, create_ahead; the run's own create is the hand-over).
+	Created time.Duration
 }
 
 // Settle modes.
@@ -191,261 +230,49 @@ type Result struct {
 // ExitCode is the process exit code for the outcome.
 func (r Result) ExitCode() int { return r.Outcome.ExitCode() }
 
-// ending is how the loop ended, before it is recorded.
-type ending struct {
-	outcome trace.Outcome
-	reason  string
-	msg     string
+// End is how an episode ends: an outcome, the reason that refines it and
+// a message for people.
+type End struct {
+	Outcome trace.Outcome `json:"outcome"`
+	Reason  string        `json:"reason"`
+	Message string        `json:"message"`
 }
 
-func (e *ending) String() string { return fmt.Sprintf("%s (%s): %s", e.outcome, e.reason, e.msg) }
+func (e *End) String() string { return fmt.Sprintf("%s (%s): %s", e.Outcome, e.Reason, e.Message) }
 
-// Run performs one run. The returned error is non-nil only when no trace
-// could be written at all; every other failure is an outcome in Result.
-func Run(ctx context.Context, cfg Config) (Result, error) {
-	cfg.defaults()
-	if err := cfg.Env.Screen.Validate(); err != nil {
-		return Result{}, fmt.Errorf("session: screen %v: %w", cfg.Env.Screen, err)
+// Terminated reports whether the episode ended of itself — the controller
+// finished (done), a check failed, the app exited — rather than being cut
+// short (steps, deadline, a signal, a close) or failing: gymnasium's
+// terminated, as against truncated.
+func (e *End) Terminated() bool {
+	switch e.Reason {
+	case trace.ReasonDone, trace.ReasonGaveUp, trace.ReasonCheckFailed, trace.ReasonDiverged, trace.ReasonAppExited:
+		return true
 	}
-	r := &run{cfg: cfg, started: time.Now()}
-	tw, err := trace.Create(cfg.TraceDir, r.initialRecord(), trace.Options{LogCap: cfg.LogCap})
-	if err != nil {
+	return false
+}
+
+// ending is the loop's name for End.
+type ending = End
+
+// Run performs one run: Open, the agent loop over the session, Close. The
+// returned error is non-nil only when no trace could be written at all;
+// every other failure is an outcome in Result.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	s, err := Open(ctx, cfg)
+	var se *StartError
+	switch {
+	case errors.As(err, &se):
+		return se.Result, nil
+	case err != nil:
 		return Result{}, err
 	}
-	r.tw = tw
-	r.events = newSink(tw, r.started, r.cfg.App.Manifest.ReadyOutput)
-	r.cfg.Env.Events = r.events
-
-	end := r.execute(ctx)
-
-	res := Result{Outcome: end.outcome, Reason: end.reason, Message: end.msg, TraceDir: cfg.TraceDir, Steps: r.steps}
-	res.AppExit = r.events.exit()
-	tf := time.Now()
-	ferr := tw.Finish(func(run *trace.Run) {
-		r.timing("trace_finish", time.Since(tf)) // waits for queued screenshots
-		run.Outcome, run.Reason, run.Message = end.outcome, end.reason, end.msg
-		run.AppExit = res.AppExit
-		run.Ended = time.Now()
-		if run.Timings == nil {
-			run.Timings = map[string]float64{}
-		}
-		for k, v := range r.timings {
-			run.Timings[k] = v
-		}
-	})
-	res.Duration = time.Since(r.started)
-	if ferr != nil {
-		fmt.Fprintf(cfg.Progress, "agentbox: trace: %s\n", termsafe.Text(ferr.Error()))
-	}
-	return res, nil
-}
-
-type run struct {
-	cfg     Config
-	started time.Time
-	tw      *trace.Writer
-	events  *sink
-	env     environment.Environment
-	steps   int
-	timings map[string]float64
-	// traceTime is the time the loop spent writing the trace.
-	traceTime time.Duration
-	// frozen is the total time the app was frozen while the agent decided.
-	frozen time.Duration
-}
-
-func (r *run) timing(name string, d time.Duration) {
-	if r.timings == nil {
-		r.timings = map[string]float64{}
-	}
-	r.timings[name] = float64(d.Microseconds()) / 1000
-}
-
-func (r *run) initialRecord() trace.Run {
-	b := r.cfg.App
-	return trace.Run{
-		ID:       r.cfg.RunID,
-		Agentbox: versionString(),
-		Task:     r.cfg.Task,
-		Agent:    r.cfg.AgentInfo,
-		App: trace.AppInfo{
-			Target: b.Target, TargetPath: b.Path, Command: b.Manifest.Command, Args: b.Manifest.Args,
-			InImage: b.InImage, WindowTitle: b.Manifest.WindowTitle,
-			Files: len(b.Files), Bytes: b.TotalBytes, EnvKeys: sortedKeys(b.Manifest.Env),
-		},
-		Env: trace.EnvInfo{
-			Backend: r.cfg.Backend.Name(),
-			Image:   r.cfg.Env.Image,
-			Runtime: r.cfg.Env.Runtime,
-			Screen:  r.cfg.Env.Screen,
-			Limits:  limitsMap(r.cfg.Env.Resources.WithDefaults()),
-		},
-		Settings: &trace.Settings{
-			Settle:              r.cfg.Settle.String(),
-			MaxSteps:            r.cfg.MaxSteps,
-			TimeoutMS:           msOf(r.cfg.Timeout),
-			ReadyTimeoutMS:      msOf(r.cfg.ReadyTimeout),
-			LogCap:              r.cfg.LogCap,
-			NoWM:                r.cfg.Env.NoWM,
-			FreezeWhileThinking: r.cfg.FreezeWhileThinking,
-			MaxRate:             &r.cfg.MaxRate,
-			A11y:                r.cfg.Env.A11y,
-			Tree:                r.cfg.Tree,
-			Marks:               r.cfg.Marks,
-		},
-		Network: networkInfo(r.cfg.Env.Network),
-		Started: r.started,
-	}
+	end := s.agentLoop(ctx)
+	return s.close(ctx, end), nil
 }
 
 func limitsMap(l environment.Resources) map[string]any {
 	return map[string]any{"cpus": l.CPUs, "memory_mb": l.MemoryMB, "pids": l.PIDs, "tmpfs_mb": l.TmpfsMB, "shm_mb": l.ShmMB}
-}
-
-// execute runs everything after the trace exists and returns how it ended.
-// Teardown always happens here.
-func (r *run) execute(ctx context.Context) (end *ending) {
-	cfg := r.cfg
-	defer func() {
-		// A panic anywhere below still tears down (the deferred teardown
-		// has run by now) and is recorded as an error with its stack.
-		if p := recover(); p != nil {
-			fmt.Fprintf(r.cfg.Progress, "agentbox: panic: %s\n%s", termsafe.Line(fmt.Sprint(p)), debug.Stack())
-			end = &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("agentbox panicked: %v", p)}
-		}
-	}()
-	defer r.teardown(ctx)
-
-	startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
-	defer cancel()
-
-	t0 := time.Now()
-	env, err := cfg.Backend.Create(startCtx, cfg.Env)
-	if err != nil {
-		return r.startFailure(ctx, "create the sandbox", err)
-	}
-	r.env = env
-	r.timing("create", time.Since(t0))
-	info := env.Info()
-	_ = r.tw.Update(func(run *trace.Run) {
-		run.Env.ID, run.Env.ImageID, run.Env.Display = info.ID, info.ImageID, info.Display
-		run.Env.WM, run.Env.SHM, run.Env.Timings = info.WM, info.SHM, info.Timings
-		run.Env.Extra = info.Extra
-		if info.Image != "" {
-			run.Env.Image = info.Image
-		}
-	})
-
-	t1 := time.Now()
-	lr, err := env.Launch(startCtx, environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap})
-	if err != nil {
-		return r.startFailure(ctx, "launch the app", err)
-	}
-	r.timing("launch", time.Since(t1))
-	r.timing("app_ready", lr.Ready)
-	_ = r.tw.Update(func(run *trace.Run) {
-		run.App.PID = lr.PID
-		run.App.FileHashes, run.App.Digest = lr.Files, appDigest(lr.Files)
-		run.Env.Timings = r.env.Info().Timings
-	})
-	if lr.Window != nil {
-		fmt.Fprintf(cfg.Progress, "agentbox: app window %q is up after %v\n", lr.Window.Title, lr.Ready.Round(time.Millisecond))
-	}
-	if text := cfg.App.Manifest.ReadyOutput; text != "" {
-		t2 := time.Now()
-		if end := r.waitReadyOutput(ctx, startCtx, t1, text); end != nil {
-			return end
-		}
-		waited := time.Since(t2)
-		r.timing("ready_output", waited)
-		r.timing("app_ready", lr.Ready+waited)
-		fmt.Fprintf(cfg.Progress, "agentbox: the app printed %q after %v\n", text, (lr.Ready + waited).Round(time.Millisecond))
-	}
-
-	return r.loop(ctx)
-}
-
-// waitReadyOutput waits, until launchStart+ReadyTimeout, for the app to
-// print the manifest's ready_output.
-func (r *run) waitReadyOutput(ctx, startCtx context.Context, launchStart time.Time, text string) *ending {
-	wctx, cancel := context.WithDeadline(startCtx, launchStart.Add(r.cfg.ReadyTimeout))
-	defer cancel()
-	err := r.events.waitReady(wctx)
-	if err == nil {
-		return nil
-	}
-	if e := interrupted(ctx); e != nil {
-		return e
-	}
-	var nr *errNotReady
-	switch {
-	case errors.As(err, &nr):
-		return &ending{trace.Error, trace.ReasonAppStart, fmt.Sprintf("%v before printing a line containing %q (ready_output)%s", err, text, r.events.tail(5))}
-	case startCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-		return &ending{trace.Error, trace.ReasonAppStart, fmt.Sprintf("the app did not print a line containing %q (ready_output) within %v%s", text, r.cfg.ReadyTimeout, r.events.tail(5))}
-	}
-	return r.startFailure(ctx, "wait for the app's ready output", err)
-}
-
-// startFailure classifies an error before the loop began.
-func (r *run) startFailure(ctx context.Context, what string, err error) *ending {
-	if e := interrupted(ctx); e != nil {
-		return e
-	}
-	msg := fmt.Sprintf("could not %s: %v", what, err)
-	switch {
-	case errors.Is(err, environment.ErrNoWindow):
-		return &ending{trace.Error, trace.ReasonNoWindow, msg + r.events.tail(5)}
-	case errors.Is(err, environment.ErrAppStart), errors.Is(err, environment.ErrAppExited), errors.Is(err, app.ErrInvalid):
-		return &ending{trace.Error, trace.ReasonAppStart, msg + r.events.tail(5)}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &ending{trace.Error, trace.ReasonEnvironment, msg + fmt.Sprintf(" (start timeout %v)", r.cfg.StartTimeout)}
-	}
-	return &ending{trace.Error, trace.ReasonEnvironment, msg}
-}
-
-func interrupted(ctx context.Context) *ending {
-	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrInterrupted) {
-		return &ending{trace.Interrupted, trace.ReasonSignal, "interrupted by a signal"}
-	}
-	return nil
-}
-
-func (r *run) teardown(ctx context.Context) {
-	defer r.closeAgent()()
-	if r.env == nil {
-		return
-	}
-	env := r.env
-	r.env = nil
-	r.events.teardown() // the app's exit from here on is agentbox's doing
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TeardownTimeout)
-	defer cancel()
-	t := time.Now()
-	if err := env.Close(tctx); err != nil {
-		fmt.Fprintf(r.cfg.Progress, "agentbox: teardown: %s\n", termsafe.Text(err.Error()))
-		r.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "teardown_error", Data: map[string]any{"error": err.Error()}})
-	}
-	r.timing("teardown", time.Since(t))
-}
-
-// closeAgent starts closing the agent, so that an agent program stops
-// while the sandbox is torn down and within the run's time; the function
-// it returns waits for that and records it (timing agent_close).
-func (r *run) closeAgent() (wait func()) {
-	c, ok := r.cfg.Agent.(agent.Closer)
-	if !ok {
-		return func() {}
-	}
-	done := make(chan time.Duration, 1)
-	go func() {
-		t := time.Now()
-		if err := c.Close(); err != nil {
-			fmt.Fprintf(r.cfg.Progress, "agentbox: closing the agent: %s\n", termsafe.Text(err.Error()))
-		}
-		done <- time.Since(t)
-	}()
-	return func() { r.timing("agent_close", <-done) }
 }
 
 // appDigest is the SHA-256 over the sorted "sha256  path" lines of the

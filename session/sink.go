@@ -26,6 +26,8 @@ const (
 type sink struct {
 	tw    *trace.Writer
 	start time.Time
+	// listen, when set, is told every event as it happens (Config.Listener).
+	listen func(Event)
 
 	mu       sync.Mutex
 	partial  map[action.Stream][]byte
@@ -84,6 +86,7 @@ func (s *sink) waitReady(ctx context.Context) error {
 // Output implements environment.Events.
 func (s *sink) Output(stream action.Stream, data []byte, dropped int64) {
 	s.tw.Output(stream, data, dropped)
+	s.tell(Event{Kind: EventOutput, Stream: stream, Text: string(data), Dropped: dropped})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buf := append(s.partial[stream], data...)
@@ -172,6 +175,15 @@ func (s *sink) Exited(e action.Exit) {
 		data["stopped"] = e.Stopped
 	}
 	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "app_exited", Data: data})
+	s.tell(Event{Kind: EventExit, Exit: &e})
+}
+
+// tell passes an event to the listener, if any.
+func (s *sink) tell(e Event) {
+	if s.listen != nil {
+		e.T = time.Since(s.start)
+		s.listen(e)
+	}
 }
 
 // Window implements environment.Events.
@@ -179,12 +191,16 @@ func (s *sink) Window(kind string, w action.Window) {
 	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "window_" + kind, Data: map[string]any{
 		"id": w.ID, "title": w.Title, "x": w.X, "y": w.Y, "width": w.Width, "height": w.Height,
 	}})
+	s.tell(Event{Kind: EventWindow, Change: kind, Window: &w})
 }
 
 var _ environment.DropCounter = (*sink)(nil)
 
 // Dropped implements environment.DropCounter.
-func (s *sink) Dropped(kind string, n int64) { s.tw.EventsDropped(kind, n) }
+func (s *sink) Dropped(kind string, n int64) {
+	s.tw.EventsDropped(kind, n)
+	s.tell(Event{Kind: EventDropped, Change: kind, Dropped: n})
+}
 
 func (s *sink) exit() *action.Exit {
 	s.mu.Lock()

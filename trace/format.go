@@ -95,6 +95,12 @@ const (
 	ReasonEnvironment  = "environment"      // the sandbox, image or guest failed
 	ReasonSignal       = "signal"           // SIGINT/SIGTERM
 	ReasonDiverged     = "diverged"         // a replay's screen differed from the recording
+	// A controller of agentbox serve ended the episode: it closed or reset
+	// the environment before the episode ended (outcome interrupted).
+	ReasonClosed = "closed"
+	// Nobody used the environment for its lease: the server closed it
+	// (outcome interrupted).
+	ReasonLeaseExpired = "lease_expired"
 )
 
 // Run is run.json.
@@ -312,11 +318,24 @@ type Decision struct {
 	FrozenMS float64 `json:"frozen_ms,omitempty"`
 }
 
+// Actors: who chose a step's action. A trace written before actors were
+// recorded has none; readers take that as ActorAgent.
+const (
+	ActorAgent  = "agent"  // an agent inside agentbox's loop (run, eval, bench)
+	ActorScript = "script" // a play-test script
+	ActorRemote = "remote" // a client of agentbox serve's API
+	ActorMCP    = "mcp"    // an MCP client
+	ActorHuman  = "human"  // a person at the live page
+)
+
 // Record is one line of steps.jsonl.
 type Record struct {
 	Type string  `json:"type"`
 	Step int     `json:"step,omitempty"`
 	TMS  float64 `json:"t_ms"` // since the run started
+	// Actor says who chose a step's action (ActorAgent, …; absent in
+	// traces written before it was recorded).
+	Actor string `json:"actor,omitempty"`
 
 	Observation *Observation   `json:"observation,omitempty"`
 	Decision    *Decision      `json:"decision,omitempty"`
@@ -337,5 +356,6 @@ type Record struct {
 type ActionRecord struct {
 	Step   int           `json:"step"`
 	TMS    float64       `json:"t_ms"`
+	Actor  string        `json:"actor,omitempty"`
 	Action action.Action `json:"action"`
 }

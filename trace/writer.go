@@ -321,7 +321,7 @@ func (w *Writer) Record(r Record) error {
 	}
 	var aline []byte
 	if r.Type == TypeStep && r.Action != nil && r.Invalid == "" {
-		aline, err = json.Marshal(ActionRecord{Step: r.Step, TMS: r.TMS, Action: *r.Action})
+		aline, err = json.Marshal(ActionRecord{Step: r.Step, TMS: r.TMS, Actor: r.Actor, Action: *r.Action})
 		if err != nil {
 			return fmt.Errorf("trace: encode action: %w", err)
 		}

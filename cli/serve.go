@@ -1,0 +1,361 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/serve"
+	"github.com/codegirl-games/agentbox/serve/api"
+)
+
+type serveFlags struct {
+	listen, certFile, keyFile string
+	insecure                  bool
+	tokenFile, writeToken     string
+	apps, allowHosts          []string
+
+	backend, image, ociRuntime, guestBinary string
+	screen, maxScreen                       string
+	cpus                                    float64
+	memory, tmpfs                           string
+	pids                                    int
+	noWM                                    bool
+
+	maxEnvs, maxUploads int
+	lease, timeout      time.Duration
+	startTimeout        time.Duration
+	maxSteps            int
+	maxRate             float64
+	logCap, maxUpload   string
+	out                 string
+}
+
+// tokenEnv names the environment variable holding serve's token.
+const tokenEnv = "AGENTBOX_TOKEN"
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve environments over HTTP and WebSocket (API v1) to clients that drive them",
+		Long: `Serve runs a server that owns environments on this machine: a client creates
+one (an app registered with --app NAME=DIR, or an app directory it uploads),
+observes and acts step by step over HTTP or a WebSocket, resets it for the
+next episode (a fresh sandbox) and closes it. Every episode writes the trace
+agentbox run writes, under --out, with each step's actor "remote".
+
+It listens on loopback unless --tls-cert/--tls-key are given or --insecure
+says plainly that the network may read the token. Every request needs the
+bearer token: AGENTBOX_TOKEN, the first line of --token-file (not readable by
+others), or else a new one written to --write-token (mode 0600). Requests for
+other hosts (Host) and from other origins are refused; each token holds at
+most --max-envs live environments; an environment nobody uses for --lease is
+closed. SIGINT or SIGTERM closes every environment (its episode ends as
+interrupted, its sandbox is removed, its trace finalised) and exits 0.
+
+The API is described at /v1/openapi.json (serve/openapi.json).`,
+		Example: `  agentbox serve --app mover=examples/mover
+  curl -H "Authorization: Bearer $(cat ~/.config/agentbox/serve.token)" http://127.0.0.1:8470/v1/server
+  agentbox serve --listen 0.0.0.0:8470 --tls-cert cert.pem --tls-key key.pem --allow-host box.example.org`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8470", "address to listen on (beyond loopback only with TLS or --insecure)")
+	fl.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (PEM)")
+	fl.StringVar(&f.keyFile, "tls-key", "", "TLS key file (PEM)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without TLS (the token travels in the clear)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "read the accepted tokens from this file, one a line (it must not be readable by group or others)")
+	fl.StringVar(&f.writeToken, "write-token", api.DefaultTokenFile(), "where a generated token is written (mode 0600) when neither "+tokenEnv+" nor --token-file gives one")
+	fl.StringArrayVar(&f.apps, "app", nil, "register an app NAME=DIR (or NAME=FILE: an executable or a manifest) clients may create environments of (repeatable)")
+	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "a host name the Host header may carry besides IP addresses and localhost (repeatable)")
+	fl.StringVar(&f.backend, "backend", environment.Auto, backendUsage()+"; several comma-separated, the first the default")
+	fl.StringVar(&f.image, "image", "", "runtime image (default agentbox/runtime:bookworm)")
+	fl.StringVar(&f.ociRuntime, "runtime", "", "OCI runtime registered with Docker, e.g. runsc (gVisor)")
+	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandboxes (default: this one)")
+	_ = fl.MarkHidden("guest-binary")
+	fl.StringVar(&f.screen, "screen", action.DefaultScreen.String(), "the screen of an environment that names none")
+	fl.StringVar(&f.maxScreen, "max-screen", "1920x1080", "the largest screen a client may ask for")
+	fl.Float64Var(&f.cpus, "cpus", 1, "CPU limit per sandbox (the default and the most a client may ask for)")
+	fl.StringVar(&f.memory, "memory", "1g", "memory limit per sandbox (the default and the most)")
+	fl.IntVar(&f.pids, "pids", 256, "process limit per sandbox (the default and the most)")
+	fl.StringVar(&f.tmpfs, "tmpfs", "256m", "writable /tmp per sandbox (the default and the most)")
+	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
+	fl.IntVar(&f.maxEnvs, "max-envs", 4, "live environments per token")
+	fl.IntVar(&f.maxUploads, "max-uploads", 4, "uploaded apps per token")
+	fl.DurationVar(&f.lease, "lease", time.Minute, "close an environment after this long without a request or an open connection of its client")
+	fl.DurationVar(&f.timeout, "timeout", time.Hour, "deadline of an episode (the default and the most a client may ask for)")
+	fl.DurationVar(&f.startTimeout, "start-timeout", time.Minute, "deadline for creating a sandbox and starting its app")
+	fl.IntVar(&f.maxSteps, "max-steps", 10000, "steps per episode (the default and the most)")
+	fl.Float64Var(&f.maxRate, "max-rate", 1000, "at most this many actions per second per environment (0: no bound)")
+	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of an episode's stdout.log and stderr.log")
+	fl.StringVar(&f.maxUpload, "max-upload", "192m", "largest total of an uploaded app's files")
+	fl.StringVar(&f.out, "out", "agentbox-runs", "directory of the episodes' traces (one per run ID)")
+	return cmd
+}
+
+// runServe checks everything, then serves until a signal.
+func runServe(cmd *cobra.Command, f serveFlags) error {
+	stderr := cmd.ErrOrStderr()
+	o, err := f.options(cmd)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, b := range o.Apps {
+			b.Close()
+		}
+	}()
+	if (f.certFile == "") != (f.keyFile == "") {
+		return usageErrorf("--tls-cert and --tls-key go together")
+	}
+	tokens, written, err := f.tokens()
+	if err != nil {
+		return err
+	}
+	o.Tokens = tokens
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return failErr(fmt.Errorf("--listen %s: %w", f.listen, err))
+	}
+	defer ln.Close()
+	addr := ln.Addr().(*net.TCPAddr)
+	if !addr.IP.IsLoopback() && f.certFile == "" && !f.insecure {
+		return usageErrorf("--listen %s is beyond loopback: give --tls-cert and --tls-key, or --insecure to send the token in the clear", f.listen)
+	}
+	for _, name := range strings.Split(f.backend, ",") {
+		b, note, err := resolveBackend(cmd.Context(), strings.TrimSpace(name), f.image, f.ociRuntime)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stderr, note)
+		o.Backends = append(o.Backends, b)
+	}
+	for _, b := range o.Backends {
+		reapLeftovers(cmd.Context(), b, stderr)
+	}
+	srv, err := serve.New(o)
+	if err != nil {
+		return failErr(err)
+	}
+	scheme := "http"
+	if f.certFile != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(stderr, "agentbox serve: listening on %s://%s (API %s, described at /%s/openapi.json)\n", scheme, addr, api.Version, api.Version)
+	switch {
+	case written != "":
+		fmt.Fprintf(stderr, "agentbox serve: the token is in %s\n", termsafe.Line(written))
+	case f.tokenFile != "":
+		fmt.Fprintf(stderr, "agentbox serve: tokens from %s\n", termsafe.Line(f.tokenFile))
+	default:
+		fmt.Fprintf(stderr, "agentbox serve: the token is %s\n", tokenEnv)
+	}
+	if !addr.IP.IsLoopback() && f.certFile == "" {
+		fmt.Fprintf(stderr, "agentbox serve: warning: --insecure: tokens and screens travel in the clear on %s\n", addr)
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln, f.certFile, f.keyFile) }()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case err := <-errc:
+		shutdown(srv, o.Backends, sigs, stderr)
+		return failErr(fmt.Errorf("serve: %w", err))
+	case s := <-sigs:
+		fmt.Fprintf(stderr, "agentbox serve: %v: closing every environment (press Ctrl-C again to force)\n", s)
+	}
+	shutdown(srv, o.Backends, sigs, stderr)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return failErr(fmt.Errorf("serve: %w", err))
+	}
+	fmt.Fprintf(stderr, "agentbox serve: stopped\n")
+	return nil
+}
+
+// shutdown closes every environment; a second signal removes this
+// process's sandboxes at once and exits 130.
+func shutdown(srv *serve.Server, backends []environment.Backend, sigs <-chan os.Signal, stderr io.Writer) {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			fmt.Fprintf(stderr, "agentbox serve: forced stop: removing the sandboxes\n")
+			for _, b := range backends {
+				if r, ok := b.(environment.Reaper); ok {
+					ctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+					_, _ = r.Reap(ctx, environment.ReapOptions{Mine: true})
+					c()
+				}
+			}
+			os.Exit(ExitInterrupted)
+		case <-done:
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	close(done)
+}
+
+// options are the server's options from the flags, every value checked.
+func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
+	var o serve.Options
+	screen, err := action.ParseScreen(f.screen)
+	if err != nil {
+		return o, usageErrorf("--screen %v", err)
+	}
+	maxScreen, err := action.ParseScreen(f.maxScreen)
+	if err != nil {
+		return o, usageErrorf("--max-screen %v", err)
+	}
+	if screen.Width > maxScreen.Width || screen.Height > maxScreen.Height {
+		return o, usageErrorf("--screen %v is larger than --max-screen %v", screen, maxScreen)
+	}
+	mem, err := parseSize("--memory", f.memory)
+	if err != nil {
+		return o, err
+	}
+	tmpfs, err := parseSize("--tmpfs", f.tmpfs)
+	if err != nil {
+		return o, err
+	}
+	res := environment.Resources{CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20)}
+	if err := checkResources(res, flagNames); err != nil {
+		return o, err
+	}
+	logCap, err := parseSize("--log-cap", f.logCap)
+	if err != nil {
+		return o, err
+	}
+	maxUpload, err := parseSize("--max-upload", f.maxUpload)
+	if err != nil {
+		return o, err
+	}
+	for _, c := range []struct {
+		name   string
+		v      float64
+		lo, hi float64
+	}{
+		{"--max-envs", float64(f.maxEnvs), 1, 4096},
+		{"--max-uploads", float64(f.maxUploads), 1, 1024},
+		{"--lease", f.lease.Seconds(), 0.1, 7 * 24 * 3600},
+		{"--timeout", f.timeout.Seconds(), 0.001, 7 * 24 * 3600},
+		{"--start-timeout", f.startTimeout.Seconds(), 0.001, 3600},
+		{"--max-steps", float64(f.maxSteps), 1, 100_000_000},
+		{"--max-rate", f.maxRate, 0, 1e6},
+		{"--log-cap", float64(logCap), 1, maxLogCap},
+		{"--max-upload", float64(maxUpload), 1, 1 << 40},
+	} {
+		if err := checkRange(c.name, c.v, c.lo, c.hi, ""); err != nil {
+			return o, err
+		}
+	}
+	if f.maxRate == 0 {
+		f.maxRate = -1 // no bound (serve's zero is its default)
+	}
+	o = serve.Options{
+		Env: environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
+			Screen: screen, Resources: res},
+		MaxScreen: maxScreen, MaxEnvironments: f.maxEnvs, MaxUploads: f.maxUploads, Lease: f.lease,
+		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: logCap,
+		UploadLimits: app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(maxUpload, int64(res.TmpfsMB)<<20*3/4)},
+		Out:          f.out, AllowedHosts: f.allowHosts, Log: cmd.ErrOrStderr(),
+		RunID: func(name string) string {
+			return newRunID(&app.Bundle{Manifest: app.Manifest{Command: name}, InImage: true})
+		},
+		Apps: map[string]*app.Bundle{},
+	}
+	for _, h := range f.allowHosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			return o, usageErrorf("--allow-host %q: want a host name, without a port", h)
+		}
+	}
+	for _, spec := range f.apps {
+		name, dir, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || dir == "" || strings.ContainsAny(name, "/ ") {
+			return o, usageErrorf("--app %q: want NAME=DIR", spec)
+		}
+		if _, dup := o.Apps[name]; dup {
+			return o, usageErrorf("--app %s: registered twice", name)
+		}
+		b, err := loadApp(dir, res, nil)
+		if err != nil {
+			return o, usageErrorf("--app %s: %v", name, err)
+		}
+		o.Apps[name] = b
+	}
+	return o, nil
+}
+
+// tokens are the tokens the server accepts: from --token-file, from
+// AGENTBOX_TOKEN, or a new one written to --write-token (its path is
+// returned).
+func (f serveFlags) tokens() (tokens []string, written string, err error) {
+	if f.tokenFile != "" {
+		fi, err := os.Stat(f.tokenFile)
+		if err != nil {
+			return nil, "", usageErrorf("--token-file: %v", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			return nil, "", usageErrorf("--token-file %s is readable by others (mode %v): chmod 600 it", f.tokenFile, fi.Mode().Perm())
+		}
+		data, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, "", usageErrorf("--token-file: %v", err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		for n := 1; sc.Scan(); n++ {
+			t := strings.TrimSpace(sc.Text())
+			if t == "" || strings.HasPrefix(t, "#") {
+				continue
+			}
+			if err := serve.CheckToken(t); err != nil {
+				return nil, "", usageErrorf("--token-file %s:%d: %v", f.tokenFile, n, err)
+			}
+			tokens = append(tokens, t)
+		}
+		if len(tokens) == 0 {
+			return nil, "", usageErrorf("--token-file %s holds no token", f.tokenFile)
+		}
+		return tokens, "", nil
+	}
+	if t := os.Getenv(tokenEnv); t != "" {
+		if err := serve.CheckToken(t); err != nil {
+			return nil, "", usageErrorf("%s: %v", tokenEnv, err)
+		}
+		return []string{t}, "", nil
+	}
+	if f.writeToken == "" {
+		return nil, "", usageErrorf("no token: set %s, or give --token-file or --write-token", tokenEnv)
+	}
+	t := serve.NewToken()
+	if err := os.MkdirAll(filepath.Dir(f.writeToken), 0o700); err != nil {
+		return nil, "", failErr(fmt.Errorf("--write-token: %w", err))
+	}
+	if err := atomicfile.WriteFile(f.writeToken, []byte(t+"\n"), 0o600); err != nil {
+		return nil, "", failErr(fmt.Errorf("--write-token: %w", err))
+	}
+	return []string{t}, f.writeToken, nil
+}

@@ -1,0 +1,377 @@
+// Package api holds the types of agentbox serve's API, version 1: the
+// JSON bodies of its HTTP routes, the messages of its WebSocket and its
+// error codes. The server (package serve) and the Go client (package
+// client) share them; serve/openapi.json describes the same shapes for
+// everyone else, and a test holds the two together.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+)
+
+// Version is the API's version, the first element of every path.
+const Version = "v1"
+
+// Error codes: stable names a client may switch on. Each goes with one
+// HTTP status (Status).
+const (
+	CodeUnauthorized         = "unauthorized"           // 401: no token, or not one the server knows
+	CodeBadHost              = "bad_host"               // 403: the Host header names no host the server answers to
+	CodeCrossOrigin          = "cross_origin"           // 403: a browser request from another origin
+	CodeNotFound             = "not_found"              // 404: no such route, environment or upload (for this token)
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405
+	CodeUnsupportedMedia     = "unsupported_media_type" // 415: a body of the wrong Content-Type
+	CodeTooLarge             = "too_large"              // 413: a body above its limit
+	CodeInvalidJSON          = "invalid_json"           // 400: malformed JSON, unknown fields, trailing data
+	CodeInvalidRequest       = "invalid_request"        // 422: a value out of range, a missing field
+	CodeInvalidAction        = "invalid_action"         // 400: not an action of the vocabulary (docs/actions.md)
+	CodeUnknownApp           = "unknown_app"            // 422: no app of that name is registered
+	CodeInvalidUpload        = "invalid_upload"         // 422: the uploaded app fails the staging checks
+	CodeTooManyEnvironments  = "too_many_environments"  // 429: the token's environments are all in use
+	CodeTooManyUploads       = "too_many_uploads"       // 429: the token's uploads are all in use
+	CodeTooManyConnections   = "too_many_connections"   // 429: the environment has all the WebSockets and event streams it may
+	CodeBusy                 = "busy"                   // 409: the environment is starting or being reset
+	CodeEpisodeEnded         = "episode_ended"          // 409: the episode has ended; reset or close
+	CodeAppStart             = "app_start"              // 422: the app did not start (see End and Trace)
+	CodeEnvironment          = "environment"            // 503: the sandbox failed
+	CodeShuttingDown         = "shutting_down"          // 503: the server is stopping
+	CodeInternal             = "internal"               // 500
+	CodeUnsupportedOperation = "unsupported_operation"  // 400: a WebSocket op the server does not know
+)
+
+// Status is the HTTP status of an error code.
+func Status(code string) int {
+	switch code {
+	case CodeUnauthorized:
+		return 401
+	case CodeBadHost, CodeCrossOrigin:
+		return 403
+	case CodeNotFound:
+		return 404
+	case CodeMethodNotAllowed:
+		return 405
+	case CodeUnsupportedMedia:
+		return 415
+	case CodeTooLarge:
+		return 413
+	case CodeInvalidJSON, CodeInvalidAction, CodeUnsupportedOperation:
+		return 400
+	case CodeInvalidRequest, CodeUnknownApp, CodeInvalidUpload, CodeAppStart:
+		return 422
+	case CodeTooManyEnvironments, CodeTooManyUploads, CodeTooManyConnections:
+		return 429
+	case CodeBusy, CodeEpisodeEnded:
+		return 409
+	case CodeEnvironment, CodeShuttingDown:
+		return 503
+	}
+	return 500
+}
+
+// Error is every error the API returns: over HTTP as the body
+// {"error": Error} with the code's status, over the WebSocket in the
+// answer to the request that failed.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Status  int    `json:"status"`
+	// End is how the episode ended (episode_ended, app_start, environment).
+	End *End `json:"end,omitempty"`
+	// Trace is the trace directory of an episode that failed to start.
+	Trace string `json:"trace,omitempty"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (%d %s): %s", e.Code, e.Status, statusText(e.Status), e.Message)
+}
+
+func statusText(s int) string {
+	switch s {
+	case 400:
+		return "Bad Request"
+	case 401:
+		return "Unauthorized"
+	case 403:
+		return "Forbidden"
+	case 404:
+		return "Not Found"
+	case 405:
+		return "Method Not Allowed"
+	case 409:
+		return "Conflict"
+	case 413:
+		return "Content Too Large"
+	case 415:
+		return "Unsupported Media Type"
+	case 422:
+		return "Unprocessable Content"
+	case 429:
+		return "Too Many Requests"
+	case 503:
+		return "Service Unavailable"
+	}
+	return "Error"
+}
+
+// ErrorBody is the body of an HTTP error.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// End is how an episode ended.
+type End struct {
+	Outcome string `json:"outcome"` // success, failure, error, interrupted
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// Terminated: it ended of itself (done, a failed check, the app
+	// exited); otherwise it was cut short (steps, deadline, closed) or
+	// failed — gymnasium's terminated as against truncated.
+	Terminated bool `json:"terminated"`
+}
+
+// Limits bound an environment's sandbox; zero fields take the server's.
+type Limits struct {
+	CPUs     float64 `json:"cpus,omitempty"`
+	MemoryMB int     `json:"memory_mb,omitempty"`
+	PIDs     int     `json:"pids,omitempty"`
+	TmpfsMB  int     `json:"tmpfs_mb,omitempty"`
+}
+
+// Server is GET /v1/server: what this server offers.
+type Server struct {
+	Agentbox string   `json:"agentbox"`
+	API      string   `json:"api"`
+	Backends []string `json:"backends"` // the first is the default
+	Apps     []string `json:"apps"`     // registered with --app
+	// MaxEnvironments is how many live environments a token may hold.
+	MaxEnvironments int `json:"max_environments"`
+	// LeaseMS is how long an environment lives without a request or a
+	// connection of its client.
+	LeaseMS int64 `json:"lease_ms"`
+	// MaxScreen is the largest screen an environment may have.
+	MaxScreen action.Screen `json:"max_screen"`
+	// Limits are the most an environment may ask for, and its default.
+	Limits         Limits `json:"limits"`
+	MaxUploadBytes int64  `json:"max_upload_bytes"`
+	MaxUploadFiles int    `json:"max_upload_files"`
+	MaxSteps       int    `json:"max_steps"`
+	MaxTimeoutMS   int64  `json:"max_timeout_ms"`
+}
+
+// CreateRequest is POST /v1/envs: a new environment and its first
+// episode. Exactly one of App and Upload names the app.
+type CreateRequest struct {
+	App     string         `json:"app,omitempty"`    // a name registered with --app
+	Upload  string         `json:"upload,omitempty"` // an upload's ID
+	Backend string         `json:"backend,omitempty"`
+	Screen  *action.Screen `json:"screen,omitempty"`
+	Limits  *Limits        `json:"limits,omitempty"`
+	Task    string         `json:"task,omitempty"`
+	// MaxSteps and TimeoutMS bound each episode (default and most: the
+	// server's).
+	MaxSteps  int   `json:"max_steps,omitempty"`
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Settle is how the screen settles before each observation after an
+	// action: "none", "fixed:200ms", "stable:150ms".
+	Settle string `json:"settle,omitempty"`
+}
+
+// Environment states.
+const (
+	StateStarting = "starting" // the episode's sandbox and app are starting
+	StateRunning  = "running"  // steps may be taken
+	StateEnded    = "ended"    // the episode ended; reset for another, or close
+	StateClosed   = "closed"
+)
+
+// Environment describes one environment.
+type Environment struct {
+	ID      string        `json:"id"`
+	App     string        `json:"app"`
+	Backend string        `json:"backend"`
+	Screen  action.Screen `json:"screen"`
+	Limits  Limits        `json:"limits"`
+	Task    string        `json:"task,omitempty"`
+	State   string        `json:"state"`
+	// Episode counts the episodes from 1; each has its own run ID and
+	// trace directory.
+	Episode int    `json:"episode"`
+	RunID   string `json:"run_id"`
+	Trace   string `json:"trace"`
+	Steps   int    `json:"steps"`
+	// End is how the latest episode ended, once it has.
+	End     *End      `json:"end,omitempty"`
+	Created time.Time `json:"created"`
+	// Connections counts the client's open WebSockets and event streams:
+	// while there is one, the lease does not run out.
+	Connections int `json:"connections"`
+	// LeaseExpires is when the environment is closed unless its client
+	// makes a request (absent while a connection is open).
+	LeaseExpires *time.Time `json:"lease_expires,omitempty"`
+}
+
+// Upload is an app directory uploaded as a tar (POST /v1/uploads).
+type Upload struct {
+	ID      string    `json:"id"`
+	Command string    `json:"command"`
+	Files   int       `json:"files"`
+	Bytes   int64     `json:"bytes"`
+	Created time.Time `json:"created"`
+	// InUse counts the environments created from it.
+	InUse int `json:"in_use"`
+}
+
+// Image formats an observation may carry.
+const (
+	ImageNone = "none" // the state alone
+	ImagePNG  = "png"  // the screenshot as PNG
+	ImageRGBA = "rgba" // raw pixels: height rows of width×4 bytes (R, G, B, 255)
+)
+
+// Frame is the screenshot of an observation.
+type Frame struct {
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+	Hash   string `json:"hash"` // equal hashes, equal pixels
+	// Format is the image's format (png, rgba), or none.
+	Format string `json:"format"`
+	// Unchanged: the hash is the one the client said it has (known), so
+	// no image is sent.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// Data is the image over HTTP (base64 in JSON). Over the WebSocket it
+	// is absent and Bytes says how many bytes follow the JSON header.
+	Data  []byte `json:"data,omitempty"`
+	Bytes int    `json:"bytes,omitempty"`
+}
+
+// Observation is the desktop before the next step.
+type Observation struct {
+	Env       string  `json:"env"`
+	Episode   int     `json:"episode"`
+	Step      int     `json:"step"` // the step it is the observation of
+	ElapsedMS float64 `json:"elapsed_ms"`
+	Running   bool    `json:"running"` // the app is running
+	// Exit is how the app ended, once it has.
+	Exit    *action.Exit     `json:"exit,omitempty"`
+	Cursor  action.Point     `json:"cursor"`
+	Windows []action.Window  `json:"windows"`
+	Output  []action.LogLine `json:"output"` // the app's lines since the last observation
+	// Last is the previous action's result.
+	Last *action.Result `json:"last,omitempty"`
+	// Screenshot is the screenshot's path in the episode's trace.
+	Screenshot string `json:"screenshot"`
+	Frame      Frame  `json:"frame"`
+	// Ended is set when the episode ended at this observation.
+	Ended *End `json:"ended,omitempty"`
+}
+
+// StepResponse is what an action did (POST /v1/envs/{id}/act).
+type StepResponse struct {
+	Env     string        `json:"env"`
+	Episode int           `json:"episode"`
+	Step    int           `json:"step"`
+	Result  action.Result `json:"result"`
+	// Invalid: the action failed validation and was not run (Result says
+	// why); the episode goes on.
+	Invalid bool `json:"invalid,omitempty"`
+	// Ended is set when this step ended the episode.
+	Ended *End `json:"ended,omitempty"`
+	// Observation is the next observation, when asked for (observe=…);
+	// after a done, the last one.
+	Observation *Observation `json:"observation,omitempty"`
+}
+
+// ResetRequest is the optional body of POST /v1/envs/{id}/reset.
+type ResetRequest struct {
+	// Task replaces the environment's task from this episode on.
+	Task *string `json:"task,omitempty"`
+}
+
+// ResetResponse is the new episode and, when asked, its first observation.
+type ResetResponse struct {
+	Environment Environment  `json:"environment"`
+	Observation *Observation `json:"observation,omitempty"`
+}
+
+// Event is one thing that happened in an environment: the events stream
+// (Server-Sent Events, GET /v1/envs/{id}/events) sends each as
+// "id: SEQ", "event: KIND", "data: JSON".
+type Event struct {
+	Seq     int64  `json:"seq"`
+	Kind    string `json:"kind"` // output, window, exit, dropped, step, result, end, episode
+	Episode int    `json:"episode"`
+	TNS     int64  `json:"t_ns"` // since the episode started
+
+	Stream  string         `json:"stream,omitempty"`
+	Text    string         `json:"text,omitempty"`
+	Dropped int64          `json:"dropped,omitempty"`
+	Change  string         `json:"change,omitempty"`
+	Window  *action.Window `json:"window,omitempty"`
+	Exit    *action.Exit   `json:"exit,omitempty"`
+	Step    int            `json:"step,omitempty"`
+	Actor   string         `json:"actor,omitempty"`
+	Action  *action.Action `json:"action,omitempty"`
+	Invalid string         `json:"invalid,omitempty"`
+	Result  *action.Result `json:"result,omitempty"`
+	End     *End           `json:"end,omitempty"`
+	RunID   string         `json:"run_id,omitempty"` // episode
+	Trace   string         `json:"trace,omitempty"`  // episode
+}
+
+// WebSocket operations (GET /v1/envs/{id}/ws): one request, one answer,
+// in order.
+const (
+	OpStep    = "step"    // act, then observe: one round trip per step
+	OpAct     = "act"     // act alone
+	OpObserve = "observe" // observe alone
+	OpReset   = "reset"   // a new episode (and its first observation with image)
+	OpInfo    = "info"    // the environment
+)
+
+// Request is a WebSocket request (a text message).
+type Request struct {
+	ID     int64           `json:"id"`
+	Op     string          `json:"op"`
+	Action json.RawMessage `json:"action,omitempty"` // step, act
+	// Image is the observation's image: none, png, rgba (step, observe,
+	// reset; default none).
+	Image string `json:"image,omitempty"`
+	// Known is the hash of the frame the client has: an unchanged screen
+	// is then sent without its image.
+	Known string  `json:"known,omitempty"`
+	Task  *string `json:"task,omitempty"` // reset
+}
+
+// Response is a WebSocket answer: a text message holding it, or, when an
+// image comes with it, a binary message of a 4-byte big-endian length,
+// the JSON and then the image's bytes (Frame.Bytes of them).
+type Response struct {
+	ID          int64         `json:"id"`
+	Step        *StepResponse `json:"step,omitempty"`
+	Observation *Observation  `json:"observation,omitempty"`
+	Environment *Environment  `json:"environment,omitempty"`
+	Error       *Error        `json:"error,omitempty"`
+}
+
+// MaxMessage bounds a WebSocket request: an action and its envelope.
+const MaxMessage = action.MaxJSON + 64<<10
+
+// DefaultTokenFile is where agentbox serve writes the token it generates
+// when given none, and where clients look for it:
+// $XDG_RUNTIME_DIR/agentbox/serve.token, else
+// ~/.config/agentbox/serve.token.
+func DefaultTokenFile() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "agentbox", "serve.token")
+	}
+	if d, err := os.UserConfigDir(); err == nil {
+		return filepath.Join(d, "agentbox", "serve.token")
+	}
+	return filepath.Join(os.TempDir(), "agentbox-serve.token")
+}

@@ -1,0 +1,331 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+var randRead = rand.Read
+
+// eventLogBytes bounds what an environment keeps of its events for its
+// event streams.
+const eventLogBytes = 1 << 20
+
+// env is one environment: a sequence of episodes, each a session.
+type env struct {
+	id, owner string
+	srv       *Server
+	appName   string
+	bundle    *app.Bundle
+	upload    *upload // nil for a registered app
+	backend   environment.Backend
+	cfg       environment.Config
+	maxSteps  int
+	timeout   time.Duration
+	settle    session.Settle
+	created   time.Time
+	log       *session.EventLog
+
+	mu       sync.Mutex
+	task     string
+	state    string
+	sess     *session.Session
+	episode  int
+	runID    string
+	trace    string
+	steps    int
+	end      *api.End
+	lastSeen time.Time
+	conns    int
+	closed   chan struct{} // closed once the environment is closed
+	removed  bool
+	closing  bool
+}
+
+// touch renews the lease.
+func (e *env) touch() {
+	e.mu.Lock()
+	e.lastSeen = time.Now()
+	e.mu.Unlock()
+}
+
+// maxConnections bounds an environment's open WebSockets and event
+// streams together.
+const maxConnections = 16
+
+// attach counts a connection (a WebSocket, an event stream) while it is
+// open: the lease does not run out meanwhile. Call the function it
+// returns when the connection ends. An environment holds at most
+// maxConnections.
+func (e *env) attach() (detach func(), _ *api.Error) {
+	e.mu.Lock()
+	if e.conns >= maxConnections {
+		e.mu.Unlock()
+		return nil, apiError(api.CodeTooManyConnections, "environment %s has %d connections open, the most it may", e.id, maxConnections)
+	}
+	e.conns++
+	e.lastSeen = time.Now()
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		e.conns--
+		e.lastSeen = time.Now()
+		e.mu.Unlock()
+	}, nil
+}
+
+// expired reports whether the lease ran out.
+func (e *env) expired(now time.Time, lease time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.closing && e.state != api.StateStarting && e.conns == 0 && now.Sub(e.lastSeen) > lease
+}
+
+// describe is the environment as the API shows it.
+func (e *env) describe() api.Environment {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.cfg.Resources
+	d := api.Environment{
+		ID: e.id, App: e.appName, Backend: e.backend.Name(), Screen: e.cfg.Screen,
+		Limits: api.Limits{CPUs: r.CPUs, MemoryMB: r.MemoryMB, PIDs: r.PIDs, TmpfsMB: r.TmpfsMB},
+		Task:   e.task, State: e.state, Episode: e.episode, RunID: e.runID, Trace: e.trace, Steps: e.steps,
+		End: e.end, Created: e.created, Connections: e.conns,
+	}
+	if e.conns == 0 && e.state != api.StateClosed {
+		t := e.lastSeen.Add(e.srv.o.Lease)
+		d.LeaseExpires = &t
+	}
+	return d
+}
+
+// current is the running episode's session, or an API error saying why
+// there is none.
+func (e *env) current() (*session.Session, int, *api.Error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.state {
+	case api.StateRunning:
+		return e.sess, e.episode, nil
+	case api.StateStarting:
+		return nil, 0, apiError(api.CodeBusy, "environment %s is starting an episode", e.id)
+	case api.StateClosed:
+		return nil, 0, apiError(api.CodeNotFound, "environment %s is closed", e.id)
+	}
+	err := apiError(api.CodeEpisodeEnded, "episode %d of environment %s has ended (%s: %s); reset it for another, or close it", e.episode, e.id, e.end.Reason, e.end.Message)
+	err.End = e.end
+	return nil, 0, err
+}
+
+// ended records that the episode ended and closes its session in the
+// background (its sandbox removed, its trace finalised); a reset or a
+// close waits for that.
+func (e *env) ended(episode int, end *session.End) {
+	e.mu.Lock()
+	if e.episode != episode || e.state != api.StateRunning {
+		e.mu.Unlock()
+		return
+	}
+	e.state = api.StateEnded
+	e.end = apiEnd(end)
+	sess := e.sess
+	e.mu.Unlock()
+	done, ok := e.srv.track()
+	if !ok { // shutting down: the shutdown closes it (Close waits for the first)
+		return
+	}
+	go func() {
+		defer done()
+		sess.Close(e.srv.base, *end)
+	}()
+}
+
+// stepped counts a recorded step.
+func (e *env) stepped(episode, step int) {
+	e.mu.Lock()
+	if e.episode == episode && step > e.steps {
+		e.steps = step
+	}
+	e.mu.Unlock()
+}
+
+// open starts the next episode: a new run ID and trace, a new sandbox,
+// the app launched and ready. On failure the episode's trace is
+// finalised and the error says how it ended.
+func (e *env) open(ctx context.Context) *api.Error {
+	e.mu.Lock()
+	e.episode++
+	n := e.episode
+	e.state = api.StateStarting
+	e.end = nil
+	e.steps = 0
+	e.runID = e.srv.o.RunID(e.appName)
+	e.trace = filepath.Join(e.srv.o.Out, e.runID)
+	runID, dir, task := e.runID, e.trace, e.task
+	e.mu.Unlock()
+
+	e.log.Add(session.Event{Kind: session.EventEpisode, Episode: n, RunID: runID, Trace: dir})
+	e.srv.logf("environment %s: episode %d (%s): starting %s on %s", e.id, n, runID, e.appName, e.backend.Name())
+	s := e.srv
+	sess, err := session.Open(ctx, session.Config{
+		RunID:   runID,
+		Backend: e.backend,
+		Env:     e.cfg,
+		App:     e.bundle,
+		AgentInfo: trace.AgentInfo{Name: "remote", Options: map[string]string{
+			"environment": e.id, "episode": strconv.Itoa(n), "owner": e.owner,
+		}},
+		Actor:        trace.ActorRemote,
+		Task:         task,
+		MaxSteps:     e.maxSteps,
+		Timeout:      e.timeout,
+		StartTimeout: s.o.StartTimeout,
+		Settle:       e.settle,
+		MaxRate:      s.o.MaxRate,
+		TraceDir:     dir,
+		LogCap:       s.o.LogCap,
+		Progress:     prefixWriter{s, "environment " + e.id + ": "},
+		Listener:     e.listener(n),
+	})
+	var se *session.StartError
+	switch {
+	case errors.As(err, &se):
+		end := &session.End{Outcome: se.Result.Outcome, Reason: se.Result.Reason, Message: se.Result.Message}
+		e.mu.Lock()
+		e.state, e.end = api.StateEnded, apiEnd(end)
+		e.mu.Unlock()
+		code := api.CodeEnvironment
+		switch se.Result.Reason {
+		case trace.ReasonAppStart, trace.ReasonNoWindow:
+			code = api.CodeAppStart
+		case trace.ReasonSignal:
+			code = api.CodeShuttingDown
+		}
+		ae := apiError(code, "episode %d of environment %s did not start: %s", n, e.id, se.Result.Message)
+		ae.End, ae.Trace = apiEnd(end), dir
+		return ae
+	case err != nil:
+		e.mu.Lock()
+		e.state = api.StateEnded
+		e.end = &api.End{Outcome: string(trace.Error), Reason: trace.ReasonEnvironment, Message: err.Error()}
+		e.mu.Unlock()
+		return apiError(api.CodeInternal, "episode %d of environment %s: %v", n, e.id, err)
+	}
+	e.mu.Lock()
+	closing := e.closing
+	e.sess, e.state = sess, api.StateRunning
+	if closing {
+		e.state = api.StateClosed
+	}
+	e.lastSeen = time.Now()
+	e.mu.Unlock()
+	if closing { // closed while it started (the server shuts down)
+		end := session.End{Outcome: trace.Interrupted, Reason: trace.ReasonSignal, Message: "the server shut down"}
+		sess.Close(ctx, end)
+		return apiError(api.CodeShuttingDown, "environment %s was closed while it started: the server is shutting down", e.id)
+	}
+	return nil
+}
+
+// listener turns the session's events into the environment's.
+func (e *env) listener(episode int) func(session.Event) {
+	return func(ev session.Event) {
+		ev.Episode = episode
+		e.log.Add(ev)
+	}
+}
+
+// finish closes the running episode's session, if one runs, with end,
+// and waits for its teardown.
+func (e *env) finish(ctx context.Context, end session.End) {
+	e.mu.Lock()
+	sess := e.sess
+	if e.state == api.StateRunning {
+		e.state = api.StateEnded
+	}
+	e.mu.Unlock()
+	if sess == nil {
+		return
+	}
+	r := sess.Close(ctx, end)
+	e.mu.Lock()
+	if e.end == nil || e.sess == sess {
+		e.end = apiEnd(&session.End{Outcome: r.Outcome, Reason: r.Reason, Message: r.Message})
+	}
+	e.mu.Unlock()
+}
+
+// apiEnd is an End as the API shows it.
+func apiEnd(e *session.End) *api.End {
+	if e == nil {
+		return nil
+	}
+	return &api.End{Outcome: string(e.Outcome), Reason: e.Reason, Message: e.Message, Terminated: e.Terminated()}
+}
+
+// prefixWriter writes a session's progress lines to the server's log.
+type prefixWriter struct {
+	s      *Server
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	p.s.logMu.Lock()
+	defer p.s.logMu.Unlock()
+	fmt.Fprintf(p.s.o.Log, "agentbox serve: %s%s", p.prefix, bytes.TrimPrefix(b, []byte("agentbox: ")))
+	return len(b), nil
+}
+
+var _ io.Writer = prefixWriter{}
+
+// observation is a session's observation as the API shows it, with its
+// image in the format asked for (none when the client's known hash is
+// the frame's).
+func observation(e *env, episode int, o *session.Observation, image, known string) (*api.Observation, error) {
+	obs := &api.Observation{
+		Env: e.id, Episode: episode, Step: o.Step, ElapsedMS: float64(o.Elapsed.Microseconds()) / 1000,
+		Running: o.Running, Exit: o.Exit, Cursor: o.Cursor, Windows: o.Windows, Output: o.Output,
+		Last: o.Last, Screenshot: o.Screenshot, Ended: apiEnd(o.Ended),
+	}
+	if obs.Windows == nil {
+		obs.Windows = []action.Window{}
+	}
+	if obs.Output == nil {
+		obs.Output = []action.LogLine{}
+	}
+	f := o.Screen
+	if f == nil {
+		obs.Frame.Format = api.ImageNone
+		return obs, nil
+	}
+	obs.Frame = api.Frame{Width: f.Width, Height: f.Height, Hash: trace.FrameHash(f.Hash), Format: image}
+	switch {
+	case image == api.ImageNone:
+	case known != "" && known == obs.Frame.Hash:
+		obs.Frame.Unchanged = true
+	case image == api.ImagePNG:
+		data, err := f.PNG()
+		if err != nil {
+			return nil, fmt.Errorf("encode the screenshot: %w", err)
+		}
+		obs.Frame.Data = data
+	case image == api.ImageRGBA:
+		obs.Frame.Data = f.Pix
+	}
+	return obs, nil
+}

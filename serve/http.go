@@ -1,0 +1,861 @@
+package serve
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// OpenAPI is the API's description (OpenAPI 3), served at
+// /v1/openapi.json.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// Bounds on what a request may carry.
+const (
+	maxJSONBody = 64 << 10 // a create or reset request
+	maxTask     = 64 << 10 // bytes of a task
+)
+
+// route is one operation of the API.
+type route struct {
+	method, pattern string
+	handle          func(w http.ResponseWriter, r *http.Request, owner string)
+}
+
+// routeTable is every operation the server answers; openapi.json
+// describes exactly these (TestOpenAPIAgrees).
+func (s *Server) routeTable() []route {
+	return []route{
+		{"GET", "/v1/openapi.json", s.handleOpenAPI},
+		{"GET", "/v1/server", s.handleServer},
+		{"POST", "/v1/uploads", s.handleCreateUpload},
+		{"GET", "/v1/uploads", s.handleListUploads},
+		{"GET", "/v1/uploads/{id}", s.handleGetUpload},
+		{"DELETE", "/v1/uploads/{id}", s.handleDeleteUpload},
+		{"POST", "/v1/envs", s.handleCreateEnv},
+		{"GET", "/v1/envs", s.handleListEnvs},
+		{"GET", "/v1/envs/{id}", s.handleGetEnv},
+		{"DELETE", "/v1/envs/{id}", s.handleCloseEnv},
+		{"GET", "/v1/envs/{id}/observation", s.handleObserve},
+		{"POST", "/v1/envs/{id}/act", s.handleAct},
+		{"POST", "/v1/envs/{id}/reset", s.handleReset},
+		{"GET", "/v1/envs/{id}/events", s.handleEvents},
+		{"GET", "/v1/envs/{id}/ws", s.handleWS},
+	}
+}
+
+type ownerKey struct{}
+
+// routes is the API behind its defences: the Host check, cross-origin
+// browser requests refused, the token.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	byPattern := map[string]map[string]route{}
+	var patterns []string
+	for _, rt := range s.routeTable() {
+		if byPattern[rt.pattern] == nil {
+			byPattern[rt.pattern] = map[string]route{}
+			patterns = append(patterns, rt.pattern)
+		}
+		byPattern[rt.pattern][rt.method] = rt
+	}
+	for _, p := range patterns {
+		methods := byPattern[p]
+		var allow []string
+		for m := range methods {
+			allow = append(allow, m)
+		}
+		sort.Strings(allow)
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			rt, ok := methods[r.Method]
+			if !ok {
+				w.Header().Set("Allow", strings.Join(allow, ", "))
+				writeError(w, apiError(api.CodeMethodNotAllowed, "%s %s: the methods are %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+				return
+			}
+			rt.handle(w, r, r.Context().Value(ownerKey{}).(string))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apiError(api.CodeNotFound, "no route %s %s (the API is under /%s; see /%s/openapi.json)", r.Method, r.URL.Path, api.Version, api.Version))
+	})
+
+	var h http.Handler = mux
+	h = s.authenticate(h)
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apiError(api.CodeCrossOrigin, "a cross-origin browser request is refused"))
+	}))
+	h = cop.Handler(h)
+	h = s.checkOrigin(h)
+	h = s.checkHost(h)
+	h = recoverPanics(s, h)
+	return h
+}
+
+// checkHost refuses a Host header naming a host the server does not
+// answer to: a page of another site whose name was rebound to this
+// machine's address (DNS rebinding) sends its own name.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hostAllowed(r.Host) {
+			writeError(w, apiError(api.CodeBadHost, "the Host header %q is not a host this server answers to (an IP address, localhost, or one given with --allow-host)", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed: an IP address (no name can be rebound to reach it),
+// localhost, or a name the operator allowed.
+func (s *Server) hostAllowed(host string) bool {
+	h := host
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		h = name
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if h == "" {
+		return false
+	}
+	if net.ParseIP(h) != nil || strings.EqualFold(h, "localhost") {
+		return true
+	}
+	for _, a := range s.o.AllowedHosts {
+		if strings.EqualFold(a, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOrigin refuses any request whose Origin is not the server's own
+// (its host is not the Host header), whatever the method: the API has no
+// browser clients of other origins.
+func (s *Server) checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+				writeError(w, apiError(api.CodeCrossOrigin, "requests from the origin %q are refused", o))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate requires a token the server knows.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		owner := s.owner(r)
+		if owner == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
+			msg := "a bearer token is needed: Authorization: Bearer TOKEN"
+			if r.Header.Get("Authorization") != "" {
+				msg = "the token is not one this server accepts"
+			}
+			writeError(w, apiError(api.CodeUnauthorized, "%s", msg))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ownerKey{}, owner)))
+	})
+}
+
+// recoverPanics answers a request whose handler panicked with an internal
+// error; everyone else is served on.
+func recoverPanics(s *Server, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.logf("panic serving %s %s: %v", r.Method, r.URL.Path, p)
+				writeError(w, apiError(api.CodeInternal, "the server failed on this request"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// apiError makes an error of a code with its status.
+func apiError(code, format string, args ...any) *api.Error {
+	return &api.Error{Code: code, Status: api.Status(code), Message: fmt.Sprintf(format, args...)}
+}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	writeJSON(w, e.Status, api.ErrorBody{Error: *e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		status = 500
+		data = []byte(`{"error":{"code":"internal","message":"encoding the answer failed","status":500}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(data, '\n'))
+}
+
+// readBody reads a body of a media type, at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, mediaType string, limit int64, optional bool) ([]byte, *api.Error) {
+	if r.ContentLength == 0 && optional {
+		return nil, nil
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != mediaType {
+		if optional && r.Header.Get("Content-Type") == "" {
+			return nil, nil
+		}
+		return nil, apiError(api.CodeUnsupportedMedia, "the body must be %s, not %q", mediaType, r.Header.Get("Content-Type"))
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, apiError(api.CodeTooLarge, "the body is larger than %d bytes", limit)
+	case err != nil:
+		return nil, apiError(api.CodeInvalidJSON, "reading the body: %v", err)
+	}
+	return data, nil
+}
+
+// decodeStrict decodes one JSON value: unknown fields and anything after
+// the value are errors.
+func decodeStrict(data []byte, v any) *api.Error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return apiError(api.CodeInvalidJSON, "%s", jsonMessage(err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return apiError(api.CodeInvalidJSON, "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// jsonMessage words a decoding error.
+func jsonMessage(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q: want %s, got a JSON %s", te.Field, te.Type, te.Value)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends early"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// lookup is the request's environment, if its token owns it; the lease
+// is renewed.
+func (s *Server) lookup(r *http.Request, owner string) (*env, *api.Error) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	e := s.envs[id]
+	s.mu.Unlock()
+	if e == nil || e.owner != owner {
+		// Another token's environment is as absent as a missing one.
+		return nil, apiError(api.CodeNotFound, "no environment %q", id)
+	}
+	e.touch()
+	return e, nil
+}
+
+// imageParam reads the image format of a query (image=…, or observe=…).
+func imageParam(q url.Values, name, def string) (string, *api.Error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	switch v {
+	case api.ImageNone, api.ImagePNG, api.ImageRGBA:
+		return v, nil
+	}
+	return "", apiError(api.CodeInvalidRequest, "%s=%q: want none, png or rgba", name, v)
+}
+
+func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request, _ string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(OpenAPI)
+}
+
+func (s *Server) handleServer(w http.ResponseWriter, _ *http.Request, _ string) {
+	writeJSON(w, 200, s.info())
+}
+
+// track counts work that Shutdown must wait for; false once the server
+// is shutting down.
+func (s *Server) track() (done func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, false
+	}
+	s.wg.Add(1)
+	return s.wg.Done, true
+}
+
+func (s *Server) handleCreateEnv(w http.ResponseWriter, r *http.Request, owner string) {
+	data, aerr := readBody(w, r, "application/json", maxJSONBody, false)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req api.CreateRequest
+	if aerr := decodeStrict(data, &req); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	e, aerr := s.newEnv(owner, req)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	done, ok := s.track()
+	if !ok {
+		s.removeEnv(e)
+		writeError(w, apiError(api.CodeShuttingDown, "the server is shutting down"))
+		return
+	}
+	defer done()
+	// The client's going away does not stop the start: the environment
+	// then waits for it for its lease.
+	if aerr := e.open(s.base); aerr != nil {
+		s.removeEnv(e)
+		writeError(w, aerr)
+		return
+	}
+	s.logf("environment %s created for %s: %s on %s", e.id, owner, e.appName, e.backend.Name())
+	writeJSON(w, 201, e.describe())
+}
+
+// newEnv checks a create request against the server's bounds and
+// reserves the token's slot for the environment.
+func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) {
+	e := &env{id: "env-" + randomID(6), owner: owner, srv: s, created: time.Now(), lastSeen: time.Now(),
+		state: api.StateStarting, closed: make(chan struct{}), log: session.NewEventLog(eventLogBytes)}
+	b, ok := s.backend(req.Backend)
+	if !ok {
+		return nil, apiError(api.CodeInvalidRequest, "backend %q: this server offers %s", req.Backend, strings.Join(s.info().Backends, ", "))
+	}
+	e.backend = b
+	e.cfg = s.o.Env
+	e.cfg.Events = nil
+	if req.Screen != nil {
+		sc := *req.Screen
+		if sc.Depth == 0 {
+			sc.Depth = 24
+		}
+		if err := sc.Validate(); err != nil {
+			return nil, apiError(api.CodeInvalidRequest, "screen: %v", err)
+		}
+		if sc.Width > s.o.MaxScreen.Width || sc.Height > s.o.MaxScreen.Height {
+			return nil, apiError(api.CodeInvalidRequest, "screen %dx%d: this server's largest is %dx%d", sc.Width, sc.Height, s.o.MaxScreen.Width, s.o.MaxScreen.Height)
+		}
+		e.cfg.Screen = sc
+	}
+	if req.Limits != nil {
+		res, aerr := s.limits(*req.Limits)
+		if aerr != nil {
+			return nil, aerr
+		}
+		e.cfg.Resources = res
+	}
+	e.maxSteps, e.timeout = s.o.MaxSteps, s.o.Timeout
+	switch {
+	case req.MaxSteps < 0 || req.MaxSteps > s.o.MaxSteps:
+		return nil, apiError(api.CodeInvalidRequest, "max_steps %d: between 1 and %d (0: %d)", req.MaxSteps, s.o.MaxSteps, s.o.MaxSteps)
+	case req.MaxSteps > 0:
+		e.maxSteps = req.MaxSteps
+	}
+	switch {
+	case req.TimeoutMS < 0 || req.TimeoutMS > s.o.Timeout.Milliseconds():
+		return nil, apiError(api.CodeInvalidRequest, "timeout_ms %d: between 1 and %d (0: %d)", req.TimeoutMS, s.o.Timeout.Milliseconds(), s.o.Timeout.Milliseconds())
+	case req.TimeoutMS > 0:
+		e.timeout = time.Duration(req.TimeoutMS) * time.Millisecond
+	}
+	st, err := session.ParseSettle(req.Settle)
+	if err != nil {
+		return nil, apiError(api.CodeInvalidRequest, "%v", err)
+	}
+	e.settle = st
+	if aerr := checkTask(req.Task); aerr != nil {
+		return nil, aerr
+	}
+	e.task = req.Task
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, apiError(api.CodeShuttingDown, "the server is shutting down")
+	}
+	switch {
+	case (req.App == "") == (req.Upload == ""):
+		return nil, apiError(api.CodeInvalidRequest, "name the app: either app (registered: %s) or upload (an upload's ID)", strings.Join(s.info().Apps, ", "))
+	case req.App != "":
+		bundle, ok := s.o.Apps[req.App]
+		if !ok {
+			return nil, apiError(api.CodeUnknownApp, "no app %q is registered (registered: %s)", req.App, strings.Join(s.info().Apps, ", "))
+		}
+		e.appName, e.bundle = req.App, bundle
+	default:
+		u := s.uploads[req.Upload]
+		if u == nil || u.owner != owner || u.deleted {
+			return nil, apiError(api.CodeNotFound, "no upload %q", req.Upload)
+		}
+		e.appName, e.bundle, e.upload = u.name, u.bundle, u
+	}
+	if tmpfs := int64(e.cfg.Resources.TmpfsMB) << 20; e.bundle.TotalBytes > tmpfs*3/4 {
+		return nil, apiError(api.CodeInvalidRequest, "the app's files (%d bytes) need a larger tmpfs than %d MiB: three quarters of it at most", e.bundle.TotalBytes, e.cfg.Resources.TmpfsMB)
+	}
+	n := 0
+	for _, other := range s.envs {
+		if other.owner == owner {
+			n++
+		}
+	}
+	if n >= s.o.MaxEnvironments {
+		return nil, apiError(api.CodeTooManyEnvironments, "this token holds %d live environments, the most it may (close one first)", n)
+	}
+	if e.upload != nil {
+		e.upload.inUse++
+	}
+	s.envs[e.id] = e
+	return e, nil
+}
+
+// limits checks the limits a client asks for: each positive and no more
+// than the server's, together what every backend accepts.
+func (s *Server) limits(l api.Limits) (environment.Resources, *api.Error) {
+	max := s.o.Env.Resources
+	r := max
+	for _, c := range []struct {
+		name string
+		v, m float64
+		set  func()
+	}{
+		{"cpus", l.CPUs, max.CPUs, func() { r.CPUs = l.CPUs }},
+		{"memory_mb", float64(l.MemoryMB), float64(max.MemoryMB), func() { r.MemoryMB = l.MemoryMB }},
+		{"pids", float64(l.PIDs), float64(max.PIDs), func() { r.PIDs = l.PIDs }},
+		{"tmpfs_mb", float64(l.TmpfsMB), float64(max.TmpfsMB), func() { r.TmpfsMB = l.TmpfsMB }},
+	} {
+		switch {
+		case c.v == 0:
+		case !(c.v > 0) || c.v > c.m:
+			return r, apiError(api.CodeInvalidRequest, "limits.%s %s: more than 0 and at most %s (this server's)", c.name, strconv.FormatFloat(c.v, 'f', -1, 64), strconv.FormatFloat(c.m, 'f', -1, 64))
+		default:
+			c.set()
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return r, apiError(api.CodeInvalidRequest, "limits: %v", err)
+	}
+	return r, nil
+}
+
+func checkTask(t string) *api.Error {
+	if len(t) > maxTask {
+		return apiError(api.CodeInvalidRequest, "task: %d bytes; the most is %d", len(t), maxTask)
+	}
+	if !utf8.ValidString(t) {
+		return apiError(api.CodeInvalidRequest, "task: not valid UTF-8")
+	}
+	return nil
+}
+
+// removeEnv forgets an environment whose episode is over, and gives its
+// token's slot and its upload back.
+func (s *Server) removeEnv(e *env) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.removed {
+		return
+	}
+	e.removed = true
+	delete(s.envs, e.id)
+	if u := e.upload; u != nil {
+		u.inUse--
+		if u.deleted && u.inUse == 0 {
+			u.remove()
+			delete(s.uploads, u.id)
+		}
+	}
+}
+
+// closeEnv ends the environment's episode with end (unless it has ended),
+// removes its sandbox, finalises its trace and forgets it. It waits for
+// all that; a second call waits for the first.
+func (s *Server) closeEnv(e *env, end session.End) api.Environment {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		<-e.closed
+		return e.describe()
+	}
+	e.closing = true
+	e.mu.Unlock()
+	e.finish(s.base, end)
+	e.mu.Lock()
+	e.state = api.StateClosed
+	e.mu.Unlock()
+	e.log.Close()
+	s.removeEnv(e)
+	close(e.closed)
+	s.logf("environment %s closed (%s)", e.id, end.Reason)
+	return e.describe()
+}
+
+func (s *Server) handleListEnvs(w http.ResponseWriter, _ *http.Request, owner string) {
+	s.mu.Lock()
+	var envs []*env
+	for _, e := range s.envs {
+		if e.owner == owner {
+			envs = append(envs, e)
+		}
+	}
+	s.mu.Unlock()
+	list := make([]api.Environment, 0, len(envs))
+	for _, e := range envs {
+		list = append(list, e.describe())
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Created.Before(list[j].Created) })
+	writeJSON(w, 200, list)
+}
+
+func (s *Server) handleGetEnv(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, 200, e.describe())
+}
+
+func (s *Server) handleCloseEnv(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	e.mu.Lock()
+	starting := e.state == api.StateStarting
+	e.mu.Unlock()
+	if starting {
+		writeError(w, apiError(api.CodeBusy, "environment %s is starting an episode; close it once it has", e.id))
+		return
+	}
+	writeJSON(w, 200, s.closeEnv(e, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the client closed the environment"}))
+}
+
+func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	image, aerr := imageParam(r.URL.Query(), "image", api.ImagePNG)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	obs, aerr := s.observe(e, image, r.URL.Query().Get("known"))
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, 200, obs)
+}
+
+// observe takes the running episode's next observation.
+func (s *Server) observe(e *env, image, known string) (*api.Observation, *api.Error) {
+	sess, ep, aerr := e.current()
+	if aerr != nil {
+		return nil, aerr
+	}
+	o, err := sess.Observe(s.base)
+	if err != nil {
+		return nil, e.stepError(ep, err)
+	}
+	if o.Ended != nil {
+		e.ended(ep, o.Ended)
+	}
+	obs, err := observation(e, ep, o, image, known)
+	if err != nil {
+		return nil, apiError(api.CodeInternal, "%v", err)
+	}
+	return obs, nil
+}
+
+// stepError is the API's error for a step refused because the episode
+// ended (now, or before).
+func (e *env) stepError(episode int, err error) *api.Error {
+	var ee *session.EndedError
+	if errors.As(err, &ee) {
+		e.ended(episode, &ee.End)
+		ae := apiError(api.CodeEpisodeEnded, "episode %d of environment %s has ended: %s", episode, e.id, ee.End.String())
+		ae.End = apiEnd(&ee.End)
+		return ae
+	}
+	return apiError(api.CodeInternal, "%v", err)
+}
+
+func (s *Server) handleAct(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	q := r.URL.Query()
+	image, aerr := imageParam(q, "observe", api.ImageNone)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	data, aerr := readBody(w, r, "application/json", action.MaxJSON, false)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	a, err := action.Parse(data)
+	if err != nil {
+		writeError(w, apiError(api.CodeInvalidAction, "%v (docs/actions.md has the vocabulary)", err))
+		return
+	}
+	resp, aerr := s.step(e, a, image, q.Get("known"))
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, 200, resp)
+}
+
+// step performs one action in the running episode and, unless image is
+// none, observes after it (after a done: the last observation).
+func (s *Server) step(e *env, a action.Action, image, known string) (*api.StepResponse, *api.Error) {
+	sess, ep, aerr := e.current()
+	if aerr != nil {
+		return nil, aerr
+	}
+	resp := &api.StepResponse{Env: e.id, Episode: ep}
+	res, err := sess.Act(s.base, session.Step{Actor: trace.ActorRemote, Action: a})
+	if err != nil {
+		var ee *session.EndedError
+		if !errors.As(err, &ee) {
+			return nil, apiError(api.CodeInternal, "%v", err)
+		}
+		// The episode ended during the step (the app was seen gone, the
+		// deadline passed, the sandbox failed) or just before it.
+		e.ended(ep, &ee.End)
+		resp.Step = res.Step
+		resp.Result = action.Result{OK: false, Error: ee.Error()}
+		resp.Ended = apiEnd(&ee.End)
+		return resp, nil
+	}
+	resp.Step, resp.Result, resp.Invalid, resp.Ended = res.Step, res.Result, res.Invalid, apiEnd(res.Ended)
+	e.stepped(ep, res.Step)
+	if res.Ended != nil {
+		e.ended(ep, res.Ended)
+	}
+	if image == api.ImageNone {
+		return resp, nil
+	}
+	var o *session.Observation
+	switch {
+	case res.Final != nil:
+		o = res.Final
+	case res.Ended != nil:
+		return resp, nil
+	default:
+		o, err = sess.Observe(s.base)
+		if err != nil {
+			var ee *session.EndedError
+			if errors.As(err, &ee) {
+				e.ended(ep, &ee.End)
+				resp.Ended = apiEnd(&ee.End)
+				return resp, nil
+			}
+			return nil, apiError(api.CodeInternal, "%v", err)
+		}
+		if o.Ended != nil {
+			e.ended(ep, o.Ended)
+			resp.Ended = apiEnd(o.Ended)
+		}
+	}
+	obs, err := observation(e, ep, o, image, known)
+	if err != nil {
+		return nil, apiError(api.CodeInternal, "%v", err)
+	}
+	resp.Observation = obs
+	return resp, nil
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	image, aerr := imageParam(r.URL.Query(), "observe", api.ImageNone)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req api.ResetRequest
+	data, aerr := readBody(w, r, "application/json", maxJSONBody, true)
+	if aerr == nil && len(data) > 0 {
+		aerr = decodeStrict(data, &req)
+	}
+	if aerr == nil && req.Task != nil {
+		aerr = checkTask(*req.Task)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	resp, aerr := s.reset(e, req.Task, image, r.URL.Query().Get("known"))
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, 200, resp)
+}
+
+// reset ends the running episode (closed by the client) and starts the
+// next in a fresh sandbox.
+func (s *Server) reset(e *env, task *string, image, known string) (*api.ResetResponse, *api.Error) {
+	e.mu.Lock()
+	switch {
+	case e.closing || e.state == api.StateClosed:
+		e.mu.Unlock()
+		return nil, apiError(api.CodeNotFound, "environment %s is closed", e.id)
+	case e.state == api.StateStarting:
+		e.mu.Unlock()
+		return nil, apiError(api.CodeBusy, "environment %s is starting an episode already", e.id)
+	}
+	sess := e.sess
+	e.state = api.StateStarting
+	if task != nil {
+		e.task = *task
+	}
+	e.mu.Unlock()
+	done, ok := s.track()
+	if !ok {
+		return nil, apiError(api.CodeShuttingDown, "the server is shutting down")
+	}
+	defer done()
+	if sess != nil {
+		sess.Close(s.base, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the client reset the environment"})
+	}
+	if aerr := e.open(s.base); aerr != nil {
+		return nil, aerr
+	}
+	resp := &api.ResetResponse{}
+	if image != api.ImageNone {
+		obs, aerr := s.observe(e, image, known)
+		if aerr != nil {
+			return nil, aerr
+		}
+		resp.Observation = obs
+	}
+	resp.Environment = e.describe()
+	return resp, nil
+}
+
+// handleEvents streams the environment's events as Server-Sent Events,
+// from after Last-Event-ID (or ?after=N), until the environment closes or
+// the client goes.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var after int64
+	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")} {
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, apiError(api.CodeInvalidRequest, "after %q: want a non-negative event number", v))
+			return
+		}
+		after = n
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, apiError(api.CodeInternal, "this connection cannot stream"))
+		return
+	}
+	detach, aerr := e.attach()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	defer detach()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(200)
+	flusher.Flush()
+	ctx := r.Context()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		events, open, err := e.log.Read(rctx, after, 256)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil: // nothing for a while: a comment keeps proxies and the client awake
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		case !open:
+			return
+		}
+		for _, ev := range events {
+			data, _ := json.Marshal(apiEvent(ev))
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, data); err != nil {
+				return
+			}
+			after = ev.Seq
+		}
+		flusher.Flush()
+	}
+}
+
+// apiEvent is a session event as the API shows it.
+func apiEvent(ev session.Event) api.Event {
+	return api.Event{
+		Seq: ev.Seq, Kind: ev.Kind, Episode: ev.Episode, TNS: int64(ev.T),
+		Stream: string(ev.Stream), Text: ev.Text, Dropped: ev.Dropped, Change: ev.Change, Window: ev.Window,
+		Exit: ev.Exit, Step: ev.Step, Actor: ev.Actor, Action: ev.Action, Invalid: ev.Invalid, Result: ev.Result,
+		End: apiEnd(ev.End), RunID: ev.RunID, Trace: ev.Trace,
+	}
+}

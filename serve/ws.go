@@ -1,0 +1,176 @@
+package serve
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/serve/api"
+)
+
+// wsWriteTimeout bounds writing one answer: a client that stops reading
+// loses its connection, and holds nothing else up.
+const wsWriteTimeout = 30 * time.Second
+
+// handleWS is the step loop's WebSocket: requests in, answers out, one
+// each, in order (api.Request, api.Response). A step is one round trip.
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	detach, aerr := e.attach()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	defer detach()
+	// Accept checks the Origin too (only the server's own host).
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept answered
+	}
+	c.SetReadLimit(api.MaxMessage)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		c.Close(websocket.StatusGoingAway, "the server is shutting down")
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.CloseNow()
+	}()
+	ctx := s.base
+	for {
+		typ, data, err := c.Read(ctx)
+		if err != nil {
+			return // the client went, the server stops, or the message was too large (closed with 1009)
+		}
+		e.touch()
+		var req api.Request
+		var resp api.Response
+		var image []byte
+		switch {
+		case typ != websocket.MessageText:
+			resp.Error = apiError(api.CodeInvalidJSON, "requests are text messages holding JSON")
+		default:
+			if aerr := decodeStrict(data, &req); aerr != nil {
+				resp.Error = aerr
+				break
+			}
+			resp, image = s.wsOp(e, req)
+		}
+		resp.ID = req.ID
+		if err := writeResponse(ctx, c, &resp, image); err != nil {
+			return
+		}
+	}
+}
+
+// wsOp performs one WebSocket request; image is the observation's image,
+// sent after the JSON.
+func (s *Server) wsOp(e *env, req api.Request) (api.Response, []byte) {
+	var resp api.Response
+	image := req.Image
+	if image == "" {
+		image = api.ImageNone
+	}
+	switch image {
+	case api.ImageNone, api.ImagePNG, api.ImageRGBA:
+	default:
+		resp.Error = apiError(api.CodeInvalidRequest, "image %q: want none, png or rgba", req.Image)
+		return resp, nil
+	}
+	if (req.Op == api.OpStep || req.Op == api.OpAct) != (len(req.Action) > 0) {
+		if len(req.Action) > 0 {
+			resp.Error = apiError(api.CodeInvalidRequest, "op %s takes no action", req.Op)
+		} else {
+			resp.Error = apiError(api.CodeInvalidRequest, "op %s needs an action", req.Op)
+		}
+		return resp, nil
+	}
+	var aerr *api.Error
+	switch req.Op {
+	case api.OpStep, api.OpAct:
+		a, err := action.Parse(req.Action)
+		if err != nil {
+			resp.Error = apiError(api.CodeInvalidAction, "%v (docs/actions.md has the vocabulary)", err)
+			return resp, nil
+		}
+		if req.Op == api.OpAct {
+			image = api.ImageNone
+		}
+		resp.Step, aerr = s.step(e, a, image, req.Known)
+	case api.OpObserve:
+		resp.Observation, aerr = s.observe(e, image, req.Known)
+	case api.OpReset:
+		var rr *api.ResetResponse
+		if req.Task != nil {
+			aerr = checkTask(*req.Task)
+		}
+		if aerr == nil {
+			rr, aerr = s.reset(e, req.Task, image, req.Known)
+		}
+		if rr != nil {
+			resp.Environment, resp.Observation = &rr.Environment, rr.Observation
+		}
+	case api.OpInfo:
+		d := e.describe()
+		resp.Environment = &d
+	default:
+		aerr = apiError(api.CodeUnsupportedOperation, "op %q: want step, act, observe, reset or info", req.Op)
+	}
+	resp.Error = aerr
+	// The image goes after the JSON, not inside it.
+	var obs *api.Observation
+	switch {
+	case resp.Step != nil:
+		obs = resp.Step.Observation
+	default:
+		obs = resp.Observation
+	}
+	if obs == nil || len(obs.Frame.Data) == 0 {
+		return resp, nil
+	}
+	data := obs.Frame.Data
+	obs.Frame.Data, obs.Frame.Bytes = nil, len(data)
+	return resp, data
+}
+
+// writeResponse sends an answer: a text message, or with an image a
+// binary one (4-byte big-endian length, the JSON, the image).
+func writeResponse(ctx context.Context, c *websocket.Conn, resp *api.Response, image []byte) error {
+	js, err := json.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+	defer cancel()
+	if image == nil {
+		return c.Write(wctx, websocket.MessageText, js)
+	}
+	w, err := c.Writer(wctx, websocket.MessageBinary)
+	if err != nil {
+		return err
+	}
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(js)))
+	for _, b := range [][]byte{n[:], js, image} {
+		if _, err := w.Write(b); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	return w.Close()
+}

@@ -1,0 +1,491 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// Observation is what Observe returns: the controller's observation of
+// the next step, and whether the episode ended at this look.
+type Observation struct {
+	*action.Observation
+	// Screenshot is the screenshot's path in the trace (relative to it).
+	Screenshot string
+	// Ended is set when the episode ended at this look: the steps are used
+	// up (this observation is recorded as the last one) or the app was
+	// still gone at a second look. Nothing can be done any more.
+	Ended *End
+}
+
+// Step is one action a controller chose.
+type Step struct {
+	// Actor says who chose it (trace.ActorRemote, …); default the
+	// session's Config.Actor.
+	Actor  string
+	Action action.Action
+	// Decision is how it was chosen, recorded with the step; nil records
+	// the time since the step's observation was taken as its latency.
+	Decision *trace.Decision
+	// Files are written into the trace beside the step (listed in the
+	// recorded Decision.Files).
+	Files map[string][]byte
+	// Reason, for an unsuccessful done, is the episode's reason
+	// (agent.ReasonCheckFailed, agent.ReasonDiverged); empty: gave up.
+	Reason string
+}
+
+// StepResult is what Act did.
+type StepResult struct {
+	// Step is the step's number in the trace.
+	Step int
+	// Result is the action's result. An action that failed validation is
+	// not run: Result says why (OK false) and Invalid is set.
+	Result  action.Result
+	Invalid bool
+	// Ended is set when this step ended the episode: a done, or an action
+	// after the app was seen gone.
+	Ended *End
+	// Final is the last observation, taken after a done.
+	Final *Observation
+}
+
+// Observe lets the screen settle (Config.Settle; FirstSettle at the first
+// step), takes a screenshot with the desktop's state and the app's output
+// since the last look, and keeps it as the observation of the next step.
+// Observing again before acting replaces it. An error means the
+// observation could not be made: the episode has ended (errors.Is
+// ErrEnded; *EndedError says how).
+func (s *Session) Observe(ctx context.Context) (*Observation, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end != nil {
+		return nil, &EndedError{*s.end}
+	}
+	lctx, cancel := context.WithDeadline(ctx, s.deadline)
+	defer cancel()
+	obs, end := s.look(lctx, ctx)
+	if end != nil {
+		s.setEnd(end)
+		if obs == nil {
+			return nil, &EndedError{*end}
+		}
+		return &Observation{Observation: obs, Screenshot: obs.ScreenshotRef, Ended: end}, nil
+	}
+	return &Observation{Observation: obs, Screenshot: obs.ScreenshotRef}, nil
+}
+
+// Act performs one step: it takes the step's observation if none is
+// pending, validates the action against the screen, records the step
+// (observation, decision, action, actor) before anything runs, waits for
+// the rate limit, performs it and records its result — as the agent loop
+// does. An invalid action is recorded and not run; a done ends the
+// episode after a last look. An error means the episode has ended
+// (errors.Is ErrEnded) or ended during the step (the environment failed,
+// the deadline passed): *EndedError says how.
+func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end != nil {
+		return StepResult{}, &EndedError{*s.end}
+	}
+	lctx, cancel := context.WithDeadline(ctx, s.deadline)
+	defer cancel()
+	if s.pending == nil {
+		if _, end := s.look(lctx, ctx); end != nil {
+			s.setEnd(end)
+			return StepResult{Step: s.steps}, &EndedError{*end}
+		}
+	}
+	rec, seen := s.pending, s.pendAt
+	s.pending = nil
+	if st.Decision == nil {
+		// The controller's time between its observation and its action.
+		st.Decision = &trace.Decision{LatencyMS: msOf(time.Since(seen))}
+	}
+	res, end := s.perform(lctx, ctx, rec.Step, rec, st)
+	if end != nil {
+		s.setEnd(end)
+		if res == nil {
+			return StepResult{Step: rec.Step}, &EndedError{*end}
+		}
+	}
+	return *res, nil
+}
+
+// Peek takes a screenshot with the desktop's state for someone who
+// watches (a live page) rather than steps: nothing is recorded, the app's
+// output is left for the next observation, and the episode's step is not
+// taken. It takes its turn with the steps.
+func (s *Session) Peek(ctx context.Context) (*action.Frame, environment.State, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end != nil {
+		return nil, environment.State{}, &EndedError{*s.end}
+	}
+	env := s.environment()
+	if env == nil {
+		return nil, environment.State{}, environment.ErrClosed
+	}
+	return env.Observe(ctx)
+}
+
+// setEnd records how the episode ended (the first time) and tells the
+// listener; s.mu is held.
+func (s *Session) setEnd(end *End) {
+	if s.end == nil {
+		if c := s.closingEnd(); c != nil {
+			end = c // the step failed because Close tore the environment down
+		}
+		s.end = end
+		s.tell(Event{Kind: EventEnd, End: end})
+	}
+}
+
+// look lets the screen settle, observes, and makes the step's
+// observation, pending until an action is recorded with it. It ends the
+// episode when the app is still gone at a second look (the controller has
+// seen it gone once) or the steps are used up. ctx carries the episode's
+// deadline; parent is the caller's context.
+func (s *Session) look(ctx, parent context.Context) (*action.Observation, *ending) {
+	step := s.steps + 1
+	how := s.cfg.Settle
+	if step == 1 {
+		how = s.cfg.FirstSettle
+	}
+	settled, capped, err := s.settle(ctx, how)
+	if err != nil {
+		return nil, s.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
+	}
+	obs, rec, err := s.observe(ctx, step)
+	if err != nil {
+		return nil, s.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
+	}
+	rec.Observation.SettleMS, rec.Observation.SettleCapped = msOf(settled), capped
+	if err := s.accessibility(ctx, step, obs, rec); err != nil {
+		return nil, s.loopError(ctx, parent, "accessibility tree", err, trace.ReasonEnvironment)
+	}
+	if s.viewReq != nil {
+		req := s.viewReq
+		v, err := action.NewView(obs.Screen, req.Region, req.Scale, req.MaxWidth, 0)
+		if err == nil && (v.Scaled() || req.Region != nil) {
+			obs.View = v
+			rec.Observation.View = &trace.ViewInfo{Region: v.Region, Width: v.Frame.Width, Height: v.Frame.Height}
+		}
+		s.viewReq = nil
+	}
+	if step == 1 {
+		s.timing("first_screenshot", time.Since(s.started))
+	}
+	obs.Task, obs.Last = s.cfg.Task, s.last
+	if obs.ScreenshotRef == "" { // marked: the agent's copy
+		obs.ScreenshotRef = rec.Observation.Screenshot
+	}
+	if !obs.Running {
+		if s.appGone {
+			return nil, s.appExited()
+		}
+		s.appGone = true
+	}
+	if step > s.cfg.MaxSteps {
+		s.final(rec)
+		return obs, &ending{trace.Failure, trace.ReasonMaxSteps, fmt.Sprintf("the agent did not finish within %d steps", s.cfg.MaxSteps)}
+	}
+	s.pending = rec
+	s.pendAt = time.Now()
+	return obs, nil
+}
+
+// perform records the step and runs its action (the loop's validate →
+// record → act). It returns the step's result, and how the episode ended
+// when it did (with a nil result when the step has no result).
+func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Record, st Step) (*StepResult, *ending) {
+	a := st.Action
+	verr := action.ResolveMark(&a, s.marks) // recorded with the point it resolved to
+	if verr == nil {
+		verr = action.Validate(a, s.limits)
+	}
+	st.Action = a
+	if st.Actor == "" {
+		st.Actor = s.cfg.Actor
+	}
+	if end := s.recordStep(step, rec, st, verr); end != nil {
+		return nil, end
+	}
+	switch {
+	case verr != nil:
+		res := s.rejected(step, verr)
+		return &StepResult{Step: step, Result: *res, Invalid: true}, nil
+	case a.Kind == action.Done:
+		return s.finish(ctx, step, a, st.Reason)
+	case s.appGone:
+		// The controller saw the app gone and did not finish: that ends it.
+		return nil, s.appExited()
+	}
+	res, end := s.act(ctx, parent, step, a)
+	if end != nil {
+		return nil, end
+	}
+	return &StepResult{Step: step, Result: *res}, nil
+}
+
+// recordStep writes the step (observation, decision, action, actor,
+// whether the action is invalid) to the trace: the step is on disk before
+// its action runs.
+func (s *Session) recordStep(step int, rec *trace.Record, st Step, verr error) *ending {
+	a := st.Action
+	rec.Action = &a
+	rec.Actor = st.Actor
+	if verr != nil {
+		rec.Invalid = verr.Error()
+	}
+	if st.Decision != nil {
+		d := *st.Decision
+		rec.Decision = &d
+		for name, data := range st.Files {
+			if p, err := s.tw.Attach(step, name, data); err == nil {
+				if rec.Decision.Files == nil {
+					rec.Decision.Files = map[string]string{}
+				}
+				rec.Decision.Files[name] = p
+			}
+		}
+	}
+	tw := time.Now()
+	err := s.tw.Record(*rec)
+	s.traceTime += time.Since(tw)
+	if err != nil {
+		return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: %v", err)}
+	}
+	s.steps = step
+	s.tell(Event{Kind: EventStep, Step: step, Actor: st.Actor, Action: &a, Invalid: rec.Invalid})
+	if s.cfg.Verbose {
+		// The action and the message are the controller's (a model's
+		// text): shown, never obeyed by the terminal.
+		fmt.Fprintf(s.cfg.Progress, "step %d: %s", step, termsafe.Line(a.String()))
+		if rec.Decision != nil && rec.Decision.Message != "" {
+			fmt.Fprintf(s.cfg.Progress, " — %s", termsafe.Line(rec.Decision.Message))
+		}
+		fmt.Fprintln(s.cfg.Progress)
+	}
+	return nil
+}
+
+// rejected records that an action failed validation; the controller is
+// told at its next observation (Last).
+func (s *Session) rejected(step int, verr error) *action.Result {
+	res := &action.Result{OK: false, Error: verr.Error()}
+	s.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: res})
+	s.tell(Event{Kind: EventResult, Step: step, Result: res})
+	s.last = res
+	if s.cfg.Verbose {
+		fmt.Fprintf(s.cfg.Progress, "step %d: rejected: %s\n", step, termsafe.Line(verr.Error()))
+	}
+	return res
+}
+
+// finish ends the episode on a done action, after a last look.
+func (s *Session) finish(ctx context.Context, step int, a action.Action, why string) (*StepResult, *ending) {
+	res := action.Result{OK: true}
+	s.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res})
+	s.tell(Event{Kind: EventResult, Step: step, Result: &res})
+	sr := &StepResult{Step: step, Result: res}
+	if obs := s.finalObservation(ctx, step+1); obs != nil {
+		sr.Final = &Observation{Observation: obs, Screenshot: obs.ScreenshotRef}
+	}
+	sr.Ended = doneEnding(a, why)
+	if sr.Final != nil {
+		sr.Final.Ended = sr.Ended
+	}
+	return sr, sr.Ended
+}
+
+// doneEnding is how a done action ends the episode.
+func doneEnding(a action.Action, why string) *ending {
+	msg := a.Message
+	if a.Succeeded() {
+		if msg == "" {
+			msg = "the agent finished"
+		}
+		return &ending{trace.Success, trace.ReasonDone, msg}
+	}
+	if msg == "" {
+		msg = "the agent gave up"
+	}
+	reason := trace.ReasonGaveUp
+	switch why {
+	case agent.ReasonCheckFailed:
+		reason = trace.ReasonCheckFailed
+	case agent.ReasonActionFailed:
+		reason = trace.ReasonActionFailed
+	case agent.ReasonDiverged:
+		reason = trace.ReasonDiverged
+	}
+	return &ending{trace.Failure, reason, msg}
+}
+
+// act waits for the rate limit, performs the action and records its result.
+func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*action.Result, *ending) {
+	throttled, err := s.limiter.wait(ctx)
+	if err != nil {
+		return nil, s.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
+	}
+	env := s.environment()
+	if env == nil {
+		return nil, s.loopError(ctx, parent, a.String(), environment.ErrClosed, trace.ReasonEnvironment)
+	}
+	t := time.Now()
+	res, err := env.Act(ctx, a)
+	dur := time.Since(t)
+	if err != nil {
+		return nil, s.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
+	}
+	s.last = &res
+	if a.Kind == action.Screenshot && (a.Region != nil || a.Scale > 0 || a.MaxWidth > 0) {
+		s.viewReq = &a
+	}
+	if a.Kind == action.AccessibilityTree {
+		s.treeReq = true
+	}
+	tw := time.Now()
+	s.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})
+	s.traceTime += time.Since(tw)
+	s.tell(Event{Kind: EventResult, Step: step, Result: &res})
+	if !res.OK && s.cfg.Verbose {
+		fmt.Fprintf(s.cfg.Progress, "step %d: %s\n", step, termsafe.Line(res.Error))
+	}
+	return &res, nil
+}
+
+// settle lets the screen settle before a screenshot as st says; capped
+// says a stable settle gave up at its cap with the screen still changing.
+func (s *Session) settle(ctx context.Context, st Settle) (_ time.Duration, capped bool, _ error) {
+	if st.Mode == "" || st.Mode == SettleNone {
+		return 0, false, nil
+	}
+	t := time.Now()
+	switch st.Mode {
+	case SettleFixed:
+		select {
+		case <-time.After(st.Duration):
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+	case SettleStable:
+		timeout := st.Timeout
+		if timeout <= 0 {
+			timeout = StableCap
+		}
+		env := s.environment()
+		if env == nil {
+			return 0, false, environment.ErrClosed
+		}
+		res, err := env.Act(ctx, action.Action{Kind: action.Wait, Until: action.UntilStable,
+			StableMS: int(st.Duration / time.Millisecond), MS: int(timeout / time.Millisecond)})
+		if err != nil {
+			return 0, false, err
+		}
+		capped = res.Met != nil && !*res.Met
+	}
+	return time.Since(t), capped, nil
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// observe takes a screenshot and builds the observation and the step's
+// record.
+func (s *Session) observe(ctx context.Context, step int) (*action.Observation, *trace.Record, error) {
+	env := s.environment()
+	if env == nil {
+		return nil, nil, environment.ErrClosed
+	}
+	frame, st, err := env.Observe(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	lines := s.events.takeLines()
+	netEvs := s.events.takeNetwork()
+	exit := s.events.exit()
+	running := st.Running && exit == nil
+	if exit == nil && st.Exit != nil {
+		exit = st.Exit
+	}
+	obs := &action.Observation{
+		Step: step, Elapsed: time.Since(s.started), Screen: frame,
+		Cursor: st.Cursor, Windows: st.Windows, Output: lines, Network: netEvs,
+		Running: running, Exit: exit,
+	}
+	tw := time.Now()
+	shot := s.tw.Screenshot(step, frame) // queues the PNG; blocks only if encoding falls behind
+	s.traceTime += time.Since(tw)
+	rec := &trace.Record{
+		Type: trace.TypeStep, Step: step,
+		Observation: &trace.Observation{
+			Screenshot: shot,
+			FrameHash:  trace.FrameHash(frame.Hash),
+			Width:      frame.Width, Height: frame.Height,
+			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
+			Network: netEvs,
+		},
+	}
+	return obs, rec, nil
+}
+
+// final records the observation of a step that was never decided.
+func (s *Session) final(rec *trace.Record) {
+	if rec == nil {
+		return
+	}
+	rec.Type = trace.TypeFinal
+	s.tw.Record(*rec)
+}
+
+// finalObservation takes one more screenshot after the last action, for the
+// record; failures here do not change the outcome.
+func (s *Session) finalObservation(ctx context.Context, step int) *action.Observation {
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	obs, rec, err := s.observe(octx, step)
+	if err != nil {
+		return nil
+	}
+	s.final(rec)
+	obs.Task, obs.ScreenshotRef = s.cfg.Task, rec.Observation.Screenshot
+	return obs
+}
+
+func (s *Session) appExited() *ending {
+	ex := s.events.exit()
+	if ex != nil && ex.Stopped != "" {
+		// Not the app's doing: the sandbox was stopped under the run.
+		return &ending{trace.Error, trace.ReasonEnvironment, "the sandbox was stopped from outside (" + ex.Stopped + "), taking the app with it"}
+	}
+	return &ending{trace.Failure, trace.ReasonAppExited, "the app exited during the run: " + ex.String()}
+}
+
+// loopError classifies an error of a step: the user's interrupt, the
+// episode's deadline, the app dying under us, or a real failure. ctx
+// carries the deadline, parent is the caller's.
+func (s *Session) loopError(ctx, parent context.Context, what string, err error, reason string) *ending {
+	if e := interrupted(parent); e != nil {
+		return e
+	}
+	if c := s.closingEnd(); c != nil {
+		return c
+	}
+	if ctx.Err() != nil && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &ending{trace.Failure, trace.ReasonTimeout, fmt.Sprintf("the run's %v deadline passed (during %s)", s.cfg.Timeout, what)}
+	}
+	if errors.Is(err, environment.ErrGuest) && s.events.exit() != nil {
+		// The sandbox went away because the app did.
+		return s.appExited()
+	}
+	return &ending{trace.Error, reason, fmt.Sprintf("%s: %v", what, err)}
+}
