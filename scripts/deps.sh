@@ -11,7 +11,9 @@
 #   test          that, and the host tools the tests use: Xvfb, Openbox, xev,
 #                 xterm, xdotool, xcalc, the core X fonts, keysymdef.h,
 #                 dbus-daemon and at-spi2-core (--a11y), zenity, speedcrunch,
-#                 bubblewrap, ffmpeg/ffprobe, Chromium, python3, git
+#                 bubblewrap, ffmpeg/ffprobe, Chromium, python3, git, and
+#                 for Debian's python3 (/usr/bin/python3) pytest, NumPy and
+#                 pip (the Python client's tests)
 #   lint          staticcheck in $(go env GOPATH)/bin
 #   all           test and lint
 #
@@ -80,6 +82,11 @@ need() {    # need PACKAGE WHAT
 }
 need_tool() { command -v "$1" >/dev/null 2>&1 || need "$2" "$1"; }
 need_file() { [ -e "$1" ] || need "$2" "$1"; }
+# need_pymod MODULE PACKAGE: a module Debian's python3 must import. Debian's
+# python3-* packages install for /usr/bin/python3 alone (a python3 earlier
+# in PATH, pyenv's or a virtual environment's, does not see them), and that
+# is the interpreter the Python client's tests fall back to.
+need_pymod() { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import $1" >/dev/null 2>&1 || need "$2" "Python module $1 for /usr/bin/python3"; }
 
 if $want_docker; then
 	need_tool docker docker.io
@@ -112,6 +119,9 @@ if $want_host; then
 	need_tool ffprobe ffmpeg
 	need_tool chromium chromium
 	need_tool python3 python3
+	need_pymod pytest python3-pytest
+	need_pymod numpy python3-numpy
+	need_pymod pip python3-pip
 	need_tool git git
 fi
 
