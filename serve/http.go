@@ -589,7 +589,7 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request, owner str
 		writeError(w, aerr)
 		return
 	}
-	writeJSON(w, 200, obs)
+	writeObserved(w, r, obs, obs)
 }
 
 // observe takes the running episode's next observation.
@@ -652,7 +652,7 @@ func (s *Server) handleAct(w http.ResponseWriter, r *http.Request, owner string)
 		writeError(w, aerr)
 		return
 	}
-	writeJSON(w, 200, resp)
+	writeObserved(w, r, resp, resp.Observation)
 }
 
 // step performs one action in the running episode and, unless image is
@@ -743,7 +743,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request, owner strin
 		writeError(w, aerr)
 		return
 	}
-	writeJSON(w, 200, resp)
+	writeObserved(w, r, resp, resp.Observation)
 }
 
 // reset ends the running episode (closed by the client) and starts the
