@@ -3,7 +3,8 @@ Env for one environment in gymnasium's shape.
 
 Steps travel over the server's WebSocket (one round trip a step; an
 unchanged screen is not sent again) or, with ``transport="http"``, as one
-``POST /v1/envs/{id}/act?observe=…`` each.
+``POST /v1/envs/{id}/act?observe=…`` each (its answer binary: the JSON and
+the pixels as they are, not base64).
 """
 
 import base64
@@ -50,6 +51,10 @@ DEFAULT_URL = "http://127.0.0.1:8470"
 OBSERVATIONS = ("auto", "array", "rgb", "rgba", "png", "none")
 
 TRANSPORTS = ("websocket", "http")
+
+#: The binary answer of observe, act and reset over HTTP: a 4-byte
+#: big-endian length, the JSON, the image's bytes (as on the WebSocket).
+FRAME_MEDIA_TYPE = "application/vnd.agentbox.frame"
 
 # The most bytes one WebSocket answer may have: the largest screen's
 # pixels (the server's --max-screen is at most 7680x4320) and its JSON.
@@ -160,6 +165,26 @@ class Client:
             content_type = content_type or "application/json"
         status, headers, data = self._do(method, path, query, body, content_type)
         return self._decode(method, path, status, data)
+
+    def observed(self, method, path, query=None, body=None, content_type=None, binary=True):
+        """An observe, act or reset call: (the JSON answer, the image's bytes
+        or None). With binary, asks for the binary answer (FRAME_MEDIA_TYPE),
+        so pixels travel as they are; a server that answers JSON (the image
+        base64 inside) is read too."""
+        if isinstance(body, (dict, list)):
+            body = _json(body)
+            content_type = content_type or "application/json"
+        accept = FRAME_MEDIA_TYPE + ", application/json;q=0.5" if binary else "application/json"
+        status, headers, data = self._do(method, path, query, body, content_type, accept=accept)
+        ctype = (headers.get("Content-Type") or "").split(";")[0].strip()
+        if status >= 300 or ctype != FRAME_MEDIA_TYPE:
+            return self._decode(method, path, status, data), None
+        if len(data) < 4:
+            raise ProtocolError("%s %s: a binary answer of %d bytes" % (method, path, len(data)))
+        (n,) = struct.unpack_from("!I", data)
+        if n > len(data) - 4:
+            raise ProtocolError("%s %s: a binary answer shorter than its header says" % (method, path))
+        return self._decode(method, path, status, data[4:4 + n]), memoryview(data)[4 + n:]
 
     def _target(self, path, query):
         target = (self._u.path or "") + path
@@ -314,8 +339,10 @@ class Env:
         obs, reward, terminated, truncated, info = env.step({"action": "key", "keys": "Right"})
 
     Actions are dicts in docs/actions.md's vocabulary. ``terminated``: the
-    app exited or the episode is done; ``truncated``: the steps or the
-    deadline ran out (or the episode failed). ``info`` carries the step's
+    app exited (``info["running"]`` is False, ``info["exit"]`` says how; a
+    ``done`` may still follow) or the episode ended of itself (a ``done``,
+    ``info["ended"]``); ``truncated``: the steps or the deadline ran out (or
+    the episode failed). ``info`` carries the step's
     result, the app's output since the last observation, the windows, the
     cursor and the episode's trace directory.
 
@@ -344,6 +371,9 @@ class Env:
         self.reward = reward
         #: Ask for the screen every step, also when unchanged (benchmarks).
         self.always_image = always_image
+        #: Over HTTP, ask for the binary answer (False: JSON, the image in
+        #: base64, as servers before it answer).
+        self.http_binary = True
         self._describe = None
         self._fresh = False
         self._ws = None
@@ -435,6 +465,12 @@ class Env:
         if info["ended"]:
             terminated = bool(info["ended"].get("terminated"))
             truncated = not terminated
+        elif o is not None and o.get("running") is False:
+            # The app exited: the server shows the agent its screen once
+            # (info["exit"] says how), and ends the episode (app_exited) at
+            # the next step unless that is a done. For gymnasium it is the
+            # terminal state now.
+            terminated = True
         reward = float(self.reward(obs, info)) if self.reward is not None else 0.0
         return obs, reward, terminated, truncated, info
 
@@ -519,8 +555,8 @@ class Env:
     def _observe_raw(self):
         img = self.image_format
         if self.transport == "http":
-            o = self.client.request("GET", self._path("/observation"), {"image": img, "known": self._known()})
-            return o, None
+            return self.client.observed("GET", self._path("/observation"), {"image": img, "known": self._known()},
+                                        binary=self.http_binary)
         resp, data = self._round_trip({"op": "observe", "image": img, "known": self._known()})
         if resp.get("observation") is None:
             raise ProtocolError("the server's answer has no observation")
@@ -530,10 +566,11 @@ class Env:
         img = self.image_format
         if self.transport == "http":
             body = {"task": task} if task is not None else None
-            rr = self.client.request("POST", self._path("/reset"), {"observe": img, "known": self._known()}, body=body)
+            rr, data = self.client.observed("POST", self._path("/reset"), {"observe": img, "known": self._known()},
+                                            body=body, binary=self.http_binary)
             if rr.get("observation") is None and img != "none":
                 raise ProtocolError("the server's answer has no observation")
-            return rr["environment"], rr.get("observation") or {}, None
+            return rr["environment"], rr.get("observation") or {}, data
         req = {"op": "reset", "image": img, "known": self._known()}
         if task is not None:
             req["task"] = task
@@ -546,9 +583,8 @@ class Env:
         if not isinstance(action, Mapping):
             raise TypeError("an action is a dict in docs/actions.md's vocabulary, not %s" % type(action).__name__)
         if self.transport == "http":
-            st = self.client.request("POST", self._path("/act"), {"observe": img, "known": self._known()},
-                                     body=_json(action), content_type="application/json")
-            return st, None
+            return self.client.observed("POST", self._path("/act"), {"observe": img, "known": self._known()},
+                                        body=_json(action), content_type="application/json", binary=self.http_binary)
         req = {"op": "act", "action": action}
         if img != "none":
             req.update(op="step", image=img, known=self._known())

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -13,7 +14,14 @@ import agentbox
 from conftest import PYTHON_DIR, built, need, wait_for
 
 W, H = 640, 480
-TRANSPORTS = ["websocket", "http"]
+# HTTP's answers binary (the default), or JSON with the image in base64.
+TRANSPORTS = ["websocket", "http", "http-json"]
+
+
+def create(client, *args, transport="websocket", **kw):
+    env = client.create(*args, transport=transport.split("-")[0], **kw)
+    env.http_binary = transport != "http-json"
+    return env
 
 
 def green_x(obs, fmt="array"):
@@ -48,7 +56,7 @@ def local_trace(target, trace):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_whole_episode(client, target, transport):
     fmt = "array" if agentbox.have_numpy() else "rgb"
-    with client.create("mover", task="Move the character right.", transport=transport) as env:
+    with create(client, "mover", task="Move the character right.", transport=transport) as env:
         obs, info = env.reset()
         assert info["episode"] == 1 and info["step"] == 0 and info["running"]
         assert [w["title"] for w in info["windows"]] == ["mover"]
@@ -91,9 +99,17 @@ def test_the_app_exiting_terminates(client):
         env.reset()
         # The mover quits on q.
         _, _, terminated, truncated, info = env.step({"action": "key", "keys": "q"})
-        if not terminated:
-            _, _, terminated, truncated, info = env.step({"action": "wait", "ms": 3000})
+        assert info["result"]["ok"], info
+        deadline = time.monotonic() + 120  # a loaded machine: wait for it, do not time it
+        while not (terminated or truncated) and time.monotonic() < deadline:
+            _, _, terminated, truncated, info = env.step({"action": "wait", "ms": 500})
         assert terminated and not truncated, info
+        # Terminal at the first observation that shows the app gone; the
+        # server ends the episode (app_exited) at the next step.
+        assert info["running"] is False and info["exit"]["code"] == 0, info
+        if info["ended"] is None:
+            _, _, terminated, _, info = env.step({"action": "key", "keys": "Right"})
+            assert terminated
         assert info["ended"]["reason"] == "app_exited", info["ended"]
 
 
@@ -123,10 +139,14 @@ def test_reset_gives_a_fresh_episode_and_trace(client, target):
 def test_observation_formats(client, transport, observation):
     if observation == "array":
         need("NumPy (apt-get install python3-numpy)", agentbox.have_numpy())
-    with client.create("mover", observation=observation, transport=transport) as env:
+    with create(client, "mover", observation=observation, transport=transport) as env:
         obs, info = env.reset()
         frame = info["observation"]["frame"]
         assert info["observation"]["frame"]["format"] == env.image_format
+        if observation != "none":
+            # The image came after the JSON (frame.bytes says how much), or
+            # inside it in base64.
+            assert ("bytes" in frame) == (transport != "http-json"), frame
         if observation == "none":
             assert obs is None and frame["format"] == "none"
         elif observation == "array":
@@ -193,7 +213,7 @@ with agentbox.Client(sys.argv[2], sys.argv[3]) as c:
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_bad_actions(client, transport):
-    with client.create("mover", transport=transport) as env:
+    with create(client, "mover", transport=transport) as env:
         env.reset()
         # Not an action of the vocabulary: the server's error, raised.
         for bad, says in [
