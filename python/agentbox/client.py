@@ -304,15 +304,14 @@ class Client:
         create(upload=ID)."""
         with tempfile.TemporaryFile() as f:
             with tarfile.open(fileobj=f, mode="w") as tar:
-                for root, dirs, files in os.walk(directory):
+                for root, dirs, files in os.walk(directory):  # links are not followed
                     dirs.sort()
-                    for name in sorted(dirs) + sorted(files):
+                    for name in dirs + sorted(files):
                         p = os.path.join(root, name)
                         rel = os.path.relpath(p, directory).replace(os.sep, "/")
-                        if os.path.isdir(p) and not os.path.islink(p):
-                            tar.add(p, arcname=rel, recursive=False, filter=_anonymous)
-                        elif name in files:
-                            tar.add(p, arcname=rel, recursive=False, filter=_anonymous)
+                        # A directory, a file, or a link as a link (the
+                        # server checks that none leads outside the app).
+                        tar.add(p, arcname=rel, recursive=False, filter=_anonymous)
             f.seek(0)
             return self.upload_tar(f)
 
