@@ -1,0 +1,123 @@
+"""Env's side of the wire against a scripted peer: what a broken or hostile
+server may answer (a binary answer shorter than its header says, an answer
+to another request, nothing at all), and the tar an upload sends. The
+real server is test_env.py's."""
+
+import io
+import json
+import os
+import struct
+import tarfile
+
+import pytest
+
+import agentbox
+from agentbox import _ws
+from test_ws_unit import Peer
+
+
+def env_at(peer, timeout=30):
+    port = peer.url.split(":")[2].split("/")[0]
+    c = agentbox.Client("http://127.0.0.1:%s" % port, "test-token-0123456789", timeout=timeout)
+    return agentbox.Env(c, "env-x", observation="rgba")
+
+
+def request_id(peer):
+    _, op, payload, masked = peer.read()
+    assert op == _ws.OP_TEXT and masked
+    return json.loads(payload)["id"]
+
+
+@pytest.mark.parametrize(
+    "answer, why",
+    [
+        (lambda rid: struct.pack("!I", 1000) + b'{"id":%d}' % rid, "shorter than its header says"),
+        (lambda rid: b"\x00\x00", "a binary answer of 2 bytes"),
+        (lambda rid: json.dumps({"id": rid + 1, "observation": {}}).encode(), "came for request"),
+        (lambda rid: b"not json", "not JSON"),
+    ],
+)
+def test_answers_that_break_the_api(answer, why):
+    def script(p):
+        rid = request_id(p)
+        data = answer(rid)
+        p.frame(_ws.OP_BINARY if data[:1] != b"{" and data != b"not json" else _ws.OP_TEXT, data)
+        with pytest.raises(EOFError):
+            p.read()  # the client drops the connection
+
+    p = Peer(script)
+    env = env_at(p)
+    with pytest.raises(agentbox.ProtocolError, match=why):
+        env.observe()
+    assert env._ws is None  # dropped: the next request dials again
+    p.done()
+
+
+def test_the_path_and_the_token_of_the_handshake():
+    def script(p):
+        rid = request_id(p)
+        p.frame(_ws.OP_TEXT, json.dumps({"id": rid, "error": {"code": "episode_ended", "message": "it ended", "status": 409,
+                                                              "end": {"outcome": "success", "reason": "done"}}}).encode())
+        p.read()
+
+    p = Peer(script)
+    env = env_at(p)
+    with pytest.raises(agentbox.EpisodeEnded) as e:
+        env.step({"action": "key", "keys": "a"})
+    assert (e.value.code, e.value.status, e.value.end["reason"]) == ("episode_ended", 409, "done")
+    env._drop_ws(graceful=True)
+    p.done()
+    req = p.request.decode()
+    assert req.startswith("GET /v1/envs/env-x/ws HTTP/1.1\r\n")
+    assert "Authorization: Bearer test-token-0123456789\r\n" in req
+
+
+def test_a_server_that_never_answers():
+    def script(p):
+        request_id(p)
+        try:
+            p.read()  # nothing is answered; the client gives up and goes
+        except EOFError:
+            pass
+
+    p = Peer(script)
+    env = env_at(p, timeout=1)
+    with pytest.raises(agentbox.Timeout) as e:
+        env.observe()
+    assert isinstance(e.value, TimeoutError) and env._ws is None
+    p.done()
+
+
+def test_a_token_with_a_line_break_is_refused():
+    with pytest.raises(ValueError):
+        _ws.connect("ws://127.0.0.1:9/", {"Authorization": "Bearer a\r\nX-Evil: 1"})
+    c = agentbox.Client("http://127.0.0.1:9", "a\r\nX-Evil: 1")
+    with pytest.raises(ValueError):
+        c.server()
+
+
+def test_upload_sends_files_directories_and_links_as_links(tmp_path):
+    app = tmp_path / "app"
+    (app / "data" / "levels").mkdir(parents=True)
+    (app / "agentbox.json").write_text('{"command": "game"}')
+    (app / "game").write_text("#!/bin/sh\n")
+    os.chmod(app / "game", 0o755)
+    (app / "data" / "levels" / "1.txt").write_text("1")
+    os.symlink("data/levels", app / "levels")  # a link to a directory
+    os.symlink("levels/1.txt", app / "first")  # a link to a file
+    sent = {}
+
+    class Capture(agentbox.Client):
+        def upload_tar(self, data):
+            sent["tar"] = data.read()
+            return {"id": "up-x"}
+
+    c = Capture("http://127.0.0.1:9", "test-token-0123456789")
+    assert c.upload(str(app)) == {"id": "up-x"}
+    with tarfile.open(fileobj=io.BytesIO(sent["tar"])) as t:
+        members = {m.name: m for m in t.getmembers()}
+    assert set(members) == {"agentbox.json", "game", "data", "data/levels", "data/levels/1.txt", "levels", "first"}
+    assert members["levels"].issym() and members["levels"].linkname == "data/levels"
+    assert members["first"].issym() and members["first"].linkname == "levels/1.txt"
+    assert members["game"].mode & 0o111 and members["data"].isdir()
+    assert all(m.uid == 0 and m.uname == "" and m.mtime == 0 for m in members.values())
