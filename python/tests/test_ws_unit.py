@@ -274,3 +274,26 @@ def test_bad_urls_and_headers():
     # Refused before anything is sent (nothing listens there).
     with pytest.raises(ValueError, match="line breaks"):
         _ws.connect("ws://127.0.0.1:9/", {"X-Evil": "a\r\nHost: elsewhere"}, timeout=10)
+
+
+def test_a_length_with_its_top_bit_set():
+    closes = []
+
+    def script(p):
+        p.conn.sendall(bytes([0x82, 127]) + struct.pack("!Q", 1 << 63 | 5) + b"hello")
+        closes.append(p.read())
+
+    p = Peer(script)
+    ws = _ws.connect(p.url, timeout=10)
+    with pytest.raises(_ws.ProtocolError, match="top bit"):
+        ws.recv()
+    p.done()
+    assert struct.unpack("!H", closes[0][2][:2])[0] == 1002
+
+
+def test_endless_handshake_headers():
+    p = Peer(lambda p: None, extra=b"".join(b"X-Filler-%d: %s\r\n" % (i, b"x" * 1000) for i in range(100)))
+    with pytest.raises(_ws.HandshakeError, match="too long"):
+        _ws.connect(p.url, timeout=10)
+    p.t.join(10)
+    assert p.error is None or isinstance(p.error, OSError)  # the client hung up on it
