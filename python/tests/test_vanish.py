@@ -4,6 +4,7 @@ and checked."""
 
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -48,10 +49,19 @@ def test_the_server_killed_mid_episode(tmp_path):
         assert env.closed
     finally:
         s.kill()
-        # What the killed server left, agentbox gc removes (its owner is gone).
-        subprocess.run([built().bin, "gc", "--backend", BACKEND], capture_output=True, timeout=300)
     if run_id:
-        assert leftovers(run_id) == []
+        # What the killed server left, agentbox gc removes (its owner is
+        # gone). A sandbox may be going by itself at that moment (its
+        # stdio closed with the server): gc again until none is left.
+        gc = []
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            r = subprocess.run([built().bin, "gc", "--backend", BACKEND], capture_output=True, text=True, timeout=300)
+            gc.append(r.stdout + r.stderr)
+            if not leftovers(run_id):
+                break
+            time.sleep(1)
+        assert leftovers(run_id) == [], "agentbox gc said:\n" + "".join(gc)
 
 
 def test_the_server_stopping_mid_episode(tmp_path):
