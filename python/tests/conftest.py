@@ -12,6 +12,7 @@ What a test needs and the machine lacks skips it, and fails it when
 CI=true (as internal/testenv does for the Go tests).
 """
 
+import atexit
 import json
 import os
 import re
@@ -76,6 +77,7 @@ def built():
         return _built
     need("go in PATH (to build agentbox and the mover)", shutil.which("go") is not None)
     d = tempfile.mkdtemp(prefix="agentbox-pytest-bin-")
+    atexit.register(shutil.rmtree, d, True)
     app = os.path.join(d, "mover")
     os.mkdir(app)
     env = dict(os.environ, CGO_ENABLED="0")
