@@ -102,7 +102,9 @@ type Server struct {
 	mu       sync.Mutex
 	closing  bool
 	sessions map[*sdk.ServerSession]*client
-	pending  map[string]int // sessions of an owner being created (HTTP)
+	// creating holds an owner's new sessions to one at a time (HTTP), so
+	// the count that bounds them is exact.
+	creating map[string]*sync.Mutex
 	wg       sync.WaitGroup // the sessions' watchers
 }
 
@@ -120,7 +122,7 @@ var errClosing = errors.New("the server is shutting down")
 
 // New makes a server with every tool registered.
 func New(o Options) *Server {
-	s := &Server{o: o, sessions: map[*sdk.ServerSession]*client{}, pending: map[string]int{}}
+	s := &Server{o: o, sessions: map[*sdk.ServerSession]*client{}, creating: map[string]*sync.Mutex{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "agentbox", Title: "agentbox", Version: o.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		// The tools are fixed: no list-changed notifications.
@@ -184,11 +186,11 @@ func (s *Server) client(ss *sdk.ServerSession, owner string) (*client, error) {
 	return c, nil
 }
 
-// sessionsOf counts an owner's sessions, live and being created.
+// sessionsOf counts an owner's sessions.
 func (s *Server) sessionsOf(owner string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.pending[owner]
+	n := 0
 	for _, c := range s.sessions {
 		if c.owner == owner {
 			n++
@@ -271,29 +273,27 @@ func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		// A new session.
+		// A new session: counted once it is registered, which happens
+		// while its first request is handled, so one at a time.
 		owner := auth.TokenInfoFromContext(r.Context()).UserID
-		if n := s.sessionsOf(owner); n >= o.MaxSessions {
-			writeRPCError(w, http.StatusTooManyRequests, fmt.Sprintf("this token holds %d MCP sessions, the most it may: end one (DELETE) or let one time out", n))
-			return
-		}
 		s.mu.Lock()
 		closing := s.closing
-		if !closing {
-			s.pending[owner]++
+		mu := s.creating[owner]
+		if mu == nil {
+			mu = &sync.Mutex{}
+			s.creating[owner] = mu
 		}
 		s.mu.Unlock()
 		if closing {
 			writeRPCError(w, http.StatusServiceUnavailable, errClosing.Error())
 			return
 		}
-		defer func() {
-			s.mu.Lock()
-			if s.pending[owner]--; s.pending[owner] <= 0 {
-				delete(s.pending, owner)
-			}
-			s.mu.Unlock()
-		}()
+		mu.Lock()
+		defer mu.Unlock()
+		if n := s.sessionsOf(owner); n >= o.MaxSessions {
+			writeRPCError(w, http.StatusTooManyRequests, fmt.Sprintf("this token holds %d MCP sessions, the most it may: end one (DELETE) or let one time out", n))
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
 	verify := func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
