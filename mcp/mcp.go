@@ -245,10 +245,11 @@ type HTTPOptions struct {
 	SessionTimeout time.Duration
 }
 
-// MaxBody bounds an HTTP request's body: twice the largest action, so a
-// tool call with an argument beyond action.MaxJSON still reaches the tool
-// and gets its error.
-const MaxBody = 2*action.MaxJSON + 64<<10
+// MaxBody bounds an HTTP request's body: well above the largest action
+// (action.MaxJSON), so that a tool call with megabytes of arguments still
+// reaches its tool and gets the tool's error; a larger body is refused
+// with 413. (Over stdio the SDK's bound is 16 MiB a message.)
+const MaxBody = 8 << 20
 
 // HTTPHandler is the streamable HTTP endpoint (one URL: POST for
 // messages, GET for the server's stream, DELETE to end a session). The

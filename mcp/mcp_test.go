@@ -381,3 +381,33 @@ func TestReadOutput(t *testing.T) {
 
 // Writer is the scripted guest's writer.
 type Writer = guestenvtest.Writer
+
+// panicking is an Episodes whose Current panics: a bug of agentbox's own.
+type panicking struct{ *Local }
+
+func (panicking) Current() (Episode, error) { panic("a bug") }
+
+// TestPanicIsAToolError: a panic in a tool is told to the client as a
+// tool error and the server serves on (the SDK does not recover them: the
+// process would end).
+func TestPanicIsAToolError(t *testing.T) {
+	f := newFixture(t, nil)
+	f.srv.o.Open = func(string) Episodes { return panicking{f.local} }
+	st, ct := sdk.NewInMemoryTransports()
+	go f.srv.sdk.Run(t.Context(), st)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "p", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for range 2 {
+		res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "key", Arguments: map[string]any{"keys": "a"}})
+		if err != nil || !res.IsError || !strings.Contains(text(res), "agentbox failed on this call (a bug); the server goes on") {
+			t.Fatalf("a panic: %v %+v", err, res)
+		}
+	}
+	// The other session is served as before.
+	if res := f.call(t, "key", map[string]any{"keys": "a"}); res.IsError {
+		t.Errorf("the other session: %s", text(res))
+	}
+}
