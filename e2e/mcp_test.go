@@ -11,10 +11,12 @@ import (
 	"image/png"
 	"math"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -344,4 +346,77 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestMCPRejectedBeforeStart: agentbox mcp holds its flags to run's rules
+// before it serves anything (in-process, no daemon asked): exit 2 naming
+// the problem, nothing on stdout (the protocol's channel).
+func TestMCPRejectedBeforeStart(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	app := stubApp(t, "")
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no target", nil, "requires at least 1 arg"},
+		{"two targets", []string{app, app}, "mcp takes one TARGET"},
+		{"a screen too small", []string{app, "--screen", "10x10"}, "--screen"},
+		{"a timeout of 0", []string{app, "--timeout", "0"}, "--timeout must be positive"},
+		{"a start timeout too short", []string{app, "--start-timeout", "10ms"}, "--start-timeout 10ms is too short"},
+		{"a bad log cap", []string{app, "--log-cap", "lots"}, "--log-cap"},
+		{"a bad settle", []string{app, "--settle", "later"}, "--settle"},
+		{"--out a file", []string{app, "--out", file}, "is a file; give a directory"},
+		{"an app that is not there", []string{filepath.Join(dir, "nothing")}, "nothing"},
+		{"a bad --env", []string{app, "--env", "=x"}, "--env"},
+		{"memory below tmpfs", []string{app, "--memory", "64m", "--tmpfs", "128m"}, "--tmpfs"},
+		{"run's agent", []string{app, "--agent", "demo"}, "unknown flag: --agent"},
+		{"freezing (nothing of agentbox's thinks)", []string{app, "--freeze-while-thinking"}, "unknown flag: --freeze-while-thinking"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := cliMain(t, append([]string{"mcp"}, tt.args...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, tt.want) || r.stdout != "" {
+				t.Errorf("want exit 2 saying %q and nothing on stdout:\n%s", tt.want, r)
+			}
+		})
+	}
+}
+
+// TestMCPSignal: SIGTERM to agentbox mcp in the middle of an episode ends
+// it interrupted by a signal, removes the sandbox, finalises the trace and
+// exits 130.
+func TestMCPSignal(t *testing.T) {
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
+	bin := testenv.Build(t, "./cmd/agentbox")
+	cmd := exec.Command(bin, "mcp", exampleMover(t), "--backend", "docker", "--out", t.TempDir())
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(), &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Minute}, nil)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var ep mcpEpisode
+	mcpTool(t, cs, "key_down", map[string]any{"key": "Right"}, nil)
+	mcpTool(t, cs, "state", nil, &ep)
+	cmd.Process.Signal(syscall.SIGTERM)
+	// It ends by itself; only then does the client close its side (which
+	// alone would end the episode as closed, not interrupted).
+	deadline := time.Now().Add(3 * time.Minute)
+	for !strings.Contains(stderr.String(), "agentbox mcp: interrupted") {
+		if time.Now().After(deadline) {
+			t.Fatalf("agentbox mcp did not stop within 3 minutes of SIGTERM:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cs.Close()
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d after SIGTERM, want 130:\n%s", code, stderr.String())
+	}
+	tr := openTrace(t, ep.Trace)
+	if tr.Incomplete || tr.Run.Outcome != trace.Interrupted || tr.Run.Reason != trace.ReasonSignal {
+		t.Errorf("the trace: incomplete %v, %s/%s\n%s", tr.Incomplete, tr.Run.Outcome, tr.Run.Reason, stderr.String())
+	}
+	assertNoContainers(t, ep.RunID)
 }
