@@ -73,7 +73,7 @@ func (l *Local) Apps() []string { return []string{l.o.App} }
 func (l *Local) Context() context.Context { return l.o.Context }
 
 // Events implements Episodes.
-func (l *Local) Events() *session.EventLog { return l.log }
+func (l *Local) Events() Log { return Log{Log: l.log} }
 
 // Launch implements Episodes.
 func (l *Local) Launch(req Launch) (Episode, error) {

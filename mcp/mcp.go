@@ -38,7 +38,10 @@ import (
 // Episode is the running episode a client drives.
 type Episode struct {
 	Session *session.Session
-	N       int // the episode's number, from 1
+	// Env names the environment on serve ("" for agentbox mcp's); N is the
+	// episode's number in it, from 1.
+	Env     string
+	N       int
 	App     string
 	RunID   string
 	Trace   string // its trace directory
@@ -71,14 +74,25 @@ type Episodes interface {
 	// the deadline, the steps): the episode is closed in the background,
 	// its sandbox removed and its trace finalised.
 	Ended(ep Episode, end *session.End)
-	// Events is the log of the episodes' events (the app's output, windows
-	// and exit, the steps), numbered; nil before the first launch.
-	Events() *session.EventLog
+	// Events is where the episodes' events are (the app's output,
+	// windows and exit, the steps).
+	Events() Log
 	// Context is the context steps run under: not a request's, so a client
 	// that cancels a call or goes away does not end the episode mid-step.
 	Context() context.Context
 	// Close ends the running episode: the client has gone.
 	Close()
+}
+
+// Log is the log of a client's episodes' events, numbered.
+type Log struct {
+	// Log is nil before the first launch.
+	Log *session.EventLog
+	// Base is added to Log's numbers, so that the points a client is told
+	// only grow when a new log replaces an old one (a new environment on
+	// serve); Missed is the point (with its base) after the last output
+	// of the logs replaced: a client that read less has missed some.
+	Base, Missed int64
 }
 
 // ErrNotLaunched is Current's error before the first launch.
@@ -186,13 +200,16 @@ func (s *Server) client(ss *sdk.ServerSession, owner string) (*client, error) {
 	return c, nil
 }
 
-// sessionsOf counts an owner's sessions.
+// sessionsOf counts an owner's initialized sessions. (The SDK closes a
+// session that is not initialized by its first request, such as the
+// server/discover probe a newer client sends first; it may still be
+// listed here for a moment.)
 func (s *Server) sessionsOf(owner string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for _, c := range s.sessions {
-		if c.owner == owner {
+	for ss, c := range s.sessions {
+		if c.owner == owner && ss.InitializeParams() != nil {
 			n++
 		}
 	}

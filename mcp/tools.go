@@ -332,8 +332,7 @@ func (s *Server) episode(c *client, ss *sdk.ServerSession) (Episode, error) {
 	if !errors.Is(err, ErrNotLaunched) {
 		return ep, err
 	}
-	apps := c.eps.Apps()
-	if len(apps) != 1 {
+	if apps := c.eps.Apps(); len(apps) > 1 {
 		return ep, fmt.Errorf("no app is running: call launch with app, one of %s", strings.Join(apps, ", "))
 	}
 	return c.eps.Launch(Launch{Client: clientName(ss)})
@@ -487,6 +486,7 @@ const maxTask = 64 << 10
 
 // launchAnswer is the episode a launch started.
 type launchAnswer struct {
+	Env     string          `json:"environment,omitempty"`
 	Episode int             `json:"episode"`
 	App     string          `json:"app"`
 	RunID   string          `json:"run_id"`
@@ -512,7 +512,7 @@ func (s *Server) launch(ctx context.Context, c *client, t *tool, args json.RawMe
 	if err != nil {
 		return toolError("launch: %v", err)
 	}
-	a := launchAnswer{Episode: ep.N, App: ep.App, RunID: ep.RunID, Trace: ep.Trace, Screen: ep.Screen, Windows: []action.Window{}}
+	a := launchAnswer{Env: ep.Env, Episode: ep.N, App: ep.App, RunID: ep.RunID, Trace: ep.Trace, Screen: ep.Screen, Windows: []action.Window{}}
 	if _, st, err := ep.Session.Peek(ctx); err == nil && st.Windows != nil {
 		a.Windows = st.Windows
 	}
@@ -521,6 +521,7 @@ func (s *Server) launch(ctx context.Context, c *client, t *tool, args json.RawMe
 
 // stateAnswer is the desktop's state.
 type stateAnswer struct {
+	Env     string          `json:"environment,omitempty"`
 	Episode int             `json:"episode"`
 	App     string          `json:"app"`
 	RunID   string          `json:"run_id"`
@@ -544,7 +545,7 @@ func (s *Server) state(ctx context.Context, c *client, t *tool, args json.RawMes
 	if err != nil {
 		return endedError(c, ep, err)
 	}
-	a := stateAnswer{Episode: ep.N, App: ep.App, RunID: ep.RunID, Trace: ep.Trace, Screen: ep.Screen,
+	a := stateAnswer{Env: ep.Env, Episode: ep.N, App: ep.App, RunID: ep.RunID, Trace: ep.Trace, Screen: ep.Screen,
 		Cursor: st.Cursor, Windows: st.Windows, Running: st.Running}
 	if a.Windows == nil {
 		a.Windows = []action.Window{}
@@ -615,10 +616,18 @@ func (s *Server) readOutput(ctx context.Context, c *client, t *tool, args json.R
 		in.MaxBytes = defaultOutputBytes
 	}
 	out := outputAnswer{Next: in.After, Output: []outputChunk{}}
-	log := c.eps.Events()
+	events := c.eps.Events()
+	log, base := events.Log, events.Base
 	if log == nil {
 		return answer(out)
 	}
+	// The log's own numbers; what the client is told adds base.
+	after := in.After - base
+	if after < 0 {
+		out.Gap = in.After < events.Missed // the end of a replaced log was not read
+		after = 0
+	}
+	out.Next = after
 	now, cancel := context.WithCancel(ctx)
 	cancel() // reads that do not wait
 	rctx := now
@@ -676,6 +685,7 @@ func (s *Server) readOutput(ctx context.Context, c *client, t *tool, args json.R
 			rctx = now // something came: what follows is read without waiting
 		}
 	}
+	out.Next += base
 	return answer(out)
 }
 

@@ -41,6 +41,10 @@ type mcpEpisodes struct {
 
 	mu sync.Mutex
 	e  *env
+	// base numbers the events of e's log after those of the environments
+	// before it, so that read_output's points only grow; missed is the
+	// point after the last output of those.
+	base, missed int64
 }
 
 var _ mcp.Episodes = (*mcpEpisodes)(nil)
@@ -58,11 +62,45 @@ func (m *mcpEpisodes) Apps() []string { return m.s.info().Apps }
 func (m *mcpEpisodes) Context() context.Context { return m.s.base }
 
 // Events implements mcp.Episodes: the environment's events.
-func (m *mcpEpisodes) Events() *session.EventLog {
-	if e := m.env(); e != nil {
-		return e.log
+func (m *mcpEpisodes) Events() mcp.Log {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := mcp.Log{Base: m.base, Missed: m.missed}
+	if m.e != nil {
+		l.Log = m.e.log
 	}
-	return nil
+	return l
+}
+
+// replace forgets the environment, closing it (unless it is closed) with
+// end; m.mu is held.
+func (m *mcpEpisodes) replace(end session.End) {
+	m.s.closeEnv(m.e, end) // a closed one: at once
+	last, output := lastSeq(m.e.log)
+	if output > 0 {
+		m.missed = m.base + output
+	}
+	m.base += last
+	m.e = nil
+}
+
+// lastSeq is the number of a log's last event and of its last output or
+// exit (0 for none).
+func lastSeq(l *session.EventLog) (last, output int64) {
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	for {
+		evs, _, _ := l.Read(now, last, 1024)
+		if len(evs) == 0 {
+			return last, output
+		}
+		for _, ev := range evs {
+			if ev.Kind == session.EventOutput || ev.Kind == session.EventExit || ev.Kind == session.EventEpisode {
+				output = ev.Seq
+			}
+		}
+		last = evs[len(evs)-1].Seq
+	}
 }
 
 // Launch implements mcp.Episodes: the first launch creates the
@@ -76,12 +114,8 @@ func (m *mcpEpisodes) Launch(l mcp.Launch) (mcp.Episode, error) {
 		e.mu.Lock()
 		closed := e.closing || e.state == api.StateClosed
 		e.mu.Unlock()
-		switch {
-		case closed:
-			m.e = nil
-		case l.App != "" && l.App != e.appName:
-			s.closeEnv(e, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the MCP client launched another app"})
-			m.e = nil
+		if closed || l.App != "" && l.App != e.appName {
+			m.replace(session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the MCP client launched another app"})
 		}
 	}
 	if e := m.e; e != nil {
@@ -93,7 +127,11 @@ func (m *mcpEpisodes) Launch(l mcp.Launch) (mcp.Episode, error) {
 	name := l.App
 	if name == "" {
 		apps := m.Apps()
-		if len(apps) != 1 {
+		switch len(apps) {
+		case 0:
+			return mcp.Episode{}, errors.New("this server has no registered app (agentbox serve --app NAME=DIR)")
+		case 1:
+		default:
 			return mcp.Episode{}, fmt.Errorf("name the app: one of %s", strings.Join(apps, ", "))
 		}
 		name = apps[0]
@@ -134,7 +172,7 @@ func (m *mcpEpisodes) episode(e *env) (mcp.Episode, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return mcp.Episode{Session: sess, N: n, App: e.appName, RunID: e.runID, Trace: e.trace, Screen: e.cfg.Screen}, nil
+	return mcp.Episode{Session: sess, Env: e.id, N: n, App: e.appName, RunID: e.runID, Trace: e.trace, Screen: e.cfg.Screen}, nil
 }
 
 // Ended implements mcp.Episodes.

@@ -12,8 +12,11 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/trace"
+	"github.com/codegirl-games/agentbox/wire"
 )
 
 // bearer adds a token to every request.
@@ -263,24 +266,54 @@ func TestMCPLimits(t *testing.T) {
 
 // TestMCPLease: an MCP session's environment is leased like any other:
 // nothing for the lease and it is closed; the next call says so, and
-// launch starts a fresh one.
+// launch starts a fresh one. read_output reads on from where the client
+// was into the new environment's events, and says when output of the old
+// one went unread (a positive control: none unread, no gap).
 func TestMCPLease(t *testing.T) {
-	h := newHarness(t, nil, func(o *Options) { o.Lease = 300 * time.Millisecond })
-	cs, err := mcpConnect(t, h, testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mcpCall(t, cs, "screenshot", nil)
-	waitFor(t, func() bool { return len(h.envs("")) == 0 })
-	res := mcpCall(t, cs, "key", map[string]any{"keys": "a"})
-	if !res.IsError || !strings.Contains(resultText(res), "was closed (lease_expired") || !strings.Contains(resultText(res), "Call launch") {
-		t.Errorf("after the lease: %s", resultText(res))
-	}
-	if res := mcpCall(t, cs, "launch", nil); res.IsError {
-		t.Fatalf("launch: %s", resultText(res))
-	}
-	if res := mcpCall(t, cs, "key", map[string]any{"keys": "a"}); res.IsError {
-		t.Errorf("in the fresh environment: %s", resultText(res))
+	for _, unread := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unread output %v", unread), func(t *testing.T) {
+			guest := func() *guestenvtest.Guest {
+				return &guestenvtest.Guest{OnAct: func(w *guestenvtest.Writer) {
+					w.Event(wire.EventOutput, wire.OutputEvent{Stream: action.Stdout}, []byte("acted\n"))
+				}}
+			}
+			h := newHarness(t, guest, func(o *Options) { o.Lease = 300 * time.Millisecond })
+			cs, err := mcpConnect(t, h, testToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mcpCall(t, cs, "screenshot", nil)
+			var out struct {
+				Next   int64 `json:"next"`
+				Gap    bool  `json:"gap"`
+				Output []struct {
+					Started string `json:"started"`
+					Text    string `json:"text"`
+				} `json:"output"`
+			}
+			json.Unmarshal([]byte(resultText(mcpCall(t, cs, "read_output", nil))), &out)
+			next := out.Next
+			if next == 0 || len(out.Output) == 0 || out.Output[0].Started == "" {
+				t.Fatalf("read_output: %+v", out)
+			}
+			first := out.Output[0].Started
+			if unread {
+				mcpCall(t, cs, "key", map[string]any{"keys": "a"}) // the app prints "acted"
+			}
+			waitFor(t, func() bool { return len(h.envs("")) == 0 })
+			res := mcpCall(t, cs, "key", map[string]any{"keys": "a"})
+			if !res.IsError || !strings.Contains(resultText(res), "was closed (lease_expired") || !strings.Contains(resultText(res), "Call launch") {
+				t.Errorf("after the lease: %s", resultText(res))
+			}
+			if res := mcpCall(t, cs, "launch", nil); res.IsError {
+				t.Fatalf("launch: %s", resultText(res))
+			}
+			out.Output = nil
+			json.Unmarshal([]byte(resultText(mcpCall(t, cs, "read_output", map[string]any{"after": next}))), &out)
+			if out.Gap != unread || out.Next <= next || len(out.Output) != 1 || out.Output[0].Started == "" || out.Output[0].Started == first {
+				t.Errorf("reading on into the new environment from %d: %+v", next, out)
+			}
+		})
 	}
 }
 
