@@ -40,12 +40,12 @@ type Episode struct {
 	Session *session.Session
 	// Env names the environment on serve ("" for agentbox mcp's); N is the
 	// episode's number in it, from 1.
-	Env     string
-	N       int
-	App     string
-	RunID   string
-	Trace   string // its trace directory
-	Screen  action.Screen
+	Env    string
+	N      int
+	App    string
+	RunID  string
+	Trace  string // its trace directory
+	Screen action.Screen
 }
 
 // Launch is what a client asks of the launch tool.
