@@ -185,8 +185,40 @@ func mcpPlayMover(t *testing.T, cs *sdk.ClientSession) (first, second mcpEpisode
 	if _, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: "teleport", Arguments: map[string]any{}}); err == nil || !strings.Contains(err.Error(), `unknown tool "teleport"`) {
 		t.Errorf("an unknown tool: %v", err)
 	}
+	// Every other tool, as a client uses it (nothing here moves the
+	// square: the mover reads the arrow keys only).
+	var cursor struct {
+		OK     bool `json:"ok"`
+		Met    *bool
+		Cursor *struct{ X, Y int } `json:"cursor"`
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"wait", map[string]any{"until": "window", "title": "mov*", "ms": 10000}},
+		{"mouse_move", map[string]any{"x": 100, "y": 120}},
+		{"click", map[string]any{"x": 110, "y": 130, "button": "right"}},
+		{"double_click", map[string]any{"x": 120, "y": 140}},
+		{"scroll", map[string]any{"x": 130, "y": 150, "dy": 2}},
+		{"drag", map[string]any{"path": [][]int{{140, 160}, {200, 200}, {250, 210}}}},
+		{"mouse_down", map[string]any{"button": "left"}},
+		{"mouse_up", map[string]any{"button": "left"}},
+		{"type", map[string]any{"text": "héllo ✓"}},
+		{"key", map[string]any{"keys": "ctrl+shift+t"}},
+		{"cursor_position", nil},
+	} {
+		cursor.OK, cursor.Met, cursor.Cursor = false, nil, nil
+		mcpTool(t, cs, c.tool, c.args, &cursor)
+		if !cursor.OK || c.tool == "wait" && (cursor.Met == nil || !*cursor.Met) {
+			t.Errorf("%s: %+v", c.tool, cursor)
+		}
+	}
+	if cursor.Cursor == nil || cursor.Cursor.X != 250 || cursor.Cursor.Y != 210 {
+		t.Errorf("cursor_position after the drag: %+v", cursor.Cursor)
+	}
 	if x := mcpSquareX(t, cs); math.Abs(x-x1) > 2 {
-		t.Errorf("after the bad input the square is at %.1f, was %.1f", x, x1)
+		t.Errorf("after the bad input and the other tools the square is at %.1f, was %.1f", x, x1)
 	}
 
 	mcpTool(t, cs, "launch", nil, &second)
