@@ -300,11 +300,20 @@ func TestMCPStdio(t *testing.T) {
 				t.Errorf("view: %s", r)
 			}
 			if b.name == "docker" {
+				// Replay takes it like a run's. Whether the screens match
+				// depends on the machine's load (the square moves while
+				// Right is held, in real time), so a divergence (exit 1)
+				// is a replay that worked; a usage or infrastructure error
+				// is not.
 				replayed := filepath.Join(t.TempDir(), "replay")
-				if r := agentbox(t, "replay", first.Trace, "--out", replayed); r.code != 0 {
+				if r := agentbox(t, "replay", first.Trace, "--out", replayed); r.code != 0 && (r.code != 1 || !strings.Contains(r.stdout, "diverged at step")) {
 					t.Errorf("replay of the MCP episode: %s", r)
 				}
-				assertNoContainers(t, openTrace(t, replayed).Run.ID)
+				rt := openTrace(t, replayed)
+				if rt.Incomplete || len(rt.Steps) == 0 {
+					t.Errorf("the replay's trace: incomplete %v, %d steps", rt.Incomplete, len(rt.Steps))
+				}
+				assertNoContainers(t, rt.Run.ID)
 			}
 		})
 	}
