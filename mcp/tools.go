@@ -325,7 +325,7 @@ func decodeArgs(t *tool, args json.RawMessage, v any) error {
 
 // episode is the client's running episode; when none was launched yet
 // and there is one app, it launches it.
-func (s *Server) episode(c *client, ss *sdk.ServerSession) (Episode, error) {
+func (s *Server) episode(c *client) (Episode, error) {
 	c.launchMu.Lock()
 	defer c.launchMu.Unlock()
 	ep, err := c.eps.Current()
@@ -335,7 +335,7 @@ func (s *Server) episode(c *client, ss *sdk.ServerSession) (Episode, error) {
 	if apps := c.eps.Apps(); len(apps) > 1 {
 		return ep, fmt.Errorf("no app is running: call launch with app, one of %s", strings.Join(apps, ", "))
 	}
-	return c.eps.Launch(Launch{Client: clientName(ss)})
+	return c.eps.Launch(Launch{Client: clientName(c.ss)})
 }
 
 // clientName is the MCP client's name and version, as it introduced itself.
@@ -385,12 +385,12 @@ type stepAnswer struct {
 }
 
 // step performs an action tool's action as a step of the running episode.
-func (s *Server) step(c *client, ss *sdk.ServerSession, t *tool, args json.RawMessage) (Episode, *session.StepResult, *sdk.CallToolResult) {
+func (s *Server) step(c *client, t *tool, args json.RawMessage) (Episode, *session.StepResult, *sdk.CallToolResult) {
 	a, err := parseAction(t, args)
 	if err != nil {
 		return Episode{}, nil, toolError("%v", err)
 	}
-	ep, err := s.episode(c, ss)
+	ep, err := s.episode(c)
 	if err != nil {
 		return ep, nil, toolError("%v", err)
 	}
@@ -409,7 +409,7 @@ func (s *Server) step(c *client, ss *sdk.ServerSession, t *tool, args json.RawMe
 
 // act is the run of an action tool.
 func (s *Server) act(_ context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
-	ep, res, failed := s.step(c, sessionOf(c), t, args)
+	ep, res, failed := s.step(c, t, args)
 	if failed != nil {
 		return failed
 	}
@@ -445,7 +445,7 @@ type imageSize struct {
 // screenshot takes the screenshot step, then the observation it asked
 // for (a region, scaled), whose image is the answer.
 func (s *Server) screenshot(_ context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
-	ep, res, failed := s.step(c, sessionOf(c), t, args)
+	ep, res, failed := s.step(c, t, args)
 	if failed != nil {
 		return failed
 	}
@@ -507,7 +507,7 @@ func (s *Server) launch(ctx context.Context, c *client, t *tool, args json.RawMe
 		return toolError("launch: field \"task\": at most %d bytes of UTF-8, got %d bytes", maxTask, len(*in.Task))
 	}
 	c.launchMu.Lock()
-	ep, err := c.eps.Launch(Launch{App: in.App, Task: in.Task, Client: clientName(sessionOf(c))})
+	ep, err := c.eps.Launch(Launch{App: in.App, Task: in.Task, Client: clientName(c.ss)})
 	c.launchMu.Unlock()
 	if err != nil {
 		return toolError("launch: %v", err)
@@ -537,7 +537,7 @@ func (s *Server) state(ctx context.Context, c *client, t *tool, args json.RawMes
 	if err := decodeArgs(t, args, &struct{}{}); err != nil {
 		return toolError("%v", err)
 	}
-	ep, err := s.episode(c, sessionOf(c))
+	ep, err := s.episode(c)
 	if err != nil {
 		return toolError("%v", err)
 	}
@@ -715,8 +715,5 @@ func validPrefix(s string, n int) string {
 	}
 	return s[:n]
 }
-
-// sessionOf is the SDK session of a client.
-func sessionOf(c *client) *sdk.ServerSession { return c.ss }
 
 func msDuration(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
