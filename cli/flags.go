@@ -137,6 +137,10 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 	short := map[string]string{"verbose": "v"}
 	for name, uses := range sandboxFlagUses() {
 		u, ok := uses[cmd]
+		if cmd == "mcp" { // run's flags, with mcp's own uses where they differ (mcp.go)
+			run, runTakes := uses["run"]
+			u, ok = mcpFlagUse(name, run, runTakes)
+		}
 		if !ok {
 			continue
 		}

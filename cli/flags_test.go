@@ -11,9 +11,10 @@ import (
 // TestHelpGolden: the commands that share sandboxFlags show every flag
 // with the name, default and help they had before the sharing (the
 // golden files were written by the code before it; README's flag table
-// describes them).
+// describes them). mcp takes run's, with its own defaults where an
+// episode differs from a run.
 func TestHelpGolden(t *testing.T) {
-	for _, cmd := range []string{"run", "eval", "replay", "bench"} {
+	for _, cmd := range []string{"run", "eval", "replay", "bench", "mcp"} {
 		t.Run(cmd, func(t *testing.T) {
 			var so, se bytes.Buffer
 			if code := Main([]string{cmd, "--help"}, &so, &se); code != 0 {

@@ -136,6 +136,7 @@ the program prints. Every run is recorded in a versioned trace directory.`,
 		newExportCmd(),
 		newLsCmd(),
 		newServeCmd(),
+		newMCPCmd(),
 	)
 	return root
 }

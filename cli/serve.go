@@ -72,7 +72,9 @@ most --max-envs live environments; an environment nobody uses for --lease is
 closed. SIGINT or SIGTERM closes every environment (its episode ends as
 interrupted, its sandbox is removed, its trace finalised) and exits 0.
 
-The API is described at /v1/openapi.json (serve/openapi.json).`,
+The API is described at /v1/openapi.json (serve/openapi.json). MCP clients
+connect at /v1/mcp (streamable HTTP) with the same token: each MCP session
+drives an environment of its own with the tools of agentbox mcp.`,
 		Example: `  agentbox serve --app mover=examples/mover
   curl -H "Authorization: Bearer $(cat ~/.config/agentbox/serve.token)" http://127.0.0.1:8470/v1/server
   agentbox serve --listen 0.0.0.0:8470 --tls-cert cert.pem --tls-key key.pem --allow-host box.example.org`,

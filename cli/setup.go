@@ -164,21 +164,25 @@ func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.W
 	}
 }
 
+// bundleName is an app's name: an app directory (or its manifest) is
+// named by its directory; the executable itself, and a program of the
+// image, by their names.
+func bundleName(b *app.Bundle) string {
+	if b.Dir != "" && !b.InImage && !b.Executable {
+		return filepath.Base(b.Dir)
+	}
+	return filepath.Base(b.Manifest.Command)
+}
+
 func newRunID(b *app.Bundle) string {
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
-	// An app directory (or its manifest) is named by its directory; the
-	// executable itself, and a program of the image, by their names.
-	name := filepath.Base(b.Manifest.Command)
-	if b.Dir != "" && !b.InImage && !b.Executable {
-		name = filepath.Base(b.Dir)
-	}
-	name = strings.Map(func(r rune) rune {
+	name := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
 			return r
 		}
 		return '-'
-	}, name)
+	}, bundleName(b))
 	if len(name) > 24 {
 		name = name[:24]
 	}

@@ -40,6 +40,9 @@ type env struct {
 	settle    session.Settle
 	created   time.Time
 	log       *session.EventLog
+	// actor drives its episodes (trace.ActorRemote, or trace.ActorMCP for
+	// an MCP session's), named client when it said who it is.
+	actor, client string
 
 	mu       sync.Mutex
 	task     string
@@ -183,14 +186,12 @@ func (e *env) open(ctx context.Context) *api.Error {
 	e.srv.logf("environment %s: episode %d (%s): starting %s on %s", e.id, n, runID, e.appName, e.backend.Name())
 	s := e.srv
 	sess, err := session.Open(ctx, session.Config{
-		RunID:   runID,
-		Backend: e.backend,
-		Env:     e.cfg,
-		App:     e.bundle,
-		AgentInfo: trace.AgentInfo{Name: "remote", Options: map[string]string{
-			"environment": e.id, "episode": strconv.Itoa(n), "owner": e.owner,
-		}},
-		Actor:        trace.ActorRemote,
+		RunID:        runID,
+		Backend:      e.backend,
+		Env:          e.cfg,
+		App:          e.bundle,
+		AgentInfo:    e.agentInfo(n),
+		Actor:        e.actor,
 		Task:         task,
 		MaxSteps:     e.maxSteps,
 		Timeout:      e.timeout,
@@ -240,6 +241,15 @@ func (e *env) open(ctx context.Context) *api.Error {
 		return apiError(api.CodeShuttingDown, "environment %s was closed while it started: the server is shutting down", e.id)
 	}
 	return nil
+}
+
+// agentInfo is who drives episode n, as its trace records it.
+func (e *env) agentInfo(n int) trace.AgentInfo {
+	opts := map[string]string{"environment": e.id, "episode": strconv.Itoa(n), "owner": e.owner}
+	if e.client != "" {
+		opts["client"] = e.client
+	}
+	return trace.AgentInfo{Name: e.actor, Options: opts}
 }
 
 // listener turns the session's events into the environment's.

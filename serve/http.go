@@ -96,6 +96,9 @@ func (s *Server) routes() http.Handler {
 			rt.handle(w, r, r.Context().Value(ownerKey{}).(string))
 		})
 	}
+	// The MCP endpoint speaks MCP (JSON-RPC over streamable HTTP), not
+	// this API: openapi.json leaves it out (mcp.go).
+	mux.Handle(mcpPath, s.mcpHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError(api.CodeNotFound, "no route %s %s (the API is under /%s; see /%s/openapi.json)", r.Method, r.URL.Path, api.Version, api.Version))
 	})
@@ -332,27 +335,36 @@ func (s *Server) handleCreateEnv(w http.ResponseWriter, r *http.Request, owner s
 		writeError(w, aerr)
 		return
 	}
-	e, aerr := s.newEnv(owner, req)
+	e, aerr := s.createEnv(owner, req, trace.ActorRemote, "")
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	writeJSON(w, 201, e.describe())
+}
+
+// createEnv makes an environment for owner, driven by actor (named client
+// when known), and starts its first episode.
+func (s *Server) createEnv(owner string, req api.CreateRequest, actor, client string) (*env, *api.Error) {
+	e, aerr := s.newEnv(owner, req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	e.actor, e.client = actor, client
 	done, ok := s.track()
 	if !ok {
 		s.removeEnv(e)
-		writeError(w, apiError(api.CodeShuttingDown, "the server is shutting down"))
-		return
+		return nil, apiError(api.CodeShuttingDown, "the server is shutting down")
 	}
 	defer done()
 	// The client's going away does not stop the start: the environment
 	// then waits for it for its lease.
 	if aerr := e.open(s.base); aerr != nil {
 		s.removeEnv(e)
-		writeError(w, aerr)
-		return
+		return nil, aerr
 	}
 	s.logf("environment %s created for %s: %s on %s", e.id, owner, e.appName, e.backend.Name())
-	writeJSON(w, 201, e.describe())
+	return e, nil
 }
 
 // newEnv checks a create request against the server's bounds and

@@ -35,6 +35,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/mcp"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -79,6 +80,10 @@ type Options struct {
 	// AllowedHosts are host names (besides IP addresses and localhost)
 	// the Host header may carry.
 	AllowedHosts []string
+	// MCPSessionTimeout ends an MCP session of /v1/mcp that has had no
+	// request for this long, closing its environment (default one hour;
+	// the environment's own lease is Lease, renewed by every tool call).
+	MCPSessionTimeout time.Duration
 
 	// Log receives a line per environment created, closed or reaped, and
 	// the sessions' progress lines; nil discards.
@@ -148,6 +153,7 @@ type Server struct {
 	tokens map[[32]byte]string // SHA-256 of a token → its owner ID
 	api    http.Handler
 	http   *http.Server
+	mcp    *mcp.Server // the MCP endpoint's sessions
 
 	// base is the context of everything the server does for its
 	// environments (not of one request: a client that goes away does not
@@ -192,6 +198,7 @@ func New(o Options) (*Server, error) {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	s.base, s.cancel = context.WithCancelCause(context.Background())
+	s.mcp = s.newMCP(version.Version)
 	s.api = s.routes()
 	s.wg.Add(1)
 	go s.reap()
@@ -268,6 +275,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.Close(websocket.StatusGoingAway, "the server is shutting down")
 	}
+	// MCP sessions end (their streams with them); each closes its
+	// environment, as below.
+	mcpDone := make(chan struct{})
+	go func() {
+		defer close(mcpDone)
+		s.mcp.Close()
+	}()
+	defer func() { <-mcpDone }()
 	end := session.End{Outcome: trace.Interrupted, Reason: trace.ReasonSignal, Message: "the server shut down"}
 	var wg sync.WaitGroup
 	for _, e := range envs {

@@ -1,0 +1,179 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/mcp"
+	"github.com/codegirl-games/agentbox/session"
+)
+
+type mcpFlags struct {
+	sandboxFlags
+	task         string
+	readyTimeout time.Duration
+	logCap       string
+	settle       string
+}
+
+func newMCPCmd() *cobra.Command {
+	var f mcpFlags
+	cmd := &cobra.Command{
+		Use:   "mcp TARGET [flags] [-- APP ARGS...]",
+		Short: "Serve an app in a sandbox to an MCP client over stdio: screenshot, click, type, key, …",
+		Long: `Mcp is a Model Context Protocol server on stdio for an MCP client (a desktop
+assistant, an agent framework) that starts it: its tools look at TARGET's
+screen in a fresh sandbox and act on it as a person at that desktop would —
+screenshot, click, double_click, type, key, key_down, key_up, mouse_move,
+mouse_down, mouse_up, drag, scroll, wait, cursor_position, done — and launch
+it again (a new episode in a new sandbox), read its output and tell the
+desktop's state. TARGET and the flags are run's. The app starts at the first
+tool call that needs it.
+
+Every action is validated as an agent's is and recorded in the episode's
+trace (under --out, one directory per run ID) with the actor "mcp". When the
+client closes stdin the running episode ends (interrupted, closed), its
+sandbox is removed and its trace finalised; a signal does the same and exits
+130. Stdout carries the protocol only; messages go to stderr.`,
+		Example: `  agentbox mcp examples/mover
+  agentbox mcp ./my-game --backend local --screen 1280x720 --out ~/agentbox-runs
+  # an MCP client's configuration: {"command": "agentbox", "args": ["mcp", "/path/to/app"]}`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			appArgs, argsGiven, err := splitArgs("mcp", "TARGET", cmd, args)
+			if err != nil {
+				return err
+			}
+			return runMCP(cmd, f, args[0], appArgs, argsGiven)
+		},
+	}
+	fl := cmd.Flags()
+	f.register(fl, "mcp")
+	fl.StringVar(&f.task, "task", "", "what the episodes are for (recorded in their traces; launch may change it)")
+	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
+	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of an episode's stdout.log and stderr.log, and on the window events recorded")
+	fl.StringVar(&f.settle, "settle", "none", settleUsage)
+	return cmd
+}
+
+// mcpFlagUse is mcp's use of a sandbox flag: run's, where the meaning is
+// the same; its own where an episode differs from a run (--out is the
+// directory of every episode's trace; an assistant's session takes longer
+// than an agent's run); none for --freeze-while-thinking (an MCP client
+// thinks between calls, outside any loop of agentbox's).
+func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
+	switch name {
+	case "out":
+		return flagUse{"agentbox-runs", "directory of the episodes' traces, one per run ID"}, true
+	case "timeout":
+		return flagUse{time.Hour, "deadline of an episode (then its steps are refused; launch starts another)"}, true
+	case "max-steps":
+		return flagUse{10000, "steps per episode (then they are refused; launch starts another)"}, true
+	case "freeze-while-thinking":
+		return flagUse{}, false
+	}
+	return run, runTakes
+}
+
+// runMCP validates everything run validates before anything starts, then
+// serves the client on stdin and stdout until it closes stdin.
+func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, argsGiven bool) error {
+	stderr := cmd.ErrOrStderr()
+	envCfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	if f.readyTimeout < 0 {
+		return usageErrorf("--ready-timeout must not be negative, got %v", f.readyTimeout)
+	}
+	logCap, err := parseSize("--log-cap", f.logCap)
+	if err != nil {
+		return err
+	}
+	if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
+		return err
+	}
+	env, err := f.envVars()
+	if err != nil {
+		return err
+	}
+	settle, err := session.ParseSettle(f.settle)
+	if err != nil {
+		return usageErrorf("--settle: %v", err)
+	}
+	if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
+		return usageErrorf("--out %s is a file; give a directory (each episode's trace is a new directory in it)", f.out)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return usageErrorf("--out %s: %v", f.out, err)
+	}
+	bundle, err := loadApp(target, envCfg.Resources, env)
+	if err != nil {
+		return err
+	}
+	defer bundle.Close()
+	backend, note, err := resolveBackend(cmd.Context(), f.backend, f.image, f.ociRuntime)
+	if err != nil {
+		return err
+	}
+	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames); err != nil {
+		return err
+	}
+	if envCfg.Network, err = withRules(envCfg.Network, target+"'s manifest", bundle.Manifest.AllowNet); err != nil {
+		return err
+	}
+	if err := checkNetwork(backend, envCfg.Network); err != nil {
+		return err
+	}
+	if argsGiven {
+		bundle.Manifest.Args = appArgs
+	}
+
+	fmt.Fprint(stderr, note)
+	ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
+	defer stop()
+	local := mcp.NewLocal(mcp.LocalOptions{
+		Config: session.Config{
+			Backend:      backend,
+			Env:          envCfg,
+			App:          bundle,
+			Task:         f.task,
+			MaxSteps:     f.maxSteps,
+			Timeout:      f.timeout,
+			StartTimeout: f.startTimeout,
+			ReadyTimeout: f.readyTimeout,
+			Settle:       settle,
+			MaxRate:      f.maxRate,
+			Tree:         f.a11yTree,
+			Marks:        f.marks,
+			LogCap:       logCap,
+			Progress:     stderr,
+			Verbose:      f.verbose,
+		},
+		App: bundleName(bundle), Out: f.out, Context: ctx,
+		RunID: func() string { return newRunID(bundle) },
+	})
+	srv := mcp.New(mcp.Options{Open: func(string) mcp.Episodes { return local }, Version: version.Version})
+	fmt.Fprintf(stderr, "agentbox mcp: serving %s on %s over stdio; traces under %s\n", termsafe.Line(target), backend.Name(), termsafe.Line(absOr(f.out)))
+	err = srv.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
+	switch {
+	case errors.Is(context.Cause(ctx), session.ErrInterrupted):
+		fmt.Fprintf(stderr, "agentbox mcp: interrupted\n")
+		return silentExit(ExitInterrupted)
+	case err != nil:
+		return failErr(fmt.Errorf("mcp: %w", err))
+	}
+	fmt.Fprintf(stderr, "agentbox mcp: the client closed the connection\n")
+	return nil
+}
