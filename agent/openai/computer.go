@@ -32,8 +32,9 @@ type cuPoint struct {
 type mapping struct {
 	view     *action.View // the screenshot the model saw
 	limits   action.Limits
-	waitMS   int // a wait action waits this long
-	maxShift int // wheel clicks per axis at most
+	waitMS   int           // a wait action waits this long
+	maxShift int           // wheel clicks per axis at most
+	marks    []action.Mark // the screenshot's marks (click_mark's targets)
 }
 
 // buttons maps OpenAI's button names onto agentbox's.

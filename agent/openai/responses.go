@@ -47,10 +47,11 @@ type Responses struct {
 	queue  []action.Action // actions of the last call still to run
 }
 
-// pendingCall is a computer call answered by agentbox actions, waiting
-// for its output.
+// pendingCall is a computer call (or a click_mark function call)
+// answered by agentbox actions, waiting for its output.
 type pendingCall struct {
 	id     string
+	fn     string // the function's name; "" for a computer call
 	checks []safetyCheck
 }
 
@@ -131,8 +132,12 @@ type turn struct {
 	reason  string // incomplete_details.reason
 }
 
+// computerCall is a computer call, or a function call (fn set: the
+// click_mark tool, offered while the screenshot has marks) whose one
+// action is its arguments.
 type computerCall struct {
 	id      string
+	fn      string
 	actions []string // raw JSON of each action
 	checks  []safetyCheck
 }
@@ -152,7 +157,7 @@ func (r *Responses) Decide(ctx context.Context, obs *action.Observation) (agent.
 	if err != nil {
 		return agent.Decision{}, err
 	}
-	m := mapping{view: s.view, limits: action.DefaultLimits(obs.Screen.Width, obs.Screen.Height), waitMS: r.waitMS, maxShift: r.maxScroll}
+	m := mapping{view: s.view, limits: action.DefaultLimits(obs.Screen.Width, obs.Screen.Height), waitMS: r.waitMS, maxShift: r.maxScroll, marks: obs.Marks}
 	input := r.nextInput(obs, s, "")
 	var (
 		usage    llm.Usage
@@ -250,6 +255,14 @@ func interpret(t turn, m mapping) ([]action.Action, string, error) {
 	var out []action.Action
 	var raws []string
 	for _, c := range t.calls {
+		if c.fn != "" {
+			a, err := markCall(c, m.marks)
+			if err != nil {
+				return nil, clip(c.fn+" "+strings.Join(c.actions, " "), 300), err
+			}
+			out = append(out, a)
+			continue
+		}
 		if len(c.actions) == 0 {
 			return nil, "a computer call without an action", fmt.Errorf("computer call %s has no action", c.id)
 		}
@@ -265,10 +278,44 @@ func interpret(t turn, m mapping) ([]action.Action, string, error) {
 	return out, "", nil
 }
 
+// markCall maps a click_mark function call onto a click at the mark's
+// centre (screen pixels: the marks were found on the screen, not on the
+// scaled screenshot), recorded with the mark.
+func markCall(c computerCall, marks []action.Mark) (action.Action, error) {
+	if c.fn != llm.MarkTool || len(marks) == 0 {
+		return action.Action{}, fmt.Errorf("function call %s: unknown function %q: the tools are computer and, while the screenshot has marks, %s", c.id, c.fn, llm.MarkTool)
+	}
+	var in struct {
+		Mark *int `json:"mark"`
+	}
+	dec := json.NewDecoder(strings.NewReader(strings.Join(c.actions, "")))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || in.Mark == nil {
+		return action.Action{}, fmt.Errorf("%s takes {\"mark\": N}, got %s", llm.MarkTool, clip(strings.Join(c.actions, ""), 200))
+	}
+	a := action.Action{Kind: action.Click, Mark: *in.Mark}
+	if err := action.ResolveMark(&a, marks); err != nil {
+		return action.Action{}, err
+	}
+	return a, nil
+}
+
+// markTool is the click_mark function tool of the Responses API.
+func markTool() responses.ToolUnionParam {
+	t := responses.ToolParamOfFunction(llm.MarkTool, map[string]any{
+		"type":                 "object",
+		"properties":           map[string]any{"mark": map[string]any{"type": "integer", "description": "the mark's number"}},
+		"required":             []string{"mark"},
+		"additionalProperties": false,
+	}, true)
+	t.OfFunction.Description = param.NewOpt(llm.MarkToolDescription)
+	return t
+}
+
 func pending(calls []computerCall) []pendingCall {
 	var out []pendingCall
 	for _, c := range calls {
-		out = append(out, pendingCall{id: c.id, checks: c.checks})
+		out = append(out, pendingCall{id: c.id, fn: c.fn, checks: c.checks})
 	}
 	return out
 }
@@ -309,7 +356,21 @@ func (r *Responses) nextInput(obs *action.Observation, s shot, note string) resp
 		content := responses.ResponseInputMessageContentListParam{responses.ResponseInputContentParamOfInputText(text), img}
 		return append(in, responses.ResponseInputItemParamOfMessage(content, responses.EasyInputMessageRoleUser))
 	}
+	screenshotSent := false
 	for _, c := range r.calls {
+		if c.fn != "" {
+			// A function's output is text: the screenshot goes in the user
+			// message below unless a computer call's output carries it.
+			out := "Done; the new screenshot and what the app printed follow."
+			if note != "" {
+				out = "Not performed; the next message says why."
+			}
+			item := responses.ResponseInputItemParamOfFunctionCallOutput(out)
+			item.OfFunctionCallOutput.CallID = param.NewOpt(c.id)
+			in = append(in, item)
+			continue
+		}
+		screenshotSent = true
 		item := responses.ResponseInputItemParamOfComputerCallOutput(c.id, responses.ResponseComputerToolCallOutputScreenshotParam{
 			ImageURL: param.NewOpt(s.dataURL),
 		})
@@ -325,9 +386,10 @@ func (r *Responses) nextInput(obs *action.Observation, s shot, note string) resp
 		}
 		in = append(in, item)
 	}
-	if len(r.calls) == 0 {
-		// After a turn without a call (a refusal told back) the model needs
-		// the screen again.
+	if !screenshotSent {
+		// After a turn without a computer call (a refusal told back, or a
+		// click_mark) the model needs the screen again.
+		r.calls = nil
 		img := responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailHigh)
 		img.OfInputImage.ImageURL = param.NewOpt(s.dataURL)
 		content := responses.ResponseInputMessageContentListParam{responses.ResponseInputContentParamOfInputText(text), img}
@@ -348,6 +410,9 @@ func (r *Responses) create(ctx context.Context, obs *action.Observation, s shot,
 			int64(s.view.Frame.Height), int64(s.view.Frame.Width), responses.ComputerUsePreviewToolEnvironmentLinux)},
 		Truncation:      responses.ResponseNewParamsTruncationAuto,
 		MaxOutputTokens: param.NewOpt(int64(r.cfg.MaxTokens)),
+	}
+	if len(obs.Marks) > 0 {
+		p.Tools = append(p.Tools, markTool())
 	}
 	if r.prevID != "" {
 		p.PreviousResponseID = param.NewOpt(r.prevID)
@@ -387,6 +452,12 @@ func (r *Responses) create(ctx context.Context, obs *action.Observation, s shot,
 				return t, u, fmt.Errorf("POST responses: a computer call without call_id")
 			}
 			t.calls = append(t.calls, c)
+		case "function_call":
+			fc := item.AsFunctionCall()
+			if fc.CallID == "" {
+				return t, u, fmt.Errorf("POST responses: a function call without call_id")
+			}
+			t.calls = append(t.calls, computerCall{id: fc.CallID, fn: fc.Name, actions: []string{fc.Arguments}})
 		case "message":
 			for _, part := range item.Content {
 				switch part.Type {

@@ -451,3 +451,90 @@ func TestResponsesOptions(t *testing.T) {
 		t.Errorf("agent.New(openai): %v", err)
 	}
 }
+
+// TestResponsesMarks: while the screenshot has marks the Responses agent
+// offers the click_mark function beside the computer tool; a call to it
+// clicks the mark's centre in screen pixels (on a scaled screen, not
+// mapped again), an unknown mark is told back as malformed, and the next
+// request answers the function call with a function_call_output and
+// sends the screenshot in the user message. Without marks the function is
+// not offered and a call to it is malformed.
+func TestResponsesMarks(t *testing.T) {
+	setKey(t)
+	marks := []action.Mark{
+		{N: 1, ID: "1.2/9", Role: "push button", Name: "Cancel", Bounds: action.Rect{100, 100, 200, 140}},
+		{N: 2, ID: "1.2/10", Role: "push button", Name: "OK", Bounds: action.Rect{1500, 900, 1600, 940}},
+	}
+	answers := [][]any{
+		{openaitest.FunctionCall("f1", "click_mark", `{"mark": 9}`)},
+		{openaitest.Reasoning("OK is mark 2."), openaitest.FunctionCall("f2", "click_mark", `{"mark": 2}`)},
+		{openaitest.Message("Pressed OK.")},
+	}
+	conv := &openaitest.Responses{Key: testKey, Model: "computer-use-preview", Task: "Move", Width: 1280, Height: 720,
+		Turn: func(t openaitest.ResponsesTurn) []any { return answers[min(t.N, len(answers))-1] }}
+	srv := openaitest.New(t, conv.Handle)
+	ag := newResponses(t, srv, nil)
+	obs := newSim(1920, 1080).observe()
+	obs.Marks = marks
+	d, err := ag.Decide(t.Context(), obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Action.Kind != action.Click || d.Action.Mark != 2 || *d.Action.X != 1550 || *d.Action.Y != 920 {
+		t.Errorf("action %+v", d.Action)
+	}
+	if p := fmt.Sprint(d.Meta["malformed"]); !strings.Contains(p, "mark 9: the screenshot's marks are 1 to 2") {
+		t.Errorf("the unknown mark was not told back: %v", p)
+	}
+	d, err = ag.Decide(t.Context(), obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Action.Kind != action.Done || d.Message != "Pressed OK." {
+		t.Errorf("the last decision: %+v", d)
+	}
+	srv.Check(t)
+	if len(conv.Turns) != 3 {
+		t.Fatalf("%d requests, want 3", len(conv.Turns))
+	}
+	for i, turn := range conv.Turns {
+		if fmt.Sprint(turn.Functions) != "[click_mark]" {
+			t.Errorf("request %d offered the functions %v, want [click_mark]", i+1, turn.Functions)
+		}
+	}
+	if txt := conv.Turns[0].Text; !strings.Contains(txt, `<untrusted source="accessibility marks">`) || !strings.Contains(txt, `[2] push button "OK"`) {
+		t.Errorf("the marks are not told: %q", txt)
+	}
+	if out := conv.Turns[1].FunctionOutputs["f1"]; !strings.Contains(out, "Not performed") || !strings.Contains(conv.Turns[1].Text, "mark 9") {
+		t.Errorf("the malformed call's output %q, the message %q", out, conv.Turns[1].Text)
+	}
+	if out := conv.Turns[2].FunctionOutputs["f2"]; !strings.HasPrefix(out, "Done") {
+		t.Errorf("the click's output %q", out)
+	}
+
+	t.Run("no marks", func(t *testing.T) {
+		conv := &openaitest.Responses{Key: testKey, Model: "computer-use-preview", Task: "Move", Width: 640, Height: 480,
+			Turn: func(t openaitest.ResponsesTurn) []any {
+				if t.N == 1 {
+					return []any{openaitest.FunctionCall("f1", "click_mark", `{"mark": 1}`)}
+				}
+				return []any{openaitest.Message("done")}
+			}}
+		srv := openaitest.New(t, conv.Handle)
+		ag := newResponses(t, srv, nil)
+		d, err := ag.Decide(t.Context(), newSim(640, 480).observe())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Check(t)
+		if d.Action.Kind != action.Done {
+			t.Errorf("action %+v", d.Action)
+		}
+		if p := fmt.Sprint(d.Meta["malformed"]); !strings.Contains(p, `unknown function "click_mark"`) {
+			t.Errorf("the call was not told back as malformed: %v", p)
+		}
+		if len(conv.Turns[0].Functions) != 0 {
+			t.Errorf("functions offered without marks: %v", conv.Turns[0].Functions)
+		}
+	})
+}

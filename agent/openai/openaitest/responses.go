@@ -46,6 +46,13 @@ func ComputerCall(callID string, act map[string]any, checks ...map[string]any) m
 		"action": act, "pending_safety_checks": pc, "status": "completed"}
 }
 
+// FunctionCall is a function_call output item; args is the arguments'
+// JSON text.
+func FunctionCall(callID, name, args string) map[string]any {
+	return map[string]any{"type": "function_call", "id": "fc_" + callID, "call_id": callID,
+		"name": name, "arguments": args, "status": "completed"}
+}
+
 // Message is an assistant message output item.
 func Message(text string) map[string]any {
 	return map[string]any{"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
@@ -71,6 +78,12 @@ type ResponsesTurn struct {
 	Text     string      // the user message's text
 	Previous string      // previous_response_id
 	Acked    []string    // ids of acknowledged safety checks
+	// Functions are the names of the function tools offered besides the
+	// computer tool (click_mark while the screenshot has marks).
+	Functions []string
+	// FunctionOutputs are the outputs sent for the last answer's function
+	// calls, by call id.
+	FunctionOutputs map[string]string
 }
 
 // Responses is a scripted Responses API conversation. Every request is
@@ -122,9 +135,16 @@ func (x *Responses) Handle(s *Server, r *Request) Reply {
 		s.Errorf("request %d: truncation %q, want auto", r.N, v)
 	}
 	tools := List(body, "tools")
-	if len(tools) != 1 || Str(tools, 0, "type") != "computer_use_preview" || Int(tools, 0, "display_width") != x.Width ||
+	if len(tools) < 1 || Str(tools, 0, "type") != "computer_use_preview" || Int(tools, 0, "display_width") != x.Width ||
 		Int(tools, 0, "display_height") != x.Height || Str(tools, 0, "environment") != "linux" {
 		s.Errorf("request %d: tools = %s, want one computer_use_preview %dx%d linux", r.N, mustJSON(tools), x.Width, x.Height)
+	}
+	for i := 1; i < len(tools); i++ {
+		name := Str(tools, i, "name")
+		if Str(tools, i, "type") != "function" || name == "" || Str(tools, i, "parameters", "type") != "object" || Str(tools, i, "description") == "" {
+			s.Errorf("request %d: tools[%d] = %s, want a described function with object parameters", r.N, i, mustJSON(tools[i]))
+		}
+		t.Functions = append(t.Functions, name)
 	}
 	if !strings.Contains(Str(body, "instructions"), x.Task) {
 		s.Errorf("request %d: instructions lack the task %q", r.N, x.Task)
@@ -142,6 +162,8 @@ func (x *Responses) Handle(s *Server, r *Request) Reply {
 			checks, ok := x.lastCalls[id]
 			if !ok {
 				s.Errorf("request %d: input[%d]: output for unknown call %q", r.N, i, id)
+			} else if checks != nil && len(checks) == 0 {
+				s.Errorf("request %d: input[%d]: a computer_call_output for function call %q", r.N, i, id)
 			}
 			seen[id] = true
 			if Str(it, "output", "type") != "computer_screenshot" {
@@ -160,6 +182,16 @@ func (x *Responses) Handle(s *Server, r *Request) Reply {
 			if fmt.Sprint(acked) != fmt.Sprint(want) {
 				s.Errorf("request %d: acknowledged_safety_checks %v, want %v", r.N, acked, want)
 			}
+		case typ == "function_call_output":
+			id := Str(it, "call_id")
+			if checks, ok := x.lastCalls[id]; !ok || checks == nil {
+				s.Errorf("request %d: input[%d]: function output for %q, which is not a function call of the last answer", r.N, i, id)
+			}
+			seen[id] = true
+			if t.FunctionOutputs == nil {
+				t.FunctionOutputs = map[string]string{}
+			}
+			t.FunctionOutputs[id] = Str(it, "output")
 		case typ == "message" || (typ == "" && Str(it, "role") != ""):
 			if Str(it, "role") != "user" {
 				s.Errorf("request %d: input[%d] role %q", r.N, i, Str(it, "role"))
@@ -201,6 +233,10 @@ func (x *Responses) Handle(s *Server, r *Request) Reply {
 	x.lastCalls = map[string][]string{}
 	for _, o := range out {
 		m, _ := o.(map[string]any)
+		if Str(m, "type") == "function_call" {
+			x.lastCalls[Str(m, "call_id")] = []string{} // not nil: a function call
+			continue
+		}
 		if Str(m, "type") != "computer_call" {
 			continue
 		}
