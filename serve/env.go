@@ -182,7 +182,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 	e.log.Add(session.Event{Kind: session.EventEpisode, Episode: n, RunID: runID, Trace: dir})
 	e.srv.logf("environment %s: episode %d (%s): starting %s on %s", e.id, n, runID, e.appName, e.backend.Name())
 	s := e.srv
-	sess, err := session.Open(ctx, session.Config{
+	cfg := session.Config{
 		RunID:   runID,
 		Backend: e.backend,
 		Env:     e.cfg,
@@ -201,7 +201,11 @@ func (e *env) open(ctx context.Context) *api.Error {
 		LogCap:       s.o.LogCap,
 		Progress:     prefixWriter{s, "environment " + e.id + ": "},
 		Listener:     e.listener(n),
-	})
+	}
+	if s.pool != nil {
+		s.pool.Take(&cfg) // a warm sandbox when its key has one; else Open creates one cold
+	}
+	sess, err := session.Open(ctx, cfg)
 	var se *session.StartError
 	switch {
 	case errors.As(err, &se):

@@ -35,6 +35,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -79,6 +80,13 @@ type Options struct {
 	// AllowedHosts are host names (besides IP addresses and localhost)
 	// the Host header may carry.
 	AllowedHosts []string
+
+	// Pool, when positive, keeps that many sandboxes warm per key
+	// (backend, image, screen, limits, …): an episode then only stages
+	// and launches its app. The registered apps' default keys are warmed
+	// from the start; other keys once a client asks for them. PoolMax
+	// bounds the pooled sandboxes over all keys (default 4×Pool).
+	Pool, PoolMax int
 
 	// Log receives a line per environment created, closed or reaped, and
 	// the sessions' progress lines; nil discards.
@@ -165,6 +173,7 @@ type Server struct {
 	conns    map[*websocket.Conn]struct{}
 	uploadMk bool // UploadDir was made by the server
 	reaper   chan struct{}
+	pool     *pool.Pool     // nil without Options.Pool
 	wg       sync.WaitGroup // episodes closing in the background, the reaper
 }
 
@@ -193,6 +202,15 @@ func New(o Options) (*Server, error) {
 	}
 	s.base, s.cancel = context.WithCancelCause(context.Background())
 	s.api = s.routes()
+	if o.Pool > 0 {
+		if err := s.startPool(); err != nil {
+			s.cancel(nil)
+			if s.uploadMk {
+				os.RemoveAll(s.o.UploadDir)
+			}
+			return nil, err
+		}
+	}
 	s.wg.Add(1)
 	go s.reap()
 	return s, nil
@@ -265,6 +283,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	close(s.reaper)
 	s.cancel(session.ErrInterrupted)
+	poolClosed := s.closePool()
 	for _, c := range conns {
 		c.Close(websocket.StatusGoingAway, "the server is shutting down")
 	}
@@ -278,9 +297,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	var err error
+	err := poolClosed(ctx)
 	if hs != nil {
-		err = hs.Shutdown(ctx)
+		err = errors.Join(err, hs.Shutdown(ctx))
 	}
 	s.wg.Wait()
 	s.mu.Lock()
@@ -339,7 +358,7 @@ func (s *Server) info() api.Server {
 		MaxEnvironments: s.o.MaxEnvironments, LeaseMS: s.o.Lease.Milliseconds(), MaxScreen: s.o.MaxScreen,
 		Limits:         api.Limits{CPUs: r.CPUs, MemoryMB: r.MemoryMB, PIDs: r.PIDs, TmpfsMB: r.TmpfsMB},
 		MaxUploadBytes: s.o.UploadLimits.MaxBytes, MaxUploadFiles: s.o.UploadLimits.MaxFiles,
-		MaxSteps: s.o.MaxSteps, MaxTimeoutMS: s.o.Timeout.Milliseconds(),
+		MaxSteps: s.o.MaxSteps, MaxTimeoutMS: s.o.Timeout.Milliseconds(), Pool: s.poolInfo(),
 	}
 }
 
