@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -47,8 +48,8 @@ type Options struct {
 	MaxKeys int
 	// Parallel bounds the sandboxes created at once (default 2).
 	Parallel int
-	// RunID names the pool's sandboxes (their backend's label); default
-	// "pool".
+	// RunID names the pool's sandboxes: each gets RunID-N (their
+	// backend's name and label); default "pool".
 	RunID string
 	// CreateTimeout bounds creating one sandbox (default 60s).
 	CreateTimeout time.Duration
@@ -58,6 +59,12 @@ type Options struct {
 	// a sandbox that ends is noticed at once where its environment says
 	// so (environment.Liveness's Done).
 	CheckEvery time.Duration
+	// RefillDelay holds back refilling a key for this long after a take
+	// while the key still has an idle sandbox (default 500ms), so that
+	// creating the replacement does not compete for the CPU with the
+	// episode that just took one (its staging and launch); a key with
+	// none left is refilled at once.
+	RefillDelay time.Duration
 	// KeyIdle drops a key (and closes its idle sandboxes) nobody asked
 	// for in this long (default 10m); keys given to Warm stay.
 	KeyIdle time.Duration
@@ -74,6 +81,7 @@ const (
 	DefaultCloseTimeout  = 30 * time.Second
 	DefaultCheckEvery    = 10 * time.Second
 	DefaultKeyIdle       = 10 * time.Minute
+	DefaultRefillDelay   = 500 * time.Millisecond
 	// MaxSize is the largest Size and Max accepted.
 	MaxSize = 4096
 )
@@ -108,6 +116,9 @@ func (o *Options) defaults() error {
 	}
 	if o.KeyIdle <= 0 {
 		o.KeyIdle = DefaultKeyIdle
+	}
+	if o.RefillDelay == 0 {
+		o.RefillDelay = DefaultRefillDelay
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
@@ -174,6 +185,8 @@ type Pool struct {
 	wake   chan struct{}
 	done   chan struct{} // the filler has returned
 
+	seq atomic.Int64 // numbers the sandboxes' run IDs
+
 	mu       sync.Mutex
 	closed   bool
 	keys     map[Key]*keyState
@@ -194,6 +207,7 @@ type keyState struct {
 	creating int
 	pinned   bool
 	wanted   time.Time // the last Take or Warm
+	taken    time.Time // the last Take that got a sandbox
 
 	warm, cold, replaced, failed int64
 	failStreak                   int
@@ -288,6 +302,7 @@ func (p *Pool) Take(cfg *session.Config) bool {
 		}
 		ks.warm++
 		p.warm++
+		ks.taken = time.Now()
 		cfg.Prepared = &session.Prepared{Env: m.env, Events: m.relay, Created: m.created}
 		return true
 	}
@@ -412,8 +427,12 @@ func (p *Pool) startCreates() {
 			if lack <= 0 {
 				continue
 			}
-			if now.Before(ks.retryAt) {
-				if d := ks.retryAt.Sub(now); retry == 0 || d < retry {
+			wait := ks.retryAt
+			if len(ks.idle) > 0 && ks.taken.Add(p.o.RefillDelay).After(wait) {
+				wait = ks.taken.Add(p.o.RefillDelay)
+			}
+			if now.Before(wait) {
+				if d := wait.Sub(now); retry == 0 || d < retry {
 					retry = d
 				}
 				continue
@@ -452,6 +471,7 @@ func (p *Pool) create(ks *keyState) {
 	relay := session.NewRelay()
 	cfg := ks.cfg
 	cfg.Events = relay
+	cfg.RunID = fmt.Sprintf("%s-%d", p.o.RunID, p.seq.Add(1)) // backends name sandboxes by it
 	ctx, cancel := context.WithTimeout(p.ctx, p.o.CreateTimeout)
 	t := time.Now()
 	env, err := ks.backend.Create(ctx, cfg)
@@ -637,6 +657,21 @@ func (p *Pool) Stats() Stats {
 			Warm: ks.warm, Cold: ks.cold, Replaced: ks.replaced, Failed: ks.failed, LastError: ks.lastErr})
 	}
 	return st
+}
+
+// Idle describes the idle sandboxes, every key's.
+func (p *Pool) Idle() []environment.Info {
+	p.mu.Lock()
+	var ms []*member
+	for _, ks := range p.sortedKeysLocked() {
+		ms = append(ms, ks.idle...)
+	}
+	p.mu.Unlock()
+	out := make([]environment.Info, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.env.Info())
+	}
+	return out
 }
 
 // Wait waits until every key has Size idle sandboxes (or the pool holds

@@ -219,8 +219,13 @@ func TestFillTakeRefill(t *testing.T) {
 	if st.Warm != 6 || st.Warm+st.Cold != int64(takes) {
 		t.Errorf("warm %d + cold %d, want 6 warm of %d takes", st.Warm, st.Cold, takes)
 	}
-	if len(b.runIDs) != 1 || !b.runIDs["pool-test"] {
-		t.Errorf("run IDs of the pooled sandboxes: %v, want only pool-test", b.runIDs)
+	for id := range b.runIDs {
+		if !strings.HasPrefix(id, "pool-test-") {
+			t.Errorf("run ID of a pooled sandbox: %q, want pool-test-N", id)
+		}
+	}
+	if len(b.runIDs) != b.creates {
+		t.Errorf("%d run IDs for %d sandboxes: each needs its own (backends name sandboxes by it)", len(b.runIDs), b.creates)
 	}
 }
 

@@ -521,6 +521,7 @@ func (s *Server) closeEnv(e *env, end session.End) api.Environment {
 	e.closing = true
 	e.mu.Unlock()
 	e.finish(s.base, end)
+	e.waitBehind()
 	e.mu.Lock()
 	e.state = api.StateClosed
 	e.mu.Unlock()
@@ -770,7 +771,7 @@ func (s *Server) reset(e *env, task *string, image, known string) (*api.ResetRes
 	}
 	defer done()
 	if sess != nil {
-		sess.Close(s.base, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the client reset the environment"})
+		e.closeBehind(sess, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the client reset the environment"})
 	}
 	if aerr := e.open(s.base); aerr != nil {
 		return nil, aerr

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
@@ -74,4 +75,21 @@ func (s *Server) poolInfo() *api.Pool {
 	st := s.pool.Stats()
 	return &api.Pool{Size: st.Size, Max: st.Max, Keys: len(st.Keys), Idle: st.Idle, Creating: st.Creating,
 		Warm: st.Warm, Cold: st.Cold, Replaced: st.Replaced, Failed: st.Failed}
+}
+
+// WaitPool waits until the warm pool is full (every key at its size, or
+// the pool at its most), or ctx ends. For benchmarks and tests.
+func (s *Server) WaitPool(ctx context.Context) error {
+	if s.pool == nil {
+		return nil
+	}
+	return s.pool.Wait(ctx)
+}
+
+// PoolIdle describes the idle pooled sandboxes (nil without a pool).
+func (s *Server) PoolIdle() []environment.Info {
+	if s.pool == nil {
+		return nil
+	}
+	return s.pool.Idle()
 }
