@@ -15,8 +15,9 @@ import (
 // of every registered app: the default backend, image, screen and limits,
 // with what the app's manifest adds (its accessibility bus).
 func (s *Server) startPool() error {
+	runID := "serve-pool-" + randomID(3)
 	p, err := pool.New(pool.Options{
-		Size: s.o.Pool, Max: s.o.PoolMax, RunID: "serve-pool-" + randomID(3),
+		Size: s.o.Pool, Max: s.o.PoolMax, RunID: runID,
 		Log: func(format string, args ...any) { s.logf(format, args...) },
 	})
 	if err != nil {
@@ -34,6 +35,8 @@ func (s *Server) startPool() error {
 		}
 	}
 	s.pool = p
+	st := p.Stats()
+	s.logf("warm pool: %d sandboxes per key, at most %d over all keys; their run IDs are %s-N", st.Size, st.Max, runID)
 	return nil
 }
 
