@@ -159,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.PoolResets > 0 {
 		logf("reset → first observation from serve's warm pool and cold, in turn: %d samples each …", o.PoolResets)
-		if err := poolReset(ctx, o, bundle, rep.Pool); err != nil {
+		if err := poolReset(ctx, o, rep.Pool); err != nil {
 			return nil, fmt.Errorf("the warm pool's reset: %w", err)
 		}
 	}
@@ -173,7 +173,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if o.PoolCapacity > 0 {
 		logf("filling a warm pool of %d idle environments in one server …", o.PoolCapacity)
-		c, err := poolCapacity(ctx, o, bundle, o.PoolCapacity)
+		c, err := poolCapacity(ctx, o, o.PoolCapacity)
 		if err != nil {
 			return nil, fmt.Errorf("the warm pool's capacity: %w", err)
 		}

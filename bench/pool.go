@@ -59,6 +59,8 @@ type Capacity struct {
 	// SandboxRSSMiB is the resident anonymous memory in each (the cgroup's
 	// rss / anon; local: the same as SandboxMiB).
 	SandboxRSSMiB Stats
+	// Measured says how SandboxMiB was read.
+	Measured string
 	// ServerRSSMiB is the server's resident memory holding them all
 	// (this process, before and after the fill).
 	ServerRSSBeforeMiB, ServerRSSMiB float64
@@ -90,8 +92,12 @@ type poolServer struct {
 	c   *client.Client
 }
 
-func startServer(ctx context.Context, o Options, b *app.Bundle, dir string, size, max int) (*poolServer, func(), error) {
+func startServer(ctx context.Context, o Options, dir string, size, max int) (*poolServer, func(), error) {
 	token := "bench-" + randomHex(16)
+	b, err := app.Load(o.App, app.DefaultLimits) // the server closes it
+	if err != nil {
+		return nil, nil, err
+	}
 	srv, err := serve.New(serve.Options{
 		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": b}, Tokens: []string{token},
 		Env: environment.Config{Image: o.Image, Screen: action.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
@@ -99,6 +105,7 @@ func startServer(ctx context.Context, o Options, b *app.Bundle, dir string, size
 		StartTimeout: 3 * time.Minute,
 	})
 	if err != nil {
+		b.Close()
 		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -122,18 +129,18 @@ func startServer(ctx context.Context, o Options, b *app.Bundle, dir string, size
 
 // poolReset measures reset → first observation from a warm pool and
 // from a cold create, in turn.
-func poolReset(ctx context.Context, o Options, b *app.Bundle, ps *PoolStats) error {
+func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	dir, err := os.MkdirTemp("", "agentbox-bench-pool-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	warm, stopWarm, err := startServer(ctx, o, b, filepath.Join(dir, "warm"), 2, 0)
+	warm, stopWarm, err := startServer(ctx, o, filepath.Join(dir, "warm"), 2, 0)
 	if err != nil {
 		return err
 	}
 	defer stopWarm()
-	cold, stopCold, err := startServer(ctx, o, b, filepath.Join(dir, "cold"), 0, 0)
+	cold, stopCold, err := startServer(ctx, o, filepath.Join(dir, "cold"), 0, 0)
 	if err != nil {
 		return err
 	}
@@ -208,7 +215,7 @@ func poolReset(ctx context.Context, o Options, b *app.Bundle, ps *PoolStats) err
 
 // poolCapacity fills a pool of n idle environments in one in-process
 // server and measures what each takes.
-func poolCapacity(ctx context.Context, o Options, b *app.Bundle, n int) (*Capacity, error) {
+func poolCapacity(ctx context.Context, o Options, n int) (*Capacity, error) {
 	dir, err := os.MkdirTemp("", "agentbox-bench-capacity-")
 	if err != nil {
 		return nil, err
@@ -220,7 +227,7 @@ func poolCapacity(ctx context.Context, o Options, b *app.Bundle, n int) (*Capaci
 	availBefore := mem["MemAvailable"]
 	runtime.GC()
 	c.ServerRSSBeforeMiB = selfRSS()
-	s, stop, err := startServer(ctx, o, b, dir, n, n)
+	s, stop, err := startServer(ctx, o, dir, n, n)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +271,11 @@ func poolCapacity(ctx context.Context, o Options, b *app.Bundle, n int) (*Capaci
 	infos := s.srv.PoolIdle()
 	c.Filled = len(infos)
 	var usageMiB, rssMiB []float64
+	c.Measured = "the memory its cgroup counts"
 	for _, info := range infos {
+		if strings.HasPrefix(info.ID, "bwrap-") {
+			c.Measured = "the proportional set size of its processes"
+		}
 		u, r, ok := sandboxMemory(info)
 		if !ok {
 			continue
@@ -487,8 +498,8 @@ func (p *PoolStats) print(w io.Writer) {
 			fmt.Fprintf(w, " — %s", c.Limit)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "  per sandbox: %.1f MiB p50 (%.1f MiB p95) as its cgroup counts it, %.1f MiB of it resident anonymous memory\n",
-			c.SandboxMiB.P50, c.SandboxMiB.P95, c.SandboxRSSMiB.P50)
+		fmt.Fprintf(w, "  per sandbox, %s: %.1f MiB p50 (%.1f MiB p95), %.1f MiB of it resident anonymous memory\n",
+			c.Measured, c.SandboxMiB.P50, c.SandboxMiB.P95, c.SandboxRSSMiB.P50)
 		fmt.Fprintf(w, "  the server: %.0f MiB resident holding them (%.0f MiB before): %.2f MiB per environment\n",
 			c.ServerRSSMiB, c.ServerRSSBeforeMiB, (c.ServerRSSMiB-c.ServerRSSBeforeMiB)/float64(max(c.Filled, 1)))
 		fmt.Fprintf(w, "  the machine: %.1f MiB less available per environment (everything at once; noisy on a shared machine)\n", c.MachineMiBPerEnv)
