@@ -275,10 +275,10 @@ func (e *env) finish(ctx context.Context, end session.End) {
 	e.mu.Unlock()
 }
 
-// closeBehind closes the episode a reset ends while the next one starts:
-// its sandbox is removed and its trace finalised in the background (the
-// shutdown and a close of the environment wait for it), so a reset costs
-// the next episode's start only. Its last events (its end) may reach the
+// closeBehind closes the episode a reset ended, once the next one has
+// started: its sandbox is removed and its trace finalised in the
+// background (the shutdown and a close of the environment wait for it),
+// so a reset costs the next episode's start only. Its last events (its end) may reach the
 // event stream after the next episode's first, marked with its episode.
 // One episode at most is closed behind: a reset waits for the previous
 // one's.
