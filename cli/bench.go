@@ -108,8 +108,8 @@ It reports figures; it passes or fails nothing.`,
 	fl.IntVar(&o.SeedSteps, "seed-steps", 20, "seed-style steps to measure (0 skips)")
 	fl.IntVar(&o.RemoteSamples, "remote-samples", 300, "steps measured in-process, over agentbox serve's WebSocket and over its HTTP (0 skips)")
 	fl.IntVar(&o.PoolResets, "pool-resets", 30, "resets measured from agentbox serve's warm pool and cold, in turn (0 skips)")
-	fl.IntVar(&o.PoolEvalEpisodes, "pool-eval", 12, "mover play-test episodes run with agentbox eval and with eval --pool, to compare episodes per minute (0 skips)")
-	fl.IntVar(&o.PoolEvalParallel, "pool-eval-parallel", 2, "--parallel (and --pool) of those evals")
+	fl.IntVar(&o.PoolEvalEpisodes, "pool-eval", 12, "mover play-test episodes run with agentbox eval --parallel 2 and with --pool 2 besides, to compare episodes per minute (0 skips)")
+	o.PoolEvalParallel = 2
 	fl.IntVar(&o.PoolCapacity, "pool-capacity", 0, "fill a warm pool of this many idle environments in one server and measure the memory each takes (0 skips)")
 	fl.StringVar(&screens, "screens", "640x480,1920x1080", "screen sizes for the step latency")
 	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")

@@ -52,6 +52,9 @@ the backend can give on this machine (exit 2).
 
 --screen is the screen of the tasks that name none (neither the task nor
 its script); --env is added to every task's app (over the task's env).
+--pool N keeps N sandboxes per task warm (display and window manager up,
+no app), so that an episode only starts its app; each serves one episode,
+and the pool is removed when the eval ends.
 agentbox view EVALDIR writes one page for the whole eval.`,
 		Example: `  agentbox eval examples/suite.yaml --parallel 4 --out /tmp/eval
   agentbox view /tmp/eval          # one page: every task and episode, linked to its run's report`,

@@ -74,6 +74,10 @@ most --max-envs live environments; an environment nobody uses for --lease is
 closed. SIGINT or SIGTERM closes every environment (its episode ends as
 interrupted, its sandbox is removed, its trace finalised) and exits 0.
 
+--pool N keeps N sandboxes warm (display and window manager up, no app) for
+each backend, image, screen and limits asked for, so that creating or
+resetting an environment only starts its app; each serves one episode.
+
 The API is described at /v1/openapi.json (serve/openapi.json).`,
 		Example: `  agentbox serve --app mover=examples/mover
   curl -H "Authorization: Bearer $(cat ~/.config/agentbox/serve.token)" http://127.0.0.1:8470/v1/server
