@@ -62,11 +62,11 @@ func remoteStep(ctx context.Context, o Options, b *app.Bundle) (*RemoteStats, er
 
 	// The server, in this process, on loopback, with a bundle of its own:
 	// it closes its apps when it shuts down, and Run's goes on to the
-	// figures after this one.
+	// figures after this one. It is loaded from where b was.
 	token := "bench-" + randomHex(16)
-	sb, err := app.Load(o.App, app.DefaultLimits)
+	sb, err := app.Load(b.Target, app.DefaultLimits)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("loading the server's copy of %s: %w", b.Target, err)
 	}
 	srv, err := serve.New(serve.Options{
 		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": sb}, Tokens: []string{token},
