@@ -34,8 +34,19 @@ type Options struct {
 	// RemoteSamples is the number of steps measured in-process, over
 	// serve's WebSocket and over its HTTP, side by side (0 skips).
 	RemoteSamples int
-	Screens       []action.Screen
-	Progress      io.Writer
+	// PoolResets is the number of resets measured from serve's warm pool
+	// and cold, in turn (0 skips the pool's figures); PoolCapacity, when
+	// positive, fills a pool of that many idle environments in one server
+	// and measures their memory; PoolEvalEpisodes, when positive, runs
+	// that many mover play-tests with eval and with eval --pool, at
+	// PoolEvalParallel.
+	PoolResets, PoolCapacity           int
+	PoolEvalEpisodes, PoolEvalParallel int
+	Screens                            []action.Screen
+	// GuestBinary is the agentbox binary the pool's figures run inside
+	// their sandboxes (default: this executable).
+	GuestBinary string
+	Progress    io.Writer
 }
 
 // Stats summarises samples in milliseconds.
@@ -95,6 +106,8 @@ type Report struct {
 	Ratio       float64 // seed-style step / full-run step
 	// Remote is the step through agentbox serve against in-process.
 	Remote *RemoteStats `json:",omitempty"`
+	// Pool is the warm pool's figures.
+	Pool *PoolStats `json:",omitempty"`
 }
 
 // Run measures everything.
@@ -139,6 +152,32 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, fmt.Errorf("the step through agentbox serve: %w", err)
 		}
 		rep.Remote = rs
+	}
+
+	if o.PoolResets > 0 || o.PoolCapacity > 0 || o.PoolEvalEpisodes > 0 {
+		rep.Pool = &PoolStats{}
+	}
+	if o.PoolResets > 0 {
+		logf("reset → first observation from serve's warm pool and cold, in turn: %d samples each …", o.PoolResets)
+		if err := poolReset(ctx, o, rep.Pool); err != nil {
+			return nil, fmt.Errorf("the warm pool's reset: %w", err)
+		}
+	}
+	if o.PoolEvalEpisodes > 0 {
+		logf("agentbox eval of %d mover play-tests at --parallel %d, without and with --pool …", o.PoolEvalEpisodes, max(o.PoolEvalParallel, 1))
+		es, err := poolEval(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("eval with and without the pool: %w", err)
+		}
+		rep.Pool.Eval = es
+	}
+	if o.PoolCapacity > 0 {
+		logf("filling a warm pool of %d idle environments in one server …", o.PoolCapacity)
+		c, err := poolCapacity(ctx, o, o.PoolCapacity)
+		if err != nil {
+			return nil, fmt.Errorf("the warm pool's capacity: %w", err)
+		}
+		rep.Pool.Capacity = c
 	}
 
 	if o.SeedSteps > 0 && !environment.CapabilitiesOf(o.Backend).SeedStep {
@@ -366,6 +405,9 @@ func (r *Report) Print(w io.Writer, o Options) {
 		fmt.Fprintf(w, "  WebSocket:                 %s  (+%s p50)\n", rs.WebSocket, FormatMS(rs.WebSocket.P50-rs.InProcess.P50))
 		fmt.Fprintf(w, "  HTTP:                      %s  (+%s p50)\n", rs.HTTP, FormatMS(rs.HTTP.P50-rs.InProcess.P50))
 		fmt.Fprintf(w, "  WebSocket, every frame:    %s  (+%s p50; %d KiB of pixels a step)\n", rs.WebSocketFull, FormatMS(rs.WebSocketFull.P50-rs.InProcess.P50), 4*rs.Screen.Width*rs.Screen.Height>>10)
+	}
+	if r.Pool != nil {
+		r.Pool.print(w)
 	}
 	if r.Seed.N > 0 {
 		fmt.Fprintf(w, "seed-style step (docker exec scrot + docker exec cat + docker exec xdotool):\n  %s\n", r.Seed)

@@ -234,3 +234,46 @@ func TestRunScriptedGuest(t *testing.T) {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
+
+// TestRunPoolScriptedGuest runs the server's and the pool's figures
+// against guests on in-process pipes: the step through serve, resets from
+// the pool and cold, and a pool filled to its size; then the full run
+// goes on with the bundle (each server closes its own apps when it shuts
+// down, so the figures after it still have theirs). Every sandbox is
+// closed in the end.
+func TestRunPoolScriptedGuest(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "game"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command": "game", "window_title": "fake"}`), 0o644)
+	backend := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}
+	var progress bytes.Buffer
+	o := Options{
+		Backend: backend, App: dir, ColdRuns: 1, Samples: 2, RunSteps: 5,
+		Screens: []action.Screen{{Width: 320, Height: 200, Depth: 24}}, Progress: &progress,
+		RemoteSamples: 2, PoolResets: 3, PoolCapacity: 3,
+	}
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	p := rep.Pool
+	if p == nil || p.ResetWarm.N != 3 || p.ResetCold.N != 3 || p.OpenWarm.N != 3 || p.OpenCold.N != 3 {
+		t.Fatalf("pool figures: %+v", p)
+	}
+	if c := p.Capacity; c == nil || c.Filled != 3 || c.Target != 3 || c.Limit != "" || c.ServerRSSMiB <= 0 {
+		t.Errorf("capacity: %+v", p.Capacity)
+	}
+	errs, closed := backend.GuestErrors()
+	if closed != len(errs) {
+		t.Errorf("%d environments created, %d closed", len(errs), closed)
+	}
+	var out bytes.Buffer
+	rep.Print(&out, o)
+	for _, want := range []string{"from the warm pool:", "cold create:", "3 of 3 idle"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -60,14 +60,21 @@ func remoteStep(ctx context.Context, o Options, b *app.Bundle) (*RemoteStats, er
 	}
 	defer s.Close(context.WithoutCancel(ctx), session.End{Outcome: trace.Success, Reason: trace.ReasonDone, Message: "bench"})
 
-	// The server, in this process, on loopback.
+	// The server, in this process, on loopback, with a bundle of its own:
+	// it closes its apps when it shuts down, and Run's goes on to the
+	// figures after this one. It is loaded from where b was.
 	token := "bench-" + randomHex(16)
+	sb, err := app.Load(b.Target, app.DefaultLimits)
+	if err != nil {
+		return nil, fmt.Errorf("loading the server's copy of %s: %w", b.Target, err)
+	}
 	srv, err := serve.New(serve.Options{
-		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": b}, Tokens: []string{token},
+		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": sb}, Tokens: []string{token},
 		Env: environment.Config{Image: o.Image, Screen: screen}, Out: filepath.Join(dir, "served"),
 		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: 3, Log: io.Discard,
 	})
 	if err != nil {
+		sb.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

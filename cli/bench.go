@@ -29,9 +29,12 @@ func newBenchCmd() *cobra.Command {
 app window up → first screenshot), the observe+act step as the agent sees it
 (one mouse move, then the next screenshot) at each --screens size, a full run
 with its trace, the same step in-process and through agentbox serve (over its
-WebSocket and over plain HTTP, side by side), and — for comparison — the
-seed-style step that ran docker exec scrot, docker exec cat and docker exec
-xdotool per step.
+WebSocket and over plain HTTP, side by side), the warm pool's figures (reset →
+first observation from serve's pool against a cold create; eval's episodes
+per minute with and without --pool; with --pool-capacity, how many idle
+pooled environments one server holds and the memory each takes), and — for
+comparison — the seed-style step that ran docker exec scrot, docker exec cat
+and docker exec xdotool per step.
 It reports figures; it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -104,6 +107,10 @@ It reports figures; it passes or fails nothing.`,
 	fl.IntVar(&o.RunSteps, "steps", 200, "steps of the full run")
 	fl.IntVar(&o.SeedSteps, "seed-steps", 20, "seed-style steps to measure (0 skips)")
 	fl.IntVar(&o.RemoteSamples, "remote-samples", 300, "steps measured in-process, over agentbox serve's WebSocket and over its HTTP (0 skips)")
+	fl.IntVar(&o.PoolResets, "pool-resets", 30, "resets measured from agentbox serve's warm pool and cold, in turn (0 skips)")
+	fl.IntVar(&o.PoolEvalEpisodes, "pool-eval", 12, "mover play-test episodes run with agentbox eval --parallel 2 and with --pool 2 besides, to compare episodes per minute (0 skips)")
+	o.PoolEvalParallel = 2
+	fl.IntVar(&o.PoolCapacity, "pool-capacity", 0, "fill a warm pool of this many idle environments in one server and measure the memory each takes (0 skips)")
 	fl.StringVar(&screens, "screens", "640x480,1920x1080", "screen sizes for the step latency")
 	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
 	return cmd
@@ -158,4 +165,26 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	row("step in-process (session API)", remote(func(s *bench.RemoteStats) bench.Stats { return s.InProcess }))
 	row("step over serve's WebSocket", remote(func(s *bench.RemoteStats) bench.Stats { return s.WebSocket }))
 	row("step over serve's HTTP", remote(func(s *bench.RemoteStats) bench.Stats { return s.HTTP }))
+	pooled := func(f func(*bench.PoolStats) string) func(r *bench.Report) string {
+		return func(r *bench.Report) string {
+			if r.Pool == nil {
+				return "-"
+			}
+			return f(r.Pool)
+		}
+	}
+	row("reset → observation, warm pool", pooled(func(p *bench.PoolStats) string { return pp(p.ResetWarm) }))
+	row("reset → observation, cold create", pooled(func(p *bench.PoolStats) string { return pp(p.ResetCold) }))
+	row("eval episodes/min, without / with --pool", pooled(func(p *bench.PoolStats) string {
+		if p.Eval == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f / %.1f", p.Eval.PerMinute, p.Eval.PooledPerMinute)
+	}))
+	row("idle pooled environments, MiB each", pooled(func(p *bench.PoolStats) string {
+		if p.Capacity == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%d, %.0f MiB", p.Capacity.Filled, p.Capacity.SandboxMiB.P50)
+	}))
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -27,6 +29,7 @@ func newEvalCmd() *cobra.Command {
 	var (
 		f                  sandboxFlags
 		parallel, episodes int
+		poolSize, poolMax  int
 		settle             string
 		asJSON             bool
 	)
@@ -49,6 +52,9 @@ the backend can give on this machine (exit 2).
 
 --screen is the screen of the tasks that name none (neither the task nor
 its script); --env is added to every task's app (over the task's env).
+--pool N keeps N sandboxes per task warm (display and window manager up,
+no app), so that an episode only starts its app; each serves one episode,
+and the pool is removed when the eval ends.
 agentbox view EVALDIR writes one page for the whole eval.`,
 		Example: `  agentbox eval examples/suite.yaml --parallel 4 --out /tmp/eval
   agentbox view /tmp/eval          # one page: every task and episode, linked to its run's report`,
@@ -60,6 +66,12 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 				return usageErrorf("--parallel must be between 1 and 256, got %d", parallel)
 			case episodes < 0:
 				return usageErrorf("--episodes must not be negative, got %d", episodes)
+			case poolSize < 0 || poolSize > pool.MaxSize:
+				return usageErrorf("--pool must be between 0 and %d, got %d", pool.MaxSize, poolSize)
+			case poolMax != 0 && poolSize == 0:
+				return usageErrorf("--pool-max needs --pool")
+			case poolMax != 0 && (poolMax < poolSize || poolMax > pool.MaxSize):
+				return usageErrorf("--pool-max must be between --pool (%d) and %d, got %d", poolSize, pool.MaxSize, poolMax)
 			}
 			if err := f.check(); err != nil {
 				return err
@@ -115,6 +127,10 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 				Timeout: f.timeout, MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Tree: f.a11yTree, Marks: f.marks,
 				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
+				Pool: poolSize, PoolMax: poolMax, PoolStats: func(st pool.Stats) {
+					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",
+						plural.S(int(st.Warm), "episode"), plural.S(int(st.Cold), "start"), plural.Count(int(st.Replaced), "sandbox", "sandboxes"), plural.S(int(st.Failed), "create"))
+				},
 			})
 			if err != nil && sum == nil {
 				return failErr(err)
@@ -141,6 +157,8 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 	f.register(fl, "eval")
 	fl.IntVarP(&parallel, "parallel", "j", 1, "sandboxes at once")
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
+	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
+	fl.IntVar(&poolMax, "pool-max", 0, "the most sandboxes the warm pool holds over all tasks (default 4 × --pool)")
 	fl.StringVar(&settle, "settle", "none", settleUsage)
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	return cmd

@@ -103,6 +103,13 @@ func TestRunBoundChecks(t *testing.T) {
 		{[]string{"eval", suite, "--pids", "0"}, "--pids is 0: want 40 to 65536"},
 		{[]string{"eval", suite, "--episodes", "-1"}, "--episodes must not be negative, got -1"},
 		{[]string{"eval", suite, "--parallel", "0"}, "--parallel must be between 1 and 256, got 0"},
+		{[]string{"eval", suite, "--pool", "-1"}, "--pool must be between 0 and 4096, got -1"},
+		{[]string{"eval", suite, "--pool", "5000"}, "--pool must be between 0 and 4096, got 5000"},
+		{[]string{"eval", suite, "--pool-max", "4"}, "--pool-max needs --pool"},
+		{[]string{"eval", suite, "--pool", "4", "--pool-max", "2"}, "--pool-max must be between --pool (4) and 4096, got 2"},
+		{[]string{"serve", "--backend", "docker", "--pool", "-1"}, "--pool is -1: want 0 to 4096"},
+		{[]string{"serve", "--backend", "docker", "--pool-max", "3"}, "--pool-max needs --pool"},
+		{[]string{"serve", "--backend", "docker", "--pool", "4", "--pool-max", "3"}, "--pool-max 3 is below --pool 4"},
 	} {
 		var so, se bytes.Buffer
 		code := Main(c.args, &so, &se)

@@ -23,6 +23,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
 )
@@ -47,6 +48,7 @@ type serveFlags struct {
 	maxRate             float64
 	logCap, maxUpload   string
 	out                 string
+	pool, poolMax       int
 }
 
 // tokenEnv names the environment variable holding serve's token.
@@ -71,6 +73,10 @@ other hosts (Host) and from other origins are refused; each token holds at
 most --max-envs live environments; an environment nobody uses for --lease is
 closed. SIGINT or SIGTERM closes every environment (its episode ends as
 interrupted, its sandbox is removed, its trace finalised) and exits 0.
+
+--pool N keeps N sandboxes warm (display and window manager up, no app) for
+each backend, image, screen and limits asked for, so that creating or
+resetting an environment only starts its app; each serves one episode.
 
 The API is described at /v1/openapi.json (serve/openapi.json). MCP clients
 connect at /v1/mcp (streamable HTTP) with the same token: each MCP session
@@ -112,6 +118,8 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of an episode's stdout.log and stderr.log")
 	fl.StringVar(&f.maxUpload, "max-upload", "192m", "largest total of an uploaded app's files")
 	fl.StringVar(&f.out, "out", "agentbox-runs", "directory of the episodes' traces (one per run ID)")
+	fl.IntVar(&f.pool, "pool", 0, "keep this many sandboxes warm (display and window manager up) per backend, image, screen and limits, so an episode only launches its app (0: none)")
+	fl.IntVar(&f.poolMax, "pool-max", 0, "the most sandboxes the warm pool holds over all its keys (default 4 × --pool)")
 	return cmd
 }
 
@@ -269,6 +277,8 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		{"--max-rate", f.maxRate, 0, 1e6},
 		{"--log-cap", float64(logCap), 1, maxLogCap},
 		{"--max-upload", float64(maxUpload), 1, 1 << 40},
+		{"--pool", float64(f.pool), 0, pool.MaxSize},
+		{"--pool-max", float64(f.poolMax), 0, pool.MaxSize},
 	} {
 		if err := checkRange(c.name, c.v, c.lo, c.hi, ""); err != nil {
 			return o, err
@@ -277,13 +287,19 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	if f.maxRate == 0 {
 		f.maxRate = -1 // no bound (serve's zero is its default)
 	}
+	if f.poolMax > 0 && f.poolMax < f.pool {
+		return o, usageErrorf("--pool-max %d is below --pool %d", f.poolMax, f.pool)
+	}
+	if f.poolMax > 0 && f.pool == 0 {
+		return o, usageErrorf("--pool-max needs --pool")
+	}
 	o = serve.Options{
 		Env: environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
 			Screen: screen, Resources: res},
 		MaxScreen: maxScreen, MaxEnvironments: f.maxEnvs, MaxUploads: f.maxUploads, Lease: f.lease,
 		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: logCap,
 		UploadLimits: app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(maxUpload, int64(res.TmpfsMB)<<20*3/4)},
-		Out:          f.out, AllowedHosts: f.allowHosts, Log: cmd.ErrOrStderr(),
+		Out:          f.out, AllowedHosts: f.allowHosts, Log: cmd.ErrOrStderr(), Pool: f.pool, PoolMax: f.poolMax,
 		RunID: func(name string) string {
 			return newRunID(&app.Bundle{Manifest: app.Manifest{Command: name}, InImage: true})
 		},

@@ -320,24 +320,36 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // the pointer where it asked), every step a client got back is in its
 // trace and nothing else, and once the server has stopped no sandbox is
 // left.
+//
+// The server keeps a warm pool (--pool 4) and each client resets its
+// environment every resetEvery steps: every episode starts in a sandbox
+// of its own (pooled or, when the pool is empty, cold), none reused, and
+// neither the pool's nor the episodes' sandboxes are left afterwards.
 func TestServeLoad(t *testing.T) {
 	testenv.Require(t, testenv.Image(testenv.RuntimeImage), testenv.Slow("16 sandboxes stepped for a minute"))
-	const clients = 16
+	const clients, resetEvery = 16, 150
 	duration := time.Minute
 	s := startServe(t, "--backend", "docker", "--app", "mover="+moverApp(t, ""), "--out", t.TempDir(),
-		"--max-envs", fmt.Sprint(clients), "--start-timeout", "5m", "--max-rate", "0")
+		"--max-envs", fmt.Sprint(clients), "--start-timeout", "5m", "--max-rate", "0", "--pool", "4")
+	poolPrefix := poolRunIDs.FindStringSubmatch(s.log())
+	if poolPrefix == nil {
+		t.Fatalf("the server did not say its pool's run IDs:\n%s", s.log())
+	}
 	c, err := client.New(s.url, s.token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
+	type episode struct {
+		steps        int
+		trace, runID string
+	}
 	type result struct {
-		steps   int
-		trace   string
-		runID   string
-		err     error
-		elapsed time.Duration
+		steps    int // over all episodes
+		episodes []episode
+		err      error
+		elapsed  time.Duration
 	}
 	results := make([]result, clients)
 	var ready, wg sync.WaitGroup
@@ -361,11 +373,21 @@ func TestServeLoad(t *testing.T) {
 				r.err = err
 				return
 			}
-			r.trace, r.runID = info.Trace, info.RunID
+			r.episodes = append(r.episodes, episode{trace: info.Trace, runID: info.RunID})
 			<-start
 			t0 := time.Now()
 			for time.Since(t0) < duration {
-				step := r.steps + 1
+				ep := &r.episodes[len(r.episodes)-1]
+				if ep.steps == resetEvery {
+					_, info, err := env.Reset(ctx)
+					if err != nil {
+						r.err = fmt.Errorf("reset after %d steps: %w", r.steps, err)
+						return
+					}
+					r.episodes = append(r.episodes, episode{trace: info.Trace, runID: info.RunID})
+					ep = &r.episodes[len(r.episodes)-1]
+				}
+				step := ep.steps + 1
 				x, y := 20+i*37, 20+(step*13)%440 // a column of its own
 				obs, _, terminated, truncated, info, err := env.Step(ctx, action.Action{Kind: action.MouseMove, X: &x, Y: &y})
 				switch {
@@ -381,7 +403,8 @@ func TestServeLoad(t *testing.T) {
 				if r.err != nil {
 					return
 				}
-				r.steps = step
+				ep.steps = step
+				r.steps++
 			}
 			r.elapsed = time.Since(t0)
 		}()
@@ -391,35 +414,49 @@ func TestServeLoad(t *testing.T) {
 	cpuload.Start(t, 1)
 	close(start)
 	wg.Wait()
-	total := 0
+	total, episodes := 0, 0
 	for i, r := range results {
 		if r.err != nil {
 			t.Errorf("client %d: %v", i, r.err)
 			continue
 		}
 		total += r.steps
-		t.Logf("client %d: %d steps in %v (%.1f steps/s)", i, r.steps, r.elapsed.Round(time.Millisecond), float64(r.steps)/r.elapsed.Seconds())
+		episodes += len(r.episodes)
+		t.Logf("client %d: %d steps in %d episodes in %v (%.1f steps/s)", i, r.steps, len(r.episodes), r.elapsed.Round(time.Millisecond), float64(r.steps)/r.elapsed.Seconds())
 	}
-	t.Logf("%d clients, %d steps in a minute", clients, total)
+	t.Logf("%d clients, %d steps in %d episodes in a minute", clients, total, episodes)
+	info, err := c.Server(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the pool: %+v", *info.Pool)
+	if info.Pool.Warm == 0 {
+		t.Errorf("no episode started in a pooled sandbox: %+v", *info.Pool)
+	}
 	if code := s.stop(t); code != 0 {
 		t.Errorf("exit %d:\n%s", code, s.log())
 	}
+	sandboxes := map[string]string{} // sandbox ID → the episode's trace
 	for i, r := range results {
-		if r.trace == "" {
-			continue
-		}
-		tr := openTrace(t, r.trace)
-		if tr.Incomplete || len(tr.Steps) != r.steps {
-			t.Errorf("client %d: the trace has %d steps (incomplete %v), the client got %d answers", i, len(tr.Steps), tr.Incomplete, r.steps)
-		}
-		for _, st := range tr.Steps {
-			if st.Result == nil || st.Actor != trace.ActorRemote {
-				t.Errorf("client %d step %d: result %v, actor %q", i, st.Step, st.Result != nil, st.Actor)
-				break
+		for _, ep := range r.episodes {
+			tr := openTrace(t, ep.trace)
+			if tr.Incomplete || len(tr.Steps) != ep.steps {
+				t.Errorf("client %d, %s: the trace has %d steps (incomplete %v), the client got %d answers", i, ep.runID, len(tr.Steps), tr.Incomplete, ep.steps)
 			}
+			for _, st := range tr.Steps {
+				if st.Result == nil || st.Actor != trace.ActorRemote {
+					t.Errorf("client %d, %s, step %d: result %v, actor %q", i, ep.runID, st.Step, st.Result != nil, st.Actor)
+					break
+				}
+			}
+			if prev, ok := sandboxes[tr.Run.Env.ID]; ok || tr.Run.Env.ID == "" {
+				t.Errorf("client %d, %s: sandbox %q, which %s had too", i, ep.runID, tr.Run.Env.ID, prev)
+			}
+			sandboxes[tr.Run.Env.ID] = ep.trace
+			assertNoContainers(t, ep.runID)
 		}
-		assertNoContainers(t, r.runID)
 	}
+	assertNoContainers(t, poolPrefix[1]+"-*")
 	if errs := strings.Count(s.log(), "panic"); errs > 0 {
 		t.Errorf("the server panicked:\n%s", s.log())
 	}

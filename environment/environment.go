@@ -240,6 +240,18 @@ type Freezer interface {
 	Thaw(ctx context.Context) error
 }
 
+// Liveness is implemented by environments that can tell, without a
+// step, whether their sandbox still lives: a warm pool checks the
+// sandboxes it holds with it, so that one that died while idle is
+// replaced, never handed out.
+type Liveness interface {
+	// Done is closed when the sandbox has ended: killed, crashed, or
+	// closed (the guest's stream ended).
+	Done() <-chan struct{}
+	// Ping asks the guest to answer.
+	Ping(ctx context.Context) error
+}
+
 // Accessible is implemented by environments that can read the
 // accessibility tree; a sandbox created without Config.A11y answers with
 // an error wrapping ErrNoA11y.

@@ -19,6 +19,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -53,7 +54,16 @@ type Options struct {
 	// episode's name.
 	Verbose bool
 
+	// Pool, when positive, keeps that many sandboxes warm per task's
+	// sandbox (image, screen, limits, …): an episode then only launches its
+	// app. PoolMax bounds them over all tasks (default 4×Pool). The pool's
+	// sandboxes are removed when Run returns.
+	Pool, PoolMax int
+	// PoolStats, when set, is told the pool's counts when Run ends.
+	PoolStats func(pool.Stats)
+
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
+	pool  *pool.Pool
 }
 
 // Categories of an episode's result, as a grader would count them.
@@ -196,6 +206,23 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		bundles[t.Name] = b
 	}
 
+	if o.Pool > 0 {
+		pl, err := startPool(s, tasks, bundles, o)
+		if err != nil {
+			return nil, err
+		}
+		o.pool = pl
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := pl.Close(cctx); err != nil {
+				fmt.Fprintf(o.Progress, "agentbox: %s\n", termsafe.Text(err.Error()))
+			}
+			if o.PoolStats != nil {
+				o.PoolStats(pl.Stats())
+			}
+		}()
+	}
 	p := newProgress(o.Progress, o.Terminal, len(eps), o.Parallel)
 	defer p.stop()
 	o.notes = p.notes
@@ -244,6 +271,28 @@ schedule:
 	return sum, nil
 }
 
+// startPool makes the warm pool and warms every task's sandbox.
+func startPool(s *Suite, tasks map[string]*Task, bundles map[string]*app.Bundle, o Options) (*pool.Pool, error) {
+	pl, err := pool.New(pool.Options{Size: o.Pool, Max: o.PoolMax, MaxKeys: max(len(s.Tasks), pool.DefaultMaxKeys), RunID: o.RunID + "-pool",
+		Log: func(format string, args ...any) {
+			fmt.Fprintf(o.Progress, "agentbox: %s\n", termsafe.Line(fmt.Sprintf(format, args...)))
+		}})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range s.Tasks {
+		cfg, err := episodeConfig(tasks[t.Name], bundles[t.Name], o)
+		if err != nil {
+			continue // the episodes say so
+		}
+		if err := pl.Warm(cfg); err != nil {
+			pl.Close(context.Background())
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
 func taskIndex(s *Suite, name string) int {
 	for i, t := range s.Tasks {
 		if t.Name == name {
@@ -269,6 +318,41 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if ps, ok := ag.(agent.ProgressSetter); ok && o.notes != nil {
 		ps.SetProgress(o.notes(ep))
 	}
+	cfg, err := episodeConfig(t, b, o)
+	if err != nil {
+		fail(Malformed, err)
+		return
+	}
+	var progress io.Writer // with -v, the episode's steps under its name
+	if o.Verbose && o.notes != nil {
+		progress = o.notes(ep)
+	}
+	cfg.RunID = fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N)
+	cfg.Agent = ag
+	cfg.TraceDir = filepath.Join(o.Out, rel)
+	cfg.Progress = progress
+	if o.pool != nil {
+		o.pool.Take(&cfg) // a warm sandbox when the task's key has one; else Run creates one cold
+	}
+	res, err := session.Run(ctx, cfg)
+	if c, ok := ag.(interface{ Close() error }); ok {
+		c.Close()
+	}
+	if err != nil {
+		fail(Infrastructure, err)
+		return
+	}
+	ep.Category = categorize(res)
+	ep.Outcome, ep.Reason, ep.Message, ep.Steps = res.Outcome, res.Reason, res.Message, res.Steps
+	ep.DurationMS = float64(res.Duration.Microseconds()) / 1000
+	if errors.Is(context.Cause(ctx), session.ErrInterrupted) && res.Outcome == trace.Interrupted {
+		ep.Category = Interrupted
+	}
+}
+
+// episodeConfig is the session of one of t's episodes, without what
+// differs per episode (run ID, agent, trace, progress).
+func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	env := o.Env
 	if t.Image != "" {
 		env.Image = t.Image
@@ -277,9 +361,9 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		env.Screen = t.Screen
 	}
 	env.A11y = env.A11y || t.A11y || t.script != nil && t.script.NeedsA11y()
+	var err error
 	if env.Network, err = t.network(o.Env.Network, &b.Manifest); err != nil {
-		fail(Malformed, err)
-		return
+		return session.Config{}, err
 	}
 	bundle := *b // per-episode copy: env and args may differ per task only
 	if len(t.Env) > 0 || len(o.AppEnv) > 0 {
@@ -298,48 +382,27 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 			maxSteps = 100_000 // wait_for polls take steps; the timeout bounds the run
 		}
 	}
-	var progress io.Writer // with -v, the episode's steps under its name
-	if o.Verbose && o.notes != nil {
-		progress = o.notes(ep)
-	}
 	name := "script"
 	opts := map[string]string{"file": t.Script}
 	if t.Script == "" {
 		name, opts = t.Agent, t.Options
 	}
-	res, err := session.Run(ctx, session.Config{
-		RunID:               fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N),
+	return session.Config{
 		Backend:             o.Backend,
 		Env:                 env,
 		App:                 &bundle,
-		Agent:               ag,
 		AgentInfo:           trace.AgentInfo{Name: name, Options: opts},
 		Task:                t.Task,
 		MaxSteps:            maxSteps,
 		Timeout:             timeout,
-		TraceDir:            filepath.Join(o.Out, rel),
 		LogCap:              o.LogCap,
 		FreezeWhileThinking: o.FreezeWhileThinking,
 		MaxRate:             o.MaxRate,
 		Tree:                o.Tree,
 		Marks:               o.Marks,
 		Settle:              o.Settle,
-		Progress:            progress,
 		Verbose:             o.Verbose,
-	})
-	if c, ok := ag.(interface{ Close() error }); ok {
-		c.Close()
-	}
-	if err != nil {
-		fail(Infrastructure, err)
-		return
-	}
-	ep.Category = categorize(res)
-	ep.Outcome, ep.Reason, ep.Message, ep.Steps = res.Outcome, res.Reason, res.Message, res.Steps
-	ep.DurationMS = float64(res.Duration.Microseconds()) / 1000
-	if errors.Is(context.Cause(ctx), session.ErrInterrupted) && res.Outcome == trace.Interrupted {
-		ep.Category = Interrupted
-	}
+	}, nil
 }
 
 func (s *Summary) aggregate(suite *Suite) {

@@ -56,6 +56,7 @@ type env struct {
 	lastSeen time.Time
 	conns    int
 	closed   chan struct{} // closed once the environment is closed
+	behind   chan struct{} // closed once the episode a reset ended is closed
 	removed  bool
 	closing  bool
 }
@@ -185,7 +186,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 	e.log.Add(session.Event{Kind: session.EventEpisode, Episode: n, RunID: runID, Trace: dir})
 	e.srv.logf("environment %s: episode %d (%s): starting %s on %s", e.id, n, runID, e.appName, e.backend.Name())
 	s := e.srv
-	sess, err := session.Open(ctx, session.Config{
+	cfg := session.Config{
 		RunID:        runID,
 		Backend:      e.backend,
 		Env:          e.cfg,
@@ -202,7 +203,11 @@ func (e *env) open(ctx context.Context) *api.Error {
 		LogCap:       s.o.LogCap,
 		Progress:     prefixWriter{s, "environment " + e.id + ": "},
 		Listener:     e.listener(n),
-	})
+	}
+	if s.pool != nil {
+		s.pool.Take(&cfg) // a warm sandbox when its key has one; else Open creates one cold
+	}
+	sess, err := session.Open(ctx, cfg)
 	var se *session.StartError
 	switch {
 	case errors.As(err, &se):
@@ -278,6 +283,41 @@ func (e *env) finish(ctx context.Context, end session.End) {
 		e.end = apiEnd(&session.End{Outcome: r.Outcome, Reason: r.Reason, Message: r.Message})
 	}
 	e.mu.Unlock()
+}
+
+// closeBehind closes the episode a reset ended, once the next one has
+// started: its sandbox is removed and its trace finalised in the
+// background (the shutdown and a close of the environment wait for it),
+// so a reset costs the next episode's start only. Its last events (its end) may reach the
+// event stream after the next episode's first, marked with its episode.
+// One episode at most is closed behind: a reset waits for the previous
+// one's.
+func (e *env) closeBehind(sess *session.Session, end session.End) {
+	e.waitBehind()
+	done, ok := e.srv.track()
+	if !ok { // shutting down: close it now
+		sess.Close(e.srv.base, end)
+		return
+	}
+	ch := make(chan struct{})
+	e.mu.Lock()
+	e.behind = ch
+	e.mu.Unlock()
+	go func() {
+		defer done()
+		defer close(ch)
+		sess.Close(e.srv.base, end)
+	}()
+}
+
+// waitBehind waits for the episode closed behind a reset, if any.
+func (e *env) waitBehind() {
+	e.mu.Lock()
+	ch := e.behind
+	e.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // apiEnd is an End as the API shows it.

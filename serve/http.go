@@ -533,6 +533,7 @@ func (s *Server) closeEnv(e *env, end session.End) api.Environment {
 	e.closing = true
 	e.mu.Unlock()
 	e.finish(s.base, end)
+	e.waitBehind()
 	e.mu.Lock()
 	e.state = api.StateClosed
 	e.mu.Unlock()
@@ -781,10 +782,16 @@ func (s *Server) reset(e *env, task *string, image, known string) (*api.ResetRes
 		return nil, apiError(api.CodeShuttingDown, "the server is shutting down")
 	}
 	defer done()
+	// The next episode starts first, then the previous one is closed
+	// behind it: on Docker its teardown (the daemon stopping and removing
+	// a container) slowed the next one's staging through the same daemon
+	// (the median reset went from 133–143 ms to 94–135 ms in three runs
+	// of 20, the two orders in turn).
+	aerr := e.open(s.base)
 	if sess != nil {
-		sess.Close(s.base, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the client reset the environment"})
+		e.closeBehind(sess, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the client reset the environment"})
 	}
-	if aerr := e.open(s.base); aerr != nil {
+	if aerr != nil {
 		return nil, aerr
 	}
 	resp := &api.ResetResponse{}

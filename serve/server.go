@@ -36,6 +36,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
+	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -84,6 +85,13 @@ type Options struct {
 	// request for this long, closing its environment (default one hour;
 	// the environment's own lease is Lease, renewed by every tool call).
 	MCPSessionTimeout time.Duration
+
+	// Pool, when positive, keeps that many sandboxes warm per key
+	// (backend, image, screen, limits, …): an episode then only stages
+	// and launches its app. The registered apps' default keys are warmed
+	// from the start; other keys once a client asks for them. PoolMax
+	// bounds the pooled sandboxes over all keys (default 4×Pool).
+	Pool, PoolMax int
 
 	// Log receives a line per environment created, closed or reaped, and
 	// the sessions' progress lines; nil discards.
@@ -171,6 +179,7 @@ type Server struct {
 	conns    map[*websocket.Conn]struct{}
 	uploadMk bool // UploadDir was made by the server
 	reaper   chan struct{}
+	pool     *pool.Pool     // nil without Options.Pool
 	wg       sync.WaitGroup // episodes closing in the background, the reaper
 }
 
@@ -200,6 +209,15 @@ func New(o Options) (*Server, error) {
 	s.base, s.cancel = context.WithCancelCause(context.Background())
 	s.mcp = s.newMCP(version.Version)
 	s.api = s.routes()
+	if o.Pool > 0 {
+		if err := s.startPool(); err != nil {
+			s.cancel(nil)
+			if s.uploadMk {
+				os.RemoveAll(s.o.UploadDir)
+			}
+			return nil, err
+		}
+	}
 	s.wg.Add(1)
 	go s.reap()
 	return s, nil
@@ -272,6 +290,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	close(s.reaper)
 	s.cancel(session.ErrInterrupted)
+	poolClosed := s.closePool()
 	for _, c := range conns {
 		c.Close(websocket.StatusGoingAway, "the server is shutting down")
 	}
@@ -293,9 +312,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	var err error
+	err := poolClosed(ctx)
 	if hs != nil {
-		err = hs.Shutdown(ctx)
+		err = errors.Join(err, hs.Shutdown(ctx))
 	}
 	s.wg.Wait()
 	s.mu.Lock()
@@ -354,7 +373,7 @@ func (s *Server) info() api.Server {
 		MaxEnvironments: s.o.MaxEnvironments, LeaseMS: s.o.Lease.Milliseconds(), MaxScreen: s.o.MaxScreen,
 		Limits:         api.Limits{CPUs: r.CPUs, MemoryMB: r.MemoryMB, PIDs: r.PIDs, TmpfsMB: r.TmpfsMB},
 		MaxUploadBytes: s.o.UploadLimits.MaxBytes, MaxUploadFiles: s.o.UploadLimits.MaxFiles,
-		MaxSteps: s.o.MaxSteps, MaxTimeoutMS: s.o.Timeout.Milliseconds(),
+		MaxSteps: s.o.MaxSteps, MaxTimeoutMS: s.o.Timeout.Milliseconds(), Pool: s.poolInfo(),
 	}
 }
 

@@ -202,6 +202,7 @@ func (r *Relay) target() eventReceiver {
 var (
 	_ environment.Events      = (*Relay)(nil)
 	_ environment.DropCounter = (*Relay)(nil)
+	_ environment.NetRecorder = (*Relay)(nil)
 )
 
 // Output implements environment.Events.
@@ -229,5 +230,14 @@ func (r *Relay) Window(kind string, w action.Window) {
 func (r *Relay) Dropped(kind string, n int64) {
 	if t := r.target(); t != nil {
 		t.Dropped(kind, n)
+	}
+}
+
+// Network implements environment.NetRecorder: a sandbox created ahead
+// with a network (Config.Network) tells its connections to the session
+// that took it over.
+func (r *Relay) Network(ev action.NetEvent) {
+	if t, ok := r.target().(environment.NetRecorder); ok {
+		t.Network(ev)
 	}
 }

@@ -144,6 +144,18 @@ func (c *Config) defaults() {
 	}
 }
 
+// EnvConfig is the sandbox configuration Open creates (or expects of a
+// Prepared environment) for c: its Env with the defaults Open applies (the
+// screen, the run ID, the accessibility bus the app's manifest, Tree or
+// Marks ask for). A warm pool keys its sandboxes by it.
+func EnvConfig(c Config) environment.Config {
+	if c.App == nil {
+		c.App = &app.Bundle{}
+	}
+	c.defaults()
+	return c.Env
+}
+
 // Prepared is an environment handed to Open already created: its sandbox,
 // display and window manager are up and no app has been launched. Its
 // environment.Config.Events must have been Events, so that the session

@@ -281,6 +281,28 @@ func (e *Env) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, er
 	return t, err
 }
 
+var _ environment.Liveness = (*Env)(nil)
+
+// closedChan is Done's answer before the guest has started.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Done implements environment.Liveness: closed when the guest's stream
+// has ended (the sandbox was killed, crashed or closed).
+func (e *Env) Done() <-chan struct{} {
+	if e.guest == nil {
+		return closedChan
+	}
+	return e.guest.Done()
+}
+
+// Ping implements environment.Liveness: one round trip to the guest.
+func (e *Env) Ping(ctx context.Context) error {
+	if e.guest == nil {
+		return fmt.Errorf("ping: %w", environment.ErrClosed)
+	}
+	return e.guest.Ping(ctx)
+}
+
 // Close implements environment.Environment: a frozen sandbox is thawed
 // (a frozen guest could not stop the app), the guest stops the app and the
 // display, and the sandbox is torn down; Close then waits briefly for the

@@ -162,6 +162,26 @@ type Server struct {
 	MaxUploadFiles int    `json:"max_upload_files"`
 	MaxSteps       int    `json:"max_steps"`
 	MaxTimeoutMS   int64  `json:"max_timeout_ms"`
+	// Pool is the warm pool, when the server keeps one (serve --pool).
+	Pool *Pool `json:"pool,omitempty"`
+}
+
+// Pool is the server's warm pool: sandboxes created ahead, display and
+// window manager up, each serving one episode.
+type Pool struct {
+	Size     int `json:"size"`     // idle sandboxes kept per key
+	Max      int `json:"max"`      // the most held over all keys
+	Keys     int `json:"keys"`     // keys kept warm
+	Idle     int `json:"idle"`     // ready to be claimed
+	Creating int `json:"creating"` // being created
+	// Warm counts episodes that started in a pooled sandbox; Cold, those
+	// that found their key empty and created one.
+	Warm int64 `json:"warm"`
+	Cold int64 `json:"cold"`
+	// Replaced counts pooled sandboxes that died while idle and were
+	// replaced; Failed, creates that failed.
+	Replaced int64 `json:"replaced"`
+	Failed   int64 `json:"failed"`
 }
 
 // CreateRequest is POST /v1/envs: a new environment and its first

@@ -1,0 +1,513 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/client"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/pool"
+	"github.com/codegirl-games/agentbox/serve"
+	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// PoolStats are the warm pool's figures: reset to the first observation
+// from the pool against a cold create, in turn in the same run; how many
+// idle pooled environments one server holds and what each takes; and
+// eval's episodes per minute with and without the pool.
+type PoolStats struct {
+	// ResetWarm is client.Env.Reset over serve's WebSocket (the previous
+	// episode closed, the next one started, its first observation back)
+	// on a server with a warm pool; ResetCold the same on a server
+	// without one. The pool is refilled before each warm sample, so each
+	// is a claim, not a wait for a create.
+	ResetWarm, ResetCold Stats
+	// OpenWarm and OpenCold are the new episode's part of the reset (the
+	// trace's create + launch, from run.json): what the pool saves,
+	// without the previous episode's teardown.
+	OpenWarm, OpenCold Stats
+	Capacity           *Capacity  `json:",omitempty"`
+	Eval               *EvalStats `json:",omitempty"`
+}
+
+// Capacity is a pool of Target idle environments held by one server.
+type Capacity struct {
+	Target int
+	// Filled is how many were idle at once; FillSeconds how long filling
+	// took; Limit says what stopped the pool short of Target, if it was.
+	Filled      int
+	FillSeconds float64
+	Limit       string `json:",omitempty"`
+	// SandboxMiB is the memory of each idle sandbox as its cgroup counts
+	// it (Docker: memory.usage_in_bytes / memory.current; the local
+	// backend: the proportional set size of its processes), summarised.
+	SandboxMiB Stats
+	// SandboxRSSMiB is the resident anonymous memory in each (the cgroup's
+	// rss / anon; local: the same as SandboxMiB).
+	SandboxRSSMiB Stats
+	// Measured says how SandboxMiB was read.
+	Measured string
+	// ServerRSSMiB is the server's resident memory holding them all
+	// (this process, before and after the fill).
+	ServerRSSBeforeMiB, ServerRSSMiB float64
+	// MachineMiB is how much less memory the machine had available with
+	// the pool full than before (MemAvailable), per environment: every
+	// cost at once (sandbox, daemon, server), noisy on a shared machine.
+	MachineMiBPerEnv float64
+	// MemTotalMiB and CPUs describe the machine.
+	MemTotalMiB float64
+	CPUs        int
+}
+
+// EvalStats compare eval with and without the pool.
+type EvalStats struct {
+	Episodes, Parallel, Pool int
+	// PerMinute is episodes per minute without the pool; PooledPerMinute
+	// with it.
+	PerMinute, PooledPerMinute float64
+	Seconds, PooledSeconds     float64
+	// Warm and Cold count the pooled run's episodes by how they started.
+	Warm, Cold int64
+	Passed     int
+	PooledPass int
+}
+
+// poolServer is an in-process server on loopback with its client.
+type poolServer struct {
+	srv *serve.Server
+	c   *client.Client
+}
+
+func startServer(ctx context.Context, o Options, dir string, size, max int) (*poolServer, func(), error) {
+	token := "bench-" + randomHex(16)
+	b, err := app.Load(o.App, app.DefaultLimits) // the server closes it
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := serve.New(serve.Options{
+		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": b}, Tokens: []string{token},
+		Env: environment.Config{Image: o.Image, Screen: action.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
+		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: 4, Log: io.Discard, Pool: size, PoolMax: max,
+		StartTimeout: 3 * time.Minute,
+	})
+	if err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Shutdown(ctx)
+		return nil, nil, err
+	}
+	go srv.Serve(ln, "", "")
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}
+	c, err := client.New("http://"+ln.Addr().String(), token)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &poolServer{srv: srv, c: c}, stop, nil
+}
+
+// poolReset measures reset → first observation from a warm pool and
+// from a cold create, in turn.
+func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
+	dir, err := os.MkdirTemp("", "agentbox-bench-pool-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	warm, stopWarm, err := startServer(ctx, o, filepath.Join(dir, "warm"), 2, 0)
+	if err != nil {
+		return err
+	}
+	defer stopWarm()
+	cold, stopCold, err := startServer(ctx, o, filepath.Join(dir, "cold"), 0, 0)
+	if err != nil {
+		return err
+	}
+	defer stopCold()
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := warm.srv.WaitPool(wctx); err != nil {
+		return err
+	}
+	envs := map[*poolServer]*client.Env{}
+	for _, s := range []*poolServer{warm, cold} {
+		env, err := s.c.Create(ctx, api.CreateRequest{App: "mover"})
+		if err != nil {
+			return fmt.Errorf("create an environment: %w", err)
+		}
+		env.Image = api.ImageRGBA
+		if _, _, err := env.Reset(ctx); err != nil { // the created episode
+			return err
+		}
+		envs[s] = env
+	}
+	var rw, rc []time.Duration
+	var traces = map[*poolServer][]string{}
+	for i := 0; i < o.PoolResets+1; i++ {
+		if err := warm.srv.WaitPool(wctx); err != nil {
+			return err
+		}
+		for _, m := range []struct {
+			s   *poolServer
+			out *[]time.Duration
+		}{{warm, &rw}, {cold, &rc}} {
+			t := time.Now()
+			obs, info, err := envs[m.s].Reset(ctx)
+			if err != nil {
+				return fmt.Errorf("reset: %w", err)
+			}
+			if obs.Screen == nil {
+				return fmt.Errorf("reset: no screen")
+			}
+			if i > 0 { // the first is a warm-up
+				*m.out = append(*m.out, time.Since(t))
+				traces[m.s] = append(traces[m.s], info.Trace)
+			}
+		}
+	}
+	if st := warm.srv.PoolStats(); st.Cold > 0 {
+		return fmt.Errorf("the pooled server started %d episodes cold", st.Cold)
+	}
+	// Close the episodes, so their traces are finalised with timings.
+	for _, env := range envs {
+		env.Close(ctx)
+	}
+	ps.ResetWarm, ps.ResetCold = summarize(rw), summarize(rc)
+	opens := func(dirs []string) Stats {
+		var ds []time.Duration
+		for _, d := range dirs {
+			run, err := readTimings(d)
+			if err != nil {
+				continue
+			}
+			ms := run["create"] + run["launch"]
+			if w, ok := run["ready_output"]; ok {
+				ms += w
+			}
+			ds = append(ds, time.Duration(ms*float64(time.Millisecond)))
+		}
+		return summarize(ds)
+	}
+	ps.OpenWarm, ps.OpenCold = opens(traces[warm]), opens(traces[cold])
+	return nil
+}
+
+// poolCapacity fills a pool of n idle environments in one in-process
+// server and measures what each takes.
+func poolCapacity(ctx context.Context, o Options, n int) (*Capacity, error) {
+	dir, err := os.MkdirTemp("", "agentbox-bench-capacity-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	c := &Capacity{Target: n, CPUs: runtime.NumCPU()}
+	mem := meminfo()
+	c.MemTotalMiB = mem["MemTotal"] / 1024
+	availBefore := mem["MemAvailable"]
+	runtime.GC()
+	c.ServerRSSBeforeMiB = selfRSS()
+	s, stop, err := startServer(ctx, o, dir, n, n)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	t := time.Now()
+	// Fill until full, or until the pool stops growing for two minutes
+	// (what stops it is then the limit).
+	last, lastGrew, lastLine := 0, time.Now(), time.Now()
+	for {
+		st := s.srv.PoolStats()
+		if st.Idle >= n {
+			break
+		}
+		if st.Idle > last {
+			last, lastGrew = st.Idle, time.Now()
+		}
+		if time.Since(lastGrew) > 2*time.Minute {
+			c.Limit = fmt.Sprintf("the pool stopped growing at %d idle (%d creates failed", st.Idle, st.Failed)
+			for _, k := range st.Keys {
+				if k.LastError != "" {
+					c.Limit += "; last error: " + k.LastError
+				}
+			}
+			c.Limit += ")"
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Since(lastLine) > 15*time.Second {
+			lastLine = time.Now()
+			fmt.Fprintf(o.Progress, "  %d of %d idle after %.0f s (%d creating, %d failed)\n", st.Idle, n, time.Since(t).Seconds(), st.Creating, st.Failed)
+		}
+	}
+	c.FillSeconds = time.Since(t).Seconds()
+	// Let the sandboxes settle (their start-up garbage collected), then
+	// read.
+	time.Sleep(5 * time.Second)
+	infos := s.srv.PoolIdle()
+	c.Filled = len(infos)
+	var usageMiB, rssMiB []float64
+	c.Measured = "the memory its cgroup counts"
+	for _, info := range infos {
+		if strings.HasPrefix(info.ID, "bwrap-") {
+			c.Measured = "the proportional set size of its processes"
+		}
+		u, r, ok := sandboxMemory(info)
+		if !ok {
+			continue
+		}
+		usageMiB = append(usageMiB, u)
+		rssMiB = append(rssMiB, r)
+	}
+	c.SandboxMiB, c.SandboxRSSMiB = summarizeFloat(usageMiB), summarizeFloat(rssMiB)
+	runtime.GC()
+	c.ServerRSSMiB = selfRSS()
+	if c.Filled > 0 {
+		c.MachineMiBPerEnv = (availBefore - meminfo()["MemAvailable"]) / 1024 / float64(c.Filled)
+	}
+	return c, nil
+}
+
+// summarizeFloat is summarize for plain numbers.
+func summarizeFloat(v []float64) Stats {
+	if len(v) == 0 {
+		return Stats{}
+	}
+	ds := make([]time.Duration, len(v))
+	for i, x := range v {
+		ds[i] = time.Duration(x * float64(time.Millisecond))
+	}
+	return summarize(ds)
+}
+
+// sandboxMemory is a pooled sandbox's memory in MiB: its cgroup's usage
+// and resident anonymous memory (Docker), or the proportional set size of
+// its processes (the local backend).
+func sandboxMemory(info environment.Info) (usage, rss float64, ok bool) {
+	if pid, found := strings.CutPrefix(info.ID, "bwrap-"); found {
+		p, err := strconv.Atoi(pid)
+		if err != nil {
+			return 0, 0, false
+		}
+		pss := treePSS(p)
+		return pss, pss, pss > 0
+	}
+	id := info.ID
+	for _, d := range []string{
+		"/sys/fs/cgroup/memory/docker/" + id, // v1, cgroupfs
+		"/sys/fs/cgroup/memory/system.slice/docker-" + id + ".scope",
+	} {
+		u, err := readNumber(filepath.Join(d, "memory.usage_in_bytes"))
+		if err != nil {
+			continue
+		}
+		st := readKV(filepath.Join(d, "memory.stat"))
+		return u / (1 << 20), st["total_rss"] / (1 << 20), true
+	}
+	for _, d := range []string{
+		"/sys/fs/cgroup/system.slice/docker-" + id + ".scope", // v2, systemd
+		"/sys/fs/cgroup/docker/" + id,                         // v2, cgroupfs
+	} {
+		u, err := readNumber(filepath.Join(d, "memory.current"))
+		if err != nil {
+			continue
+		}
+		st := readKV(filepath.Join(d, "memory.stat"))
+		return u / (1 << 20), st["anon"] / (1 << 20), true
+	}
+	return 0, 0, false
+}
+
+// treePSS is the proportional set size, in MiB, of pid and its
+// descendants.
+func treePSS(pid int) float64 {
+	children := map[int][]int{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		n, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces, so cut at the last ')'.
+		rest := data[bytes.LastIndexByte(data, ')')+1:]
+		f := strings.Fields(string(rest))
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], n)
+	}
+	var total float64
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		queue = append(queue, children[p]...)
+		kv := readKV(filepath.Join("/proc", strconv.Itoa(p), "smaps_rollup"))
+		total += kv["Pss:"] * 1024
+	}
+	return total / (1 << 20)
+}
+
+func readNumber(path string) (float64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
+}
+
+// readKV reads "key value" lines (memory.stat, smaps_rollup's "Key: N kB").
+func readKV(path string) map[string]float64 {
+	out := map[string]float64{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 2 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(fs[1], 64); err == nil {
+			out[fs[0]] = v
+		}
+	}
+	return out
+}
+
+// meminfo is /proc/meminfo in KiB.
+func meminfo() map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range readKV("/proc/meminfo") {
+		out[strings.TrimSuffix(k, ":")] = v
+	}
+	return out
+}
+
+// selfRSS is this process's resident memory in MiB.
+func selfRSS() float64 {
+	for k, v := range readKV("/proc/self/status") {
+		if k == "VmRSS:" {
+			return v / 1024
+		}
+	}
+	return 0
+}
+
+// poolEval runs the same suite with eval and with eval --pool, and
+// compares episodes per minute.
+func poolEval(ctx context.Context, o Options) (*EvalStats, error) {
+	dir, err := os.MkdirTemp("", "agentbox-bench-eval-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	appDir, err := filepath.Abs(o.App)
+	if err != nil {
+		return nil, err
+	}
+	suite := fmt.Sprintf("name: bench\ntasks:\n  - name: mover\n    target: %q\n    script: %q\n    timeout: 60s\n    episodes: %d\n",
+		appDir, filepath.Join(appDir, "play.yaml"), o.PoolEvalEpisodes)
+	path := filepath.Join(dir, "suite.yaml")
+	if err := os.WriteFile(path, []byte(suite), 0o644); err != nil {
+		return nil, err
+	}
+	s, err := eval.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	par := max(o.PoolEvalParallel, 1)
+	es := &EvalStats{Episodes: o.PoolEvalEpisodes, Parallel: par, Pool: par}
+	for _, pooled := range []bool{false, true} {
+		eo := eval.Options{Backend: o.Backend, Parallel: par, Out: filepath.Join(dir, fmt.Sprint("out-", pooled)), RunID: fmt.Sprint("bench-eval-", pooled),
+			Env: environment.Config{Image: o.Image, GuestBinary: o.GuestBinary}}
+		var pst pool.Stats
+		if pooled {
+			eo.Pool = par
+			eo.PoolStats = func(st pool.Stats) { pst = st }
+		}
+		t := time.Now()
+		sum, err := eval.Run(ctx, s, eo)
+		if err != nil {
+			return nil, err
+		}
+		secs := time.Since(t).Seconds()
+		perMin := float64(sum.Totals.Episodes) / secs * 60
+		if pooled {
+			es.PooledSeconds, es.PooledPerMinute, es.PooledPass = secs, perMin, sum.Totals.Passed
+			es.Warm, es.Cold = pst.Warm, pst.Cold
+		} else {
+			es.Seconds, es.PerMinute, es.Passed = secs, perMin, sum.Totals.Passed
+		}
+	}
+	return es, nil
+}
+
+// readTimings reads run.json's timings of a trace.
+func readTimings(dir string) (map[string]float64, error) {
+	tr, err := trace.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return tr.Run.Timings, nil
+}
+
+// printPool writes the pool's figures.
+func (p *PoolStats) print(w io.Writer) {
+	if p.ResetWarm.N > 0 {
+		fmt.Fprintf(w, "reset → first observation through agentbox serve (WebSocket), warm pool vs cold create, in turn:\n")
+		fmt.Fprintf(w, "  from the warm pool:        %s\n", p.ResetWarm)
+		fmt.Fprintf(w, "  cold create:               %s\n", p.ResetCold)
+		fmt.Fprintf(w, "  of which the new episode's create + launch (run.json): pool p50 %s, cold p50 %s\n", FormatMS(p.OpenWarm.P50), FormatMS(p.OpenCold.P50))
+	}
+	if c := p.Capacity; c != nil {
+		fmt.Fprintf(w, "idle pooled environments held by one server (%d CPUs, %.1f GiB):\n", c.CPUs, c.MemTotalMiB/1024)
+		fmt.Fprintf(w, "  %d of %d idle after %.0f s", c.Filled, c.Target, c.FillSeconds)
+		if c.Limit != "" {
+			fmt.Fprintf(w, " — %s", c.Limit)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  per sandbox, %s: %.1f MiB p50 (%.1f MiB p95), %.1f MiB of it resident anonymous memory\n",
+			c.Measured, c.SandboxMiB.P50, c.SandboxMiB.P95, c.SandboxRSSMiB.P50)
+		fmt.Fprintf(w, "  the server: %.0f MiB resident holding them (%.0f MiB before): %.2f MiB per environment\n",
+			c.ServerRSSMiB, c.ServerRSSBeforeMiB, (c.ServerRSSMiB-c.ServerRSSBeforeMiB)/float64(max(c.Filled, 1)))
+		fmt.Fprintf(w, "  the machine: %.1f MiB less available per environment (everything at once; noisy on a shared machine)\n", c.MachineMiBPerEnv)
+	}
+	if e := p.Eval; e != nil {
+		fmt.Fprintf(w, "agentbox eval, %d mover play-test episodes at --parallel %d:\n", e.Episodes, e.Parallel)
+		fmt.Fprintf(w, "  without a pool:            %.1f episodes/min (%.1f s, %d passed)\n", e.PerMinute, e.Seconds, e.Passed)
+		fmt.Fprintf(w, "  --pool %d:                  %.1f episodes/min (%.1f s, %d passed; %d from the pool, %d cold)  (×%.2f)\n",
+			e.Pool, e.PooledPerMinute, e.PooledSeconds, e.PooledPass, e.Warm, e.Cold, e.PooledPerMinute/e.PerMinute)
+	}
+}

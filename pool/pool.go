@@ -1,0 +1,707 @@
+// Package pool is the warm pool of agentbox serve --pool and agentbox
+// eval --pool: sandboxes created ahead, display and window manager up and
+// no app, kept per key (backend, image, runtime, screen, limits, window
+// manager, accessibility bus, network) and refilled in the background.
+// Claiming one hands it to session.Open as a session.Prepared, which only
+// stages and launches the app.
+//
+// A pooled sandbox serves one episode: Take removes it from the pool, and
+// the session that takes it over removes it when the episode ends. The
+// pool never takes a sandbox back. A sandbox that died while it waited is
+// noticed (environment.Liveness) and replaced, never handed out.
+//
+// Bounds: Size idle sandboxes per key, at most Max held (idle or being
+// created) over all keys, at most MaxKeys keys, at most Parallel created
+// at once. When a key has no idle sandbox, Take says so and the caller
+// creates one cold, as without a pool; the pool counts it (Stats.Cold)
+// and starts keeping that key warm. A key nobody asked for in KeyIdle is
+// dropped, unless Warm pinned it.
+//
+// The pool's sandboxes are created with the pool's RunID and labelled by
+// their backend like any other, so `agentbox gc` and the next start reap
+// what a killed process left; Close removes them all.
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/session"
+)
+
+// Options configure a Pool. Zero fields take the defaults.
+type Options struct {
+	// Size is the number of idle sandboxes kept per key (at least 1).
+	Size int
+	// Max bounds the sandboxes the pool holds at once, idle or being
+	// created, over all keys (default 4×Size; at least Size).
+	Max int
+	// MaxKeys bounds the keys kept warm at once (default 8).
+	MaxKeys int
+	// Parallel bounds the sandboxes created at once (default 2).
+	Parallel int
+	// RunID names the pool's sandboxes: each gets RunID-N (their
+	// backend's name and label); default "pool".
+	RunID string
+	// CreateTimeout bounds creating one sandbox (default 60s).
+	CreateTimeout time.Duration
+	// CloseTimeout bounds removing one (default 30s).
+	CloseTimeout time.Duration
+	// CheckEvery is how often each idle sandbox is pinged (default 10s);
+	// a sandbox that ends is noticed at once where its environment says
+	// so (environment.Liveness's Done).
+	CheckEvery time.Duration
+	// RefillDelay holds back refilling a key for this long after a take
+	// while the key still has an idle sandbox (default 500ms), so that
+	// creating the replacement does not compete for the CPU with the
+	// episode that just took one (its staging and launch); a key with
+	// none left is refilled at once.
+	RefillDelay time.Duration
+	// KeyIdle drops a key (and closes its idle sandboxes) nobody asked
+	// for in this long (default 10m); keys given to Warm stay.
+	KeyIdle time.Duration
+	// Log receives a line when a sandbox is replaced or a create fails;
+	// nil discards.
+	Log func(format string, args ...any)
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxKeys       = 8
+	DefaultParallel      = 2
+	DefaultCreateTimeout = 60 * time.Second
+	DefaultCloseTimeout  = 30 * time.Second
+	DefaultCheckEvery    = 10 * time.Second
+	DefaultKeyIdle       = 10 * time.Minute
+	DefaultRefillDelay   = 500 * time.Millisecond
+	// MaxSize is the largest Size and Max accepted.
+	MaxSize = 4096
+)
+
+func (o *Options) defaults() error {
+	if o.Size < 1 || o.Size > MaxSize {
+		return fmt.Errorf("pool: a size of %d: want 1 to %d sandboxes per key", o.Size, MaxSize)
+	}
+	if o.Max == 0 {
+		o.Max = min(4*o.Size, MaxSize)
+	}
+	if o.Max < o.Size || o.Max > MaxSize {
+		return fmt.Errorf("pool: a total of %d: want %d (the size) to %d", o.Max, o.Size, MaxSize)
+	}
+	if o.MaxKeys <= 0 {
+		o.MaxKeys = DefaultMaxKeys
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = DefaultParallel
+	}
+	if o.RunID == "" {
+		o.RunID = "pool"
+	}
+	if o.CreateTimeout <= 0 {
+		o.CreateTimeout = DefaultCreateTimeout
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = DefaultCloseTimeout
+	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = DefaultCheckEvery
+	}
+	if o.KeyIdle <= 0 {
+		o.KeyIdle = DefaultKeyIdle
+	}
+	if o.RefillDelay == 0 {
+		o.RefillDelay = DefaultRefillDelay
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+	return nil
+}
+
+// Key is what a pooled sandbox must match to serve an episode: everything
+// that changes what is created. The app is not in it: it is staged after
+// the claim.
+type Key struct {
+	Backend     string                `json:"backend"`
+	Image       string                `json:"image,omitempty"`
+	Runtime     string                `json:"runtime,omitempty"`
+	GuestBinary string                `json:"guest_binary,omitempty"`
+	Screen      action.Screen         `json:"screen"`
+	Resources   environment.Resources `json:"limits"`
+	NoWM        bool                  `json:"no_wm,omitempty"`
+	A11y        bool                  `json:"a11y,omitempty"`
+	FullFrames  bool                  `json:"full_frames,omitempty"`
+	// Network is the sandbox's network policy as JSON; "" for none.
+	Network string `json:"network,omitempty"`
+}
+
+func (k Key) String() string {
+	s := fmt.Sprintf("%s %s %v", k.Backend, k.Image, k.Screen)
+	if k.A11y {
+		s += " a11y"
+	}
+	if k.NoWM {
+		s += " no-wm"
+	}
+	if k.Network != "" {
+		s += " network"
+	}
+	return s
+}
+
+// KeyOf is the key of the sandbox session.Open would create for cfg.
+func KeyOf(cfg session.Config) (Key, environment.Config, error) {
+	if cfg.Backend == nil {
+		return Key{}, environment.Config{}, errors.New("pool: no backend")
+	}
+	env := session.EnvConfig(cfg)
+	k := Key{
+		Backend: cfg.Backend.Name(), Image: env.Image, Runtime: env.Runtime, GuestBinary: env.GuestBinary,
+		Screen: env.Screen, Resources: env.Resources.WithDefaults(), NoWM: env.NoWM, A11y: env.A11y, FullFrames: env.FullFrames,
+	}
+	if env.Network.Enabled() {
+		data, err := json.Marshal(env.Network)
+		if err != nil {
+			return Key{}, environment.Config{}, fmt.Errorf("pool: the network policy: %w", err)
+		}
+		k.Network = string(data)
+	}
+	return k, env, nil
+}
+
+// Pool keeps sandboxes warm. Its methods may be called from any goroutine.
+type Pool struct {
+	o      Options
+	ctx    context.Context // cancelled by Close: creates in flight stop
+	cancel context.CancelFunc
+	wake   chan struct{}
+	done   chan struct{} // the filler has returned
+
+	seq atomic.Int64 // numbers the sandboxes' run IDs
+
+	mu       sync.Mutex
+	closed   bool
+	keys     map[Key]*keyState
+	creating int            // creates in flight, over all keys
+	closing  sync.WaitGroup // sandboxes being removed, creates in flight
+	warm     int64
+	cold     int64
+	replaced int64
+	failed   int64
+	dropped  int64 // claims that found no room for their key (MaxKeys)
+}
+
+type keyState struct {
+	key      Key
+	backend  environment.Backend
+	cfg      environment.Config // what its sandboxes are created with (Events set per sandbox)
+	idle     []*member          // oldest first
+	creating int
+	pinned   bool
+	wanted   time.Time // the last Take or Warm
+	taken    time.Time // the last Take that got a sandbox
+
+	warm, cold, replaced, failed int64
+	failStreak                   int
+	retryAt                      time.Time
+	lastErr                      string
+}
+
+type member struct {
+	env      environment.Environment
+	relay    *session.Relay
+	created  time.Duration
+	since    time.Time
+	done     <-chan struct{} // nil when the environment cannot tell
+	checking bool
+}
+
+// New starts a pool; nothing is created until Warm or Take names a key.
+func New(o Options) (*Pool, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	p := &Pool{o: o, wake: make(chan struct{}, 1), done: make(chan struct{}), keys: map[Key]*keyState{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	go p.fill()
+	return p, nil
+}
+
+// Size is the number of idle sandboxes kept per key.
+func (p *Pool) Size() int { return p.o.Size }
+
+// Warm keeps cfg's key warm from now on (it is never dropped) and starts
+// filling it.
+func (p *Pool) Warm(cfg session.Config) error {
+	k, env, err := KeyOf(cfg)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("pool: closed")
+	}
+	ks := p.keyLocked(k, cfg.Backend, env, true)
+	if ks == nil {
+		return fmt.Errorf("pool: already %d keys (the most)", p.o.MaxKeys)
+	}
+	p.kick()
+	return nil
+}
+
+// Take hands cfg a warm sandbox of its key as cfg.Prepared and reports
+// true; session.Open then owns it. It reports false when the key has no
+// idle sandbox (or the pool is closed): cfg is unchanged and the caller
+// creates one cold, as without a pool. Either way the key is kept warm
+// from now on (within MaxKeys).
+func (p *Pool) Take(cfg *session.Config) bool {
+	if cfg.Prepared != nil {
+		return false
+	}
+	k, env, err := KeyOf(*cfg)
+	if err != nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	ks := p.keyLocked(k, cfg.Backend, env, false)
+	if ks == nil {
+		p.cold++
+		p.dropped++
+		return false
+	}
+	defer p.kick()
+	for len(ks.idle) > 0 {
+		i := -1
+		for j, m := range ks.idle {
+			if !m.checking {
+				i = j
+				break
+			}
+		}
+		if i < 0 {
+			break
+		}
+		m := ks.idle[i]
+		ks.idle = append(ks.idle[:i], ks.idle[i+1:]...)
+		if m.dead() {
+			p.replaceLocked(ks, m, "it ended while idle")
+			continue
+		}
+		ks.warm++
+		p.warm++
+		ks.taken = time.Now()
+		cfg.Prepared = &session.Prepared{Env: m.env, Events: m.relay, Created: m.created}
+		return true
+	}
+	ks.cold++
+	p.cold++
+	return false
+}
+
+// dead reports whether the member's sandbox has ended, without waiting.
+func (m *member) dead() bool {
+	if m.done == nil {
+		return false
+	}
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// keyLocked is k's state, made when new (nil when MaxKeys are taken).
+func (p *Pool) keyLocked(k Key, b environment.Backend, env environment.Config, pin bool) *keyState {
+	ks := p.keys[k]
+	if ks == nil {
+		if len(p.keys) >= p.o.MaxKeys {
+			p.expireLocked(time.Now())
+			if len(p.keys) >= p.o.MaxKeys {
+				return nil
+			}
+		}
+		env.RunID = p.o.RunID
+		env.Events = nil
+		ks = &keyState{key: k, backend: b, cfg: env}
+		p.keys[k] = ks
+	}
+	ks.pinned = ks.pinned || pin
+	ks.wanted = time.Now()
+	return ks
+}
+
+// kick wakes the filler.
+func (p *Pool) kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// replaceLocked drops a member that cannot serve (it ended, or did not
+// answer) and removes its sandbox in the background; the filler makes
+// another.
+func (p *Pool) replaceLocked(ks *keyState, m *member, why string) {
+	ks.replaced++
+	p.replaced++
+	p.o.Log("pool: replacing a sandbox of %s: %s", ks.key, why)
+	p.closeLocked(m)
+	p.kick()
+}
+
+// closeLocked removes a member's sandbox in the background (Close waits
+// for it).
+func (p *Pool) closeLocked(m *member) {
+	p.closing.Add(1)
+	go func() {
+		defer p.closing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), p.o.CloseTimeout)
+		defer cancel()
+		if err := m.env.Close(ctx); err != nil {
+			p.o.Log("pool: removing a sandbox: %v", err)
+		}
+	}()
+}
+
+// held is the sandboxes the pool holds: idle and being created.
+func (p *Pool) heldLocked() int {
+	n := p.creating
+	for _, ks := range p.keys {
+		n += len(ks.idle)
+	}
+	return n
+}
+
+// fill creates what the keys lack, checks the idle sandboxes and drops
+// keys nobody wants, until Close.
+func (p *Pool) fill() {
+	defer close(p.done)
+	check := time.NewTicker(min(p.o.CheckEvery, time.Second))
+	defer check.Stop()
+	lastCheck := time.Now()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		case now := <-check.C:
+			p.mu.Lock()
+			p.expireLocked(now)
+			p.mu.Unlock()
+			if now.Sub(lastCheck) >= p.o.CheckEvery {
+				lastCheck = now
+				p.check()
+			}
+		}
+		p.startCreates()
+	}
+}
+
+// startCreates starts the creates the keys lack, within the bounds.
+func (p *Pool) startCreates() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	var retry time.Duration
+	for !p.closed && p.creating < p.o.Parallel && p.heldLocked() < p.o.Max {
+		// The key furthest below Size goes first; ties by key order, so
+		// the choice is the same every time.
+		var best *keyState
+		bestLack := 0
+		for _, ks := range p.sortedKeysLocked() {
+			lack := p.o.Size - len(ks.idle) - ks.creating
+			if lack <= 0 {
+				continue
+			}
+			wait := ks.retryAt
+			if len(ks.idle) > 0 && ks.taken.Add(p.o.RefillDelay).After(wait) {
+				wait = ks.taken.Add(p.o.RefillDelay)
+			}
+			if now.Before(wait) {
+				if d := wait.Sub(now); retry == 0 || d < retry {
+					retry = d
+				}
+				continue
+			}
+			if lack > bestLack {
+				best, bestLack = ks, lack
+			}
+		}
+		if best == nil {
+			break
+		}
+		best.creating++
+		p.creating++
+		p.closing.Add(1)
+		go p.create(best)
+	}
+	if retry > 0 {
+		time.AfterFunc(retry, p.kick)
+	}
+}
+
+func (p *Pool) sortedKeysLocked() []*keyState {
+	out := make([]*keyState, 0, len(p.keys))
+	for _, ks := range p.keys {
+		out = append(out, ks)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].key.String()+out[i].key.Network < out[j].key.String()+out[j].key.Network
+	})
+	return out
+}
+
+// create makes one sandbox for ks.
+func (p *Pool) create(ks *keyState) {
+	defer p.closing.Done()
+	relay := session.NewRelay()
+	cfg := ks.cfg
+	cfg.Events = relay
+	cfg.RunID = fmt.Sprintf("%s-%d", p.o.RunID, p.seq.Add(1)) // backends name sandboxes by it
+	ctx, cancel := context.WithTimeout(p.ctx, p.o.CreateTimeout)
+	t := time.Now()
+	env, err := ks.backend.Create(ctx, cfg)
+	cancel()
+	created := time.Since(t)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ks.creating--
+	p.creating--
+	defer p.kick()
+	if err != nil {
+		if p.closed {
+			return
+		}
+		ks.failed++
+		p.failed++
+		ks.failStreak++
+		ks.lastErr = err.Error()
+		backoff := min(time.Second<<min(ks.failStreak-1, 6), time.Minute)
+		ks.retryAt = time.Now().Add(backoff)
+		p.o.Log("pool: creating a sandbox of %s failed (trying again in %v): %v", ks.key, backoff, err)
+		return
+	}
+	ks.failStreak, ks.lastErr = 0, ""
+	m := &member{env: env, relay: relay, created: created, since: time.Now()}
+	if l, ok := env.(environment.Liveness); ok {
+		m.done = l.Done()
+	}
+	if p.closed || p.keys[ks.key] != ks {
+		p.closeLocked(m) // closed or dropped meanwhile
+		return
+	}
+	ks.idle = append(ks.idle, m)
+	if m.done != nil {
+		p.closing.Add(1)
+		go p.watch(ks, m)
+	}
+}
+
+// watch replaces m the moment its sandbox ends while it is idle.
+func (p *Pool) watch(ks *keyState, m *member) {
+	defer p.closing.Done()
+	select {
+	case <-m.done:
+	case <-p.ctx.Done():
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	for i, x := range ks.idle {
+		if x == m {
+			ks.idle = append(ks.idle[:i], ks.idle[i+1:]...)
+			p.replaceLocked(ks, m, "it ended while idle")
+			return
+		}
+	}
+	// Taken (its session owns it) or removed already.
+}
+
+// check pings every idle sandbox that can be pinged; one that does not
+// answer is replaced.
+func (p *Pool) check() {
+	type job struct {
+		ks *keyState
+		m  *member
+	}
+	var jobs []job
+	p.mu.Lock()
+	for _, ks := range p.keys {
+		for _, m := range ks.idle {
+			if _, ok := m.env.(environment.Liveness); ok && !m.checking {
+				m.checking = true
+				jobs = append(jobs, job{ks, m})
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, j := range jobs {
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		err := j.m.env.(environment.Liveness).Ping(ctx)
+		cancel()
+		p.mu.Lock()
+		j.m.checking = false
+		if err != nil && !p.closed {
+			for i, x := range j.ks.idle {
+				if x == j.m {
+					j.ks.idle = append(j.ks.idle[:i], j.ks.idle[i+1:]...)
+					p.replaceLocked(j.ks, j.m, "it did not answer a ping: "+err.Error())
+					break
+				}
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// expireLocked drops the keys nobody asked for in KeyIdle (not pinned).
+func (p *Pool) expireLocked(now time.Time) {
+	for k, ks := range p.keys {
+		if ks.pinned || now.Sub(ks.wanted) < p.o.KeyIdle {
+			continue
+		}
+		for _, m := range ks.idle {
+			p.closeLocked(m) // one being pinged too: Close aborts the ping
+		}
+		ks.idle = nil
+		delete(p.keys, k)
+	}
+}
+
+// Close stops filling and removes every sandbox the pool holds (those
+// being created are stopped and removed by their backend), waiting for
+// all of it up to ctx's deadline. Sandboxes already taken belong to their
+// sessions. Close is idempotent.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		for _, ks := range p.keys {
+			for _, m := range ks.idle {
+				p.closeLocked(m)
+			}
+			ks.idle = nil
+		}
+	}
+	p.mu.Unlock()
+	p.cancel()
+	<-p.done
+	waited := make(chan struct{})
+	go func() {
+		p.closing.Wait()
+		close(waited)
+	}()
+	select {
+	case <-waited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pool: removing the pooled sandboxes: %w", ctx.Err())
+	}
+}
+
+// Stats are the pool's counts.
+type Stats struct {
+	Size     int `json:"size"`
+	Max      int `json:"max"`
+	Idle     int `json:"idle"`
+	Creating int `json:"creating"`
+	// Warm counts claims served from the pool; Cold, claims that found
+	// their key empty (the caller created a sandbox cold).
+	Warm int64 `json:"warm"`
+	Cold int64 `json:"cold"`
+	// Replaced counts idle sandboxes that ended or stopped answering and
+	// were replaced; Failed, creates that failed.
+	Replaced int64      `json:"replaced"`
+	Failed   int64      `json:"failed"`
+	Keys     []KeyStats `json:"keys,omitempty"`
+}
+
+// KeyStats are one key's counts.
+type KeyStats struct {
+	Key       Key    `json:"key"`
+	Idle      int    `json:"idle"`
+	Creating  int    `json:"creating"`
+	Warm      int64  `json:"warm"`
+	Cold      int64  `json:"cold"`
+	Replaced  int64  `json:"replaced"`
+	Failed    int64  `json:"failed"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Stats reports the pool's counts now.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Stats{Size: p.o.Size, Max: p.o.Max, Creating: p.creating, Warm: p.warm, Cold: p.cold, Replaced: p.replaced, Failed: p.failed}
+	for _, ks := range p.sortedKeysLocked() {
+		st.Idle += len(ks.idle)
+		st.Keys = append(st.Keys, KeyStats{Key: ks.key, Idle: len(ks.idle), Creating: ks.creating,
+			Warm: ks.warm, Cold: ks.cold, Replaced: ks.replaced, Failed: ks.failed, LastError: ks.lastErr})
+	}
+	return st
+}
+
+// Idle describes the idle sandboxes, every key's.
+func (p *Pool) Idle() []environment.Info {
+	p.mu.Lock()
+	var ms []*member
+	for _, ks := range p.sortedKeysLocked() {
+		ms = append(ms, ks.idle...)
+	}
+	p.mu.Unlock()
+	out := make([]environment.Info, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, m.env.Info())
+	}
+	return out
+}
+
+// Wait waits until every key has Size idle sandboxes (or the pool holds
+// Max), or ctx ends. For benchmarks and tests.
+func (p *Pool) Wait(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		full := p.heldLocked() >= p.o.Max && p.creating == 0
+		if !full {
+			full = true
+			for _, ks := range p.keys {
+				if len(ks.idle) < p.o.Size {
+					full = false
+				}
+			}
+		}
+		closed := p.closed
+		p.mu.Unlock()
+		if closed {
+			return errors.New("pool: closed")
+		}
+		if full {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pool: waiting for the pool to fill: %w (%+v)", ctx.Err(), p.Stats())
+		case <-t.C:
+		}
+	}
+}

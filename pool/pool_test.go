@@ -1,0 +1,485 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/session"
+)
+
+// fakeBackend creates fakeEnvs: each with a unique ID, its screen, a Done
+// channel the test can close (the sandbox "dies") and a Ping that fails
+// on demand. It counts what is live and how many creates ran at once.
+type fakeBackend struct {
+	mu      sync.Mutex
+	n       int
+	live    map[string]*fakeEnv
+	running int
+	maxRun  int
+	creates int
+	fail    error
+	block   chan struct{} // when set, Create waits for it (or ctx)
+	relayed []environment.Events
+	runIDs  map[string]bool
+}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{live: map[string]*fakeEnv{}, runIDs: map[string]bool{}}
+}
+
+func (b *fakeBackend) Name() string { return "fake" }
+
+func (b *fakeBackend) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
+	b.mu.Lock()
+	b.creates++
+	b.running++
+	b.maxRun = max(b.maxRun, b.running)
+	fail, block := b.fail, b.block
+	b.runIDs[cfg.RunID] = true
+	b.relayed = append(b.relayed, cfg.Events)
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.running--
+		b.mu.Unlock()
+	}()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	} else {
+		select {
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if fail != nil {
+		return nil, fail
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n++
+	e := &fakeEnv{b: b, id: fmt.Sprintf("sb-%d", b.n), cfg: cfg, done: make(chan struct{})}
+	b.live[e.id] = e
+	return e, nil
+}
+
+func (b *fakeBackend) setFail(err error) {
+	b.mu.Lock()
+	b.fail = err
+	b.mu.Unlock()
+}
+
+func (b *fakeBackend) liveIDs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ids []string
+	for id := range b.live {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (b *fakeBackend) env(id string) *fakeEnv {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live[id]
+}
+
+type fakeEnv struct {
+	b        *fakeBackend
+	id       string
+	cfg      environment.Config
+	done     chan struct{}
+	doneOnce sync.Once
+	pingErr  atomic.Pointer[error]
+	closed   atomic.Bool
+}
+
+var _ environment.Liveness = (*fakeEnv)(nil)
+
+func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fake", ID: e.id} }
+func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.LaunchResult, error) {
+	return environment.LaunchResult{}, nil
+}
+func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, error) {
+	return nil, environment.State{}, nil
+}
+func (e *fakeEnv) Act(context.Context, action.Action) (action.Result, error) {
+	return action.Result{}, nil
+}
+func (e *fakeEnv) Done() <-chan struct{} { return e.done }
+func (e *fakeEnv) Ping(context.Context) error {
+	if p := e.pingErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+func (e *fakeEnv) die() { e.doneOnce.Do(func() { close(e.done) }) }
+func (e *fakeEnv) Close(context.Context) error {
+	e.closed.Store(true)
+	e.die()
+	e.b.mu.Lock()
+	delete(e.b.live, e.id)
+	e.b.mu.Unlock()
+	return nil
+}
+
+func cfgOf(b environment.Backend, w, h int) session.Config {
+	return session.Config{Backend: b, Env: environment.Config{Screen: action.Screen{Width: w, Height: h, Depth: 24}}}
+}
+
+func newPool(t *testing.T, o Options) *Pool {
+	t.Helper()
+	p, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+func waitFull(t *testing.T, p *Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds (a generous deadline, no timing
+// threshold).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFillTakeRefill: Warm fills the key to Size; each Take hands over a
+// different sandbox (never one handed out before), created with the
+// pool's run ID and a Relay; the pool refills behind the takes.
+func TestFillTakeRefill(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 2, RunID: "pool-test"})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	if st := p.Stats(); st.Idle != 2 || st.Creating != 0 {
+		t.Fatalf("after Warm: %+v, want 2 idle", st)
+	}
+	seen := map[string]bool{}
+	takes := 0
+	for i := range 6 {
+		cfg := cfgOf(b, 640, 480)
+		takes++
+		if !p.Take(&cfg) {
+			waitFull(t, p)
+			takes++
+			if !p.Take(&cfg) {
+				t.Fatalf("take %d: no sandbox after the pool refilled: %+v", i, p.Stats())
+			}
+		}
+		pr := cfg.Prepared
+		if pr == nil || pr.Env == nil || pr.Events == nil {
+			t.Fatalf("take %d: Prepared %+v", i, pr)
+		}
+		id := pr.Env.Info().ID
+		if seen[id] {
+			t.Fatalf("take %d: sandbox %s handed out twice", i, id)
+		}
+		seen[id] = true
+		if fe := pr.Env.(*fakeEnv); fe.cfg.Events != environment.Events(pr.Events) {
+			t.Errorf("take %d: the sandbox's Events are not the Prepared's Relay", i)
+		}
+		pr.Env.Close(context.Background()) // the session's part
+	}
+	waitFull(t, p)
+	st := p.Stats()
+	if st.Idle != 2 || st.Warm < 3 {
+		t.Errorf("after the takes: %+v, want 2 idle and the takes counted warm", st)
+	}
+	if st.Warm != 6 || st.Warm+st.Cold != int64(takes) {
+		t.Errorf("warm %d + cold %d, want 6 warm of %d takes", st.Warm, st.Cold, takes)
+	}
+	for id := range b.runIDs {
+		if !strings.HasPrefix(id, "pool-test-") {
+			t.Errorf("run ID of a pooled sandbox: %q, want pool-test-N", id)
+		}
+	}
+	if len(b.runIDs) != b.creates {
+		t.Errorf("%d run IDs for %d sandboxes: each needs its own (backends name sandboxes by it)", len(b.runIDs), b.creates)
+	}
+}
+
+// TestKeySeparation: a sandbox of one key never serves another; a Take of
+// a new key is cold, counted, and makes the pool keep that key warm.
+func TestKeySeparation(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 1})
+	small, large := cfgOf(b, 640, 480), cfgOf(b, 800, 600)
+	if err := p.Warm(small); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	cfg := large
+	if p.Take(&cfg) {
+		t.Fatalf("a 800x600 take got a sandbox of the 640x480 key: %v", cfg.Prepared.Env.(*fakeEnv).cfg.Screen)
+	}
+	if st := p.Stats(); st.Cold != 1 {
+		t.Errorf("cold takes %d, want 1", st.Cold)
+	}
+	waitFull(t, p)
+	for _, c := range []session.Config{small, large} {
+		cfg := c
+		if !p.Take(&cfg) {
+			t.Fatalf("no sandbox for %v: %+v", c.Env.Screen, p.Stats())
+		}
+		if got := cfg.Prepared.Env.(*fakeEnv).cfg.Screen; got != c.Env.Screen {
+			t.Errorf("a take for %v got a sandbox of %v", c.Env.Screen, got)
+		}
+		cfg.Prepared.Env.Close(context.Background())
+	}
+	// The other settings that change what is created are keys too.
+	a11y := small
+	a11y.Env.A11y = true
+	other := small
+	other.Env.Image = "other:image"
+	res := small
+	res.Env.Resources.MemoryMB = 2048
+	for name, c := range map[string]session.Config{"a11y": a11y, "image": other, "limits": res} {
+		k1, _, _ := KeyOf(small)
+		k2, _, _ := KeyOf(c)
+		if k1 == k2 {
+			t.Errorf("%s: same key as the base: %v", name, k1)
+		}
+	}
+	// Zero fields and their defaults are the same key.
+	def := session.Config{Backend: b}
+	expl := session.Config{Backend: b, Env: environment.Config{Screen: action.DefaultScreen, Resources: environment.Resources{}.WithDefaults()}}
+	k1, _, _ := KeyOf(def)
+	k2, _, _ := KeyOf(expl)
+	if k1 != k2 {
+		t.Errorf("defaults spelt out: %v, want the same key as %v", k2, k1)
+	}
+}
+
+// TestDeadIdleReplaced: a pooled sandbox that ends while idle is noticed
+// at once and replaced; one that stops answering pings is replaced at
+// the next check; neither is ever handed out.
+func TestDeadIdleReplaced(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 2, CheckEvery: 20 * time.Millisecond})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	ids := b.liveIDs()
+	dead := b.env(ids[0])
+	dead.die()
+	waitFor(t, "the dead sandbox removed and replaced", func() bool {
+		st := p.Stats()
+		return dead.closed.Load() && st.Replaced == 1 && st.Idle == 2
+	})
+	mute := b.env(ids[1])
+	perr := errors.New("no answer")
+	mute.pingErr.Store(&perr)
+	waitFor(t, "the mute sandbox removed and replaced", func() bool {
+		st := p.Stats()
+		return mute.closed.Load() && st.Replaced == 2 && st.Idle == 2
+	})
+	for range 10 {
+		cfg := cfgOf(b, 640, 480)
+		if !p.Take(&cfg) {
+			waitFull(t, p)
+			continue
+		}
+		if id := cfg.Prepared.Env.Info().ID; id == dead.id || id == mute.id {
+			t.Fatalf("handed out %s, which was replaced", id)
+		}
+		cfg.Prepared.Env.Close(context.Background())
+	}
+}
+
+// TestDeadAtTake: a sandbox that ended just before the take (its watch
+// has not run yet) is skipped at the take itself.
+func TestDeadAtTake(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 1})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	p.mu.Lock() // hold the pool so the watch cannot act first
+	var m *member
+	for _, ks := range p.keys {
+		m = ks.idle[0]
+	}
+	m.env.(*fakeEnv).die()
+	p.mu.Unlock()
+	cfg := cfgOf(b, 640, 480)
+	if p.Take(&cfg) && cfg.Prepared.Env == m.env {
+		t.Fatal("the take handed out a sandbox that had ended")
+	}
+}
+
+// TestBounds: at most Size idle per key, Max held over all keys, Parallel
+// creates at once, MaxKeys keys (a key beyond is cold and not kept).
+func TestBounds(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 3, Max: 4, Parallel: 2, MaxKeys: 2})
+	for _, c := range []session.Config{cfgOf(b, 640, 480), cfgOf(b, 800, 600)} {
+		if err := p.Warm(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFull(t, p)
+	st := p.Stats()
+	if st.Idle != 4 {
+		t.Errorf("idle %d, want 4 (Max)", st.Idle)
+	}
+	for _, k := range st.Keys {
+		if k.Idle > 3 {
+			t.Errorf("key %v holds %d, more than Size", k.Key, k.Idle)
+		}
+	}
+	if n := len(b.liveIDs()); n != 4 {
+		t.Errorf("%d sandboxes live, want 4", n)
+	}
+	if b.maxRun > 2 {
+		t.Errorf("%d creates at once, want at most 2 (Parallel)", b.maxRun)
+	}
+	third := cfgOf(b, 1024, 768)
+	if p.Take(&third) {
+		t.Fatal("a third key got a sandbox")
+	}
+	if err := p.Warm(cfgOf(b, 1024, 768)); err == nil {
+		t.Error("Warm of a third key beyond MaxKeys: no error")
+	}
+	if st := p.Stats(); len(st.Keys) != 2 || st.Cold != 1 {
+		t.Errorf("after a third key: %d keys, %d cold; want 2 and 1", len(st.Keys), st.Cold)
+	}
+	for _, o := range []Options{{Size: 0}, {Size: -1}, {Size: 2, Max: 1}, {Size: MaxSize + 1}} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v): no error", o)
+		}
+	}
+}
+
+// TestCloseRemovesAll: Close removes every idle sandbox and stops the
+// creates in flight (their backend leaves nothing); a taken sandbox is
+// its session's and stays; after Close nothing is handed out.
+func TestCloseRemovesAll(t *testing.T) {
+	b := newFake()
+	p, err := New(Options{Size: 3, Parallel: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	cfg := cfgOf(b, 640, 480)
+	if !p.Take(&cfg) {
+		t.Fatal("no sandbox")
+	}
+	taken := cfg.Prepared.Env.Info().ID
+	b.mu.Lock()
+	b.block = make(chan struct{}) // the refill hangs in Create
+	b.mu.Unlock()
+	waitFor(t, "a create in flight", func() bool { return p.Stats().Creating > 0 })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids := b.liveIDs(); len(ids) != 1 || ids[0] != taken {
+		t.Errorf("after Close: live %v, want only the taken %s", ids, taken)
+	}
+	if b.running != 0 {
+		t.Errorf("%d creates still running after Close", b.running)
+	}
+	cfg = cfgOf(b, 640, 480)
+	if p.Take(&cfg) {
+		t.Error("Take after Close handed out a sandbox")
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCreateFailure: failed creates are counted, retried with a backoff
+// (not in a busy loop), and takes meanwhile are cold; the pool fills once
+// the backend works again.
+func TestCreateFailure(t *testing.T) {
+	b := newFake()
+	b.setFail(fmt.Errorf("no image: %w", environment.ErrImage))
+	var logMu sync.Mutex
+	var logs []string
+	p := newPool(t, Options{Size: 2, Log: func(f string, a ...any) {
+		logMu.Lock()
+		logs = append(logs, fmt.Sprintf(f, a...))
+		logMu.Unlock()
+	}})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a failed create", func() bool { return p.Stats().Failed >= 1 })
+	cfg := cfgOf(b, 640, 480)
+	if p.Take(&cfg) {
+		t.Fatal("a take got a sandbox from a failing backend")
+	}
+	st := p.Stats()
+	if st.Keys[0].LastError == "" || st.Cold != 1 {
+		t.Errorf("stats %+v: want the last error and one cold take", st)
+	}
+	time.Sleep(300 * time.Millisecond)
+	b.mu.Lock()
+	creates := b.creates
+	b.mu.Unlock()
+	if creates > 4 { // Parallel (2) at first, then one per backoff (1 s, 2 s …)
+		t.Errorf("%d creates in 300 ms against a failing backend: no backoff", creates)
+	}
+	logMu.Lock()
+	if len(logs) == 0 || !strings.Contains(logs[0], "no image") {
+		t.Errorf("log %q: want the create's error", logs)
+	}
+	logMu.Unlock()
+	b.setFail(nil)
+	waitFull(t, p)
+}
+
+// TestKeyIdleDropped: a key nobody asked for in KeyIdle is dropped and
+// its sandboxes removed; a pinned key stays.
+func TestKeyIdleDropped(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 1, KeyIdle: 50 * time.Millisecond})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cfgOf(b, 800, 600)
+	p.Take(&cfg) // cold; the key is kept warm for KeyIdle
+	waitFor(t, "the unpinned key dropped", func() bool {
+		st := p.Stats()
+		return len(st.Keys) == 1 && st.Keys[0].Key.Screen.Width == 640
+	})
+	waitFull(t, p)
+	waitFor(t, "only the pinned key's sandbox live", func() bool { return len(b.liveIDs()) == 1 })
+}

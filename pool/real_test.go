@@ -1,0 +1,227 @@
+package pool_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/environment/local"
+	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/pool"
+	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.CleanupBuilds()
+	os.Exit(code)
+}
+
+// realBackend is a backend of this machine with what its test needs, and
+// how to kill one of its sandboxes from outside (as a crash or an OOM
+// kill would).
+type realBackend struct {
+	name    string
+	require func(t *testing.T)
+	backend environment.Backend
+	image   string
+	kill    func(t *testing.T, info environment.Info)
+}
+
+func realBackends() []realBackend {
+	return []realBackend{
+		{
+			name: "docker",
+			require: func(t *testing.T) {
+				testenv.Require(t, testenv.Docker(), testenv.Image(testenv.RuntimeImage), testenv.Programs("docker"))
+			},
+			backend: &docker.Backend{},
+			image:   testenv.RuntimeImage,
+			kill: func(t *testing.T, info environment.Info) {
+				if out, err := exec.Command("docker", "kill", info.ID).CombinedOutput(); err != nil {
+					t.Fatalf("docker kill %s: %v: %s", info.ID, err, out)
+				}
+			},
+		},
+		{
+			name: "local",
+			require: func(t *testing.T) {
+				testenv.Require(t, testenv.Probe("the local backend (see `agentbox doctor`)", (&local.Backend{}).Probe),
+					testenv.Programs("Xvfb", "openbox"))
+			},
+			backend: &local.Backend{},
+			kill: func(t *testing.T, info environment.Info) {
+				pid, err := strconv.Atoi(info.Extra["pid"])
+				if err != nil {
+					t.Fatalf("no pid in %v", info.Extra)
+				}
+				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+					t.Fatalf("kill %d: %v", pid, err)
+				}
+			},
+		},
+	}
+}
+
+func moverBundle(t *testing.T) *app.Bundle {
+	t.Helper()
+	mover := testenv.Build(t, "./examples/mover")
+	dir := t.TempDir()
+	data, err := os.ReadFile(mover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "mover"), data, 0o755)
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"mover","window_title":"mover","ready_output":"mover: ready","ready_timeout":"30s"}`), 0o644)
+	b, err := app.Load(dir, app.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// mine lists the sandboxes this process owns on the backend.
+func mine(t *testing.T, b environment.Backend) []environment.Reaped {
+	t.Helper()
+	r, ok := b.(environment.Reaper)
+	if !ok {
+		t.Fatalf("the %s backend cannot list its sandboxes", b.Name())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := r.Reap(ctx, environment.ReapOptions{Mine: true, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// TestRealPool, on each real backend: a pool of two mover sandboxes;
+// episodes claimed from it work (the app launched into the pooled
+// sandbox, a key press moves the square, the output reaches the trace)
+// and each runs in a sandbox no other episode had; a pooled sandbox
+// killed from outside while idle is replaced and never handed out;
+// Close leaves none of this process's sandboxes behind.
+func TestRealPool(t *testing.T) {
+	for _, rb := range realBackends() {
+		t.Run(rb.name, func(t *testing.T) {
+			rb.require(t)
+			testenv.Require(t, testenv.Slow("creates real sandboxes"))
+			if n := len(mine(t, rb.backend)); n != 0 {
+				t.Fatalf("%d sandboxes of this process before the test", n)
+			}
+			guest := testenv.Build(t, "./cmd/agentbox")
+			bundle := moverBundle(t)
+			p, err := pool.New(pool.Options{Size: 2, RunID: "pool-real-" + strconv.Itoa(os.Getpid()), CheckEvery: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			t.Cleanup(func() {
+				if !closed {
+					p.Close(context.Background())
+				}
+			})
+			base := session.Config{Backend: rb.backend, App: bundle, Env: environment.Config{Image: rb.image, GuestBinary: guest}}
+			if err := p.Warm(base); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+			defer cancel()
+			if err := p.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// A sandbox killed while idle is replaced, never handed out.
+			idle := p.Idle()
+			killed := idle[0].ID
+			rb.kill(t, idle[0])
+			deadline := time.Now().Add(2 * time.Minute)
+			for p.Stats().Replaced == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the killed sandbox %s was not replaced: %+v", killed, p.Stats())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+
+			seen := map[string]int{}
+			for ep := 1; ep <= 4; ep++ {
+				if err := p.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+				cfg := base
+				cfg.RunID = "pool-real-episode-" + strconv.Itoa(ep)
+				cfg.TraceDir = filepath.Join(t.TempDir(), "trace")
+				cfg.Actor = trace.ActorRemote
+				if !p.Take(&cfg) {
+					t.Fatalf("episode %d: no warm sandbox: %+v", ep, p.Stats())
+				}
+				id := cfg.Prepared.Env.Info().ID
+				if id == killed {
+					t.Fatalf("episode %d got the sandbox killed while idle", ep)
+				}
+				if prev, ok := seen[id]; ok {
+					t.Fatalf("episode %d got sandbox %s, which episode %d had", ep, id, prev)
+				}
+				seen[id] = ep
+				s, err := session.Open(ctx, cfg)
+				if err != nil {
+					t.Fatalf("episode %d: %v", ep, err)
+				}
+				first, err := s.Observe(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Act(ctx, session.Step{Actor: trace.ActorRemote, Action: action.Action{Kind: action.KeyDown, Key: "Right"}}); err != nil {
+					t.Fatal(err)
+				}
+				moved := false
+				for i := 0; i < 200 && !moved; i++ {
+					if _, err := s.Act(ctx, session.Step{Actor: trace.ActorRemote, Action: action.Action{Kind: action.Wait, MS: 50}}); err != nil {
+						t.Fatal(err)
+					}
+					obs, err := s.Observe(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					moved = obs.Screen != nil && first.Screen != nil && obs.Screen.Hash != first.Screen.Hash
+				}
+				res := s.Close(ctx, session.End{Outcome: trace.Success, Reason: trace.ReasonDone, Message: "test"})
+				if !moved {
+					t.Errorf("episode %d: the square did not move", ep)
+				}
+				tr, err := trace.Open(res.TraceDir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tr.Run.Env.ID != id {
+					t.Errorf("episode %d: the trace names sandbox %s, the pool handed %s", ep, tr.Run.Env.ID, id)
+				}
+				if _, ok := tr.Run.Timings["create_ahead"]; !ok {
+					t.Errorf("episode %d: no create_ahead timing: %v", ep, tr.Run.Timings)
+				}
+				if data, _ := os.ReadFile(filepath.Join(res.TraceDir, "stdout.log")); len(data) == 0 {
+					t.Errorf("episode %d: the app's output did not reach the trace", ep)
+				}
+			}
+			if err := p.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			closed = true
+			if left := mine(t, rb.backend); len(left) != 0 {
+				t.Errorf("after Close: %d sandboxes of this process left: %+v", len(left), left)
+			}
+		})
+	}
+}

@@ -1,0 +1,98 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/pool"
+	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/session"
+)
+
+// startPool makes the warm pool (Options.Pool) and warms the default key
+// of every registered app: the default backend, image, screen and limits,
+// with what the app's manifest adds (its accessibility bus).
+func (s *Server) startPool() error {
+	runID := "serve-pool-" + randomID(3)
+	p, err := pool.New(pool.Options{
+		Size: s.o.Pool, Max: s.o.PoolMax, RunID: runID,
+		Log: func(format string, args ...any) { s.logf(format, args...) },
+	})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	names := make([]string, 0, len(s.o.Apps))
+	for name := range s.o.Apps {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		err := p.Warm(session.Config{Backend: s.o.Backends[0], Env: s.o.Env, App: s.o.Apps[name]})
+		if err != nil {
+			s.logf("pool: not warming %s: %v", name, err)
+		}
+	}
+	s.pool = p
+	st := p.Stats()
+	s.logf("warm pool: %d sandboxes per key, at most %d over all keys; their run IDs are %s-N", st.Size, st.Max, runID)
+	return nil
+}
+
+// closePool stops the pool's refill and starts removing its idle
+// sandboxes at once (a shutdown); the function it returns waits for
+// that.
+func (s *Server) closePool() (wait func(context.Context) error) {
+	if s.pool == nil {
+		return func(context.Context) error { return nil }
+	}
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- s.pool.Close(ctx) }()
+	return func(wctx context.Context) error {
+		defer cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-wctx.Done():
+			cancel()
+			return <-done
+		}
+	}
+}
+
+// PoolStats are the warm pool's counts (zero without a pool).
+func (s *Server) PoolStats() pool.Stats {
+	if s.pool == nil {
+		return pool.Stats{}
+	}
+	return s.pool.Stats()
+}
+
+// poolInfo is the pool as GET /v1/server shows it; nil without one.
+func (s *Server) poolInfo() *api.Pool {
+	if s.pool == nil {
+		return nil
+	}
+	st := s.pool.Stats()
+	return &api.Pool{Size: st.Size, Max: st.Max, Keys: len(st.Keys), Idle: st.Idle, Creating: st.Creating,
+		Warm: st.Warm, Cold: st.Cold, Replaced: st.Replaced, Failed: st.Failed}
+}
+
+// WaitPool waits until the warm pool is full (every key at its size, or
+// the pool at its most), or ctx ends. For benchmarks and tests.
+func (s *Server) WaitPool(ctx context.Context) error {
+	if s.pool == nil {
+		return nil
+	}
+	return s.pool.Wait(ctx)
+}
+
+// PoolIdle describes the idle pooled sandboxes (nil without a pool).
+func (s *Server) PoolIdle() []environment.Info {
+	if s.pool == nil {
+		return nil
+	}
+	return s.pool.Idle()
+}

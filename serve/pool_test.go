@@ -1,0 +1,79 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+// TestPooledEpisodes: with --pool, the registered app's key is warmed at
+// start; a create and each reset start their episode in a pooled sandbox
+// (the trace records create_ahead) and the pool refills behind them; GET
+// /v1/server shows the pool as the document says; a key the pool does not
+// hold yet (another screen) is a cold start, counted; the shutdown removes
+// every sandbox, pooled or in use.
+func TestPooledEpisodes(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.Pool = 2 })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := h.srv.pool.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := h.create("", "")
+	traces := []string{e.Trace}
+	for range 3 {
+		a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset"})
+		if a.status != 200 {
+			t.Fatalf("reset: %d %s", a.status, a.body)
+		}
+		var r api.ResetResponse
+		json.Unmarshal(a.body, &r)
+		traces = append(traces, r.Environment.Trace)
+		if err := h.srv.pool.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := h.do(req{method: "GET", path: "/v1/server"})
+	var info api.Server
+	json.Unmarshal(a.body, &info)
+	if p := info.Pool; p == nil || p.Size != 2 || p.Warm != 4 || p.Cold != 0 || p.Idle != 2 {
+		t.Errorf("GET /v1/server: pool %+v, want size 2, 4 warm, 0 cold, 2 idle", p)
+	}
+	cold := h.create("", `, "screen": {"width": 800, "height": 600}`)
+	if st := h.srv.PoolStats(); st.Cold != 1 {
+		t.Errorf("cold starts %d, want 1", st.Cold)
+	}
+	if err := h.srv.pool.Wait(ctx); err != nil { // the new key is warmed too
+		t.Fatal(err)
+	}
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, dir := range traces {
+		tr, err := trace.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tr.Run.Timings["create_ahead"]; !ok {
+			t.Errorf("episode %d did not start in a pooled sandbox: timings %v", i+1, tr.Run.Timings)
+		}
+	}
+	tr, err := trace.Open(cold.Trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr.Run.Timings["create_ahead"]; ok {
+		t.Errorf("an 800x600 episode started in a pooled 640x480 sandbox")
+	}
+	errs, closed := h.backend.GuestErrors()
+	if len(errs) != closed {
+		t.Errorf("%d sandboxes created, %d removed after the shutdown", len(errs), closed)
+	}
+	if want := 4 + 1 + 4; closed != want { // 4 episodes + 1 cold, and 2 idle for each key
+		t.Errorf("%d sandboxes removed, want %d", closed, want)
+	}
+}
