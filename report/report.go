@@ -733,7 +733,8 @@ func describeEvent(r trace.Record) string {
 	case trace.EventTakeover:
 		return fmt.Sprintf("%v took control", r.Data["by"])
 	case trace.EventHandBack:
-		return fmt.Sprintf("%v handed control back (%v) after %v step(s) in %v ms", r.Data["by"], r.Data["reason"], r.Data["steps"], r.Data["duration_ms"])
+		n, _ := r.Data["steps"].(float64)
+		return fmt.Sprintf("%v handed control back (%v) after %s in %v ms", r.Data["by"], r.Data["reason"], plural.S(int(n), "step"), r.Data["duration_ms"])
 	case trace.EventNotApplied:
 		b, _ := json.Marshal(r.Data["action"])
 		return fmt.Sprintf("the %v's action %s was not performed: a person had taken control", r.Data["actor"], clipBytes(string(b), 300))

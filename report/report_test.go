@@ -317,7 +317,7 @@ func TestHumanStepsAndTakeover(t *testing.T) {
 		}
 	}
 	got := strings.Join(lines, "|")
-	for _, want := range []string{"viewer 1 took control", "viewer 1 handed control back (handed back) after 1 step(s) in 20 ms",
+	for _, want := range []string{"viewer 1 took control", "viewer 1 handed control back (handed back) after 1 step in 20 ms",
 		`the agent's action {"action":"key","keys":"Return"} was not performed`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("events %q lack %q", got, want)
