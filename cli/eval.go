@@ -17,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -29,6 +30,7 @@ func newEvalCmd() *cobra.Command {
 		parallel, episodes int
 		settle             string
 		asJSON             bool
+		lv                 liveFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -106,6 +108,11 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 				return err
 			}
 
+			liveSrv, err := lv.start(stderr, "agentbox eval "+termsafe.Line(suite.Name), true)
+			if err != nil {
+				return err
+			}
+			defer stopLive(liveSrv)
 			fmt.Fprint(stderr, note) // sandboxes are about to start
 			ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
 			defer stop()
@@ -115,7 +122,9 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 				Timeout: f.timeout, MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Tree: f.a11yTree, Marks: f.marks,
 				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
+				Watch: liveEpisodes(liveSrv),
 			})
+			stopLive(liveSrv)
 			if err != nil && sum == nil {
 				return failErr(err)
 			}
@@ -143,7 +152,19 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.StringVar(&settle, "settle", "none", settleUsage)
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
+	lv.register(fl, "every episode (a grid, each opening to its own view)")
 	return cmd
+}
+
+// liveEpisodes gives each episode a view on the live page (nil without one).
+func liveEpisodes(srv *live.Server) func(string, int, *session.Config) func(session.Result) {
+	if srv == nil {
+		return nil
+	}
+	return func(task string, n int, cfg *session.Config) func(session.Result) {
+		return watch(srv, live.Info{Name: fmt.Sprintf("%s · episode %d", task, n), Task: cfg.Task, Agent: describeAgent(cfg.AgentInfo),
+			RunID: cfg.RunID, Trace: cfg.TraceDir, Screen: cfg.Env.Screen}, cfg)
+	}
 }
 
 // evalJSON is what eval --json prints: summary.json's object, with where

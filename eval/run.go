@@ -52,6 +52,10 @@ type Options struct {
 	// Verbose prints every step of every episode to Progress, under the
 	// episode's name.
 	Verbose bool
+	// Watch, when set, is told of each episode just before it starts (eval
+	// --live: the live page): it may hook the session's configuration
+	// (Listener, Opened), and returns what to call with the result.
+	Watch func(task string, episode int, cfg *session.Config) func(session.Result)
 
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 }
@@ -307,7 +311,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if t.Script == "" {
 		name, opts = t.Agent, t.Options
 	}
-	res, err := session.Run(ctx, session.Config{
+	cfg := session.Config{
 		RunID:               fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N),
 		Backend:             o.Backend,
 		Env:                 env,
@@ -326,7 +330,13 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		Settle:              o.Settle,
 		Progress:            progress,
 		Verbose:             o.Verbose,
-	})
+	}
+	finished := func(session.Result) {}
+	if o.Watch != nil {
+		finished = o.Watch(t.Name, ep.N, &cfg)
+	}
+	res, err := session.Run(ctx, cfg)
+	finished(res)
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()
 	}
