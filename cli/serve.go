@@ -23,8 +23,10 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/session"
 )
 
 type serveFlags struct {
@@ -47,6 +49,7 @@ type serveFlags struct {
 	maxRate             float64
 	logCap, maxUpload   string
 	out                 string
+	live                liveFlag
 }
 
 // tokenEnv names the environment variable holding serve's token.
@@ -110,6 +113,7 @@ The API is described at /v1/openapi.json (serve/openapi.json).`,
 	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of an episode's stdout.log and stderr.log")
 	fl.StringVar(&f.maxUpload, "max-upload", "192m", "largest total of an uploaded app's files")
 	fl.StringVar(&f.out, "out", "agentbox-runs", "directory of the episodes' traces (one per run ID)")
+	f.live.register(fl, "every environment's episodes (a grid)")
 	return cmd
 }
 
@@ -152,6 +156,17 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	for _, b := range o.Backends {
 		reapLeftovers(cmd.Context(), b, stderr)
+	}
+	liveSrv, err := f.live.start(stderr, "agentbox serve", true)
+	if err != nil {
+		return err
+	}
+	defer stopLive(liveSrv)
+	if liveSrv != nil {
+		o.Watch = func(env string, n int, cfg *session.Config) {
+			watch(liveSrv, live.Info{Name: fmt.Sprintf("environment %s · episode %d", env, n), Task: cfg.Task,
+				Agent: "a client of agentbox serve", RunID: cfg.RunID, Trace: cfg.TraceDir, Screen: cfg.Env.Screen}, cfg)
+		}
 	}
 	srv, err := serve.New(o)
 	if err != nil {

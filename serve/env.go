@@ -93,6 +93,9 @@ func (e *env) attach() (detach func(), _ *api.Error) {
 func (e *env) expired(now time.Time, lease time.Duration) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.sess != nil && e.state == api.StateRunning && e.sess.Control().Human {
+		return false // a person has control at the live page: the client waits for them
+	}
 	return !e.closing && e.state != api.StateStarting && e.conns == 0 && now.Sub(e.lastSeen) > lease
 }
 
@@ -182,7 +185,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 	e.log.Add(session.Event{Kind: session.EventEpisode, Episode: n, RunID: runID, Trace: dir})
 	e.srv.logf("environment %s: episode %d (%s): starting %s on %s", e.id, n, runID, e.appName, e.backend.Name())
 	s := e.srv
-	sess, err := session.Open(ctx, session.Config{
+	cfg := session.Config{
 		RunID:   runID,
 		Backend: e.backend,
 		Env:     e.cfg,
@@ -201,7 +204,14 @@ func (e *env) open(ctx context.Context) *api.Error {
 		LogCap:       s.o.LogCap,
 		Progress:     prefixWriter{s, "environment " + e.id + ": "},
 		Listener:     e.listener(n),
-	})
+	}
+	if s.o.Watch != nil {
+		s.o.Watch(e.id, n, &cfg)
+	}
+	sess, err := session.Open(ctx, cfg)
+	if err == nil && cfg.Opened != nil {
+		cfg.Opened(sess)
+	}
 	var se *session.StartError
 	switch {
 	case errors.As(err, &se):
