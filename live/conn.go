@@ -171,7 +171,6 @@ func (c *conn) serveView() {
 	defer c.cancel()
 	v.join(c)
 	defer v.leave(c)
-	c.sendJSON(map[string]any{"t": "hello", "role": c.role, "you": c.name, "state": v.status()})
 	events := make(chan []byte, 64)
 	go c.readEvents(events)
 	go c.write(events)

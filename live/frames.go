@@ -25,15 +25,17 @@ type update struct {
 	full  bool        // rect is the whole frame
 	cur   action.Point
 	// before is when the look that still saw the previous screen began,
-	// seen when this one ended: the change happened in between.
+	// seen when this one ended: the change happened in between. look is
+	// how long this look took.
 	before, seen time.Time
+	look         time.Duration
 
 	deltaOnce, fullOnce sync.Once
 	delta, whole        []byte
 }
 
-func newUpdate(seq int64, prev, f *action.Frame, cur action.Point, before, seen time.Time) *update {
-	u := &update{seq: seq, frame: f, cur: cur, before: before, seen: seen}
+func newUpdate(seq int64, prev, f *action.Frame, cur action.Point, before, seen time.Time, look time.Duration) *update {
+	u := &update{seq: seq, frame: f, cur: cur, before: before, seen: seen, look: look}
 	r, _, same := action.ChangedRect(prev, f)
 	if prev == nil || !same || r == (action.Rect{}) {
 		r, u.full = action.Rect{0, 0, f.Width, f.Height}, true
@@ -58,6 +60,7 @@ type frameHeader struct {
 	Before float64 `json:"before"`
 	Seen   float64 `json:"seen"`
 	EncMS  float64 `json:"enc_ms"`
+	LookMS float64 `json:"look_ms"`
 }
 
 func unixMS(t time.Time) float64 { return float64(t.UnixMicro()) / 1000 }
@@ -83,7 +86,8 @@ func (u *update) encode(r action.Rect, full bool) []byte {
 		return nil
 	}
 	h := frameHeader{Seq: u.seq, X: r[0], Y: r[1], W: r.Dx(), H: r.Dy(), SW: u.frame.Width, SH: u.frame.Height, Full: full,
-		Cur: [2]int{u.cur.X, u.cur.Y}, Before: unixMS(u.before), Seen: unixMS(u.seen), EncMS: float64(time.Since(t).Microseconds()) / 1000}
+		Cur: [2]int{u.cur.X, u.cur.Y}, Before: unixMS(u.before), Seen: unixMS(u.seen), EncMS: float64(time.Since(t).Microseconds()) / 1000,
+		LookMS: float64(u.look.Microseconds()) / 1000}
 	return packed(h, pb.Bytes())
 }
 

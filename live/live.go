@@ -83,10 +83,17 @@ type Options struct {
 	// Grid makes the first page a grid of every view (eval, serve);
 	// without it the first page is the first view (run).
 	Grid bool
-	// FrameInterval is how often a watched screen is looked at (default
-	// 20 ms); ThumbInterval how often the grid's thumbnails are (default 1 s).
+	// FrameInterval is how often a watched screen is looked at at most
+	// (default 20 ms); ThumbInterval how often the grid's thumbnails are
+	// (default 1 s).
 	FrameInterval time.Duration
 	ThumbInterval time.Duration
+	// Budget is the share of the time a view's looks at a watched screen
+	// may take (default 0.1): a look that takes longer (a changed screen
+	// is sent whole by the sandbox and decoded here) spaces the next ones
+	// out, so watching costs about this much of a core whatever the app
+	// draws, and less on a busy machine, where looks take longer.
+	Budget float64
 	// Lease is how long the page of the viewer in control may stay silent
 	// (it speaks every 5 s while open) before control is handed back
 	// (default 15 s).
@@ -103,6 +110,9 @@ func (o *Options) defaults() {
 	}
 	if o.ThumbInterval <= 0 {
 		o.ThumbInterval = time.Second
+	}
+	if o.Budget <= 0 || o.Budget > 1 {
+		o.Budget = 0.1
 	}
 	if o.Lease <= 0 {
 		o.Lease = 15 * time.Second

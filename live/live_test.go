@@ -702,3 +702,40 @@ func TestGrid(t *testing.T) {
 		t.Errorf("views %+v, thumbnail %v", list, thumb)
 	}
 }
+
+// TestPageBeforeTheSessionOpens: a page that connects while the sandbox
+// is starting is told when the run is running (it used to stay
+// "starting" until the run ended).
+func TestPageBeforeTheSessionOpens(t *testing.T) {
+	s := New(Options{FrameInterval: 10 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Serve(ln)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	h := &harness{srv: s, addr: ln.Addr().String()}
+	v := s.Add(Info{Name: "early"})
+	h.view = v
+	p := h.control(t)
+	if hello := p.await("hello", isT("hello")); hello["state"].(map[string]any)["state"] != StateStarting {
+		t.Fatalf("hello before the session opened: %v", hello)
+	}
+	sess, err := session.Open(t.Context(), session.Config{RunID: "early", Backend: &fakeBackend{}, TraceDir: filepath.Join(t.TempDir(), "trace"),
+		Env: environment.Config{Screen: action.Screen{Width: 80, Height: 64, Depth: 24}},
+		App: &app.Bundle{Target: "fake", Manifest: app.Manifest{Command: "fake"}}, Listener: v.Listen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sess.Close(context.Background(), session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed})
+	})
+	v.Open(sess)
+	p.await("the state running", func(m map[string]any) bool {
+		st, _ := m["state"].(map[string]any)
+		return st != nil && st["state"] == StateRunning
+	})
+	if h := p.frame(); !h.Full {
+		t.Errorf("the first frame is not whole: %+v", h)
+	}
+}

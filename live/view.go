@@ -165,6 +165,11 @@ func (v *View) Open(s *session.Session) {
 			v.state = StatePaused
 		}
 	}
+	// A page that connected while the sandbox started has "starting"
+	// (sent under the lock, so never before its hello).
+	for c := range v.conns {
+		c.sendJSON(map[string]any{"t": "state", "state": v.statusLocked()})
+	}
 	v.mu.Unlock()
 	v.srv.notify()
 	v.kick()
@@ -231,6 +236,10 @@ type status struct {
 func (v *View) status() status {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.statusLocked()
+}
+
+func (v *View) statusLocked() status {
 	st := status{ID: v.id, Info: v.info, State: v.state, Steps: v.steps, NoAgent: v.noAgent, End: v.end,
 		Finished: v.result != nil, Viewers: len(v.conns)}
 	if v.human {
@@ -242,10 +251,11 @@ func (v *View) status() status {
 	return st
 }
 
-// join adds a page; frames at full rate for a view page.
+// join adds a page and greets it; frames at full rate for a view page.
 func (v *View) join(c *conn) {
 	v.mu.Lock()
 	v.conns[c] = struct{}{}
+	c.sendJSON(map[string]any{"t": "hello", "role": c.role, "you": c.name, "state": v.statusLocked()})
 	v.watchers++
 	last := v.last
 	v.mu.Unlock()
@@ -462,6 +472,7 @@ func (v *View) pump(sess *session.Session) {
 	}()
 	var prev *action.Frame
 	var seq int64
+	var cost time.Duration // what a look costs, smoothed
 	lastLook := time.Now()
 	for {
 		v.mu.Lock()
@@ -488,7 +499,7 @@ func (v *View) pump(sess *session.Session) {
 			// A look failed (the sandbox is busy or going): try again.
 		case prev == nil || f.Hash != prev.Hash || f.Width != prev.Width:
 			seq++
-			u := newUpdate(seq, prev, f, st.Cursor, lastLook, t1)
+			u := newUpdate(seq, prev, f, st.Cursor, lastLook, t1, t1.Sub(t0))
 			v.mu.Lock()
 			v.last = u
 			conns := v.connList()
@@ -501,6 +512,11 @@ func (v *View) pump(sess *session.Session) {
 		if err == nil {
 			lastLook = t0
 		}
+		// Keep to the budget: the next look waits until this one's cost is
+		// its share of the time.
+		took := time.Since(t0)
+		cost = (7*cost + 3*took) / 10
+		interval = max(interval, min(time.Duration(float64(cost)/v.srv.o.Budget), 500*time.Millisecond))
 		select {
 		case <-time.After(time.Until(t0.Add(interval))):
 		case <-v.stopped:

@@ -305,7 +305,7 @@
         requestAnimationFrame(function (ts) {
           const painted = performance.timeOrigin + ts;
           stats.frames++;
-          stats.lat.push({ seq: h.seq, full: h.full, bytes: buf.byteLength, enc: h.enc_ms, upper: painted - h.before, lower: painted - h.seen });
+          stats.lat.push({ seq: h.seq, full: h.full, bytes: buf.byteLength, enc: h.enc_ms, look: h.look_ms, upper: painted - h.before, lower: painted - h.seen });
           if (stats.lat.length > 1000) stats.lat.shift();
           B.dataset.frames = String(stats.frames);
         });
@@ -328,7 +328,7 @@
           show(msg.state);
           if (!control) releaseAll();
           break;
-        case "finished": show(msg.state); break;
+        case "state": case "finished": show(msg.state); break;
         case "acted":
           stats.acted.push(msg);
           if (!msg.ok) line("your action: " + (msg.invalid ? "rejected: " : "") + msg.error, "e");
@@ -379,7 +379,7 @@
 
     // Typed text: what the browser composed, sent as one type action
     // after a short pause (or before any other action, keeping order).
-    let text = "", textTimer = 0;
+    let text = "", textTimer = 0, echo = "";
     function flushText() {
       clearTimeout(textTimer);
       if (text) { const t = text; text = ""; act({ action: "type", text: t }); }
@@ -443,6 +443,10 @@
       if (!name) return; // text: the input event brings it
       e.preventDefault();
       flushAll();
+      // A browser driven over the DevTools protocol sends a key's text as
+      // a separate event that preventDefault does not stop: the line
+      // break or tab that may follow this key is its echo, not input.
+      echo = name === "Return" ? "\n" : name === "Tab" ? "\t" : "";
       if (HOLD.has(name) && !e.shiftKey) {
         if (!held.has(name)) { held.add(name); act({ action: "key_down", key: name }); }
         return;
@@ -450,6 +454,7 @@
       act({ action: "key", keys: (e.shiftKey ? "shift+" : "") + name });
     });
     keys.addEventListener("keyup", function (e) {
+      echo = "";
       const name = NAMED[e.key];
       if (name && held.has(name)) {
         e.preventDefault();
@@ -460,9 +465,18 @@
     });
     keys.addEventListener("input", function (e) {
       if (e.isComposing) return;
-      const t = keys.value;
+      let t = keys.value.replace(/\r\n?/g, "\n");
       keys.value = "";
-      if (control && t) queueText(t);
+      const ech = echo;
+      echo = "";
+      if (e.inputType === "insertLineBreak" || e.inputType === "insertParagraph") {
+        // The echo of an Enter sent already, else an Enter whose keydown
+        // did not name it (an on-screen keyboard): Return.
+        if (ech !== "\n" && control) { flushAll(); act({ action: "key", keys: "Return" }); }
+        return;
+      }
+      if (ech && t.startsWith(ech)) t = t.slice(ech.length);
+      if (control && t) queueText(t); // pasted lines and tabs type as Return and Tab
     });
     keys.addEventListener("compositionend", function (e) {
       keys.value = "";
