@@ -31,7 +31,7 @@ import (
 
 // requireChromium finds Debian's chromium (or another Chrome) or skips
 // locally / fails under CI.
-func requireChromium(t *testing.T) string {
+func requireChromium(t testing.TB) string {
 	t.Helper()
 	var path string
 	testenv.Require(t, testenv.Probe("a headless Chromium (apt-get install chromium)", func(context.Context) error {
@@ -70,7 +70,7 @@ type browser struct {
 	urls []string
 }
 
-func newBrowser(t *testing.T, w, h int) *browser {
+func newBrowser(t testing.TB, w, h int) *browser {
 	t.Helper()
 	bin := requireChromium(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -115,14 +115,14 @@ func (b *browser) requests() []string {
 	return append([]string(nil), b.urls...)
 }
 
-func (b *browser) do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+func (b *browser) do(t testing.TB, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(b.ctx, actions...); err != nil {
 		t.Fatalf("chromium: %s: %v", what, err)
 	}
 }
 
-func jsEval[T any](t *testing.T, b *browser, js string) T {
+func jsEval[T any](t testing.TB, b *browser, js string) T {
 	t.Helper()
 	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](js))
 	if err != nil {
@@ -140,7 +140,7 @@ func (b *browser) open(t *testing.T, url string) time.Duration {
 	return time.Since(t0)
 }
 
-func (b *browser) waitFor(t *testing.T, js string) {
+func (b *browser) waitFor(t testing.TB, js string) {
 	t.Helper()
 	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		t.Fatalf("chromium: waiting for %s: %v", js, err)

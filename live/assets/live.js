@@ -305,6 +305,7 @@
         requestAnimationFrame(function (ts) {
           const painted = performance.timeOrigin + ts;
           stats.frames++;
+          stats.painted = painted;
           stats.lat.push({ seq: h.seq, full: h.full, bytes: buf.byteLength, enc: h.enc_ms, look: h.look_ms, upper: painted - h.before, lower: painted - h.seen });
           if (stats.lat.length > 1000) stats.lat.shift();
           B.dataset.frames = String(stats.frames);
