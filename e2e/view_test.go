@@ -65,9 +65,10 @@ func artifacts(t *testing.T) string {
 // a tab. Every request the page makes is collected (to prove the report
 // needs no network).
 type browser struct {
-	ctx  context.Context
-	mu   sync.Mutex
-	urls []string
+	ctx   context.Context
+	close func() // ends the browser before the test does
+	mu    sync.Mutex
+	urls  []string
 }
 
 func newBrowser(t testing.TB, w, h int) *browser {
@@ -92,8 +93,9 @@ func newBrowser(t testing.TB, w, h int) *browser {
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelT := chromedp.NewContext(actx)
 	ctx, cancelD := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelD(); cancelT(); cancelA() })
-	b := &browser{ctx: ctx}
+	stop := func() { cancelD(); cancelT(); cancelA() }
+	t.Cleanup(stop)
+	b := &browser{ctx: ctx, close: stop}
 	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
