@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -329,6 +330,99 @@ func TestLiveDemonstrationReplays(t *testing.T) {
 	r := run0(t, "replay", dir, "--out", filepath.Join(t.TempDir(), "replayed"))
 	if r.code != 0 || !strings.Contains(r.stdout, "match") {
 		t.Fatalf("replay of the demonstration:\n%s", r)
+	}
+}
+
+// TestLiveEvalGrid: agentbox eval --live serves a grid of the suite's
+// episodes. Two xev episodes wait for a person to press Return; headless
+// Chromium sees both cards running with their thumbnails, opens each
+// card's own view, takes control, clicks and presses Return, and hands
+// back; each episode then finishes and the eval passes, every trace
+// naming the person's steps.
+func TestLiveEvalGrid(t *testing.T) {
+	testenv.Require(t, testenv.Docker(), testenv.Image(testenv.TestImage), testenv.Slow("an eval watched and driven from Chromium"))
+	requireChromium(t)
+	dir := t.TempDir()
+	appDir := filepath.Join(dir, "xev")
+	if err := os.Mkdir(appDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		filepath.Join(appDir, "agentbox.json"): `{"command":"xev","args":["-geometry","600x400+0+0"],"window_title":"Event Tester"}`,
+		filepath.Join(dir, "wait.yaml"): `task: Wait for a person to press Return in xev.
+steps:
+  - wait_for: window
+    title: Event Tester
+  - wait_for: log
+    contains: "keysym 0xff0d, Return"
+    timeout_ms: 240000
+  - expect: running
+`,
+		filepath.Join(dir, "suite.yaml"): "name: live\ntasks:\n  - name: xev\n    target: xev\n    script: wait.yaml\n    image: " + testenv.TestImage + "\n    episodes: 2\n    timeout: 5m\n",
+	}
+	for p, data := range files {
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	run := startLive(t, "eval", filepath.Join(dir, "suite.yaml"), "--parallel", "2", "--live", "--out", out)
+	b := newBrowser(t, 1400, 860)
+	b.do(t, "open "+run.url, chromedp.Navigate(run.url))
+	b.waitFor(t, `document.body && document.body.dataset.ready === "1" && document.body.dataset.page === "grid"`)
+	b.waitFor(t, `(() => { const c = document.querySelectorAll("#grid a.card");
+		return c.length === 2 && [...c].every(e => e.dataset.state === "running" && e.dataset.thumb === "1"); })()`)
+	b.screenshot(t, filepath.Join(artifacts(t), "live-grid.png"))
+	hrefs := jsEval[[]string](t, b, `[...document.querySelectorAll("#grid a.card")].map(a => a.href)`)
+	for i, href := range hrefs {
+		// A browser each (one lives two minutes at most); the printed
+		// address gives it the cookie.
+		if i > 0 {
+			b.close()
+			b = newBrowser(t, 1400, 860)
+			b.do(t, "open "+run.url, chromedp.Navigate(run.url))
+			b.waitFor(t, `document.body && document.body.dataset.ready === "1"`)
+		}
+		openLive(t, b, href)
+		b.waitFor(t, `document.body.dataset.state === "running"`)
+		clickButton(t, b, "take")
+		b.waitFor(t, `document.body.dataset.control === "1" && document.body.dataset.state === "paused"`)
+		x, y := screenPoint(t, b, 300, 200)
+		b.do(t, "click", chromedp.MouseClickXY(x, y))
+		acted(t, b, 1)
+		b.do(t, "Return", chromedp.KeyEvent(kb.Enter))
+		acted(t, b, 2)
+		clickButton(t, b, "back")
+		b.waitFor(t, `document.body.dataset.state === "ended"`)
+		if got := jsEval[string](t, b, `document.getElementById("state").textContent`); got != "success" {
+			t.Errorf("episode %d (%s) ended %q", i+1, href, got)
+		}
+	}
+	if code := run.wait(t); code != 0 {
+		t.Fatalf("the eval ended with exit %d, want 0:\n%s", code, run.stderr())
+	}
+	var traces []string
+	if err := filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == trace.StepsFile {
+			traces = append(traces, filepath.Dir(p))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(traces) != 2 {
+		t.Fatalf("traces %v, want 2", traces)
+	}
+	for _, d := range traces {
+		var acts []string
+		for _, st := range openTrace(t, d).Steps {
+			if st.Actor == trace.ActorHuman {
+				acts = append(acts, st.Action.String())
+			}
+		}
+		if strings.Join(acts, "|") != "click 300,200|key Return" {
+			t.Errorf("%s: the person's steps are %q", d, acts)
+		}
 	}
 }
 
