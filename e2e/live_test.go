@@ -19,8 +19,10 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
+	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -423,6 +425,79 @@ steps:
 		if strings.Join(acts, "|") != "click 300,200|key Return" {
 			t.Errorf("%s: the person's steps are %q", d, acts)
 		}
+	}
+}
+
+// TestLiveServe: agentbox serve --live shows each environment's episode;
+// while a client of the API drives the mover, a person takes control in
+// Chromium, holds Right, and hands back; the client then finishes. The
+// episode's trace has the client's steps (remote) and the person's
+// (human) between the takeover and the hand-back.
+func TestLiveServe(t *testing.T) {
+	testenv.Require(t, testenv.Docker(), testenv.Image(testenv.RuntimeImage), testenv.Slow("serve watched and driven from Chromium"))
+	requireChromium(t)
+	s := startServe(t, "--backend", "docker", "--app", "mover="+moverApp(t, ""), "--out", t.TempDir(), "--live")
+	m := regexp.MustCompile(`agentbox: live page: (http://127\.0\.0\.1:\d+/\?token=[0-9a-f]+)`).FindStringSubmatch(s.log())
+	if m == nil {
+		t.Fatalf("no live page address:\n%s", s.log())
+	}
+	c, err := client.New(s.url, s.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	env, err := c.Create(ctx, api.CreateRequest{App: "mover", Task: "Move the character right."})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, s.log())
+	}
+	_, info, err := env.Reset(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, _, _, err := env.Step(ctx, action.Action{Kind: action.Wait, MS: 100}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, 1400, 860)
+	b.do(t, "open the grid", chromedp.Navigate(m[1]))
+	b.waitFor(t, `document.body && document.body.dataset.page === "grid" && document.querySelectorAll("#grid a.card[data-state=running]").length === 1`)
+	openLive(t, b, jsEval[string](t, b, `document.querySelector("#grid a.card").href`))
+	b.waitFor(t, `document.body.dataset.state === "running"`)
+	clickButton(t, b, "take")
+	b.waitFor(t, `document.body.dataset.control === "1" && document.body.dataset.state === "paused"`)
+	x, y := screenPoint(t, b, 320, 240)
+	b.do(t, "click", chromedp.MouseClickXY(x, y))
+	acted(t, b, 1)
+	// Held: the page sends key_down and key_up.
+	b.do(t, "hold Right", chromedp.KeyEvent(kb.ArrowRight))
+	acted(t, b, 3)
+	clickButton(t, b, "back")
+	b.waitFor(t, `document.body.dataset.state === "running"`)
+	// The client's decision was made on a screen from before the takeover:
+	// not performed; it looks again and decides again.
+	_, _, terminated, _, inf, err := env.Step(ctx, action.Action{Kind: action.Done, Message: "moved"})
+	if err != nil || terminated || inf.Result == nil || inf.Result.OK || !strings.Contains(inf.Result.Error, "a person took control") {
+		t.Fatalf("the client's first step after the takeover: %v, terminated %v, %+v", err, terminated, inf.Result)
+	}
+	if _, _, terminated, _, _, err := env.Step(ctx, action.Action{Kind: action.Done, Message: "moved"}); err != nil || !terminated {
+		t.Fatalf("done: %v, terminated %v", err, terminated)
+	}
+	b.waitFor(t, `document.body.dataset.state === "ended"`)
+	if code := s.stop(t); code != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0:\n%s", code, s.log())
+	}
+	tr := openTrace(t, info.Trace)
+	var got []string
+	for _, r := range tr.Records {
+		switch {
+		case r.Type == trace.TypeEvent && (r.Event == trace.EventTakeover || r.Event == trace.EventHandBack || r.Event == trace.EventNotApplied):
+			got = append(got, r.Event)
+		case r.Type == trace.TypeStep:
+			got = append(got, r.Actor+" "+r.Action.String())
+		}
+	}
+	want := []string{"remote wait 100ms", trace.EventTakeover, "human click 320,240", "human key_down Right", "human key_up Right", trace.EventHandBack, trace.EventNotApplied, "remote done"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the episode's trace:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
 
