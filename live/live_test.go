@@ -50,6 +50,7 @@ type fakeEnv struct {
 	x       int
 	actions []action.Action
 	looks   int
+	slow    time.Duration // how long a look takes
 }
 
 func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fake", ID: "f"} }
@@ -62,6 +63,7 @@ func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.L
 func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	time.Sleep(e.slow)
 	e.looks++
 	w, h := 80, 64
 	pix := make([]byte, 4*w*h)
@@ -737,5 +739,46 @@ func TestPageBeforeTheSessionOpens(t *testing.T) {
 	})
 	if h := p.frame(); !h.Full {
 		t.Errorf("the first frame is not whole: %+v", h)
+	}
+}
+
+// TestWatchingKeepsToBudget: when a look at the screen takes long (here
+// 20 ms, as a full screen sent by a busy sandbox may), a watched view
+// spaces its looks out so that they take about Budget of the time: ten
+// looks at a tenth take well over a second (about 1.5 s as the smoothed
+// cost rises to 20 ms), where a budget of the whole time takes them at
+// the pace of the looks themselves (the control, logged). A loaded
+// machine only makes looks slower, never this lower bound shorter.
+func TestWatchingKeepsToBudget(t *testing.T) {
+	for _, c := range []struct {
+		budget  float64
+		atLeast time.Duration
+	}{{0.1, time.Second}, {1, 0}} {
+		t.Run(fmt.Sprint(c.budget), func(t *testing.T) {
+			h := start(t, Options{Budget: c.budget}, nil)
+			h.env.mu.Lock()
+			h.env.slow = 20 * time.Millisecond
+			h.env.mu.Unlock()
+			p := h.control(t)
+			p.frame()
+			looks := func() int {
+				h.env.mu.Lock()
+				defer h.env.mu.Unlock()
+				return h.env.looks
+			}
+			n0, t0 := looks(), time.Now()
+			deadline := time.Now().Add(time.Minute)
+			for looks() < n0+10 {
+				if time.Now().After(deadline) {
+					t.Fatalf("only %d looks in a minute", looks()-n0)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			took := time.Since(t0)
+			t.Logf("budget %v: 10 looks of 20 ms took %v", c.budget, took)
+			if took < c.atLeast {
+				t.Errorf("10 looks of 20 ms took %v at a budget of %v, want at least %v", took, c.budget, c.atLeast)
+			}
+		})
 	}
 }
