@@ -280,6 +280,88 @@ steps:
 	}
 }
 
+// TestLiveTakeoverWhileFrozen: an exec agent thinks for two seconds at
+// every step under --freeze-while-thinking (Docker pauses the container,
+// X server and all). A person takes control at the live page: the app is
+// thawed for them, their click and Return reach xev, and they hand back.
+// The agent's decision made meanwhile is not applied; its next
+// observation carries the intervention, and it finishes on it.
+func TestLiveTakeoverWhileFrozen(t *testing.T) {
+	testenv.Require(t, testenv.Docker(), testenv.Image(testenv.TestImage), testenv.Programs("python3"), testenv.Slow("a frozen run taken over from Chromium"))
+	requireChromium(t)
+	dir := t.TempDir()
+	appDir := filepath.Join(dir, "xev")
+	if err := os.Mkdir(appDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	agentPy := filepath.Join(dir, "agent.py")
+	for p, data := range map[string]string{
+		filepath.Join(appDir, "agentbox.json"): `{"command":"xev","args":["-geometry","600x400+0+0"],"window_title":"Event Tester"}`,
+		agentPy: `import json, sys, time
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("type") != "observation":
+        continue
+    if m.get("intervention"):
+        a = {"action": "done", "success": True, "message": "a person acted"}
+    else:
+        time.sleep(2)  # thinking, while the app is frozen
+        a = {"action": "wait", "ms": 100}
+    print(json.dumps(a), flush=True)
+`,
+	} {
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "trace")
+	run := startLive(t, "run", appDir, "--image", testenv.TestImage, "--agent", "exec", "--freeze-while-thinking", "--live", "--out", out, "--timeout", "5m",
+		"--", "python3", agentPy)
+	b := newBrowser(t, 1400, 860)
+	openLive(t, b, run.url)
+	b.waitFor(t, `document.body.dataset.state === "running"`)
+	clickButton(t, b, "take")
+	b.waitFor(t, `document.body.dataset.control === "1" && document.body.dataset.state === "paused"`)
+	x, y := screenPoint(t, b, 300, 200)
+	b.do(t, "click", chromedp.MouseClickXY(x, y))
+	acted(t, b, 1)
+	b.do(t, "Return", chromedp.KeyEvent(kb.Enter))
+	acted(t, b, 2)
+	b.waitFor(t, `document.getElementById("out").textContent.includes("keysym 0xff0d, Return")`)
+	clickButton(t, b, "back")
+	if code := run.wait(t); code != 0 {
+		t.Fatalf("the run ended with exit %d, want 0 (the agent finishes on the intervention):\n%s", code, run.stderr())
+	}
+	tr := openTrace(t, out)
+	if tr.Run.Outcome != trace.Success || tr.Run.Message != "a person acted" {
+		t.Fatalf("outcome %s: %q", tr.Run.Outcome, tr.Run.Message)
+	}
+	var human []string
+	var told *action.Intervention
+	for _, st := range tr.Steps {
+		if st.Actor == trace.ActorHuman {
+			human = append(human, st.Action.String())
+		}
+		if st.Observation != nil && st.Observation.Intervention != nil {
+			told = st.Observation.Intervention
+		}
+	}
+	if strings.Join(human, "|") != "click 300,200|key Return" || told == nil {
+		t.Fatalf("the person's steps %q; the agent told of them: %+v", human, told)
+	}
+	data, err := os.ReadFile(filepath.Join(out, trace.StdoutFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, e := range xevents.Filter(xevents.Parse(string(data)), "ButtonPress", "ButtonRelease", "KeyPress", "KeyRelease") {
+		seen = append(seen, e.Type+" "+e.KeysymName)
+	}
+	if want := "ButtonPress |ButtonRelease |KeyPress Return|KeyRelease Return"; strings.Join(seen, "|") != want {
+		t.Errorf("xev saw %q, want %q", strings.Join(seen, "|"), want)
+	}
+}
+
 // TestLiveDemonstrationReplays: a run with no agent is a person's
 // demonstration: from the live page they type a command into xterm and
 // finish; agentbox replay plays the recording back and it matches.
