@@ -199,4 +199,8 @@ type Observation struct {
 	// shown to the agent (Screen is then the marked copy; the trace keeps
 	// the raw one). Nil unless the run asked for marks.
 	Marks []Mark
+	// Intervention says a person took control at the live page since the
+	// previous observation and handed it back: what they did and what
+	// changed on the screen. Nil when nobody did.
+	Intervention *Intervention
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/codegirl-games/agentbox/eval"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/session"
 )
@@ -32,6 +33,7 @@ func newEvalCmd() *cobra.Command {
 		poolSize, poolMax  int
 		settle             string
 		asJSON             bool
+		lv                 liveFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -118,6 +120,11 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 				return err
 			}
 
+			liveSrv, err := lv.start(stderr, "agentbox eval "+termsafe.Line(suite.Name), true)
+			if err != nil {
+				return err
+			}
+			defer stopLive(liveSrv)
 			fmt.Fprint(stderr, note) // sandboxes are about to start
 			ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
 			defer stop()
@@ -131,7 +138,9 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",
 						plural.S(int(st.Warm), "episode"), plural.S(int(st.Cold), "start"), plural.Count(int(st.Replaced), "sandbox", "sandboxes"), plural.S(int(st.Failed), "create"))
 				},
+				Watch: liveEpisodes(liveSrv),
 			})
+			stopLive(liveSrv)
 			if err != nil && sum == nil {
 				return failErr(err)
 			}
@@ -161,7 +170,19 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 	fl.IntVar(&poolMax, "pool-max", 0, "the most sandboxes the warm pool holds over all tasks (default 4 × --pool)")
 	fl.StringVar(&settle, "settle", "none", settleUsage)
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
+	lv.register(fl, "every episode (a grid, each opening to its own view)")
 	return cmd
+}
+
+// liveEpisodes gives each episode a view on the live page (nil without one).
+func liveEpisodes(srv *live.Server) func(string, int, *session.Config) func(session.Result) {
+	if srv == nil {
+		return nil
+	}
+	return func(task string, n int, cfg *session.Config) func(session.Result) {
+		return watch(srv, live.Info{Name: fmt.Sprintf("%s · episode %d", task, n), Task: cfg.Task, Agent: describeAgent(cfg.AgentInfo),
+			RunID: cfg.RunID, Trace: cfg.TraceDir, Screen: cfg.Env.Screen}, cfg)
+	}
 }
 
 // evalJSON is what eval --json prints: summary.json's object, with where

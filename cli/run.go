@@ -16,6 +16,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -30,6 +31,7 @@ type runFlags struct {
 	logCap       string
 	settle       string
 	json         bool
+	live         liveFlag
 }
 
 func newRunCmd() *cobra.Command {
@@ -50,7 +52,9 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
   agentbox run examples/mover --script examples/mover/play.yaml
   agentbox run examples/mover --agent exec -- python3 examples/agents/mover_agent.py
   agentbox run ./my-game --agent demo --agent-opt key=Left --out /tmp/trace
-  agentbox run app.json --agent demo --screen 1280x720 --timeout 2m -- --level 3`,
+  agentbox run app.json --agent demo --screen 1280x720 --timeout 2m -- --level 3
+  agentbox run examples/mover --agent demo --live      # watch in a browser, take control
+  agentbox run xterm --agent human --live --timeout 30m # record a person's demonstration`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			appArgs, argsGiven, err := splitArgs("run", "TARGET", cmd, args)
@@ -63,13 +67,14 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl := cmd.Flags()
 	f.register(fl, "run")
 	fl.StringVar(&f.task, "task", "", "what the agent should do (given to the agent, recorded in the trace)")
-	fl.StringVar(&f.agentName, "agent", "", "the agent: "+strings.Join(agent.Names(), ", "))
+	fl.StringVar(&f.agentName, "agent", "", "the agent: "+strings.Join(agent.Names(), ", ")+", or human (none: a person drives at the live page)")
 	fl.StringVar(&f.script, "script", "", "play a script (YAML or JSON: actions and checks) instead of --agent")
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
 	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of stdout.log and stderr.log, and on the window events recorded")
 	fl.StringVar(&f.settle, "settle", "none", settleUsage)
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
+	f.live.register(fl, "the run")
 	return cmd
 }
 
@@ -83,6 +88,10 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return usageErrorf("--agent and --script are exclusive: a script is its own agent")
 	case f.script != "" && len(f.agentOpts) > 0:
 		return usageErrorf("--agent-opt applies to --agent, not to --script")
+	case f.agentName == humanAgent && f.live.addr == "":
+		return usageErrorf("--agent human needs --live: a person drives the app from the live page")
+	case f.agentName == humanAgent && len(f.agentOpts) > 0:
+		return usageErrorf("--agent human takes no --agent-opt")
 	}
 	opts, err := parseKV("--agent-opt", f.agentOpts)
 	if err != nil {
@@ -168,10 +177,13 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	var ag agent.Agent
 	agentInfo := trace.AgentInfo{Name: f.agentName, Options: opts}
-	if sc != nil {
+	switch {
+	case sc != nil:
 		ag = script.New(sc)
 		agentInfo = trace.AgentInfo{Name: "script", Options: map[string]string{"file": f.script}}
-	} else {
+	case f.agentName == humanAgent:
+		agentInfo = trace.AgentInfo{Name: humanAgent} // no agent: the session's person drives
+	default:
 		ag, err = agent.New(f.agentName, agent.Options(opts))
 		if err != nil {
 			return usageErrorf("%v", err)
@@ -187,11 +199,16 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 
+	liveSrv, err := f.live.start(stderr, "agentbox run "+termsafe.Line(target), false)
+	if err != nil {
+		return err
+	}
+	defer stopLive(liveSrv)
 	fmt.Fprint(stderr, note) // a sandbox is about to start
 	ctx, run, done := setUpRun(stderr, backend, bundle, f.out)
 	defer done()
 	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", run.ID, termsafe.Line(target), termsafe.Line(describeAgent(agentInfo)), backend.Name())
-	res, err := session.Run(ctx, session.Config{
+	cfg := session.Config{
 		RunID:               run.ID,
 		Backend:             backend,
 		Env:                 envCfg,
@@ -212,7 +229,11 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		LogCap:              logCap,
 		Progress:            stderr,
 		Verbose:             f.verbose,
-	})
+	}
+	finish := watch(liveSrv, live.Info{Name: target, Task: f.task, Agent: describeAgent(agentInfo), RunID: run.ID, Trace: run.Dir, Screen: envCfg.Screen}, &cfg)
+	res, err := session.Run(ctx, cfg)
+	finish(res)
+	stopLive(liveSrv)
 	if err != nil {
 		return failErr(err)
 	}
@@ -269,8 +290,11 @@ func preflight(ctx context.Context, name string, ag agent.Agent) error {
 const scriptMaxSteps = 100_000
 
 func describeAgent(a trace.AgentInfo) string {
-	if a.Name == "script" {
+	switch a.Name {
+	case "script":
 		return "script " + a.Options["file"]
+	case humanAgent:
+		return "no agent (a person at the live page)"
 	}
 	return "agent " + a.Name
 }

@@ -23,9 +23,11 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/session"
 )
 
 type serveFlags struct {
@@ -49,6 +51,7 @@ type serveFlags struct {
 	logCap, maxUpload   string
 	out                 string
 	pool, poolMax       int
+	live                liveFlag
 }
 
 // tokenEnv names the environment variable holding serve's token.
@@ -120,6 +123,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.out, "out", "agentbox-runs", "directory of the episodes' traces (one per run ID)")
 	fl.IntVar(&f.pool, "pool", 0, "keep this many sandboxes warm (display and window manager up) per backend, image, screen and limits, so an episode only launches its app (0: none)")
 	fl.IntVar(&f.poolMax, "pool-max", 0, "the most sandboxes the warm pool holds over all its keys (default 4 × --pool)")
+	f.live.register(fl, "every environment's episodes (a grid)")
 	return cmd
 }
 
@@ -162,6 +166,17 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	for _, b := range o.Backends {
 		reapLeftovers(cmd.Context(), b, stderr)
+	}
+	liveSrv, err := f.live.start(stderr, "agentbox serve", true)
+	if err != nil {
+		return err
+	}
+	defer stopLive(liveSrv)
+	if liveSrv != nil {
+		o.Watch = func(env string, n int, cfg *session.Config) {
+			watch(liveSrv, live.Info{Name: fmt.Sprintf("environment %s · episode %d", env, n), Task: cfg.Task,
+				Agent: "a client of agentbox serve", RunID: cfg.RunID, Trace: cfg.TraceDir, Screen: cfg.Env.Screen}, cfg)
+		}
 	}
 	srv, err := serve.New(o)
 	if err != nil {

@@ -106,6 +106,12 @@ func stubApp(t *testing.T, manifest string) string {
 // moverApp builds the mover demo into a fresh app directory with a manifest.
 func moverApp(t *testing.T, manifest string) string {
 	t.Helper()
+	return moverAppTB(t, manifest)
+}
+
+// moverAppTB is moverApp for a benchmark too.
+func moverAppTB(t testing.TB, manifest string) string {
+	t.Helper()
 	bin := testenv.Build(t, "./examples/mover")
 	dir := t.TempDir()
 	data, err := os.ReadFile(bin)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -33,6 +34,12 @@ func TestRefusedBeforeAnythingStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	tooMany := strconv.Itoa(min(2*runtime.NumCPU()+1, 1024))
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	busy := taken.Addr().String()
 	suite := filepath.Join(t.TempDir(), "suite.yaml")
 	if err := os.WriteFile(suite, []byte("tasks:\n  - {name: t, target: "+app+", agent: idle, episodes: 2}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -50,6 +57,11 @@ func TestRefusedBeforeAnythingStarts(t *testing.T) {
 		{[]string{"eval", suite, "--cpus", tooMany}, "--cpus is " + tooMany + ": this machine has"},
 		{[]string{"eval", suite, "--pids", "5"}, "--pids is 5: too few"},
 		{[]string{"eval", suite, "--env", "1X=y"}, `"1X" is not a valid variable name`},
+		// The live page listens on loopback only, and a busy port is the
+		// user's to change.
+		{[]string{"run", app, "--agent", "idle", "--live=0.0.0.0:0"}, "--live: live: 0.0.0.0:0 is not a loopback address"},
+		{[]string{"run", app, "--agent", "idle", "--live=" + busy}, "--live: live: listen on " + busy},
+		{[]string{"eval", suite, "--live=0.0.0.0:0"}, "the live page listens on loopback only"},
 	} {
 		r := cliMain(t, c.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {

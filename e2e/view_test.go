@@ -31,7 +31,7 @@ import (
 
 // requireChromium finds Debian's chromium (or another Chrome) or skips
 // locally / fails under CI.
-func requireChromium(t *testing.T) string {
+func requireChromium(t testing.TB) string {
 	t.Helper()
 	var path string
 	testenv.Require(t, testenv.Probe("a headless Chromium (apt-get install chromium)", func(context.Context) error {
@@ -65,12 +65,13 @@ func artifacts(t *testing.T) string {
 // a tab. Every request the page makes is collected (to prove the report
 // needs no network).
 type browser struct {
-	ctx  context.Context
-	mu   sync.Mutex
-	urls []string
+	ctx   context.Context
+	close func() // ends the browser before the test does
+	mu    sync.Mutex
+	urls  []string
 }
 
-func newBrowser(t *testing.T, w, h int) *browser {
+func newBrowser(t testing.TB, w, h int) *browser {
 	t.Helper()
 	bin := requireChromium(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -92,8 +93,9 @@ func newBrowser(t *testing.T, w, h int) *browser {
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelT := chromedp.NewContext(actx)
 	ctx, cancelD := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(func() { cancelD(); cancelT(); cancelA() })
-	b := &browser{ctx: ctx}
+	stop := func() { cancelD(); cancelT(); cancelA() }
+	t.Cleanup(stop)
+	b := &browser{ctx: ctx, close: stop}
 	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
@@ -115,14 +117,14 @@ func (b *browser) requests() []string {
 	return append([]string(nil), b.urls...)
 }
 
-func (b *browser) do(t *testing.T, what string, actions ...chromedp.Action[chromedp.Void]) {
+func (b *browser) do(t testing.TB, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(b.ctx, actions...); err != nil {
 		t.Fatalf("chromium: %s: %v", what, err)
 	}
 }
 
-func jsEval[T any](t *testing.T, b *browser, js string) T {
+func jsEval[T any](t testing.TB, b *browser, js string) T {
 	t.Helper()
 	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](js))
 	if err != nil {
@@ -140,7 +142,7 @@ func (b *browser) open(t *testing.T, url string) time.Duration {
 	return time.Since(t0)
 }
 
-func (b *browser) waitFor(t *testing.T, js string) {
+func (b *browser) waitFor(t testing.TB, js string) {
 	t.Helper()
 	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		t.Fatalf("chromium: waiting for %s: %v", js, err)

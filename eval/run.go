@@ -53,6 +53,10 @@ type Options struct {
 	// Verbose prints every step of every episode to Progress, under the
 	// episode's name.
 	Verbose bool
+	// Watch, when set, is told of each episode just before it starts (eval
+	// --live: the live page): it may hook the session's configuration
+	// (Listener, Opened), and returns what to call with the result.
+	Watch func(task string, episode int, cfg *session.Config) func(session.Result)
 
 	// Pool, when positive, keeps that many sandboxes warm per task's
 	// sandbox (image, screen, limits, …): an episode then only launches its
@@ -334,7 +338,12 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	if o.pool != nil {
 		o.pool.Take(&cfg) // a warm sandbox when the task's key has one; else Run creates one cold
 	}
+	finished := func(session.Result) {}
+	if o.Watch != nil {
+		finished = o.Watch(t.Name, ep.N, &cfg)
+	}
 	res, err := session.Run(ctx, cfg)
+	finished(res)
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()
 	}

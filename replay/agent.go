@@ -10,6 +10,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -92,7 +93,14 @@ type Agent struct {
 	lastSent  time.Time // when the replay sent it
 
 	pending chan *Divergence // the comparison in flight, if any
-	mu      sync.Mutex       // guards Comparisons
+
+	// Peek, when set, looks at the screen between steps (Session.Peek).
+	// A person's recorded screen is the one they saw when they acted, not
+	// the one right after the previous action: the replay looks again at
+	// the recorded moment to compare like with like.
+	Peek func(context.Context) (*action.Frame, environment.State, error)
+
+	mu sync.Mutex // guards Comparisons
 
 	// Comparisons lists every screen compared, in order.
 	Comparisons []StepComparison
@@ -148,11 +156,21 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 		a.Finished = true
 		return doneDecision(true, fmt.Sprintf("replay: all %d recorded steps matched", a.Replayed), nil), nil
 	}
-	if rec.Observation != nil {
-		a.start(obs, rec.Observation, false)
-	}
-	if err := a.wait(ctx, rec); err != nil {
-		return agent.Decision{}, err
+	if rec.Actor == trace.ActorHuman && a.Peek != nil && a.timing == TimingRecorded {
+		// A person looked when they acted: wait for that moment, then look.
+		if err := a.wait(ctx, rec); err != nil {
+			return agent.Decision{}, err
+		}
+		if rec.Observation != nil {
+			a.start(a.lookAgain(ctx, obs), rec.Observation, false)
+		}
+	} else {
+		if rec.Observation != nil {
+			a.start(obs, rec.Observation, false)
+		}
+		if err := a.wait(ctx, rec); err != nil {
+			return agent.Decision{}, err
+		}
 	}
 	if rec.Action == nil || rec.Action.Kind == action.Done {
 		// The recording's last decision: no action follows to hide the
@@ -172,6 +190,19 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 		msg = "replayed: " + rec.Decision.Message
 	}
 	return agent.Decision{Action: *rec.Action, Message: msg}, nil
+}
+
+// lookAgain is obs with the screen and the desktop's state as they are
+// now; obs itself when the screen cannot be looked at (the sandbox is
+// busy or going: the comparison then says what it saw).
+func (a *Agent) lookAgain(ctx context.Context, obs *action.Observation) *action.Observation {
+	f, st, err := a.Peek(ctx)
+	if err != nil || f == nil {
+		return obs
+	}
+	now := *obs
+	now.Screen, now.Cursor, now.Windows, now.Running = f, st.Cursor, st.Windows, st.Running
+	return &now
 }
 
 // start begins comparing a replayed observation with a recorded one. The

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"image/color"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -20,6 +22,12 @@ func frameOf(c color.RGBA, hash uint64) *action.Frame {
 // colour, 50 ms apart.
 func recording(t *testing.T) *trace.Trace {
 	t.Helper()
+	return recordingBy(t, "")
+}
+
+// recordingBy is recording with the steps' actor.
+func recordingBy(t *testing.T, actor string) *trace.Trace {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "rec")
 	tw, err := trace.Create(dir, trace.Run{ID: "rec"}, trace.Options{})
 	if err != nil {
@@ -31,7 +39,7 @@ func recording(t *testing.T) *trace.Trace {
 		a := a
 		tw.Record(trace.Record{Type: trace.TypeStep, Step: i + 1, TMS: 100 + 50*float64(i),
 			Observation: &trace.Observation{Screenshot: tw.Screenshot(i+1, f), FrameHash: trace.FrameHash(f.Hash), Width: 64, Height: 48, Running: true},
-			Decision:    &trace.Decision{LatencyMS: 1}, Action: &a})
+			Decision:    &trace.Decision{LatencyMS: 1}, Action: &a, Actor: actor})
 	}
 	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
 		t.Fatal(err)
@@ -105,5 +113,47 @@ func TestAgentAppState(t *testing.T) {
 	d, _ := a.Decide(t.Context(), obs(2, frameOf(color.RGBA{50, 0, 0, 255}, 2)))
 	if d.Reason != agent.ReasonDiverged || a.Divergence == nil || a.Divergence.Kind != "app_state" || a.Divergence.Step != 1 {
 		t.Fatalf("%+v %+v", d, a.Divergence)
+	}
+}
+
+// TestAgentPersonsScreen: a person's step was recorded with the screen
+// they saw when they acted, after the app had answered their previous
+// action; the replay's own observation comes right after that action,
+// before the app answered. With Peek the replay looks again at the
+// recorded moment and matches; without, it diverges (the positive
+// control: the stale screens do differ).
+func TestAgentPersonsScreen(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		peek     bool
+		diverged bool
+	}{{"looks again", true, false}, {"without peek", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := recordingBy(t, trace.ActorHuman)
+			a := NewAgent(tr, DefaultRules(), TimingRecorded)
+			step := 0
+			if tc.peek {
+				a.Peek = func(context.Context) (*action.Frame, environment.State, error) {
+					return frameOf(color.RGBA{uint8(50 * step), 0, 0, 255}, uint64(200+step)), environment.State{Running: true}, nil
+				}
+			}
+			for step = 0; step < 3; step++ {
+				stale := frameOf(color.RGBA{uint8(50 * max(step-1, 0)), 0, 0, 255}, uint64(100+step))
+				d, err := a.Decide(t.Context(), obs(step+1, stale))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Reason == agent.ReasonDiverged {
+					break
+				}
+			}
+			a.Close()
+			if got := a.Divergence != nil; got != tc.diverged {
+				t.Fatalf("diverged %v (%+v), want %v", got, a.Divergence, tc.diverged)
+			}
+			if !tc.diverged && (!a.Finished || a.Replayed != 3) {
+				t.Errorf("finished %v, replayed %d", a.Finished, a.Replayed)
+			}
+		})
 	}
 }

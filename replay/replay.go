@@ -205,6 +205,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		LogCap:       logCap,
 		Progress:     cfg.Progress,
 		Verbose:      cfg.Verbose,
+		Opened:       func(s *session.Session) { ag.Peek = s.Peek },
 	})
 	_ = ag.Close() // a comparison still in flight when the run ended
 	if err != nil {

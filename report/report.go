@@ -70,13 +70,19 @@ var css string
 //go:embed assets/report.js
 var script string
 
+// DrawScript is the script that draws an action on a screenshot
+// (agentboxDraw): the report's, and the live page's, so both draw alike.
+//
+//go:embed assets/draw.js
+var DrawScript string
+
 // The page's inline style and script exactly as written into it, and the
 // Content-Security-Policy that allows those two and nothing else: no other
 // script (no 'unsafe-inline', so no javascript: URL or injected element
 // runs), no fetch but the trace's own images and data: images.
 var (
 	inlineStyle  = "\n" + css
-	inlineScript = "\n" + script
+	inlineScript = "\n" + DrawScript + script
 	// CSP is the page's policy; view --serve sends it as a header too.
 	CSP = "default-src 'none'; img-src 'self' data:; style-src " + sourceHash(inlineStyle) +
 		"; script-src " + sourceHash(inlineScript) + "; base-uri 'none'; form-action 'none'"
@@ -249,6 +255,11 @@ type stepData struct {
 	// TP is where an action on a target went (the element's centre, found
 	// in the live tree at the moment of the action).
 	TP *[2]int `json:"tp,omitempty"`
+	// Who chose the action, when not an agent: script, remote, mcp, human.
+	Who string `json:"who,omitempty"`
+	// IV says what a person did while they had control before this
+	// observation (the live page's takeover).
+	IV string `json:"iv,omitempty"`
 }
 
 // treeData is the accessibility tree read with a step's observation, as
@@ -434,6 +445,12 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 			s.Held = append(s.Held, k)
 		}
 		sort.Strings(s.Held)
+		if r.Actor != "" && r.Actor != trace.ActorAgent {
+			s.Who = r.Actor
+		}
+		if o := r.Observation; o != nil && o.Intervention != nil {
+			s.IV = clip(o.Intervention.String(), maxMessageRunes)
+		}
 		if r.Action != nil {
 			a := *r.Action
 			s.A = &a
@@ -713,6 +730,14 @@ func describeEvent(r trace.Record) string {
 			return "app " + e.String() // "app stopped by agentbox … (exit code 0)"
 		}
 		return "app exited: " + e.String()
+	case trace.EventTakeover:
+		return fmt.Sprintf("%v took control", r.Data["by"])
+	case trace.EventHandBack:
+		n, _ := r.Data["steps"].(float64)
+		return fmt.Sprintf("%v handed control back (%v) after %s in %v ms", r.Data["by"], r.Data["reason"], plural.S(int(n), "step"), r.Data["duration_ms"])
+	case trace.EventNotApplied:
+		b, _ := json.Marshal(r.Data["action"])
+		return fmt.Sprintf("the %v's action %s was not performed: a person had taken control", r.Data["actor"], clipBytes(string(b), 300))
 	}
 	if len(r.Data) == 0 {
 		return r.Event

@@ -274,3 +274,53 @@ func TestTreeBesideScreenshot(t *testing.T) {
 		t.Errorf("a tree path out of the trace: %+v, refused %v", td2, p.Refused)
 	}
 }
+
+// TestHumanStepsAndTakeover: a person's steps say who chose them, the
+// takeover and hand-back read as events in the output beside the steps,
+// and the agent's step after the hand-back says what the person did.
+func TestHumanStepsAndTakeover(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	tw, err := trace.Create(dir, trace.Run{ID: "r1"}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &action.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
+	step := func(n int, tms float64, actor string, a action.Action, iv *action.Intervention) {
+		tw.Record(trace.Record{Type: trace.TypeStep, Step: n, TMS: tms, Actor: actor,
+			Observation: &trace.Observation{Screenshot: tw.Screenshot(n, f), Width: 8, Height: 8, Running: true, Intervention: iv},
+			Decision:    &trace.Decision{}, Action: &a})
+	}
+	step(1, 10, trace.ActorAgent, action.Action{Kind: action.Wait, MS: 10}, nil)
+	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 20, Event: trace.EventTakeover, Data: map[string]any{"by": "viewer 1"}})
+	step(2, 30, trace.ActorHuman, action.Action{Kind: action.Type, Text: "hé"}, nil)
+	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 40, Event: trace.EventHandBack, Data: map[string]any{"by": "viewer 1", "reason": "handed back", "steps": 1, "duration_ms": 20}})
+	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 41, Event: trace.EventNotApplied, Data: map[string]any{"actor": "agent", "action": action.Action{Kind: action.Key, Keys: "Return"}}})
+	step(3, 50, trace.ActorAgent, action.Action{Kind: action.Done}, &action.Intervention{By: "viewer 1", Actions: []action.Action{{Kind: action.Type, Text: "hé"}}, DurationMS: 20})
+	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pageData(t, mustRender(t, tr))
+	if p.Steps[0].Who != "" || p.Steps[1].Who != trace.ActorHuman || p.Steps[2].Who != "" {
+		t.Errorf("who: %q %q %q", p.Steps[0].Who, p.Steps[1].Who, p.Steps[2].Who)
+	}
+	if !strings.Contains(p.Steps[2].IV, `viewer 1 took control for 0s and performed 1 action: type "hé"`) {
+		t.Errorf("step 3 says %q", p.Steps[2].IV)
+	}
+	var lines []string
+	for _, s := range p.Steps {
+		for _, l := range s.Out {
+			lines = append(lines, l.X)
+		}
+	}
+	got := strings.Join(lines, "|")
+	for _, want := range []string{"viewer 1 took control", "viewer 1 handed control back (handed back) after 1 step in 20 ms",
+		`the agent's action {"action":"key","keys":"Return"} was not performed`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("events %q lack %q", got, want)
+		}
+	}
+}

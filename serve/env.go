@@ -97,6 +97,9 @@ func (e *env) attach() (detach func(), _ *api.Error) {
 func (e *env) expired(now time.Time, lease time.Duration) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.sess != nil && e.state == api.StateRunning && e.sess.Control().Human {
+		return false // a person has control at the live page: the client waits for them
+	}
 	return !e.closing && e.state != api.StateStarting && e.conns == 0 && now.Sub(e.lastSeen) > lease
 }
 
@@ -204,10 +207,16 @@ func (e *env) open(ctx context.Context) *api.Error {
 		Progress:     prefixWriter{s, "environment " + e.id + ": "},
 		Listener:     e.listener(n),
 	}
+	if s.o.Watch != nil {
+		s.o.Watch(e.id, n, &cfg)
+	}
 	if s.pool != nil {
 		s.pool.Take(&cfg) // a warm sandbox when its key has one; else Open creates one cold
 	}
 	sess, err := session.Open(ctx, cfg)
+	if err == nil && cfg.Opened != nil {
+		cfg.Opened(sess)
+	}
 	var se *session.StartError
 	switch {
 	case errors.As(err, &se):

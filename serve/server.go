@@ -96,6 +96,11 @@ type Options struct {
 	// Log receives a line per environment created, closed or reaped, and
 	// the sessions' progress lines; nil discards.
 	Log io.Writer
+
+	// Watch, when set, is told of each episode as it starts (serve --live:
+	// the live page): it may hook the session's configuration — its
+	// Listener, and Opened, which is given the session once it is open.
+	Watch func(env string, episode int, cfg *session.Config)
 }
 
 func (o *Options) defaults() error {

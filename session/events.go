@@ -18,6 +18,13 @@ const (
 	EventStep    = "step"    // a step's action was recorded, before it runs
 	EventResult  = "result"  // what a step's action did
 	EventEnd     = "end"     // the episode ended
+	// EventTakeover: a person took control (By); EventHandBack: they
+	// handed it back (By, Reason, Steps: how many they took);
+	// EventNotApplied: an action of Actor that a person's control
+	// preempted was not performed (Action).
+	EventTakeover   = "takeover"
+	EventHandBack   = "hand_back"
+	EventNotApplied = "not_applied"
 	// EventEpisode starts an episode in a log that holds several in a row
 	// (a server's environment): Episode, RunID and Trace say which. The
 	// session never sends it; whoever runs the episodes adds it.
@@ -63,13 +70,18 @@ type Event struct {
 	// end
 	End *End `json:"end,omitempty"`
 
+	// takeover and hand_back: who; hand_back: why, and the steps taken.
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Steps  int    `json:"steps,omitempty"`
+
 	// size is what the event holds in memory, roughly (EventLog's bound).
 	size int
 }
 
 // sizeOf is an event's rough footprint.
 func sizeOf(e *Event) int {
-	n := 128 + len(e.Text) + len(e.Invalid)
+	n := 128 + len(e.Text) + len(e.Invalid) + len(e.By) + len(e.Reason)
 	if e.Window != nil {
 		n += len(e.Window.Title)
 	}

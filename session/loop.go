@@ -8,7 +8,6 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
-	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/trace"
 	"golang.org/x/time/rate"
@@ -28,6 +27,9 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 	}()
 	ctx, cancel := context.WithDeadline(parent, s.deadline)
 	defer cancel()
+	if s.cfg.Agent == nil {
+		return s.personLoop(ctx, parent)
+	}
 	if end := s.startAgent(ctx, parent); end != nil {
 		return end
 	}
@@ -39,10 +41,17 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 		if obs.Ended != nil {
 			return obs.Ended
 		}
+		// The gate: while a person has control the agent waits here,
+		// between steps, and looks again when control comes back.
+		if s.waitControl(ctx) {
+			continue
+		}
 		st, end := s.decide(ctx, parent, obs.Observation)
 		if end != nil {
 			return end
 		}
+		// A decision made while a person took control is not applied
+		// (Act says so, after control came back); the agent looks again.
 		res, err := s.Act(parent, st)
 		if err != nil {
 			return endOf(err)
@@ -51,6 +60,36 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 			return res.Ended
 		}
 	}
+}
+
+// personLoop is the loop of a run without an agent (--agent human): a
+// person has control from the start, at the live page, and the run waits
+// until the episode ends — the person's done, the app's exit, the
+// deadline, an interrupt, a close.
+func (s *Session) personLoop(ctx, parent context.Context) *ending {
+	var why *ending
+	select {
+	case <-s.stop:
+	case <-s.events.exited:
+		// The person can do nothing more: the episode ends, with a last
+		// look for the record (unless a step of theirs ended it first).
+		why = s.appExited()
+	case <-ctx.Done():
+		why = s.loopError(ctx, parent, "waiting for the person", ctx.Err(), trace.ReasonEnvironment)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.end == nil && why != nil {
+		s.finalObservation(ctx, s.steps+1)
+		s.setEnd(why)
+	}
+	if s.end != nil {
+		return s.end
+	}
+	if c := s.closingEnd(); c != nil {
+		return c
+	}
+	return &ending{trace.Error, trace.ReasonEnvironment, "the session stopped without an ending"}
 }
 
 // endOf is how the episode ended, from Observe's or Act's error.
@@ -80,8 +119,7 @@ func (s *Session) startAgent(ctx, parent context.Context) *ending {
 // and makes the step. A failed decision ends the run: the observation is
 // recorded as the last one, with what the agent returned.
 func (s *Session) decide(ctx, parent context.Context, obs *action.Observation) (Step, *ending) {
-	freezer := s.freezer
-	frozen, err := s.freeze(ctx, freezer)
+	frozen, err := s.freezeForDecision(ctx)
 	if err != nil {
 		return Step{}, s.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)
 	}
@@ -89,7 +127,8 @@ func (s *Session) decide(ctx, parent context.Context, obs *action.Observation) (
 	d, err := s.cfg.Agent.Decide(ctx, obs)
 	latency := time.Since(t)
 	if frozen {
-		if terr := s.thaw(ctx, freezer, t); terr != nil && err == nil {
+		// (A person who took control meanwhile has thawed it already.)
+		if terr := s.thawNow(); terr != nil && err == nil {
 			return Step{}, s.loopError(ctx, parent, "thaw the app", terr, trace.ReasonEnvironment)
 		}
 	}
@@ -161,27 +200,4 @@ func (l *rateLimiter) wait(ctx context.Context) (time.Duration, error) {
 		r.Cancel()
 		return 0, ctx.Err()
 	}
-}
-
-// freeze freezes the app before a decision, if asked and possible.
-func (s *Session) freeze(ctx context.Context, f environment.Freezer) (bool, error) {
-	if f == nil {
-		return false, nil
-	}
-	if err := f.Freeze(ctx); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
-// thaw resumes the app and accounts for the frozen time; it runs even when
-// ctx has ended, so an interrupted run never leaves the app frozen.
-func (s *Session) thaw(ctx context.Context, f environment.Freezer, since time.Time) error {
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err := f.Thaw(tctx)
-	s.mu.Lock()
-	s.frozen += time.Since(since)
-	s.mu.Unlock()
-	return err
 }

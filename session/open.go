@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -49,6 +50,24 @@ type Session struct {
 	emu sync.Mutex
 	env environment.Environment // nil once torn down
 
+	// ctl is who drives (control.go); seen the screen of the controller's
+	// last look (what a person's takeover is compared with).
+	ctl  control
+	seen atomic.Pointer[action.Frame]
+	// stop is closed when the episode ends or Close begins (endSeen then
+	// says how, when it is known): whoever waits for control wakes.
+	stop     chan struct{}
+	stopOnce sync.Once
+	endSeen  atomic.Pointer[End]
+
+	// fz guards freezing (--freeze-while-thinking) against watchers' looks
+	// (Peek does not look at a frozen sandbox) and a person's takeover
+	// (which thaws it); it guards the fields below.
+	fz        sync.Mutex
+	frozenNow bool
+	frozeAt   time.Time
+	frozen    time.Duration // the app's time frozen while the agent decided
+
 	// The step lock; it guards everything below.
 	mu        sync.Mutex
 	readyAt   time.Time // the app became ready: the loop's time starts
@@ -66,7 +85,6 @@ type Session struct {
 	pendAt    time.Time           // when it was taken
 	end       *End                // how the episode ended, once it has
 	traceTime time.Duration       // the steps' time spent writing the trace
-	frozen    time.Duration       // the app's time frozen while the agent decided
 }
 
 // StartError is Open's error when the episode ended before its first step
@@ -103,7 +121,7 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 		closePrepared(ctx, cfg)
 		return nil, fmt.Errorf("session: screen %v: %w", cfg.Env.Screen, err)
 	}
-	s := &Session{cfg: cfg, started: time.Now(), closed: make(chan struct{})}
+	s := &Session{cfg: cfg, started: time.Now(), closed: make(chan struct{}), stop: make(chan struct{})}
 	tw, err := trace.Create(cfg.TraceDir, s.initialRecord(), trace.Options{LogCap: cfg.LogCap})
 	if err != nil {
 		closePrepared(ctx, cfg)
@@ -370,6 +388,7 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 	s.cmu.Unlock()
 	defer close(s.closed)
 	closeStart := time.Now()
+	s.markStopped(nil) // whoever waits for control wakes, and meets the end
 
 	// Abort a step in flight: the teardown makes its environment call
 	// fail, and the step ends with the closing End. The agent (an agent
@@ -386,16 +405,21 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 		}
 		s.tell(Event{Kind: EventEnd, End: end})
 	}
+	e := *s.end
+	s.endSeen.Store(&e)
 	s.pending = nil
 	final := *s.end
 	steps := s.steps
+	s.fz.Lock()
+	frozen := s.frozen
+	s.fz.Unlock()
 	if !s.readyAt.IsZero() {
 		loop := closeStart.Sub(s.readyAt)
 		s.timing("loop", loop)
 		s.timing("trace_write", s.traceTime)
-		if s.frozen > 0 {
-			s.timing("frozen", s.frozen)
-			s.timing("app_running", loop-s.frozen)
+		if frozen > 0 {
+			s.timing("frozen", frozen)
+			s.timing("app_running", loop-frozen)
 		}
 	}
 	s.mu.Unlock()

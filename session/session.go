@@ -98,6 +98,10 @@ type Config struct {
 	// called from the environment's and the controller's goroutines and
 	// must not block (an EventLog's Add does not).
 	Listener func(Event)
+	// Opened, when set, is given the session once Open has succeeded,
+	// before Run's loop starts: a live page takes it to watch the run and
+	// to let a person take control (Run only; Open's caller has it).
+	Opened func(*Session)
 
 	TraceDir string
 	LogCap   int64 // per stream; default trace.DefaultLogCap
@@ -270,6 +274,12 @@ type ending = End
 // Run performs one run: Open, the agent loop over the session, Close. The
 // returned error is non-nil only when no trace could be written at all;
 // every other failure is an outcome in Result.
+//
+// Without an Agent the run is a person's (agentbox run --agent human): the
+// person has control from the start (TakeOver is done, HandBack refused)
+// and drives the app with steps of the actor human, from the live page;
+// the run ends with their done, the app's exit, the deadline or an
+// interrupt.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	s, err := Open(ctx, cfg)
 	var se *StartError
@@ -278,6 +288,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return se.Result, nil
 	case err != nil:
 		return Result{}, err
+	}
+	if cfg.Agent == nil {
+		s.personHasControl()
+	}
+	if cfg.Opened != nil {
+		cfg.Opened(s)
 	}
 	end := s.agentLoop(ctx)
 	return s.close(ctx, end), nil

@@ -54,6 +54,7 @@ func (b *fakeBackend) Create(_ context.Context, cfg environment.Config) (environ
 }
 
 type fakeEnv struct {
+	mu       sync.Mutex // Observe and Act may come from a watcher's goroutine too (Peek)
 	b        *fakeBackend
 	cfg      environment.Config
 	x        float64
@@ -96,6 +97,8 @@ func (e *fakeEnv) pos() float64 {
 }
 
 func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.observed++
 	if e.b.exitAfter > 0 && e.observed > e.b.exitAfter && !e.exited {
 		e.exited = true
@@ -116,12 +119,16 @@ func (e *fakeEnv) Act(ctx context.Context, a action.Action) (action.Result, erro
 	if e.b.actErr != nil {
 		return action.Result{}, e.b.actErr
 	}
+	e.mu.Lock()
 	e.actions = append(e.actions, a)
 	switch {
 	case a.Kind == action.KeyDown && a.Key == "Right":
 		e.held = time.Now()
 	case a.Kind == action.KeyUp && a.Key == "Right":
 		e.x, e.held = e.pos(), time.Time{}
+	}
+	e.mu.Unlock()
+	switch {
 	case a.Kind == action.Wait:
 		select {
 		case <-time.After(time.Duration(a.MS) * time.Millisecond):
@@ -289,7 +296,10 @@ func TestOutcomes(t *testing.T) {
 		{"exits before ready output", &fakeBackend{late: []string{"fatal: no GL\n"}, lateExit: true}, func(*testing.T) agent.Agent { return &scripted{} },
 			func(c *Config) { c.App.Manifest.ReadyOutput = "game: ready" },
 			trace.Error, trace.ReasonAppStart, `the app exited (exit code 2) before printing a line containing "game: ready"`},
-		{"guest dies", &fakeBackend{actErr: environment.ErrGuest}, func(*testing.T) agent.Agent { return &scripted{} }, nil,
+		// (A plain wait is a timer on the host: the guest fails on input.)
+		{"guest dies", &fakeBackend{actErr: environment.ErrGuest}, func(*testing.T) agent.Agent {
+			return &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Key, Keys: "Right"}}}}
+		}, nil,
 			trace.Error, trace.ReasonEnvironment, "guest failure"},
 		{"agent panics", &fakeBackend{}, func(*testing.T) agent.Agent { return &scripted{panic: true} }, nil,
 			trace.Error, trace.ReasonEnvironment, "panicked"},

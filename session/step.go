@@ -55,6 +55,12 @@ type StepResult struct {
 	Ended *End
 	// Final is the last observation, taken after a done.
 	Final *Observation
+	// NotApplied says the action was not performed: a person took control
+	// (TakeOver) before it ran, and the call waited until they handed it
+	// back. Nothing was recorded as a step (an action_not_applied event
+	// was); Result says so, and the next observation says what the person
+	// did (Intervention).
+	NotApplied bool
 }
 
 // Observe lets the screen settle (Config.Settle; FirstSettle at the first
@@ -71,7 +77,7 @@ func (s *Session) Observe(ctx context.Context) (*Observation, error) {
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()
-	obs, end := s.look(lctx, ctx)
+	obs, end := s.look(lctx, ctx, false)
 	if end != nil {
 		s.setEnd(end)
 		if obs == nil {
@@ -90,16 +96,35 @@ func (s *Session) Observe(ctx context.Context) (*Observation, error) {
 // episode after a last look. An error means the episode has ended
 // (errors.Is ErrEnded) or ended during the step (the environment failed,
 // the deadline passed): *EndedError says how.
+//
+// While a person has control (TakeOver), an action of any other actor is
+// not performed: Act waits until control is handed back and returns a
+// result with NotApplied set; so is the first action after the hand-back
+// when the controller has not looked since the takeover (it was decided
+// on a screen the person has changed). A person's step (trace.ActorHuman) looks at
+// the screen afresh and leaves the app's output for the controller's
+// next observation (the person saw it as it came).
 func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
+	if st.Actor == "" {
+		st.Actor = s.cfg.Actor
+	}
+	human := st.Actor == trace.ActorHuman
+	if !human && s.preempted() {
+		return s.notApplied(ctx, st)
+	}
 	s.mu.Lock()
+	if !human && s.preempted() { // taken over while this step waited for its turn
+		s.mu.Unlock()
+		return s.notApplied(ctx, st)
+	}
 	defer s.mu.Unlock()
 	if s.end != nil {
 		return StepResult{}, &EndedError{*s.end}
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()
-	if s.pending == nil {
-		if _, end := s.look(lctx, ctx); end != nil {
+	if s.pending == nil || human && s.tookOverAfter(s.pendAt) {
+		if _, end := s.look(lctx, ctx, human); end != nil {
 			s.setEnd(end)
 			return StepResult{Step: s.steps}, &EndedError{*end}
 		}
@@ -123,12 +148,18 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 // Peek takes a screenshot with the desktop's state for someone who
 // watches (a live page) rather than steps: nothing is recorded, the app's
 // output is left for the next observation, and the episode's step is not
-// taken. It takes its turn with the steps.
+// taken. It does not wait for a step in flight (the sandbox answers it
+// after that step's request, if one is running there); while the app is
+// frozen for the agent's decision it returns ErrFrozen at once (the
+// screen cannot change then, and a frozen sandbox does not answer).
 func (s *Session) Peek(ctx context.Context) (*action.Frame, environment.State, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.end != nil {
-		return nil, environment.State{}, &EndedError{*s.end}
+	if err := s.endedEarly(); err != nil {
+		return nil, environment.State{}, err
+	}
+	s.fz.Lock()
+	defer s.fz.Unlock()
+	if s.frozenNow {
+		return nil, environment.State{}, ErrFrozen
 	}
 	env := s.environment()
 	if env == nil {
@@ -145,6 +176,7 @@ func (s *Session) setEnd(end *End) {
 			end = c // the step failed because Close tore the environment down
 		}
 		s.end = end
+		s.markStopped(end)
 		s.tell(Event{Kind: EventEnd, End: end})
 	}
 }
@@ -153,8 +185,10 @@ func (s *Session) setEnd(end *End) {
 // observation, pending until an action is recorded with it. It ends the
 // episode when the app is still gone at a second look (the controller has
 // seen it gone once) or the steps are used up. ctx carries the episode's
-// deadline; parent is the caller's context.
-func (s *Session) look(ctx, parent context.Context) (*action.Observation, *ending) {
+// deadline; parent is the caller's context. A person's look (human)
+// leaves the app's output and network events for the controller's next
+// observation and does not count as what the controller saw.
+func (s *Session) look(ctx, parent context.Context, human bool) (*action.Observation, *ending) {
 	step := s.steps + 1
 	how := s.cfg.Settle
 	if step == 1 {
@@ -164,9 +198,16 @@ func (s *Session) look(ctx, parent context.Context) (*action.Observation, *endin
 	if err != nil {
 		return nil, s.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
 	}
-	obs, rec, err := s.observe(ctx, step)
+	obs, rec, err := s.observe(ctx, step, !human)
 	if err != nil {
 		return nil, s.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
+	}
+	if !human {
+		s.controllerLooked()
+		s.seen.Store(obs.Screen)
+		if iv := s.handedBackFor(obs.Screen); iv != nil {
+			obs.Intervention, rec.Observation.Intervention = iv, iv
+		}
 	}
 	rec.Observation.SettleMS, rec.Observation.SettleCapped = msOf(settled), capped
 	if err := s.accessibility(ctx, step, obs, rec); err != nil {
@@ -218,6 +259,9 @@ func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Reco
 	}
 	if end := s.recordStep(step, rec, st, verr); end != nil {
 		return nil, end
+	}
+	if st.Actor == trace.ActorHuman {
+		s.noteHuman(step, a)
 	}
 	switch {
 	case verr != nil:
@@ -342,7 +386,16 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 		return nil, s.loopError(ctx, parent, a.String(), environment.ErrClosed, trace.ReasonEnvironment)
 	}
 	t := time.Now()
-	res, err := env.Act(ctx, a)
+	var res action.Result
+	if a.Kind == action.Wait && a.Until == "" {
+		// A plain wait is a timer: kept here rather than in the sandbox,
+		// which answers one request at a time, so that a watcher's look
+		// (Peek) is answered while it runs.
+		err = s.sleep(ctx, time.Duration(a.MS)*time.Millisecond)
+		res = action.Result{OK: true, ElapsedUS: time.Since(t).Microseconds()}
+	} else {
+		res, err = env.Act(ctx, a)
+	}
 	dur := time.Since(t)
 	if err != nil {
 		return nil, s.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
@@ -399,9 +452,25 @@ func (s *Session) settle(ctx context.Context, st Settle) (_ time.Duration, cappe
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// sleep waits d, until ctx ends, or until Close begins (which aborts a
+// step in flight as the teardown aborts the sandbox's requests).
+func (s *Session) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stop:
+		return environment.ErrClosed
+	}
+}
+
 // observe takes a screenshot and builds the observation and the step's
-// record.
-func (s *Session) observe(ctx context.Context, step int) (*action.Observation, *trace.Record, error) {
+// record; consume takes the app's output and network events since the
+// last observation into it (a person's look leaves them).
+func (s *Session) observe(ctx context.Context, step int, consume bool) (*action.Observation, *trace.Record, error) {
 	env := s.environment()
 	if env == nil {
 		return nil, nil, environment.ErrClosed
@@ -410,8 +479,12 @@ func (s *Session) observe(ctx context.Context, step int) (*action.Observation, *
 	if err != nil {
 		return nil, nil, err
 	}
-	lines := s.events.takeLines()
-	netEvs := s.events.takeNetwork()
+	var lines []action.LogLine
+	var netEvs []action.NetEvent
+	if consume {
+		lines = s.events.takeLines()
+		netEvs = s.events.takeNetwork()
+	}
 	exit := s.events.exit()
 	running := st.Running && exit == nil
 	if exit == nil && st.Exit != nil {
@@ -452,7 +525,7 @@ func (s *Session) final(rec *trace.Record) {
 func (s *Session) finalObservation(ctx context.Context, step int) *action.Observation {
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	obs, rec, err := s.observe(octx, step)
+	obs, rec, err := s.observe(octx, step, true)
 	if err != nil {
 		return nil
 	}

@@ -283,6 +283,11 @@ type Observation struct {
 	// screenshot, MarkedScreenshot (Screenshot stays the raw screen).
 	Marks            []action.Mark `json:"marks,omitempty"`
 	MarkedScreenshot string        `json:"marked_screenshot,omitempty"`
+	// Intervention is what the controller was told of a person's control
+	// since its previous observation (the live page's takeover); absent
+	// when nobody took control, and in traces written before it was
+	// recorded.
+	Intervention *action.Intervention `json:"intervention,omitempty"`
 }
 
 // TreeInfo points to an accessibility tree in the trace
@@ -326,6 +331,17 @@ const (
 	ActorRemote = "remote" // a client of agentbox serve's API
 	ActorMCP    = "mcp"    // an MCP client
 	ActorHuman  = "human"  // a person at the live page
+)
+
+// Events of the live page's takeover in steps.jsonl (TypeEvent), with
+// their times: a person took control (data: by), handed it back (data:
+// by, reason, steps, duration_ms), and an action another controller had
+// decided before the takeover and that was not performed (data: actor,
+// action).
+const (
+	EventTakeover   = "takeover"
+	EventHandBack   = "hand_back"
+	EventNotApplied = "action_not_applied"
 )
 
 // Record is one line of steps.jsonl.

@@ -327,6 +327,9 @@ type observation struct {
 	// --marks, or the program's accessibility_tree action).
 	Tree  *action.Tree  `json:"accessibility_tree,omitempty"`
 	Marks []action.Mark `json:"marks,omitempty"`
+	// Intervention says a person took control at the live page since the
+	// previous observation (what they did, where the screen changed).
+	Intervention *action.Intervention `json:"intervention,omitempty"`
 }
 
 // Decide implements agent.Agent.
@@ -338,7 +341,7 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 		Type: "observation", Step: obs.Step, ElapsedMS: obs.Elapsed.Milliseconds(), Task: obs.Task,
 		Width: obs.Screen.Width, Height: obs.Screen.Height, Cursor: obs.Cursor, Windows: obs.Windows,
 		Output: obs.Output, Network: obs.Network, Running: obs.Running, Exit: obs.Exit, Last: obs.Last,
-		Tree: obs.Tree, Marks: obs.Marks,
+		Tree: obs.Tree, Marks: obs.Marks, Intervention: obs.Intervention,
 	}
 	if o.Windows == nil {
 		o.Windows = []action.Window{}

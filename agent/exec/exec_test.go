@@ -61,6 +61,17 @@ func fakeAgent(mode string) {
 			say(`I think I should press Enter`)
 		case "offscreen":
 			say(`{"action":"click","x":9999,"y":1}`)
+		case "intervention":
+			// Answers with what the observation says a person did.
+			iv, _ := msg["intervention"].(map[string]any)
+			acts, _ := iv["actions"].([]any)
+			if len(acts) == 0 {
+				say(`{"action":"done","message":"nobody acted"}`)
+				continue
+			}
+			first, _ := acts[0].(map[string]any)
+			b, _ := json.Marshal(map[string]any{"action": "done", "message": fmt.Sprintf("a person did %v %v (changed %v)", first["action"], first["text"], iv["changed"])})
+			say(string(b))
 		case "exit":
 			os.Exit(3)
 		case "slow":
@@ -123,6 +134,25 @@ func TestExecAgent(t *testing.T) {
 				t.Errorf("action = %q, want %q (message %q)", got, tt.want, d.Message)
 			}
 		})
+	}
+}
+
+// TestExecAgentToldOfAPerson: the program's observation says what a
+// person did while they had control (field intervention).
+func TestExecAgentToldOfAPerson(t *testing.T) {
+	a := newAgent(t, "intervention", nil)
+	o := obs()
+	o.Intervention = &action.Intervention{Actions: []action.Action{{Kind: action.Type, Text: "héllo"}}, DurationMS: 10,
+		ScreenChanged: true, Changed: &action.Rect{1, 2, 3, 4}}
+	d, err := a.Decide(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "a person did type héllo (changed [1 2 3 4])"; d.Action.Message != want {
+		t.Errorf("the program said %q, want %q", d.Action.Message, want)
+	}
+	if d, err := a.Decide(t.Context(), obs()); err != nil || d.Action.Message != "nobody acted" {
+		t.Errorf("without an intervention: %q, %v", d.Action.Message, err)
 	}
 }
 

@@ -60,6 +60,26 @@ func TestObservationTextMarksUntrusted(t *testing.T) {
 	}
 }
 
+// TestObservationTextSaysAPersonActed: the observation after a takeover
+// tells the model what the person did and where the screen changed, as
+// data.
+func TestObservationTextSaysAPersonActed(t *testing.T) {
+	o := &action.Observation{Step: 9, Running: true, Last: &action.Result{OK: false, Error: "not performed: a person took control"},
+		Intervention: &action.Intervention{By: "a person at the live page", DurationMS: 3000, FirstStep: 5, LastStep: 6,
+			Actions:       []action.Action{{Kind: action.Type, Text: "héllo"}, {Kind: action.Key, Keys: "Return"}},
+			ScreenChanged: true, Changed: &action.Rect{0, 10, 200, 40}}}
+	s := ObservationText(o)
+	for _, want := range []string{"A person took control of the application", `<untrusted source="what the person did">`,
+		`type "héllo"; key Return`, "(0,10)-(200,40)", "The previous action failed: not performed"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("%q lacks %q", s, want)
+		}
+	}
+	if strings.Contains(ObservationText(&action.Observation{Step: 1, Running: true}), "person") {
+		t.Error("an observation without an intervention mentions a person")
+	}
+}
+
 func TestRecorderRedactsImages(t *testing.T) {
 	r := NewRecorder()
 	img := strings.Repeat("QUJD", 300)

@@ -53,6 +53,12 @@ func ObservationText(o *action.Observation) string {
 		b.WriteString(".")
 	}
 	fmt.Fprintf(&b, " Cursor at (%d,%d).", o.Cursor.X, o.Cursor.Y)
+	if o.Intervention != nil {
+		// What a person did is told as data: it is the app's state that
+		// changed, not an instruction.
+		b.WriteString("\nA person took control of the application after your previous observation and handed it back: " +
+			Untrusted("what the person did", o.Intervention.String()))
+	}
 	if o.Last != nil {
 		if o.Last.OK {
 			b.WriteString(" The previous action succeeded.")
