@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment"
 	// The built-in backends register themselves.
 	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/environment/kubernetes"
 	"github.com/codegirl-games/agentbox/environment/local"
 )
 
@@ -20,12 +25,34 @@ import (
 // (environment.Capabilities).
 var builtin = []string{docker.Name, local.Name}
 
+// named are the built-in backends only --backend NAME chooses: a cluster
+// is never taken for auto.
+var named = []string{kubernetes.Name}
+
 func init() { environment.AutoOrder = builtin }
 
 // backendUsage is the help text of --backend: the built-in backends (a
 // test may register more; they are not agentbox's to offer).
 func backendUsage() string {
-	return "sandbox backend: " + strings.Join(builtin, ", ") + ", or auto (Docker when a daemon answers, else local)"
+	return "sandbox backend: " + strings.Join(append(slices.Clone(builtin), named...), ", ") + ", or auto (Docker when a daemon answers, else local)"
+}
+
+// addNamespaceFlag adds --namespace, the Kubernetes backend's namespace,
+// to a command's persistent flags: given, it sets kubernetes.NamespaceEnv
+// before the command runs (the backend reads it when it is made).
+func addNamespaceFlag(cmd *cobra.Command) {
+	var ns string
+	cmd.PersistentFlags().StringVar(&ns, "namespace", "", "namespace of the kubernetes backend's Pods (default: $"+kubernetes.NamespaceEnv+", else the kubeconfig context's)")
+	prev := cmd.PersistentPreRunE
+	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if ns != "" {
+			os.Setenv(kubernetes.NamespaceEnv, ns)
+		}
+		if prev != nil {
+			return prev(c, args)
+		}
+		return nil
+	}
 }
 
 // flagNeed is a sandbox flag that only backends with a capability honour.

@@ -96,6 +96,7 @@ in a versioned trace directory.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErrorf("%v (see `%s --help`)", err, c.CommandPath())
 	})
+	addNamespaceFlag(root)
 	root.AddCommand(
 		newRunCmd(),
 		newEvalCmd(),

@@ -36,6 +36,12 @@ const Protocol = 2
 // (a shell error, a wrong entrypoint) is recognised at once.
 const Magic = "agentbox-guest"
 
+// GoAhead is the byte a host sends first to a guest started with
+// --await-host: a sandbox whose stdio the host can attach to only once it
+// runs (a Kubernetes Pod's attach stream), where anything the guest wrote
+// before would be lost. Such a guest reads this one byte before its hello.
+const GoAhead byte = 'G'
+
 // MaxFrame bounds one frame. A 3840×2160 raw frame is 33 MB.
 const MaxFrame = 64 << 20
 
