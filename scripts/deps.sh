@@ -12,6 +12,9 @@
 #                 xterm, xdotool, xcalc, the core X fonts, keysymdef.h,
 #                 bubblewrap, ffmpeg/ffprobe, Chromium, python3, git
 #   lint          staticcheck in $(go env GOPATH)/bin
+#   k8s           test, and what scripts/k8s-cluster.sh needs for its
+#                 one-node cluster: etcd, containerd and runc, the CNI
+#                 plugins, gcc and a static libc (its pause binary), openssl
 #   all           test and lint
 #
 # As root it installs the missing Debian packages (apt-get), starts dockerd
@@ -32,7 +35,7 @@ DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 me=$0
 say() { printf '%s: %s\n' "$me" "$*" >&2; }
 usage() {
-	say "usage: $me [--check] demo|images|test|lint|all"
+	say "usage: $me [--check] demo|images|test|lint|k8s|all"
 	exit 2
 }
 
@@ -45,7 +48,7 @@ for a in "$@"; do
 		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 		exit 0
 		;;
-	demo | images | test | lint | all)
+	demo | images | test | lint | k8s | all)
 		[ -z "$profile" ] || usage
 		profile=$a
 		;;
@@ -54,10 +57,11 @@ for a in "$@"; do
 done
 [ -n "$profile" ] || usage
 
-want_docker=false want_host=false want_lint=false
+want_docker=false want_host=false want_lint=false want_k8s=false
 case $profile in
 demo | images) want_docker=true ;;
 test) want_docker=true want_host=true ;;
+k8s) want_docker=true want_host=true want_k8s=true ;;
 lint) want_lint=true ;;
 all) want_docker=true want_host=true want_lint=true ;;
 esac
@@ -105,6 +109,19 @@ if $want_host; then
 	need_tool chromium chromium
 	need_tool python3 python3
 	need_tool git git
+fi
+
+if $want_k8s; then
+	need_tool etcd etcd-server
+	need_tool containerd containerd
+	need_tool runc runc
+	need_tool ctr containerd
+	need_file /usr/lib/cni/bridge containernetworking-plugins
+	need_tool gcc gcc
+	need_file /usr/include/stdio.h libc6-dev
+	need_tool openssl openssl
+	need_tool ip iproute2
+	need_tool curl curl
 fi
 
 staticcheck_bin=

@@ -12,6 +12,7 @@
 #   scripts/k8s-cluster.sh env       print the exports that point tools at it
 #   scripts/k8s-cluster.sh load REF… import Docker images into the cluster
 #   scripts/k8s-cluster.sh status    say what runs
+#   scripts/k8s-cluster.sh restart NAME  stop and start a component again
 #   scripts/k8s-cluster.sh down      stop everything and remove its state
 #
 # Binaries are cached outside the repository, keyed by version:
@@ -115,8 +116,24 @@ start() { # start NAME CMD…: in the background, logging to $LOGS/NAME.log
 	if running "$name"; then
 		return
 	fi
+	printf '%s\0' "$@" >"$RUN/$name.cmd" # for restart
 	nohup setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
 	echo $! >"$(pidfile "$name")"
+}
+
+# restart NAME: stop a component and start it again as it was started (the
+# fault tests restart the API server under a running Pod).
+restart() {
+	local name=$1 args
+	[[ -f $RUN/$name.cmd ]] || die "$name was not started by this script"
+	mapfile -d '' args <"$RUN/$name.cmd"
+	stop "$name"
+	start "$name" "${args[@]}"
+	case $name in
+	kube-apiserver) wait_for 180 "kube-apiserver" kubectl_ get --raw /readyz ;;
+	containerd) wait_for 60 "containerd" ctr_ version ;;
+	esac
+	say "$name restarted"
 }
 stop() { # stop NAME: TERM, then KILL after 10 s; only the process we started
 	local p i
@@ -347,7 +364,7 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: "unix://$CTR_SOCK"
-podPidsLimit: 1024
+podPidsLimit: 256
 maxPods: 60
 serializeImagePulls: false
 containerLogMaxSize: 10Mi
@@ -377,6 +394,7 @@ envs() {
 	self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 	printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_ADMIN"
 	printf 'export AGENTBOX_K8S_IMPORT=%q\n' "$self import"
+	printf 'export AGENTBOX_K8S_CLUSTER=%q\n' "$self"
 	printf 'export PATH=%q:"$PATH"\n' "$BIN"
 }
 
@@ -419,7 +437,7 @@ down() {
 	# Shims of this containerd (their command line names its socket), by PID.
 	local p
 	for p in /proc/[0-9]*; do
-		if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "^containerd-shim-runc-v2 .*-address $CTR_SOCK "; then
+		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "containerd-shim.* -address $CTR_SOCK "; then
 			kill -9 "${p#/proc/}" 2>/dev/null || true
 		fi
 	done
@@ -443,9 +461,12 @@ load)
 	shift
 	load "$@"
 	;;
+restart)
+	restart "${2:?restart NAME}"
+	;;
 import)
 	shift
 	for f in "$@"; do import_archive "$f"; done
 	;;
-*) die "usage: $0 build|up|down|env|status|load REF…|import FILE…" ;;
+*) die "usage: $0 build|up|down|env|status|restart NAME|load REF…|import FILE…" ;;
 esac

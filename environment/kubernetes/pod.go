@@ -56,7 +56,11 @@ func RunLabel(runID string) string {
 		return s
 	}
 	sum := sha256.Sum256([]byte(runID))
-	return strings.Trim(sanitize(runID, 63-9), "-_.") + "-" + hex.EncodeToString(sum[:4])
+	prefix := strings.Trim(sanitize(runID, 63-9), "-_.")
+	if prefix == "" {
+		prefix = "run"
+	}
+	return prefix + "-" + hex.EncodeToString(sum[:4])
 }
 
 // sanitize keeps the characters a label value may have (others become -),
