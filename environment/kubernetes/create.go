@@ -55,8 +55,11 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	sb.created = true // from here on the Pod may exist, even if the answer is lost
 	created, err := c.cs.CoreV1().Pods(c.namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			sb.created = false // another's, by a rare chance of the same name
+		// The server's refusal (no permission, a bad spec, the name taken
+		// by another by a rare chance) means there is no Pod of ours to
+		// delete; a timeout or a lost answer may hide one.
+		if _, answered := err.(apierrors.APIStatus); answered && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+			sb.created = false
 		}
 		return nil, c.apiError("create pod "+sb.name, err)
 	}

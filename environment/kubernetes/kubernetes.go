@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"time"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -51,6 +52,9 @@ const DeadlineEnv = "AGENTBOX_K8S_ACTIVE_DEADLINE"
 const DefaultDeadline = 6 * time.Hour
 
 func init() {
+	// client-go reports a broken stream on klog ("Copying stdout failed")
+	// besides returning it; agentbox says it once, in the run's error.
+	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) {}}
 	environment.Register(Name, func() (environment.Backend, error) {
 		return &Backend{Namespace: os.Getenv(NamespaceEnv)}, nil
 	})
@@ -123,6 +127,7 @@ func (b *Backend) connect() (*cluster, error) {
 	// An eval's Pods are created, watched and deleted in parallel.
 	cfg.QPS, cfg.Burst = 50, 100
 	cfg.UserAgent = "agentbox"
+	cfg.WarningHandler = rest.NoWarnings{} // not on the user's terminal, mid-run
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: kubernetes: %w", environment.ErrUnavailable, err)

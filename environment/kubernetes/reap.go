@@ -26,6 +26,9 @@ func (b *Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]env
 	if err != nil {
 		return nil, err
 	}
+	if err := c.ping(ctx); err != nil {
+		return nil, err // gc without --backend passes over a cluster that does not answer
+	}
 	sel := LabelTool + "=agentbox"
 	if opts.RunID != "" {
 		sel += "," + LabelRun + "=" + RunLabel(opts.RunID)

@@ -272,6 +272,9 @@ func (c *cluster) deletePod(ctx context.Context, name string) error {
 			}
 		}
 		cancel()
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return c.apiError("delete pod "+name, err) // retrying cannot help
+		}
 		if err != nil {
 			last = err
 		}
