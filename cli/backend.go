@@ -37,16 +37,23 @@ func backendUsage() string {
 	return "sandbox backend: " + strings.Join(append(slices.Clone(builtin), named...), ", ") + ", or auto (Docker when a daemon answers, else local)"
 }
 
-// addNamespaceFlag adds --namespace, the Kubernetes backend's namespace,
-// to a command's persistent flags: given, it sets kubernetes.NamespaceEnv
-// before the command runs (the backend reads it when it is made).
-func addNamespaceFlag(cmd *cobra.Command) {
-	var ns string
-	cmd.PersistentFlags().StringVar(&ns, "namespace", "", "namespace of the kubernetes backend's Pods (default: $"+kubernetes.NamespaceEnv+", else the kubeconfig context's)")
-	prev := cmd.PersistentPreRunE
-	cmd.PersistentPreRunE = func(c *cobra.Command, args []string) error {
-		if ns != "" {
-			os.Setenv(kubernetes.NamespaceEnv, ns)
+// namespaceCommands take --namespace: those that make, collect or check
+// sandboxes.
+var namespaceCommands = []string{"run", "eval", "bench", "gc", "doctor"}
+
+// addNamespaceFlag adds --namespace, the Kubernetes backend's namespace, to
+// root's namespaceCommands: given, it sets kubernetes.NamespaceEnv before
+// the command runs (the backend reads it when it is made).
+func addNamespaceFlag(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if slices.Contains(namespaceCommands, c.Name()) {
+			c.Flags().String("namespace", "", "namespace of the kubernetes backend's Pods (default: $"+kubernetes.NamespaceEnv+", else the kubeconfig context's)")
+		}
+	}
+	prev := root.PersistentPreRunE
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if f := c.Flags().Lookup("namespace"); f != nil && f.Changed {
+			os.Setenv(kubernetes.NamespaceEnv, f.Value.String())
 		}
 		if prev != nil {
 			return prev(c, args)

@@ -96,7 +96,6 @@ in a versioned trace directory.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErrorf("%v (see `%s --help`)", err, c.CommandPath())
 	})
-	addNamespaceFlag(root)
 	root.AddCommand(
 		newRunCmd(),
 		newEvalCmd(),
@@ -111,5 +110,6 @@ in a versioned trace directory.`,
 		newExportCmd(),
 		newLsCmd(),
 	)
+	addNamespaceFlag(root)
 	return root
 }

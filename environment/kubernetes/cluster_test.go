@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +159,3 @@ func (c *cluster) podNames(t *testing.T) []string {
 	}
 	return names
 }
-
-func trimmed(s string) string { return strings.TrimSpace(s) }
