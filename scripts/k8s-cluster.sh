@@ -267,6 +267,10 @@ up() {
 	done
 	[[ -x /usr/lib/cni/bridge ]] || die "CNI plugins are missing (apt-get install containernetworking-plugins)"
 	build
+	if [[ -d $STATE ]] && ! running kube-apiserver && ! running kubelet; then
+		say "a previous cluster's state is in $STATE and nothing runs: removing it first"
+		down
+	fi
 	local t0=$SECONDS ip
 	ip=$(node_ip)
 	[[ -n $ip ]] || die "no IPv4 address with a route: the node needs one"

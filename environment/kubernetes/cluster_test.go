@@ -19,6 +19,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	k8s "github.com/codegirl-games/agentbox/environment/kubernetes"
+	"github.com/codegirl-games/agentbox/images"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
@@ -115,6 +116,11 @@ func loadGuestImage(t *testing.T, bin, base string) {
 		t.Fatalf("%s %s: %v\n%s", os.Getenv(importEnv), archive, err, out)
 	}
 	t.Logf("guest image on %s loaded into the cluster in %v", base, time.Since(t0).Round(time.Millisecond))
+	// The cluster has it now; Docker need not keep a tag per test build.
+	id, err := images.GuestID(bin)
+	if err == nil {
+		_ = exec.Command("docker", "image", "rm", images.GuestRef(base, id)).Run()
+	}
 	loaded[bin+"|"+base] = true
 }
 

@@ -81,16 +81,17 @@ var (
 func (*Backend) Name() string { return Name }
 
 // Capabilities implements environment.Capable: images of the user's choice
-// (carrying the guest), RuntimeClasses for --runtime, reaping by label, and
-// the container's CPU and memory limits. Not: freezing (Kubernetes has no
-// pause), a process limit per Pod (only the kubelet's podPidsLimit, the same
-// for every Pod of a node), the seed-style step.
+// (carrying the guest), RuntimeClasses for --runtime, reaping by label, the
+// container's CPU and memory limits, and the seed-style step (by exec).
+// Not: freezing (Kubernetes has no pause), a process limit per Pod (only
+// the kubelet's podPidsLimit, the same for every Pod of a node).
 func (*Backend) Capabilities() environment.Capabilities {
 	return environment.Capabilities{
 		Images:     true,
 		OCIRuntime: true,
 		Reap:       true,
 		Limits:     environment.Limits{CPU: true, Memory: true},
+		SeedStep:   true,
 	}
 }
 
