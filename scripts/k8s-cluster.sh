@@ -42,6 +42,12 @@ POD_CIDR=${AGENTBOX_K8S_POD_CIDR:-10.244.77.0/24}
 SERVICE_CIDR=${AGENTBOX_K8S_SERVICE_CIDR:-10.96.77.0/24}
 NODE=${AGENTBOX_K8S_NODE:-agentbox-node}
 PAUSE_IMAGE=agentbox/pause:$K8S_VERSION
+# A registry on loopback (CNCF distribution, built from the module proxy):
+# the nodes pull from it over HTTP, so `agentbox image build --guest --push`
+# is tested as a user with a registry would use it.
+REGISTRY_VERSION=${REGISTRY_VERSION:-v3.1.2}
+REGISTRY_BIN=${AGENTBOX_K8S_CACHE:-/var/cache/agentbox-k8s}/registry/$REGISTRY_VERSION/registry
+REGISTRY=127.0.0.1:${AGENTBOX_K8S_REGISTRY_PORT:-15000}
 # Images imported on up (those Docker has; missing ones are skipped).
 IMAGES=${AGENTBOX_K8S_IMAGES:-agentbox/runtime:bookworm agentbox/test:bookworm}
 COMPONENTS=(kube-apiserver kubelet kube-scheduler kube-controller-manager kubectl)
@@ -99,6 +105,12 @@ build() {
 		CGO_ENABLED=0 GOFLAGS=-mod=mod nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$BIN/" "${pkgs[@]}"
 	)
 	say "built: $(cd "$BIN" && echo *)"
+}
+
+build_registry() {
+	[[ -x $REGISTRY_BIN ]] && return
+	say "building the registry (distribution $REGISTRY_VERSION) into $(dirname "$REGISTRY_BIN")"
+	(cd / && GOBIN=$(dirname "$REGISTRY_BIN") CGO_ENABLED=0 GOFLAGS= nice -n 10 go install "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION")
 }
 
 
@@ -267,6 +279,7 @@ up() {
 	done
 	[[ -x /usr/lib/cni/bridge ]] || die "CNI plugins are missing (apt-get install containernetworking-plugins)"
 	build
+	build_registry
 	if [[ -d $STATE ]] && ! running kube-apiserver && ! running kubelet; then
 		say "a previous cluster's state is in $STATE and nothing runs: removing it first"
 		down
@@ -333,6 +346,8 @@ state = "$RUN/containerd/state"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."$REGISTRY"]
+    endpoint = ["http://$REGISTRY"]
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$STATE/cni/net.d"
@@ -347,6 +362,16 @@ TOML
   }]
 }
 JSON
+	cat >"$STATE/registry.yml" <<YAML
+version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: "$STATE/registry"}
+  delete: {enabled: true}
+http:
+  addr: "$REGISTRY"
+YAML
+	start registry "$REGISTRY_BIN" serve "$STATE/registry.yml"
 	start containerd containerd --config "$STATE/containerd.toml"
 	wait_for 60 "containerd" ctr_ version
 	pause_image
@@ -399,12 +424,13 @@ envs() {
 	printf 'export KUBECONFIG=%q\n' "$KUBECONFIG_ADMIN"
 	printf 'export AGENTBOX_K8S_IMPORT=%q\n' "$self import"
 	printf 'export AGENTBOX_K8S_CLUSTER=%q\n' "$self"
+	printf 'export AGENTBOX_K8S_REGISTRY=%q\n' "$REGISTRY"
 	printf 'export PATH=%q:"$PATH"\n' "$BIN"
 }
 
 status() {
 	local n
-	for n in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet; do
+	for n in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet registry; do
 		if running "$n"; then echo "$n: running (pid $(cat "$(pidfile "$n")"))"; else echo "$n: stopped"; fi
 	done
 	[[ -f $KUBECONFIG_ADMIN ]] && kubectl_ get nodes 2>/dev/null || true
@@ -432,6 +458,7 @@ down() {
 	stop kube-apiserver
 	stop etcd
 	stop containerd
+	stop registry
 	# What the kubelet and containerd left: pod mounts, network namespaces,
 	# the bridge, the shims of this containerd only.
 	local m
@@ -456,7 +483,10 @@ down() {
 }
 
 case ${1:-} in
-build) build ;;
+build)
+	build
+	build_registry
+	;;
 up) up ;;
 down) down "${2:-}" ;;
 env) envs ;;

@@ -4,14 +4,22 @@ package kubernetes_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/images"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
@@ -112,5 +120,52 @@ func TestDoctor(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor does not say %q", want)
 		}
+	}
+}
+
+// TestRegistryPush: `agentbox image build --guest --push REPO` pushes the
+// guest image to a registry, and a Pod with --image REPO pulls it from
+// there (the script's registry on loopback; the node was never given the
+// image otherwise).
+func TestRegistryPush(t *testing.T) {
+	requireCluster(t)
+	reg := os.Getenv("AGENTBOX_K8S_REGISTRY")
+	testenv.Require(t, testenv.Probe("$AGENTBOX_K8S_REGISTRY: a registry the cluster pulls from (scripts/k8s-cluster.sh env sets it)", func(context.Context) error {
+		if reg == "" {
+			return errors.New("not set")
+		}
+		return nil
+	}))
+	c := newCluster(t, "")
+	repo := fmt.Sprintf("%s/agentbox-push-test/runtime:t%d", reg, time.Now().UnixNano()%1e9)
+	stdout, stderr, code := c.run(t, "image", "build", "--guest", "--from", testenv.RuntimeImage, "--push", repo)
+	t.Logf("push (exit %d):\n%s%s", code, stdout, stderr)
+	if code != 0 {
+		t.Fatal("agentbox image build --guest --push failed")
+	}
+	id, _ := images.GuestID(c.bin)
+	pushed := images.GuestRef(repo, id)
+	t.Cleanup(func() {
+		exec.Command("docker", "image", "rm", pushed, images.GuestRef(testenv.RuntimeImage, id)).Run()
+	})
+	if !strings.Contains(stdout, "pushed "+pushed) {
+		t.Errorf("the output does not name %s", pushed)
+	}
+	cfg := environment.Config{Image: repo, GuestBinary: c.bin}
+	env, err := c.create(t, c.backend(), cfg, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, _, err := env.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.cs.CoreV1().Pods(c.namespace).Get(ctx, env.Info().ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Status.ContainerStatuses[0].ImageID; !strings.Contains(got, reg+"/agentbox-push-test/runtime@sha256:") {
+		t.Errorf("the container's image ID %q is not the registry's", got)
 	}
 }

@@ -57,7 +57,8 @@ func requireCluster(t *testing.T) {
 }
 
 // newCluster makes a namespace for the test (deleted at its end) and loads
-// the guest image of the test's agentbox binary on base into the cluster.
+// the guest image of the test's agentbox binary on base into the cluster
+// (none for an empty base).
 func newCluster(t *testing.T, base string) *cluster {
 	t.Helper()
 	requireCluster(t)
@@ -90,7 +91,9 @@ func newCluster(t *testing.T, base string) *cluster {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	loadGuestImage(t, bin, base)
+	if base != "" {
+		loadGuestImage(t, bin, base)
+	}
 	return &cluster{cs: cs, namespace: ns, bin: bin}
 }
 
