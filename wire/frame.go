@@ -10,6 +10,8 @@
 //
 // The guest speaks first: a "hello" event whose header carries Magic and the
 // protocol version; the host answers with a "hello" request naming its own.
+// (Where the host can join the guest's stdio only once the guest runs, as a
+// Kubernetes Pod's attach stream, the guest first waits for GoAhead.)
 // After that the host sends requests (each with an ID) and the guest answers
 // each with a response carrying the same ID; the guest also sends events
 // (app output, app exit, windows) at any time.
