@@ -81,22 +81,15 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	}
 	g.KeepStderr(stderr)
 	hf := newHelloFilter(stdout)
-	goAheadErr := make(chan error, 1)
-	gctx, stopGoAhead := context.WithCancel(ctx)
-	defer stopGoAhead()
-	go func() { goAheadErr <- sb.goAhead(gctx, hf.Seen(), func() {}) }()
-	env, err := g.Start(ctx, hf, sb.stdinW, func(context.Context) error {
+	stdin, stop := sb.startGoAhead(ctx, hf.Seen())
+	env, err := g.Start(ctx, hf, stdin, func(context.Context) error {
 		g.Timing("attach", time.Since(t))
 		return nil
 	})
-	stopGoAhead()
-	if err != nil {
-		if gerr := <-goAheadErr; gerr != nil && ctx.Err() == nil {
-			return nil, g.Explain(ctx, gerr)
-		}
-		return nil, err
+	if gerr := stop(); err != nil && gerr != nil && ctx.Err() == nil {
+		return nil, g.Explain(ctx, gerr) // why there was no hello
 	}
-	return env, nil
+	return env, err
 }
 
 // waitRunning watches the Pod until its container runs. It fails at once,

@@ -105,27 +105,25 @@ func (s *sandbox) attach() (stdout, stderr io.Reader, err error) {
 }
 
 // goAhead tells the guest that the host listens (wire.GoAhead), again every
-// goAheadEvery until its hello's first byte has arrived (seen is closed):
-// a hello written in the moment between the stream's stdin and stdout
-// being joined to the container is lost, and the guest says it again for
-// each go-ahead; helloFilter drops the copies that do arrive.
-func (s *sandbox) goAhead(ctx context.Context, seen <-chan struct{}, sent func()) error {
+// goAheadEvery until its hello's first byte has arrived (seen is closed) or
+// ctx ends: a hello written in the moment between the stream's stdin and
+// stdout being joined to the container is lost, and the guest says it
+// again for each go-ahead; helloFilter drops the copies that do arrive.
+// Its writes are synchronous, so once it has returned no go-ahead can
+// follow: gatedWriter stops it before the host's first frame.
+func (s *sandbox) goAhead(ctx context.Context, seen <-chan struct{}) error {
 	t := time.NewTicker(goAheadEvery)
 	defer t.Stop()
 	for {
-		w := make(chan error, 1)
-		go func() {
-			_, err := s.stdinW.Write([]byte{wire.GoAhead})
-			w <- err
-		}()
 		select {
-		case err := <-w:
-			if err != nil {
-				return fmt.Errorf("%w: the attach stream: %w", environment.ErrGuest, err)
-			}
-			sent()
+		case <-seen:
+			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("%w: no attach stream to the guest: %w", environment.ErrGuest, ctx.Err())
+			return nil
+		default:
+		}
+		if _, err := s.stdinW.Write([]byte{wire.GoAhead}); err != nil {
+			return fmt.Errorf("%w: the attach stream: %w", environment.ErrGuest, err)
 		}
 		select {
 		case <-seen:
@@ -133,15 +131,56 @@ func (s *sandbox) goAhead(ctx context.Context, seen <-chan struct{}, sent func()
 		case <-s.streamed:
 			return nil // Dial reads the end and says so
 		case <-ctx.Done():
-			return nil // Dial says so
+			return nil
 		case <-t.C:
 		}
 	}
 }
 
+// startGoAhead runs goAhead until the hello arrives and returns the stdin
+// the protocol writes to, and stop, which ends goAhead, waits for it and
+// says why it failed, if it did.
+func (s *sandbox) startGoAhead(ctx context.Context, seen <-chan struct{}) (stdin io.WriteCloser, stop func() error) {
+	gctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.goAhead(gctx, seen) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				// A write the stream does not take (it never came up):
+				// Create has failed, and the teardown closes stdin.
+			}
+		})
+		return err
+	}
+	return &gatedWriter{w: s.stdinW, before: func() { stop() }}, stop
+}
+
 // goAheadEvery is how long the host waits for the hello before it sends
 // the go-ahead again.
-const goAheadEvery = time.Second
+var goAheadEvery = time.Second
+
+// gatedWriter is the guest's stdin as the protocol writes it: before the
+// first frame it calls before (which stops goAhead and waits for it), so a
+// go-ahead byte never lands among the host's frames.
+type gatedWriter struct {
+	w      io.WriteCloser
+	once   sync.Once
+	before func()
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	g.once.Do(g.before)
+	return g.w.Write(p)
+}
+
+// Close closes the stream's stdin (the liveness check's last resort).
+func (g *gatedWriter) Close() error { return g.w.Close() }
 
 // streamErr is why the attach stream ended, nil while it runs or when it
 // ended cleanly.
