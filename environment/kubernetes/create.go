@@ -182,5 +182,8 @@ func (c *cluster) judge(p *corev1.Pod, base string, last *string) (bool, error) 
 			*last = fmt.Sprintf("not scheduled (%s): %s", cond.Reason, clip(cond.Message, 500))
 		}
 	}
+	if p.Spec.NodeName != "" && len(p.Status.ContainerStatuses) == 0 {
+		*last = fmt.Sprintf("scheduled on node %s, whose kubelet has not started it", p.Spec.NodeName)
+	}
 	return false, nil
 }
