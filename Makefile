@@ -76,7 +76,9 @@ fuzz: ## run every fuzz target FUZZTIME times, e.g. 100000x (corpora in testdata
 lint: deps-lint ## gofmt, go vet, staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags k8s ./environment/kubernetes/
 	$$(go env GOPATH)/bin/staticcheck ./...
+	$$(go env GOPATH)/bin/staticcheck -tags k8s ./environment/kubernetes/
 
 docs-report: deps-test build images ## retake docs/report.png: a real mover run's report, shot in headless Chromium
 	AGENTBOX_ARTIFACTS=$(CURDIR)/artifacts $(GO) test -count=1 -run 'TestViewMoverInChromium$$' ./e2e
