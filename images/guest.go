@@ -20,6 +20,9 @@ const GuestPath = "/opt/agentbox/agentbox"
 // LabelGuest holds the GuestID of the binary a guest image carries.
 const LabelGuest = "dev.agentbox.guest"
 
+// RoleGuest is a guest image's LabelImage.
+const RoleGuest = "guest"
+
 // GuestDockerfile returns (a copy of) the Dockerfile that layers the guest
 // binary onto an image: build arguments BASE and GUEST_ID, the binary as
 // "agentbox" in the context.
