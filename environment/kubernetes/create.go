@@ -130,6 +130,9 @@ func (c *cluster) waitRunning(ctx context.Context, p *corev1.Pod, base string) (
 			w.Stop()
 		}
 		if ctx.Err() != nil {
+			if w := c.lastWarning(context.WithoutCancel(ctx), p.Name); w != "" && !strings.Contains(last, strings.SplitN(w, ": ", 3)[len(strings.SplitN(w, ": ", 3))-1]) {
+				last += "; " + w
+			}
 			return nil, fmt.Errorf("%w: kubernetes: pod %s/%s did not start in time (%v): %s", environment.ErrUnavailable, c.namespace, p.Name, ctx.Err(), last)
 		}
 		// The watch ended (an API server restarting, a timeout): read the
@@ -147,6 +150,36 @@ func (c *cluster) waitRunning(ctx context.Context, p *corev1.Pod, base string) (
 			last = fmt.Sprintf("%s; the API server at %s: %v", last, c.host, err)
 		}
 	}
+}
+
+// lastWarning is the newest Warning event about a Pod ("FailedCreatePodSandBox:
+// … no runtime for \"kata\" is configured"): where a kubelet says why a
+// Pod does not start when its status does not. "" when there is none or
+// events may not be read.
+func (c *cluster) lastWarning(ctx context.Context, pod string) string {
+	ectx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	list, err := c.cs.CoreV1().Events(c.namespace).List(ectx, metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.name": pod, "type": corev1.EventTypeWarning}.AsSelector().String(),
+	})
+	if err != nil || len(list.Items) == 0 {
+		return ""
+	}
+	// A failure ("FailedCreatePodSandBox", "FailedMount") says more than
+	// a notice repeated at every sync; then the newest.
+	rank := func(e corev1.Event) int {
+		if strings.HasPrefix(e.Reason, "Failed") {
+			return 1
+		}
+		return 0
+	}
+	last := list.Items[0]
+	for _, e := range list.Items[1:] {
+		if r, lr := rank(e), rank(last); r > lr || r == lr && (e.LastTimestamp.After(last.LastTimestamp.Time) || e.EventTime.After(last.EventTime.Time)) {
+			last = e
+		}
+	}
+	return fmt.Sprintf("last warning: %s: %s", last.Reason, clip(strings.TrimSpace(last.Message), 500))
 }
 
 // judge decides on a Pod's state while it starts: done with nil when its

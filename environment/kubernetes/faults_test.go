@@ -14,6 +14,7 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -311,4 +312,44 @@ func (c *cluster) runIDOf(t *testing.T, env environment.Environment) string {
 		t.Fatal(err)
 	}
 	return p.Annotations[k8s.AnnotationRun]
+}
+
+// TestFaultRuntimeClass: --runtime names a RuntimeClass. One the cluster
+// does not have is refused at once by its admission, which the error says
+// is not a missing permission; one whose handler the node's runtime lacks
+// leaves the Pod Pending until the deadline, and the error quotes the
+// kubelet's warning. Nothing is left either way.
+func TestFaultRuntimeClass(t *testing.T) {
+	c := newCluster(t, testenv.TestImage)
+	ctx := context.Background()
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "agentbox-test-nohandler"}, Handler: "agentboxnohandler"}
+	if _, err := c.cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.cs.NodeV1().RuntimeClasses().Delete(context.Background(), rc.Name, metav1.DeleteOptions{}) })
+	for _, k := range []struct {
+		name, runtime string
+		timeout       time.Duration
+		want          []string
+	}{
+		{"no such class", "agentbox-no-such-class", time.Minute, []string{`RuntimeClass "agentbox-no-such-class" not found`, "refused by the cluster"}},
+		{"no such handler", rc.Name, 20 * time.Second, []string{"did not start in time", "FailedCreatePodSandBox", "agentboxnohandler"}},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			cfg := c.config()
+			cfg.Runtime = k.runtime
+			start := time.Now()
+			_, err := c.create(t, c.backend(), cfg, k.timeout)
+			t.Logf("--runtime %s: %v (after %v)", k.runtime, err, time.Since(start).Round(time.Millisecond))
+			if !errors.Is(err, environment.ErrUnavailable) || strings.Contains(err.Error(), "permission denied") {
+				t.Errorf("want an environment error that is not about permissions, got %v", err)
+			}
+			for _, w := range k.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q", w)
+				}
+			}
+			c.assertNothingLeft(t)
+		})
+	}
 }

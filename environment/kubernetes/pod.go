@@ -129,7 +129,13 @@ func podSpec(name, namespace, image, guestID string, cfg environment.Config, res
 			},
 		},
 		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+			RestartPolicy: corev1.RestartPolicyNever,
+			// No cluster DNS in the sandbox: it has no network to use it,
+			// and the cluster's search domains are not the app's business.
+			// A nameserver is required: the sandbox's own loopback, where none
+			// listens.
+			DNSPolicy:                     corev1.DNSNone,
+			DNSConfig:                     &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}},
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			ActiveDeadlineSeconds:         &active,
@@ -240,8 +246,13 @@ func apiMessage(err error) string {
 // cause: no permission, no namespace, no answer.
 func (c *cluster) apiError(what string, err error) error {
 	switch {
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) && strings.Contains(apiMessage(err), " cannot "):
+		// The authorizer's words: `User "u" cannot create resource …`.
 		return fmt.Errorf("%w: kubernetes: %s: permission denied in namespace %q: %v", environment.ErrUnavailable, what, c.namespace, apiMessage(err))
+	case apierrors.IsForbidden(err):
+		// An admission rule: a RuntimeClass that does not exist, Pod
+		// Security, a quota.
+		return fmt.Errorf("%w: kubernetes: %s: refused by the cluster in namespace %q (not a missing permission): %v", environment.ErrUnavailable, what, c.namespace, apiMessage(err))
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("%w: kubernetes: %s: the API server at %s refused our credentials: %v", environment.ErrUnavailable, what, c.host, apiMessage(err))
 	case apierrors.IsNotFound(err) && strings.Contains(err.Error(), "namespaces"):

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/codegirl-games/agentbox/environment"
@@ -39,6 +41,7 @@ func TestPodSpec(t *testing.T) {
 		{"no service links", !*p.Spec.EnableServiceLinks},
 		{"no host namespaces", !p.Spec.HostNetwork && !p.Spec.HostPID && !p.Spec.HostIPC && (p.Spec.ShareProcessNamespace == nil || !*p.Spec.ShareProcessNamespace)},
 		{"never restarted", p.Spec.RestartPolicy == corev1.RestartPolicyNever},
+		{"no cluster DNS", p.Spec.DNSPolicy == corev1.DNSNone && len(p.Spec.DNSConfig.Nameservers) == 1 && p.Spec.DNSConfig.Nameservers[0] == "127.0.0.1" && len(p.Spec.DNSConfig.Searches) == 0},
 		{"activeDeadlineSeconds", *p.Spec.ActiveDeadlineSeconds == 7200},
 		{"RuntimeClass from --runtime", p.Spec.RuntimeClassName != nil && *p.Spec.RuntimeClassName == "gvisor"},
 		{"memory-backed /tmp of --tmpfs", tmp.Medium == corev1.StorageMediumMemory && tmp.SizeLimit.Value() == 128<<20 && c.VolumeMounts[0].MountPath == "/tmp"},
@@ -131,5 +134,30 @@ current-context: x
 				t.Errorf("Probe = %v, want ErrUnavailable", err)
 			}
 		})
+	}
+}
+
+// TestAPIError: an API error says what it is: a permission the
+// credentials lack, a refusal by an admission rule (a RuntimeClass that
+// does not exist), a namespace that does not exist.
+func TestAPIError(t *testing.T) {
+	c := &cluster{namespace: "ns", host: "https://api:6443"}
+	pods := schema.GroupResource{Resource: "pods"}
+	for _, k := range []struct {
+		name string
+		err  error
+		want string
+		not  string
+	}{
+		{"rbac", apierrors.NewForbidden(pods, "p", errors.New(`User "u" cannot create resource "pods" in API group "" in the namespace "ns"`)), `permission denied in namespace "ns"`, "refused"},
+		{"admission", apierrors.NewForbidden(pods, "p", errors.New(`pod rejected: RuntimeClass "gvisor" not found`)), `refused by the cluster in namespace "ns" (not a missing permission): pods "p" is forbidden: pod rejected: RuntimeClass "gvisor" not found`, "permission denied"},
+		{"no namespace", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ns"), `namespace "ns" does not exist`, ""},
+		{"unauthorized", apierrors.NewUnauthorized("bad token"), "refused our credentials", ""},
+		{"transport", errors.New("dial tcp: connection refused"), "the API server at https://api:6443: dial tcp: connection refused", ""},
+	} {
+		err := c.apiError("create pod p", k.err)
+		if !errors.Is(err, environment.ErrUnavailable) || !strings.Contains(err.Error(), k.want) || k.not != "" && strings.Contains(err.Error(), k.not) {
+			t.Errorf("%s: %v; want %q", k.name, err, k.want)
+		}
 	}
 }
