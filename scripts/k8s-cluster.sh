@@ -99,7 +99,9 @@ build() {
 		GOFLAGS=-mod=mod go mod tidy >/dev/null
 		local v=k8s.io/component-base/version minor=${K8S_VERSION#1.}
 		minor=${minor%%.*}
-		local ldflags="-s -w -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+		local ldflags now
+		now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+		ldflags="-s -w -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=$now"
 		local pkgs=()
 		for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
 		CGO_ENABLED=0 GOFLAGS=-mod=mod nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$BIN/" "${pkgs[@]}"
@@ -110,7 +112,7 @@ build() {
 build_registry() {
 	[[ -x $REGISTRY_BIN ]] && return
 	say "building the registry (distribution $REGISTRY_VERSION) into $(dirname "$REGISTRY_BIN")"
-	(cd / && GOBIN=$(dirname "$REGISTRY_BIN") CGO_ENABLED=0 GOFLAGS= nice -n 10 go install "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION")
+	(cd / && GOBIN=$(dirname "$REGISTRY_BIN") CGO_ENABLED=0 GOFLAGS='' nice -n 10 go install "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION")
 }
 
 
@@ -425,6 +427,7 @@ envs() {
 	printf 'export AGENTBOX_K8S_IMPORT=%q\n' "$self import"
 	printf 'export AGENTBOX_K8S_CLUSTER=%q\n' "$self"
 	printf 'export AGENTBOX_K8S_REGISTRY=%q\n' "$REGISTRY"
+	# shellcheck disable=SC2016 # $PATH is for the shell that evals this
 	printf 'export PATH=%q:"$PATH"\n' "$BIN"
 }
 
@@ -433,7 +436,7 @@ status() {
 	for n in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet registry; do
 		if running "$n"; then echo "$n: running (pid $(cat "$(pidfile "$n")"))"; else echo "$n: stopped"; fi
 	done
-	[[ -f $KUBECONFIG_ADMIN ]] && kubectl_ get nodes 2>/dev/null || true
+	if [[ -f $KUBECONFIG_ADMIN ]]; then kubectl_ get nodes 2>/dev/null || true; fi
 }
 
 down() {
@@ -462,9 +465,9 @@ down() {
 	# What the kubelet and containerd left: pod mounts, network namespaces,
 	# the bridge, the shims of this containerd only.
 	local m
-	for m in $(awk -v s="$STATE/" -v r="$RUN/" 'index($2, s) == 1 || index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
+	while read -r m; do
 		umount -l "$m" 2>/dev/null || true
-	done
+	done < <(awk -v s="$STATE/" -v r="$RUN/" 'index($2, s) == 1 || index($2, r) == 1 { print $2 }' /proc/mounts | sort -r)
 	# Shims of this containerd (their command line names its socket), by PID.
 	local p
 	for p in /proc/[0-9]*; do
@@ -474,7 +477,7 @@ down() {
 	done
 	ip link del abk8s0 2>/dev/null || true
 	for m in /sys/fs/cgroup/*/kubepods; do
-		[[ -d $m ]] && find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+		if [[ -d $m ]]; then find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
 	done
 	if [[ ${1:-} != --keep-state ]]; then
 		rm -rf "$STATE" "$RUN"
