@@ -152,6 +152,51 @@ func TestFaultNoPermission(t *testing.T) {
 	}
 }
 
+// TestDocumentedRole: the Role SECURITY.md gives is enough: a service
+// account bound to it (and to nothing else) runs a sandbox, and Close
+// leaves nothing.
+func TestDocumentedRole(t *testing.T) {
+	c := newCluster(t, testenv.TestImage)
+	ctx := context.Background()
+	if _, err := c.cs.CoreV1().ServiceAccounts(c.namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agentbox"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "watch", "list", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/attach", "pods/exec"}, Verbs: []string{"create", "get"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"create", "get"}},
+	}}
+	if _, err := c.cs.RbacV1().Roles(c.namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agentbox"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agentbox"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "runner", Namespace: c.namespace}}}
+	if _, err := c.cs.RbacV1().RoleBindings(c.namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b := &k8s.Backend{Namespace: c.namespace, Kubeconfig: c.kubeconfigFor(t, "runner")}
+	env, err := c.create(t, b, c.config(), 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launchMover(t, env)
+	n, err := b.SeedStep(ctx, env, 10, 10)
+	if err != nil || n == 0 {
+		t.Errorf("the seed-style step with the Role: %d bytes, %v", n, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := env.Close(cctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if got, err := b.Reap(ctx, environment.ReapOptions{All: true, DryRun: true}); err != nil || len(got) != 0 {
+		t.Errorf("gc with the Role: %+v, %v", got, err)
+	}
+	c.assertNothingLeft(t)
+}
+
 // kubeconfigFor writes a kubeconfig for a service account of the test's
 // namespace (a token from the TokenRequest API).
 func (c *cluster) kubeconfigFor(t *testing.T, sa string) string {
