@@ -51,7 +51,7 @@ test-disruptive: deps-test build images ## tests that restart the Docker daemon:
 # one-node cluster: brought up (Kubernetes built once into
 # /var/cache/agentbox-k8s, ~11 min on 2 busy cores), used, always taken down.
 test-k8s: deps-k8s build images ## bring up a one-node Kubernetes cluster, run the kubernetes backend's tests on it, take it down
-	@set -e; trap 'scripts/k8s-cluster.sh down' EXIT; \
+	@set -e; trap 'scripts/k8s-cluster.sh down' EXIT; trap 'exit 130' INT TERM; \
 	  scripts/k8s-cluster.sh up; eval "$$(scripts/k8s-cluster.sh env)"; \
 	  $(GO) test -tags k8s -count=1 -timeout 40m ./environment/kubernetes/
 

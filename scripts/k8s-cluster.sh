@@ -119,11 +119,24 @@ build_registry() {
 # ---- state ----
 
 pidfile() { echo "$RUN/$1.pid"; }
-running() { # running NAME: its process lives
-	local p
-	p=$(cat "$(pidfile "$1")" 2>/dev/null) || return 1
-	kill -0 "$p" 2>/dev/null
+# starttime PID: the process's start time (field 22 of /proc/PID/stat), so
+# a PID the kernel gave to another process since is not taken for ours
+# (a cluster whose script was killed leaves its PID files behind).
+starttime() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	# shellcheck disable=SC2086 # split into fields on purpose
+	set -- $stat
+	echo "${20}"
 }
+pidof_() { # pidof_ NAME: the PID of the component we started, if it lives
+	local p st
+	{ read -r p st <"$(pidfile "$1")"; } 2>/dev/null || return 1
+	[[ -n $p && -n $st && $(starttime "$p") == "$st" ]] || return 1
+	echo "$p"
+}
+running() { pidof_ "$1" >/dev/null; } # running NAME: its process lives
 start() { # start NAME CMD…: in the background, logging to $LOGS/NAME.log
 	local name=$1
 	shift
@@ -132,7 +145,8 @@ start() { # start NAME CMD…: in the background, logging to $LOGS/NAME.log
 	fi
 	printf '%s\0' "$@" >"$RUN/$name.cmd" # for restart
 	nohup setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
-	echo $! >"$(pidfile "$name")"
+	local p=$!
+	echo "$p $(starttime "$p")" >"$(pidfile "$name")"
 }
 
 # restart NAME: stop a component and start it again as it was started (the
@@ -151,8 +165,7 @@ restart() {
 }
 stop() { # stop NAME: TERM, then KILL after 10 s; only the process we started
 	local p i
-	p=$(cat "$(pidfile "$1")" 2>/dev/null) || return 0
-	if kill -0 "$p" 2>/dev/null; then
+	if p=$(pidof_ "$1"); then
 		kill "$p" 2>/dev/null || true
 		for ((i = 0; i < 100; i++)); do
 			kill -0 "$p" 2>/dev/null || break
@@ -343,6 +356,9 @@ state = "$RUN/containerd/state"
   # which need CAP_SYS_RESOURCE; where agentbox runs it may not have it
   # (a VM's sandboxed root): no score below containerd's own.
   restrict_oom_score_adj = true
+  # Pods' network namespaces under $RUN (not /run/netns), so down finds
+  # and unmounts them with the rest.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -434,7 +450,7 @@ envs() {
 status() {
 	local n
 	for n in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet registry; do
-		if running "$n"; then echo "$n: running (pid $(cat "$(pidfile "$n")"))"; else echo "$n: stopped"; fi
+		if running "$n"; then echo "$n: running (pid $(pidof_ "$n"))"; else echo "$n: stopped"; fi
 	done
 	if [[ -f $KUBECONFIG_ADMIN ]]; then kubectl_ get nodes 2>/dev/null || true; fi
 }
@@ -464,7 +480,7 @@ down() {
 	stop registry
 	# What the kubelet and containerd left: pod mounts, network namespaces,
 	# the bridge, the shims of this containerd only.
-	local m
+	local m i
 	while read -r m; do
 		umount -l "$m" 2>/dev/null || true
 	done < <(awk -v s="$STATE/" -v r="$RUN/" 'index($2, s) == 1 || index($2, r) == 1 { print $2 }' /proc/mounts | sort -r)
@@ -476,8 +492,20 @@ down() {
 		fi
 	done
 	ip link del abk8s0 2>/dev/null || true
-	for m in /sys/fs/cgroup/*/kubepods; do
-		if [[ -d $m ]]; then find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true; fi
+	# The kubelet's cgroups (cgroupfs driver: /kubepods, v1 or v2) hold the
+	# Pods' processes only: any that outlived their shim go now, then the
+	# cgroups themselves. Docker's containers are under /docker, untouched.
+	local procs
+	for m in /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods; do
+		[[ -d $m ]] || continue
+		for ((i = 0; i < 20; i++)); do
+			procs=$(find "$m" -name cgroup.procs -exec cat {} + 2>/dev/null)
+			[[ -n $procs ]] || break
+			# shellcheck disable=SC2086 # one PID a word
+			kill -9 $procs 2>/dev/null || true
+			sleep 0.25
+		done
+		find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
 	done
 	if [[ ${1:-} != --keep-state ]]; then
 		rm -rf "$STATE" "$RUN"
