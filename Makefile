@@ -49,9 +49,10 @@ test-disruptive: deps-test build images ## tests that restart the Docker daemon:
 
 # The Kubernetes backend's tests (-tags k8s) against scripts/k8s-cluster.sh's
 # one-node cluster: brought up (Kubernetes built once into
-# /var/cache/agentbox-k8s, ~11 min on 2 busy cores), used, always taken down.
+# /var/cache/agentbox-k8s, ~11 min on 2 busy cores), used, always taken down
+# (a down that left something behind fails the target).
 test-k8s: deps-k8s build images ## bring up a one-node Kubernetes cluster, run the kubernetes backend's tests on it, take it down
-	@set -e; trap 'scripts/k8s-cluster.sh down' EXIT; trap 'exit 130' INT TERM; \
+	@set -e; trap 'scripts/k8s-cluster.sh down || exit 1' EXIT; trap 'exit 130' INT TERM; \
 	  scripts/k8s-cluster.sh up; eval "$$(scripts/k8s-cluster.sh env)"; \
 	  $(GO) test -tags k8s -count=1 -timeout 40m ./environment/kubernetes/
 

@@ -186,8 +186,11 @@ wait_for() { # wait_for SECONDS WHAT CMD…
 	done
 	die "$what did not come up within ${secs}s (logs: $LOGS)"
 }
-node_ip() {
-	ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1
+node_ip() { # the address of the default route; offline without one, the first global address off Docker's and our bridges
+	local a
+	a=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1)
+	[[ -n $a ]] || a=$(ip -4 -o addr show scope global 2>/dev/null | awk '$2 != "docker0" && $2 != "abk8s0" { sub(/\/.*/, "", $4); print $4; exit }')
+	echo "$a"
 }
 kubectl_() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 ctr_() { ctr --address "$CTR_SOCK" --namespace k8s.io "$@"; }
@@ -505,12 +508,38 @@ down() {
 			kill -9 $procs 2>/dev/null || true
 			sleep 0.25
 		done
-		find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+		for ((i = 0; i < 20; i++)); do
+			find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+			[[ -d $m ]] || break
+			sleep 0.25
+		done
 	done
 	if [[ ${1:-} != --keep-state ]]; then
 		rm -rf "$STATE" "$RUN"
 	fi
+	leftovers || return 1
 	say "cluster down"
+}
+
+# leftovers: say what a down left on the machine (mounts, our containerd's
+# shims, the bridge, the kubelet's cgroups) and fail if anything.
+leftovers() {
+	local left=() p m
+	while read -r m; do
+		left+=("mount $m")
+	done < <(awk -v s="$STATE/" -v r="$RUN/" 'index($2, s) == 1 || index($2, r) == 1 { print $2 }' /proc/mounts)
+	for p in /proc/[0-9]*; do
+		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "containerd-shim.* -address $CTR_SOCK "; then
+			left+=("shim pid ${p#/proc/}")
+		fi
+	done
+	if ip link show abk8s0 >/dev/null 2>&1; then left+=("bridge abk8s0"); fi
+	for m in /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods; do
+		if [[ -d $m ]]; then left+=("cgroup $m"); fi
+	done
+	((${#left[@]} == 0)) && return
+	say "error: down left behind: ${left[*]}"
+	return 1
 }
 
 case ${1:-} in
