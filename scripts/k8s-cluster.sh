@@ -423,6 +423,10 @@ evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.availa
 imageGCHighThresholdPercent: 95
 imageGCLowThresholdPercent: 90
 resolvConf: /etc/resolv.conf
+# No iptables chains on the host (KUBE-FIREWALL in INPUT and OUTPUT,
+# canaries, a hint): they are for kube-proxy, which this cluster does not
+# run, and would stay behind after down.
+makeIPTablesUtilChains: false
 YAML
 	start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$KUBECONFIG_ADMIN" \
 		--root-dir "$STATE/kubelet" --hostname-override "$NODE" --node-ip "$ip" --cert-dir "$STATE/kubelet/pki"
