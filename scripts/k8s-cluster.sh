@@ -175,12 +175,17 @@ stop() { # stop NAME: TERM, then KILL after 10 s; only the process we started
 	fi
 	rm -f "$(pidfile "$1")"
 }
-wait_for() { # wait_for SECONDS WHAT CMD…
+wait_for() { # wait_for SECONDS WHAT CMD…; WHAT a component we started: stop at once if it exits
 	local secs=$1 what=$2 i
 	shift 2
 	for ((i = 0; i < secs * 4; i++)); do
 		if "$@" >/dev/null 2>&1; then
 			return 0
+		fi
+		if [[ -f $(pidfile "$what") ]] && ! running "$what"; then
+			say "the end of $LOGS/$what.log:"
+			tail -n 5 "$LOGS/$what.log" >&2 2>/dev/null || true
+			die "$what exited instead of coming up (log: $LOGS/$what.log)"
 		fi
 		sleep 0.25
 	done
@@ -302,6 +307,8 @@ up() {
 		say "a previous cluster's state is in $STATE and nothing runs: removing it first"
 		down
 	fi
+	# An up that fails half-way takes down what it started.
+	trap 'say "up failed: taking down what it started"; down' EXIT
 	local t0=$SECONDS ip
 	ip=$(node_ip)
 	[[ -n $ip ]] || die "no IPv4 address with a route: the node needs one"
@@ -440,6 +447,7 @@ YAML
 			say "Docker has no $ref: not loaded"
 		fi
 	done
+	trap - EXIT
 	say "cluster up in $((SECONDS - t0))s: node $NODE Ready; eval \"\$($0 env)\" points kubectl and agentbox at it"
 }
 
@@ -541,7 +549,9 @@ leftovers() {
 	for m in /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods; do
 		if [[ -d $m ]]; then left+=("cgroup $m"); fi
 	done
-	((${#left[@]} == 0)) && return
+	# return 0, not a bare return: in up's EXIT trap a bare one would
+	# return the status of die's exit.
+	((${#left[@]} == 0)) && return 0
 	say "error: down left behind: ${left[*]}"
 	return 1
 }
