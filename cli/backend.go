@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment"
 	// The built-in backends register themselves.
 	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/environment/kubernetes"
 	"github.com/codegirl-games/agentbox/environment/local"
 	"github.com/codegirl-games/agentbox/internal/plural"
 )
@@ -21,12 +26,41 @@ import (
 // (environment.Capabilities).
 var builtin = []string{docker.Name, local.Name}
 
+// named are the built-in backends only --backend NAME chooses: a cluster
+// is never taken for auto.
+var named = []string{kubernetes.Name}
+
 func init() { environment.AutoOrder = builtin }
 
 // backendUsage is the help text of --backend: the built-in backends (a
 // test may register more; they are not agentbox's to offer).
 func backendUsage() string {
-	return "sandbox backend: " + strings.Join(builtin, ", ") + ", or auto (Docker when a daemon answers, else local)"
+	return "sandbox backend: " + strings.Join(append(slices.Clone(builtin), named...), ", ") + ", or auto (Docker when a daemon answers, else local)"
+}
+
+// namespaceCommands take --namespace: those that make, collect or check
+// sandboxes.
+var namespaceCommands = []string{"run", "eval", "bench", "gc", "doctor"}
+
+// addNamespaceFlag adds --namespace, the Kubernetes backend's namespace, to
+// root's namespaceCommands: given, it sets kubernetes.NamespaceEnv before
+// the command runs (the backend reads it when it is made).
+func addNamespaceFlag(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if slices.Contains(namespaceCommands, c.Name()) {
+			c.Flags().String("namespace", "", "namespace of the kubernetes backend's Pods (default: $"+kubernetes.NamespaceEnv+", else the kubeconfig context's)")
+		}
+	}
+	prev := root.PersistentPreRunE
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if f := c.Flags().Lookup("namespace"); f != nil && f.Changed {
+			os.Setenv(kubernetes.NamespaceEnv, f.Value.String())
+		}
+		if prev != nil {
+			return prev(c, args)
+		}
+		return nil
+	}
 }
 
 // flagNeed is a sandbox flag that only backends with a capability honour.

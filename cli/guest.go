@@ -35,6 +35,7 @@ func newGuestCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&execApp, "exec-app", false, "launch the app (the arguments after --) with the sandbox's OOM policy")
+	cmd.Flags().BoolVar(&opts.AwaitHost, "await-host", false, "say hello only after reading the host's go-ahead byte (a sandbox attached to after it starts)")
 	cmd.Flags().BoolVar(&opts.Sandboxed, "sandboxed", false, "kill every leftover process in the sandbox's PID namespace when stopping")
 	return cmd
 }

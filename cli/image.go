@@ -209,6 +209,8 @@ func newImageBuildCmd() *cobra.Command {
 		offlineMode                   string
 		offline, test, force, noCache bool
 		o                             docker.BuildOptions
+		guest                         bool
+		g                             docker.GuestImageOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "build",
@@ -220,7 +222,15 @@ from the machine's Debian mirror, imported with docker import (needs root and
 debootstrap). A second call with nothing changed returns at once.
 
 --test builds agentbox/test:bookworm on top, adding xev, xcalc, xterm, xdotool
-and scrot for the test suites and the seed-style benchmark.`,
+and scrot for the test suites and the seed-style benchmark.
+
+--guest then layers this agentbox binary (or --guest-binary) onto that image,
+tagged IMAGE-guest-HASH by the binary's hash: the image the kubernetes backend
+runs, since a cluster cannot mount the host's binary. --from IMAGE layers it
+onto any image instead (nothing else is built). --save FILE writes it as an
+archive for a cluster without a registry (ctr -n k8s.io images import FILE,
+kind load image-archive FILE); --push REPO tags it REPO:TAG-guest-HASH and
+pushes it (then run with --image REPO:TAG).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mode, err := docker.ParseOfflineMode(offlineMode)
@@ -235,14 +245,37 @@ and scrot for the test suites and the seed-style benchmark.`,
 			if test {
 				o.Variant = images.VariantTest
 			}
+			if !guest && (g.Base != "" || g.Save != "" || g.Push != "" || g.Binary != "") {
+				return usageErrorf("--from, --save, --push and --guest-binary go with --guest")
+			}
+			if g.Base != "" && (test || o.Tag != "" || o.Base != "") {
+				return usageErrorf("--from layers the guest onto an existing image: it does not go with --test, --tag or --base")
+			}
 			ctx := cmd.Context()
 			cli, err := docker.NewClient(ctx)
 			if err != nil {
 				return failErr(err)
 			}
 			defer cli.Close()
+			if g.Base == "" {
+				t := time.Now()
+				res, err := docker.BuildImage(ctx, cli, o)
+				if err != nil {
+					return failErr(err)
+				}
+				state := "built"
+				if res.UpToDate {
+					state = "up to date"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s, %d MiB) in %v\n", res.Ref, state, shortID(trimSHA(res.ID)), res.Size>>20, time.Since(t).Round(100*time.Millisecond))
+				g.Base = res.Ref
+			}
+			if !guest {
+				return nil
+			}
 			t := time.Now()
-			res, err := docker.BuildImage(ctx, cli, o)
+			g.Force, g.Progress = force, cmd.ErrOrStderr()
+			res, err := docker.BuildGuestImage(ctx, cli, g)
 			if err != nil {
 				return failErr(err)
 			}
@@ -250,7 +283,13 @@ and scrot for the test suites and the seed-style benchmark.`,
 			if res.UpToDate {
 				state = "up to date"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s, %d MiB) in %v\n", res.Ref, state, shortID(trimSHA(res.ID)), res.Size>>20, time.Since(t).Round(100*time.Millisecond))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (guest %s, %d MiB) in %v\n", res.Ref, state, res.GuestID, res.Size>>20, time.Since(t).Round(100*time.Millisecond))
+			if res.Saved != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "saved to %s\n", res.Saved)
+			}
+			if res.Pushed != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "pushed %s\n", res.Pushed)
+			}
 			return nil
 		},
 	}
@@ -263,6 +302,11 @@ and scrot for the test suites and the seed-style benchmark.`,
 	fl.StringVar(&o.Tag, "tag", "", "image tag (default agentbox/runtime:bookworm or agentbox/test:bookworm)")
 	fl.StringVar(&o.Base, "base", "", "base image (default debian:bookworm-slim, or the offline base)")
 	fl.StringVar(&o.Mirror, "mirror", "", "Debian mirror for debootstrap (default: the host's apt sources)")
+	fl.BoolVar(&guest, "guest", false, "also layer the agentbox binary onto the image (IMAGE-guest-HASH), for the kubernetes backend")
+	fl.StringVar(&g.Base, "from", "", "with --guest: layer the guest onto this existing image instead of building one")
+	fl.StringVar(&g.Binary, "guest-binary", "", "with --guest: the static agentbox binary to carry (default: this one)")
+	fl.StringVar(&g.Save, "save", "", "with --guest: write the guest image to this file (docker save format) to load into a cluster")
+	fl.StringVar(&g.Push, "push", "", "with --guest: push the guest image as REPO[:TAG]-guest-HASH to a registry")
 	return cmd
 }
 

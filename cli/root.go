@@ -138,5 +138,6 @@ the program prints. Every run is recorded in a versioned trace directory.`,
 		newServeCmd(),
 		newMCPCmd(),
 	)
+	addNamespaceFlag(root)
 	return root
 }

@@ -35,6 +35,11 @@ type Options struct {
 	// can see (detached daemons the app left behind). Backends set it; it is
 	// refused unless the guest runs in its own PID namespace.
 	Sandboxed bool
+	// AwaitHost makes the guest read wire.GoAhead from stdin before it
+	// says hello: the host of a sandbox it can attach to only once the
+	// guest runs (a Kubernetes Pod) sends it when it listens. Stdin closed
+	// before that ends the guest quietly (the host gave up).
+	AwaitHost bool
 }
 
 // Guest is the supervisor's state.
@@ -90,6 +95,11 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 	if err := harden(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: cannot make the guest non-dumpable: %v\n", err)
 	}
+	if opts.AwaitHost {
+		if code, ok := awaitHost(stdin, stderr); !ok {
+			return code
+		}
+	}
 	if err := g.hello(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: %v\n", err)
 		return 1
@@ -118,6 +128,25 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 		}()
 	}
 	return g.serve()
+}
+
+// awaitHost reads the host's wire.GoAhead (Options.AwaitHost). It returns
+// false with the exit code when the guest must not go on: stdin closed
+// first (0) or brought something else (1).
+func awaitHost(stdin io.Reader, stderr io.Writer) (int, bool) {
+	var b [1]byte
+	_, err := io.ReadFull(stdin, b[:])
+	switch {
+	case errors.Is(err, io.EOF):
+		return 0, false
+	case err != nil:
+		fmt.Fprintf(stderr, "agentbox guest: waiting for the host: %v\n", err)
+		return 1, false
+	case b[0] != wire.GoAhead:
+		fmt.Fprintf(stderr, "agentbox guest: the host's first byte is %#x, not the go-ahead %#x\n", b[0], wire.GoAhead)
+		return 1, false
+	}
+	return 0, true
 }
 
 func newGuest(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) *Guest {

@@ -15,6 +15,9 @@
 #                 for Debian's python3 (/usr/bin/python3) pytest, NumPy and
 #                 pip (the Python client's tests)
 #   lint          staticcheck in $(go env GOPATH)/bin
+#   k8s           test, and what scripts/k8s-cluster.sh needs for its
+#                 one-node cluster: etcd, containerd and runc, the CNI
+#                 plugins, gcc and a static libc (its pause binary), openssl
 #   all           test and lint
 #
 # As root it installs the missing Debian packages (apt-get), starts dockerd
@@ -35,7 +38,7 @@ DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 me=$0
 say() { printf '%s: %s\n' "$me" "$*" >&2; }
 usage() {
-	say "usage: $me [--check] demo|images|test|lint|all"
+	say "usage: $me [--check] demo|images|test|lint|k8s|all"
 	exit 2
 }
 
@@ -48,7 +51,7 @@ for a in "$@"; do
 		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 		exit 0
 		;;
-	demo | images | test | lint | all)
+	demo | images | test | lint | k8s | all)
 		[ -z "$profile" ] || usage
 		profile=$a
 		;;
@@ -57,10 +60,11 @@ for a in "$@"; do
 done
 [ -n "$profile" ] || usage
 
-want_docker=false want_host=false want_lint=false
+want_docker=false want_host=false want_lint=false want_k8s=false
 case $profile in
 demo | images) want_docker=true ;;
 test) want_docker=true want_host=true ;;
+k8s) want_docker=true want_host=true want_k8s=true ;;
 lint) want_lint=true ;;
 all) want_docker=true want_host=true want_lint=true ;;
 esac
@@ -123,6 +127,19 @@ if $want_host; then
 	need_pymod numpy python3-numpy
 	need_pymod pip python3-pip
 	need_tool git git
+fi
+
+if $want_k8s; then
+	need_tool etcd etcd-server
+	need_tool containerd containerd
+	need_tool runc runc
+	need_tool ctr containerd
+	need_file /usr/lib/cni/bridge containernetworking-plugins
+	need_tool gcc gcc
+	need_file /usr/include/stdio.h libc6-dev
+	need_tool openssl openssl
+	need_tool ip iproute2
+	need_tool curl curl
 fi
 
 staticcheck_bin=

@@ -10,6 +10,8 @@
 //
 // The guest speaks first: a "hello" event whose header carries Magic and the
 // protocol version; the host answers with a "hello" request naming its own.
+// (Where the host can join the guest's stdio only once the guest runs, as a
+// Kubernetes Pod's attach stream, the guest first waits for GoAhead.)
 // After that the host sends requests (each with an ID) and the guest answers
 // each with a response carrying the same ID; the guest also sends events
 // (app output, app exit, windows) at any time.
@@ -35,6 +37,12 @@ const Protocol = 2
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.
 const Magic = "agentbox-guest"
+
+// GoAhead is the byte a host sends first to a guest started with
+// --await-host: a sandbox whose stdio the host can attach to only once it
+// runs (a Kubernetes Pod's attach stream), where anything the guest wrote
+// before would be lost. Such a guest reads this one byte before its hello.
+const GoAhead byte = 'G'
 
 // MaxFrame bounds one frame. A 3840×2160 raw frame is 33 MB.
 const MaxFrame = 64 << 20

@@ -38,7 +38,7 @@ type ImageInfo struct {
 	Ref     string    `json:"ref"`            // the tag (or the reference asked for)
 	Tags    []string  `json:"tags,omitempty"` // every tag of the image
 	ID      string    `json:"id"`
-	Role    string    `json:"role,omitempty"` // images.LabelImage: base, runtime, test
+	Role    string    `json:"role,omitempty"` // images.LabelImage: base, runtime, test, guest
 	Size    int64     `json:"size"`
 	Created time.Time `json:"created"`
 	// Apps are the X11 apps it carries (LabelApps); nil when the image does
@@ -89,7 +89,7 @@ func ListImages(ctx context.Context, cli ImageClient) ([]ImageInfo, error) {
 			out = append(out, info)
 		}
 	}
-	rank := map[string]int{"base": 0, images.VariantRuntime: 1, images.VariantTest: 2}
+	rank := map[string]int{"base": 0, images.VariantRuntime: 1, images.VariantTest: 2, images.RoleGuest: 3}
 	sort.SliceStable(out, func(i, j int) bool {
 		ri, oki := rank[out[i].Role]
 		rj, okj := rank[out[j].Role]
@@ -156,6 +156,12 @@ func (s statusOf) of(i ImageInfo) (status, why string) {
 		return StatusForeign, ""
 	case "base":
 		return StatusBase, ""
+	case images.RoleGuest:
+		// Current while its base is the image it was layered onto.
+		if id, ok := s.baseID(i.Base); ok && id != i.BaseID {
+			return StatusOutdated, "its base " + i.Base + " was rebuilt since"
+		}
+		return StatusCurrent, ""
 	}
 	dockerfile, err := images.Dockerfile(i.Role)
 	if err != nil || i.BuildHash == "" {
@@ -164,18 +170,24 @@ func (s statusOf) of(i ImageInfo) (status, why string) {
 	if i.BuildHash != BuildHash(dockerfile, i.BaseID, i.Role) {
 		return StatusOutdated, "built from another " + dockerfileName(i.Role)
 	}
-	if i.Base != "" {
-		id, ok := s.ids[i.Base]
-		if !ok {
-			if res, err := s.cli.ImageInspect(s.ctx, i.Base); err == nil {
-				id, ok = res.ID, true
-			}
-		}
-		if ok && id != i.BaseID {
-			return StatusOutdated, "its base " + i.Base + " was rebuilt since"
-		}
+	if id, ok := s.baseID(i.Base); ok && id != i.BaseID {
+		return StatusOutdated, "its base " + i.Base + " was rebuilt since"
 	}
 	return StatusCurrent, ""
+}
+
+// baseID is the current ID of an image's base, if it has one here.
+func (s statusOf) baseID(base string) (string, bool) {
+	if base == "" {
+		return "", false
+	}
+	id, ok := s.ids[base]
+	if !ok {
+		if res, err := s.cli.ImageInspect(s.ctx, base); err == nil {
+			id, ok = res.ID, true
+		}
+	}
+	return id, ok
 }
 
 func dockerfileName(role string) string {
@@ -188,6 +200,9 @@ func dockerfileName(role string) string {
 // RebuildCommand is the command that makes an image anew.
 func RebuildCommand(i ImageInfo) string {
 	cmd := "agentbox image build"
+	if i.Role == images.RoleGuest {
+		return cmd + " --guest --from " + i.Base
+	}
 	if i.Role == images.VariantTest {
 		cmd += " --test"
 	}
@@ -205,7 +220,7 @@ func ImagesWithApp(ctx context.Context, cli ImageClient, app string) ([]string, 
 	}
 	var refs []string
 	for _, i := range list {
-		if slices.Contains(i.Apps, app) {
+		if i.Role != images.RoleGuest && slices.Contains(i.Apps, app) { // a guest image is its base and the binary
 			refs = append(refs, i.Ref)
 		}
 	}

@@ -72,6 +72,15 @@ func TestListImages(t *testing.T) {
 	delete(old, LabelApps)
 	f.add("agentbox/runtime:old", old)
 	f.add("debian:bookworm-slim", map[string]string{}) // not agentbox's: not listed
+	// Guest images: the test image and the binary (labels as BuildGuestImage
+	// and images/Dockerfile.guest set them), one on a base rebuilt since.
+	guest := func(baseID string) map[string]string {
+		return map[string]string{images.LabelImage: images.RoleGuest, LabelBase: TestImageRef, LabelBaseID: baseID,
+			LabelBuildHash: "", LabelApps: "xterm xcalc", images.LabelGuest: "0123456789abcdef"}
+	}
+	testID := f.images[TestImageRef].ID
+	f.add("agentbox/test:bookworm-guest-0123456789abcdef", guest(testID))
+	f.add("agentbox/test:bookworm-guest-fedcba9876543210", guest("sha256:gone"))
 	f.untagged = []image.Summary{{ID: "sha256:dangling", RepoTags: []string{"<none>:<none>"}, Labels: map[string]string{images.LabelImage: "runtime"}}}
 
 	list, err := ListImages(context.Background(), f)
@@ -93,6 +102,8 @@ func TestListImages(t *testing.T) {
 		{"agentbox/runtime:old", "runtime", StatusOutdated, "built from another images/Dockerfile", "nil"},
 		{"agentbox/test:bookworm", "test", StatusCurrent, "", "[xterm xcalc]"},
 		{"agentbox/test:old-base", "test", StatusOutdated, "its base agentbox/runtime:bookworm was rebuilt since", "[xterm xcalc]"},
+		{"agentbox/test:bookworm-guest-0123456789abcdef", "guest", StatusCurrent, "", "[xterm xcalc]"},
+		{"agentbox/test:bookworm-guest-fedcba9876543210", "guest", StatusOutdated, "its base agentbox/test:bookworm was rebuilt since", "[xterm xcalc]"},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("ListImages:\n got %q\nwant %q", got, want)
@@ -110,6 +121,7 @@ func TestListImages(t *testing.T) {
 		{RuntimeImageRef, "agentbox image build"},
 		{TestImageRef, "agentbox image build --test"},
 		{"agentbox/test:old-base", "agentbox image build --test --tag agentbox/test:old-base"},
+		{"agentbox/test:bookworm-guest-fedcba9876543210", "agentbox image build --guest --from agentbox/test:bookworm"},
 	} {
 		i, err := InspectImage(context.Background(), f, c.ref)
 		if err != nil {

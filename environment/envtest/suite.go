@@ -55,6 +55,11 @@ type Options struct {
 	// Probe is the path of the built isolation probe
 	// (./environment/envtest/probe); empty builds it.
 	Probe string
+	// PIDs is the process limit of the backend's sandboxes when it cannot
+	// hold one to Resources.PIDs (Capabilities().Limits.PIDs is false): a
+	// cluster's per-Pod limit. The ForkBomb test expects the bomb to stop
+	// below it; 0 means the sandbox's Resources.PIDs.
+	PIDs int
 }
 
 // Posture is what a backend promises about its sandbox's isolation where
@@ -75,6 +80,10 @@ type Posture struct {
 	// create a thread it needs; the local backend starts its guest with
 	// threads in reserve.)
 	GuestSurvivesForkBomb bool
+	// PodInterface: the sandbox has one network interface beside lo, as
+	// every Kubernetes Pod has; its traffic is held by policy and the
+	// network plugin, which the Egress test checks from inside.
+	PodInterface bool
 }
 
 // Run runs every conformance test as a subtest of t.

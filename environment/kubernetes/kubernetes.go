@@ -1,0 +1,215 @@
+// Package kubernetes is the Kubernetes backend: one hardened Pod per
+// environment, whose only container runs the agentbox binary as the guest
+// (PID 1, `agentbox guest --sandboxed --await-host`) and speaks the wire
+// protocol over the Pod's attach stream (client-go's remotecommand:
+// WebSocket where the server supports it, SPDY otherwise). A cluster cannot
+// mount the host's binary, so the guest is layered into the image at build
+// time (`agentbox image build --guest`), under a tag keyed by the binary's
+// hash (images.GuestRef). A NetworkPolicy denying all traffic to and from
+// agentbox's pods is created with them. Only this package may import
+// client-go.
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/images"
+)
+
+// Name is the backend's registered name.
+const Name = "kubernetes"
+
+// DefaultImage is the image whose guest-carrying variant runs by default.
+const DefaultImage = "agentbox/runtime:bookworm"
+
+// NamespaceEnv names the namespace agentbox's pods go to (the CLI's
+// --namespace sets it); empty means the kubeconfig context's namespace
+// (or the Pod's own namespace in a cluster), else "default".
+const NamespaceEnv = "AGENTBOX_K8S_NAMESPACE"
+
+// DeadlineEnv overrides the Pods' activeDeadlineSeconds (a Go duration).
+const DeadlineEnv = "AGENTBOX_K8S_ACTIVE_DEADLINE"
+
+// DefaultDeadline is the Pods' activeDeadlineSeconds: a backstop. A Pod
+// ends by itself as soon as its attach stream does (the guest's stdin
+// closes when agentbox exits, however it exits); the deadline ends one
+// whose stream hangs on a partitioned network.
+const DefaultDeadline = 6 * time.Hour
+
+func init() {
+	// client-go reports a broken stream on klog ("Copying stdout failed")
+	// besides returning it; agentbox says it once, in the run's error.
+	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) {}}
+	environment.Register(Name, func() (environment.Backend, error) {
+		return &Backend{Namespace: os.Getenv(NamespaceEnv)}, nil
+	})
+}
+
+// Backend creates Kubernetes environments.
+type Backend struct {
+	// Namespace of the Pods; empty: NamespaceEnv, then the kubeconfig's.
+	Namespace string
+	// Deadline is the Pods' activeDeadlineSeconds; zero: DeadlineEnv,
+	// then DefaultDeadline.
+	Deadline time.Duration
+	// Kubeconfig is the kubeconfig file; empty: KUBECONFIG, then
+	// ~/.kube/config, then the in-cluster configuration.
+	Kubeconfig string
+}
+
+var (
+	_ environment.Backend = (*Backend)(nil)
+	_ environment.Capable = (*Backend)(nil)
+)
+
+// Name implements environment.Backend.
+func (*Backend) Name() string { return Name }
+
+// Capabilities implements environment.Capable: images of the user's choice
+// (carrying the guest), RuntimeClasses for --runtime, reaping by label, the
+// container's CPU and memory limits, and the seed-style step (by exec).
+// Not: freezing (Kubernetes has no pause), a process limit per Pod (only
+// the kubelet's podPidsLimit, the same for every Pod of a node).
+func (*Backend) Capabilities() environment.Capabilities {
+	return environment.Capabilities{
+		Images:     true,
+		OCIRuntime: true,
+		Reap:       true,
+		Limits:     environment.Limits{CPU: true, Memory: true},
+		SeedStep:   true,
+	}
+}
+
+// cluster is a connection to the API server.
+type cluster struct {
+	cfg       *rest.Config
+	cs        *kubernetes.Clientset
+	namespace string
+	host      string // the API server, for messages
+}
+
+// connect loads the client configuration (Kubeconfig, KUBECONFIG,
+// ~/.kube/config, in-cluster) and the namespace. It does not contact the
+// server.
+func (b *Backend) connect() (*cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if b.Kubeconfig != "" {
+		rules.ExplicitPath = b.Kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			return nil, fmt.Errorf("%w: kubernetes: no cluster configured: set KUBECONFIG or write ~/.kube/config (or run agentbox in a Pod); see `agentbox doctor --backend kubernetes`", environment.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("%w: kubernetes: client configuration: %w", environment.ErrUnavailable, err)
+	}
+	ns := b.Namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil || ns == "" {
+			ns = "default"
+		}
+	}
+	// An eval's Pods are created, watched and deleted in parallel.
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.UserAgent = "agentbox"
+	cfg.WarningHandler = rest.NoWarnings{} // not on the user's terminal, mid-run
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: kubernetes: %w", environment.ErrUnavailable, err)
+	}
+	return &cluster{cfg: cfg, cs: cs, namespace: ns, host: cfg.Host}, nil
+}
+
+// ping checks that the API server answers (within ctx and 10 s).
+func (c *cluster) ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := c.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
+	if err != nil {
+		return fmt.Errorf("%w: kubernetes: the API server at %s does not answer: %w", environment.ErrUnavailable, c.host, err)
+	}
+	return nil
+}
+
+func (b *Backend) deadline() time.Duration {
+	if b.Deadline > 0 {
+		return b.Deadline
+	}
+	if d, err := time.ParseDuration(os.Getenv(DeadlineEnv)); err == nil && d > 0 {
+		return d
+	}
+	return DefaultDeadline
+}
+
+// GuestBinary resolves the agentbox binary whose guest image a Pod runs
+// (see guestenv.Binary): statically linked, since the image's libc is not
+// the host's.
+func GuestBinary(path string) (string, error) {
+	return guestenv.Binary(path, func(f *elf.File) error {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				return errors.New("it is dynamically linked; build agentbox with CGO_ENABLED=0 (as `make` does)")
+			}
+		}
+		return nil
+	})
+}
+
+// guestImage is the image a Pod runs for cfg: the guest-carrying variant
+// of cfg.Image (or DefaultImage) for the guest binary.
+func guestImage(cfg environment.Config) (base, ref, id string, err error) {
+	base = cfg.Image
+	if base == "" {
+		base = DefaultImage
+	}
+	bin, err := GuestBinary(cfg.GuestBinary)
+	if err != nil {
+		return "", "", "", err
+	}
+	id, err = guestID(bin)
+	if err != nil {
+		return "", "", "", fmt.Errorf("%w: %w", environment.ErrGuest, err)
+	}
+	return base, images.GuestRef(base, id), id, nil
+}
+
+// guestID is images.GuestID, remembered per file (path, size, mtime): an
+// eval hashes its binary once, not once per episode.
+func guestID(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	key := path + "|" + strconv.FormatInt(fi.Size(), 10) + "|" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+	if v, ok := guestIDs.Load(key); ok {
+		return v.(string), nil
+	}
+	id, err := images.GuestID(path)
+	if err == nil {
+		guestIDs.Store(key, id)
+	}
+	return id, err
+}
+
+// randomSuffix is 8 hex digits for Pod names.
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

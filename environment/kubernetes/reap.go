@@ -1,0 +1,120 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+var _ environment.Reaper = (*Backend)(nil)
+
+// Reap implements environment.Reaper: it finds the Pods of the namespace
+// labelled as agentbox's whose owning process (on this host) is gone, and
+// deletes them. Pods owned by live processes, or by other hosts, are left
+// alone unless All is set; a Pod that ended (its attach stream did) is
+// deleted once its owner is gone, like any other.
+func (b *Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]environment.Reaped, error) {
+	c, err := b.connect()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ping(ctx); err != nil {
+		return nil, err // gc without --backend passes over a cluster that does not answer
+	}
+	sel := LabelTool + "=agentbox"
+	if opts.RunID != "" {
+		sel += "," + LabelRun + "=" + RunLabel(opts.RunID)
+	}
+	list, err := c.cs.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, c.apiError("list agentbox's pods", err)
+	}
+	host, _ := os.Hostname()
+	var out []environment.Reaped
+	for _, p := range list.Items {
+		a := p.Annotations
+		r := environment.Reaped{ID: p.Namespace + "/" + p.Name, Name: p.Name, RunID: a[AnnotationRun],
+			Owner: a[AnnotationOwnerHost] + "/" + a[AnnotationOwnerPID], Created: p.CreationTimestamp.UTC().Format(time.RFC3339)}
+		switch {
+		case opts.All:
+			r.Reason = "--all"
+		case opts.RunID != "":
+			if a[AnnotationRun] != opts.RunID {
+				continue // another run whose label is the same (shortened)
+			}
+			r.Reason = "run " + opts.RunID
+		case opts.Mine:
+			if a[AnnotationOwnerHost] != host || a[AnnotationOwnerPID] != strconv.Itoa(os.Getpid()) {
+				continue
+			}
+			r.Reason = "forced stop"
+		case a[AnnotationOwnerHost] != host:
+			continue // another machine's; its own gc will see to it
+		default:
+			alive, why := ownerAlive(a[AnnotationOwnerPID], a[AnnotationOwnerStart])
+			if alive {
+				continue
+			}
+			r.Reason = why
+		}
+		if !opts.DryRun {
+			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			zero := int64(0)
+			err := c.cs.CoreV1().Pods(c.namespace).Delete(dctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			cancel()
+			if err != nil && !apierrors.IsNotFound(err) {
+				r.Err = c.apiError("delete pod "+p.Name, err)
+			} else {
+				r.Removed = true
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ownerAlive reports whether the process that created a Pod still runs:
+// same PID and same start time.
+func ownerAlive(pidLabel, startLabel string) (bool, string) {
+	pid, err := strconv.Atoi(pidLabel)
+	if err != nil || pid <= 0 {
+		return false, "no owner recorded"
+	}
+	start := processStart(pid)
+	if start == 0 {
+		return false, fmt.Sprintf("owner pid %d is gone", pid)
+	}
+	if want, err := strconv.ParseUint(startLabel, 10, 64); err == nil && want != 0 && want != start {
+		return false, fmt.Sprintf("owner pid %d was reused by another process", pid)
+	}
+	return true, ""
+}
+
+// processStart returns a process's start time in clock ticks since boot
+// (field 22 of /proc/PID/stat), which with the PID identifies a process
+// across PID reuse; 0 if unknown.
+func processStart(pid int) uint64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(fields[19], 10, 64)
+	return v
+}
