@@ -27,6 +27,8 @@ type fakeBackend struct {
 	exitAfter int    // the app exits after this many observations (0: never)
 	stopped   string // the exit is marked as caused by the sandbox stopping
 	actErr    error
+	// pingErr is what the guest's liveness ping answers (nil: it lives).
+	pingErr error
 	// late is output written 30 ms apart after the launch returns;
 	// lateExit makes the app exit after it.
 	late     []string
@@ -66,6 +68,10 @@ type fakeEnv struct {
 }
 
 func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fake", ID: "f1"} }
+
+// Done and Ping implement environment.Liveness.
+func (e *fakeEnv) Done() <-chan struct{}          { return nil }
+func (e *fakeEnv) Ping(ctx context.Context) error { return e.b.pingErr }
 
 func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.LaunchResult, error) {
 	if e.b.launchErr != nil {
@@ -296,7 +302,13 @@ func TestOutcomes(t *testing.T) {
 		{"exits before ready output", &fakeBackend{late: []string{"fatal: no GL\n"}, lateExit: true}, func(*testing.T) agent.Agent { return &scripted{} },
 			func(c *Config) { c.App.Manifest.ReadyOutput = "game: ready" },
 			trace.Error, trace.ReasonAppStart, `the app exited (exit code 2) before printing a line containing "game: ready"`},
-		// (A plain wait is a timer on the host: the guest fails on input.)
+		// A plain wait is a timer on the host, which pings the guest
+		// meanwhile: one that stops answering ends the run at once as the
+		// environment's fault, not at the deadline as the agent's.
+		{"guest stalls during a wait", &fakeBackend{pingErr: fmt.Errorf("%w: the guest stopped answering", environment.ErrGuest)}, func(*testing.T) agent.Agent {
+			return &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Wait, MS: 60000}}}}
+		}, func(c *Config) { c.Timeout = 20 * time.Second },
+			trace.Error, trace.ReasonEnvironment, "stopped answering"},
 		{"guest dies", &fakeBackend{actErr: environment.ErrGuest}, func(*testing.T) agent.Agent {
 			return &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Key, Keys: "Right"}}}}
 		}, nil,

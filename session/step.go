@@ -391,7 +391,7 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 		// A plain wait is a timer: kept here rather than in the sandbox,
 		// which answers one request at a time, so that a watcher's look
 		// (Peek) is answered while it runs.
-		err = s.sleep(ctx, time.Duration(a.MS)*time.Millisecond)
+		err = s.sleep(ctx, env, time.Duration(a.MS)*time.Millisecond)
 		res = action.Result{OK: true, ElapsedUS: time.Since(t).Microseconds()}
 	} else {
 		res, err = env.Act(ctx, a)
@@ -454,9 +454,40 @@ func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // sleep waits d, until ctx ends, or until Close begins (which aborts a
 // step in flight as the teardown aborts the sandbox's requests).
-func (s *Session) sleep(ctx context.Context, d time.Duration) error {
+func (s *Session) sleep(ctx context.Context, env environment.Environment, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
+	// Nothing is asked of the guest meanwhile, so its liveness is watched
+	// here: a guest that stops answering, or a sandbox that ends, fails the
+	// wait as it would have failed a wait performed in the sandbox (an
+	// environment error, within the host's liveness bound, not at the
+	// run's deadline).
+	var ended <-chan struct{}
+	var stalled chan error
+	l, ok := env.(environment.Liveness)
+	if ok && d > sleepPing {
+		ended = l.Done()
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stalled = make(chan error, 1)
+		go func() {
+			tick := time.NewTicker(sleepPing)
+			defer tick.Stop()
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case <-tick.C:
+				}
+				if err := l.Ping(pctx); err != nil {
+					if pctx.Err() == nil {
+						stalled <- err
+					}
+					return
+				}
+			}
+		}()
+	}
 	select {
 	case <-t.C:
 		return nil
@@ -464,8 +495,20 @@ func (s *Session) sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-s.stop:
 		return environment.ErrClosed
+	case err := <-stalled:
+		return fmt.Errorf("wait: %w", err)
+	case <-ended:
+		// The guest's stream ended: a ping says why (killed, crashed).
+		if err := l.Ping(ctx); err != nil {
+			return fmt.Errorf("wait: %w", err)
+		}
+		return fmt.Errorf("wait: %w", environment.ErrClosed)
 	}
 }
+
+// sleepPing is how often a wait kept on the host asks the guest whether
+// it still answers.
+const sleepPing = time.Second
 
 // observe takes a screenshot and builds the observation and the step's
 // record; consume takes the app's output and network events since the

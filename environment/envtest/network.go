@@ -65,6 +65,7 @@ func (b *box) netEvent(what string, f func(action.NetEvent) bool) action.NetEven
 type testServer struct {
 	port string
 	hits atomic.Int64
+	srv  *httptest.Server
 }
 
 func newTestServer(t *testing.T, body string, tls bool) *testServer {
@@ -82,7 +83,7 @@ func newTestServer(t *testing.T, body string, tls bool) *testServer {
 	}
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
-	ts.port = u.Port()
+	ts.port, ts.srv = u.Port(), srv
 	return ts
 }
 
@@ -296,6 +297,10 @@ func (s *suite) testNetworkBrowser(t *testing.T) {
 	if page.hits.Load() == 0 {
 		t.Error("the host's page server saw no request")
 	}
+	// A forwarded connection is recorded when it ends (with its bytes each
+	// way), and Chromium keeps its connection to the page open: the host's
+	// server closes it.
+	page.srv.CloseClientConnections()
 	ev := b.netEvent("the browser's forwarded connection", func(e action.NetEvent) bool { return e.Kind == "forward" && e.Allowed })
 	t.Logf("the page covers %.0f%% of the screen; %s", 100*share, fmt.Sprint(ev))
 }
