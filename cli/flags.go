@@ -263,3 +263,36 @@ func parseSize(flag, s string) (int64, error) {
 	}
 	return v, nil
 }
+
+// launchFlags are the flags of one app's launch that run and mcp share:
+// how long its window may take, the cap on its logs, the settle before
+// each screenshot.
+type launchFlags struct {
+	readyTimeout time.Duration
+	logCap       string
+	settle       string
+}
+
+// registerLaunch adds them; logs names the logs --log-cap caps.
+func (f *launchFlags) registerLaunch(fl *pflag.FlagSet, logs string) {
+	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
+	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of "+logs+", and on the window events recorded")
+	fl.StringVar(&f.settle, "settle", "none", settleUsage)
+}
+
+// parseLaunch checks them: the log cap in bytes and the settle.
+func (f *launchFlags) parseLaunch() (logCap int64, settle session.Settle, err error) {
+	if f.readyTimeout < 0 {
+		return 0, settle, usageErrorf("--ready-timeout must not be negative, got %v", f.readyTimeout)
+	}
+	if logCap, err = parseSize("--log-cap", f.logCap); err != nil {
+		return 0, settle, err
+	}
+	if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
+		return 0, settle, err
+	}
+	if settle, err = session.ParseSettle(f.settle); err != nil {
+		return 0, settle, usageErrorf("--settle: %v", err)
+	}
+	return logCap, settle, nil
+}

@@ -19,10 +19,8 @@ import (
 
 type mcpFlags struct {
 	sandboxFlags
-	task         string
-	readyTimeout time.Duration
-	logCap       string
-	settle       string
+	task string
+	launchFlags
 }
 
 func newMCPCmd() *cobra.Command {
@@ -59,9 +57,7 @@ sandbox is removed and its trace finalised; a signal does the same and exits
 	fl := cmd.Flags()
 	f.register(fl, "mcp")
 	fl.StringVar(&f.task, "task", "", "what the episodes are for (recorded in their traces; launch may change it)")
-	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
-	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of an episode's stdout.log and stderr.log, and on the window events recorded")
-	fl.StringVar(&f.settle, "settle", "none", settleUsage)
+	f.registerLaunch(fl, "an episode's stdout.log and stderr.log")
 	return cmd
 }
 
@@ -95,23 +91,13 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	if err := f.check(); err != nil {
 		return err
 	}
-	if f.readyTimeout < 0 {
-		return usageErrorf("--ready-timeout must not be negative, got %v", f.readyTimeout)
-	}
-	logCap, err := parseSize("--log-cap", f.logCap)
+	logCap, settle, err := f.parseLaunch()
 	if err != nil {
-		return err
-	}
-	if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
 		return err
 	}
 	env, err := f.envVars()
 	if err != nil {
 		return err
-	}
-	settle, err := session.ParseSettle(f.settle)
-	if err != nil {
-		return usageErrorf("--settle: %v", err)
 	}
 	if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
 		return usageErrorf("--out %s is a file; give a directory (each episode's trace is a new directory in it)", f.out)

@@ -23,15 +23,13 @@ import (
 
 type runFlags struct {
 	sandboxFlags
-	task         string
-	agentName    string
-	agentOpts    []string
-	script       string
-	readyTimeout time.Duration
-	logCap       string
-	settle       string
-	json         bool
-	live         liveFlag
+	task      string
+	agentName string
+	agentOpts []string
+	script    string
+	launchFlags
+	json bool
+	live liveFlag
 }
 
 func newRunCmd() *cobra.Command {
@@ -70,9 +68,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringVar(&f.agentName, "agent", "", "the agent: "+strings.Join(agent.Names(), ", ")+", or human (none: a person drives at the live page)")
 	fl.StringVar(&f.script, "script", "", "play a script (YAML or JSON: actions and checks) instead of --agent")
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
-	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
-	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of stdout.log and stderr.log, and on the window events recorded")
-	fl.StringVar(&f.settle, "settle", "none", settleUsage)
+	f.registerLaunch(fl, "stdout.log and stderr.log")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
 	return cmd
@@ -104,23 +100,13 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err := f.check(); err != nil {
 		return err
 	}
-	if f.readyTimeout < 0 {
-		return usageErrorf("--ready-timeout must not be negative, got %v", f.readyTimeout)
-	}
-	logCap, err := parseSize("--log-cap", f.logCap)
+	logCap, settle, err := f.parseLaunch()
 	if err != nil {
-		return err
-	}
-	if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
 		return err
 	}
 	env, err := f.envVars()
 	if err != nil {
 		return err
-	}
-	settle, err := session.ParseSettle(f.settle)
-	if err != nil {
-		return usageErrorf("--settle: %v", err)
 	}
 	var sc *script.Script
 	if f.script != "" {
