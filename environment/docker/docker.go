@@ -287,7 +287,7 @@ func Labels(runID string) map[string]string {
 		LabelRun:        runID,
 		LabelOwnerPID:   strconv.Itoa(os.Getpid()),
 		LabelOwnerHost:  host,
-		LabelOwnerStart: strconv.FormatUint(processStart(os.Getpid()), 10),
+		LabelOwnerStart: strconv.FormatUint(environment.ProcessStart(os.Getpid()), 10),
 		LabelCreated:    time.Now().UTC().Format(time.RFC3339),
 	}
 }

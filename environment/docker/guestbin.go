@@ -3,9 +3,6 @@ package docker
 import (
 	"debug/elf"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 
 	"github.com/codegirl-games/agentbox/environment/guestenv"
 )
@@ -22,26 +19,4 @@ func GuestBinary(path string) (string, error) {
 		}
 		return nil
 	})
-}
-
-// processStart returns a process's start time in clock ticks since boot
-// (field 22 of /proc/PID/stat), which with the PID identifies a process
-// across PID reuse; 0 if unknown.
-func processStart(pid int) uint64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); start time is field 22.
-	if len(fields) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
 }

@@ -54,7 +54,7 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 		case l[LabelOwnerHost] != host:
 			continue // another machine's; its own gc will see to it
 		default:
-			alive, why := ownerAlive(l[LabelOwnerPID], l[LabelOwnerStart])
+			alive, why := environment.OwnerAlive(l[LabelOwnerPID], l[LabelOwnerStart])
 			if alive {
 				continue
 			}
@@ -73,21 +73,4 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// ownerAlive reports whether the process that created a container still
-// runs: same PID and same start time.
-func ownerAlive(pidLabel, startLabel string) (bool, string) {
-	pid, err := strconv.Atoi(pidLabel)
-	if err != nil || pid <= 0 {
-		return false, "no owner recorded"
-	}
-	start := processStart(pid)
-	if start == 0 {
-		return false, fmt.Sprintf("owner pid %d is gone", pid)
-	}
-	if want, err := strconv.ParseUint(startLabel, 10, 64); err == nil && want != 0 && want != start {
-		return false, fmt.Sprintf("owner pid %d was reused by another process", pid)
-	}
-	return true, ""
 }

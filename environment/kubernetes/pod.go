@@ -124,7 +124,7 @@ func podSpec(name, namespace, image, guestID string, cfg environment.Config, res
 				AnnotationRun:        cfg.RunID,
 				AnnotationOwnerHost:  host,
 				AnnotationOwnerPID:   strconv.Itoa(os.Getpid()),
-				AnnotationOwnerStart: strconv.FormatUint(processStart(os.Getpid()), 10),
+				AnnotationOwnerStart: strconv.FormatUint(environment.ProcessStart(os.Getpid()), 10),
 				AnnotationGuest:      guestID,
 			},
 		},

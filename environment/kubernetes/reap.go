@@ -2,10 +2,8 @@ package kubernetes
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,7 +57,7 @@ func (b *Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]env
 		case a[AnnotationOwnerHost] != host:
 			continue // another machine's; its own gc will see to it
 		default:
-			alive, why := ownerAlive(a[AnnotationOwnerPID], a[AnnotationOwnerStart])
+			alive, why := environment.OwnerAlive(a[AnnotationOwnerPID], a[AnnotationOwnerStart])
 			if alive {
 				continue
 			}
@@ -79,42 +77,4 @@ func (b *Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]env
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// ownerAlive reports whether the process that created a Pod still runs:
-// same PID and same start time.
-func ownerAlive(pidLabel, startLabel string) (bool, string) {
-	pid, err := strconv.Atoi(pidLabel)
-	if err != nil || pid <= 0 {
-		return false, "no owner recorded"
-	}
-	start := processStart(pid)
-	if start == 0 {
-		return false, fmt.Sprintf("owner pid %d is gone", pid)
-	}
-	if want, err := strconv.ParseUint(startLabel, 10, 64); err == nil && want != 0 && want != start {
-		return false, fmt.Sprintf("owner pid %d was reused by another process", pid)
-	}
-	return true, ""
-}
-
-// processStart returns a process's start time in clock ticks since boot
-// (field 22 of /proc/PID/stat), which with the PID identifies a process
-// across PID reuse; 0 if unknown.
-func processStart(pid int) uint64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
 }
