@@ -488,23 +488,8 @@ func (s *Server) plain(w http.ResponseWriter, r *http.Request) {
 		s.deny(w, ev, http.StatusBadRequest)
 		return
 	}
-	t, err := netpolicy.ParseTarget(r.URL.Host, 80)
-	if err != nil {
-		ev.Reason = err.Error()
-		s.deny(w, ev, http.StatusBadRequest)
-		return
-	}
-	ev.Dest = t.String()
-	if why, status := s.admit(); why != "" {
-		ev.Reason = why
-		s.deny(w, ev, status)
-		return
-	}
-	d := s.decide(r.Context(), t)
-	ev.Rule = d.rule
-	if len(d.addrs) == 0 {
-		ev.Reason = d.reason
-		s.deny(w, ev, http.StatusForbidden)
+	_, d, ok := s.admitTarget(w, r, &ev, r.URL.Host, 80)
+	if !ok {
 		return
 	}
 	st := &reqState{d: d}
@@ -579,28 +564,40 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// admitTarget checks a request's destination (host[:port], defPort when
+// it has none) against the rate and the policy and resolves it; a refusal
+// is answered and recorded (ev) here, and ok is false. t is the parsed
+// destination.
+func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *action.NetEvent, hostport string, defPort int) (t netpolicy.Target, d decision, ok bool) {
+	t, err := netpolicy.ParseTarget(hostport, defPort)
+	if err != nil {
+		ev.Reason = err.Error()
+		s.deny(w, *ev, http.StatusBadRequest)
+		return t, d, false
+	}
+	ev.Dest = t.String()
+	if why, status := s.admit(); why != "" {
+		ev.Reason = why
+		s.deny(w, *ev, status)
+		return t, d, false
+	}
+	d = s.decide(r.Context(), t)
+	ev.Rule = d.rule
+	if len(d.addrs) == 0 {
+		ev.Reason = d.reason
+		s.deny(w, *ev, http.StatusForbidden)
+		return t, d, false
+	}
+	return t, d, true
+}
+
 // connect serves a CONNECT tunnel: the authority is checked and resolved
 // like a plain request's host; once the tunnel is up, a TLS ClientHello's
 // server name must be that host.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	ev := action.NetEvent{Time: time.Now(), Kind: "connect", Method: http.MethodConnect, Dest: r.Host}
-	t, err := netpolicy.ParseTarget(r.Host, 0)
-	if err != nil {
-		ev.Reason = err.Error()
-		s.deny(w, ev, http.StatusBadRequest)
-		return
-	}
-	ev.Dest = t.String()
-	if why, status := s.admit(); why != "" {
-		ev.Reason = why
-		s.deny(w, ev, status)
-		return
-	}
-	d := s.decide(r.Context(), t)
-	ev.Rule = d.rule
-	if len(d.addrs) == 0 {
-		ev.Reason = d.reason
-		s.deny(w, ev, http.StatusForbidden)
+	t, d, ok := s.admitTarget(w, r, &ev, r.Host, 0)
+	if !ok {
 		return
 	}
 	up, addr, err := s.dial(r.Context(), d)
