@@ -338,14 +338,28 @@ func TestSecurityFlood(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "trace")
 	script := writeScript(t, "steps:\n  - {wait_for: log, stream: stderr, contains: flood done, timeout_ms: 120000}\n")
 	cmd := exec.Command(bin, "run", hostileApp(t, "flood", strconv.Itoa(1<<30)), "--image", testenv.TestImage, "--script", script, "--out", dir, "--log-cap", "4m")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("flood run: %v\n%s", err, out)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
-	t.Logf("agentbox peak RSS during a 1 GiB flood: %d MiB", rss>>10)
-	if rss > 200<<10 {
-		t.Errorf("agentbox's peak RSS was %d MiB", rss>>10)
+	peak := sampleMemory(cmd.Process.Pid)
+	err := cmd.Wait()
+	mem := peak()
+	if err != nil {
+		t.Fatalf("flood run: %v\n%s", err, out.String())
+	}
+	// What the flood could grow is agentbox's own memory: its anonymous
+	// pages. Its peak RSS also counts the pages of its 100+ MiB binary
+	// that the kernel mapped in, which depends on the kernel (fault-around,
+	// huge pages for text), not on agentbox: logged, not judged.
+	t.Logf("agentbox during a 1 GiB flood: peak anonymous memory %d MiB (sampled every 5 ms), peak RSS %d MiB, file-backed %d MiB",
+		mem.anon>>10, cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss>>10, mem.file>>10)
+	if mem.samples == 0 {
+		t.Fatalf("no memory sample of agentbox was taken")
+	}
+	if mem.anon > 100<<10 {
+		t.Errorf("agentbox's anonymous memory peaked at %d MiB during the flood", mem.anon>>10)
 	}
 	tr := openTrace(t, dir)
 	st, _ := os.Stat(filepath.Join(dir, trace.StdoutFile))
@@ -360,6 +374,46 @@ func TestSecurityFlood(t *testing.T) {
 		t.Errorf("outcome %s", tr.Run.Outcome)
 	}
 	assertNoContainers(t, tr.Run.ID)
+}
+
+// memPeak is the most memory a process was seen using, in KiB.
+type memPeak struct {
+	anon, file int64 // RssAnon, RssFile of /proc/PID/status
+	samples    int
+}
+
+// sampleMemory samples pid's /proc/PID/status every 5 ms until the
+// returned function is called (after the process was waited for), which
+// returns the peaks.
+func sampleMemory(pid int) func() memPeak {
+	stop, done := make(chan struct{}), make(chan memPeak)
+	go func() {
+		var p memPeak
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+				p.samples++
+				for line := range strings.Lines(string(data)) {
+					k, v, _ := strings.Cut(line, ":")
+					n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+					switch k {
+					case "RssAnon":
+						p.anon = max(p.anon, n)
+					case "RssFile":
+						p.file = max(p.file, n)
+					}
+				}
+			}
+			select {
+			case <-stop:
+				done <- p
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() memPeak { close(stop); return <-done }
 }
 
 // 9. Detached daemons that ignore SIGTERM (setsid, double fork) are gone
