@@ -81,6 +81,9 @@ steps:
   - wait_for: element
     target: {role: push button, name: OK}
     timeout_ms: 30000
+  - action: wait              # the tree can be ahead of GTK's first paint
+    until: stable
+    ms: 10000
   - expect: element
     target: {role: text, ancestor: {role: dialog, name: "Name*"}}
     state: [editable, enabled, "!checked"]
@@ -116,12 +119,19 @@ func TestA11yZenity(t *testing.T) {
 			if !tr.Run.Settings.A11y || !tr.Run.Settings.Marks {
 				t.Errorf("settings: %+v", tr.Run.Settings)
 			}
-			// The first observation whose tree has the dialog's buttons.
+			// The first observation after the screen came to rest whose
+			// tree has the dialog's buttons: the tree is there as soon as
+			// GTK made the widgets, the pixels once it painted them.
 			var obs *trace.Observation
 			var tree *action.Tree
+			rested := false
 			for _, s := range tr.Steps {
+				if a := s.Record.Action; a != nil && a.Kind == action.Wait {
+					rested = true
+					continue
+				}
 				o := s.Record.Observation
-				if o == nil || o.Tree == nil || o.Tree.Elements == 0 {
+				if !rested || o == nil || o.Tree == nil || o.Tree.Elements == 0 {
 					continue
 				}
 				tree = stepTree(t, tr, o)
