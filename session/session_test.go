@@ -341,10 +341,13 @@ func TestReadyOutput(t *testing.T) {
 			if res.Outcome != trace.Success {
 				t.Fatalf("result = %+v", res)
 			}
-			// The text is complete ≥ 60 ms after the launch returned; the
-			// wait began a moment after that.
-			if got := tr.Run.Timings["ready_output"]; got < 40 {
-				t.Errorf("ready_output timing = %v ms, want ≥ 40 (the text came 60 ms after the launch)", got)
+			// The wait is recorded. (How long it was is the machine's: the
+			// text is complete 60 ms after the launch began, and a busy
+			// machine can spend most of that before the wait begins. That
+			// the loop waited for it, the first observation shows: it has
+			// every line.)
+			if got, ok := tr.Run.Timings["ready_output"]; !ok || got <= 0 || tr.Run.Timings["app_ready"] < got {
+				t.Errorf("timings: ready_output %v ms, app_ready %v ms; want the wait recorded, within app_ready", got, tr.Run.Timings["app_ready"])
 			}
 			var seen []string
 			for _, l := range ag.seen[0].Output {
