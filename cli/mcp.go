@@ -104,24 +104,11 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return usageErrorf("--out %s: %v", f.out, err)
 	}
-	bundle, err := loadApp(target, envCfg.Resources, env)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime)
 	if err != nil {
 		return err
 	}
 	defer bundle.Close()
-	backend, note, err := resolveBackend(cmd.Context(), f.backend, f.image, f.ociRuntime)
-	if err != nil {
-		return err
-	}
-	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames); err != nil {
-		return err
-	}
-	if envCfg.Network, err = withRules(envCfg.Network, target+"'s manifest", bundle.Manifest.AllowNet); err != nil {
-		return err
-	}
-	if err := checkNetwork(backend, envCfg.Network); err != nil {
-		return err
-	}
 	if argsGiven {
 		bundle.Manifest.Args = appArgs
 	}

@@ -133,24 +133,11 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err := checkOut(f.out); err != nil {
 		return err
 	}
-	bundle, err := loadApp(target, envCfg.Resources, env)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime)
 	if err != nil {
 		return err
 	}
 	defer bundle.Close()
-	backend, note, err := resolveBackend(cmd.Context(), f.backend, f.image, f.ociRuntime)
-	if err != nil {
-		return err
-	}
-	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames); err != nil {
-		return err
-	}
-	if envCfg.Network, err = withRules(envCfg.Network, target+"'s manifest", bundle.Manifest.AllowNet); err != nil {
-		return err
-	}
-	if err := checkNetwork(backend, envCfg.Network); err != nil {
-		return err
-	}
 	if argsGiven && f.agentName == "exec" {
 		// --agent exec -- PROGRAM ARGS…: the arguments are the agent's.
 		if _, set := opts["command"]; set {

@@ -58,6 +58,36 @@ func loadApp(target string, res environment.Resources, env map[string]string) (*
 	return b, nil
 }
 
+// loadTarget is what run and mcp do before a sandbox exists: load the app,
+// resolve the backend, and check the host's limits and the network (the
+// flags' rules and the manifest's allow_net, which it adds to
+// envCfg.Network) against that backend. The caller closes the bundle.
+func loadTarget(ctx context.Context, target string, envCfg *environment.Config, env map[string]string, backendName, image, ociRuntime string) (_ *app.Bundle, _ environment.Backend, note string, err error) {
+	bundle, err := loadApp(target, envCfg.Resources, env)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	defer func() {
+		if err != nil {
+			bundle.Close()
+		}
+	}()
+	backend, note, err := resolveBackend(ctx, backendName, image, ociRuntime)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := checkHostLimits(ctx, backend, envCfg.Resources, flagNames); err != nil {
+		return nil, nil, "", err
+	}
+	if envCfg.Network, err = withRules(envCfg.Network, target+"'s manifest", bundle.Manifest.AllowNet); err != nil {
+		return nil, nil, "", err
+	}
+	if err := checkNetwork(backend, envCfg.Network); err != nil {
+		return nil, nil, "", err
+	}
+	return bundle, backend, note, nil
+}
+
 // checkOut holds an output directory (run's, replay's, eval's --out) to
 // its rule before anything starts: new, or an empty directory.
 func checkOut(dir string) error {
