@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,24 +35,6 @@ var mcpBackends = []struct {
 }{
 	{"docker", func(t *testing.T) { testenv.Require(t, testenv.Image(testenv.RuntimeImage)) }},
 	{"local", requireLocal},
-}
-
-// lockedBuffer collects a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // mcpText is the text of a tool's result.
@@ -261,7 +242,7 @@ func TestMCPStdio(t *testing.T) {
 			bin := testenv.Build(t, "./cmd/agentbox")
 			out := t.TempDir()
 			cmd := exec.Command(bin, "mcp", exampleMover(t), "--backend", b.name, "--out", out, "--task", "Move the square right.")
-			var stderr lockedBuffer
+			var stderr testenv.Buffer
 			cmd.Stderr = &stderr
 			c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil)
 			cs, err := c.Connect(t.Context(), &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Minute}, nil)
@@ -432,7 +413,7 @@ func TestMCPSignal(t *testing.T) {
 	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	bin := testenv.Build(t, "./cmd/agentbox")
 	cmd := exec.Command(bin, "mcp", exampleMover(t), "--backend", "docker", "--out", t.TempDir())
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	cmd.Stderr = &stderr
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(t.Context(), &sdk.CommandTransport{Command: cmd, TerminateDuration: 3 * time.Minute}, nil)
 	if err != nil {

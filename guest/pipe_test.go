@@ -45,30 +45,12 @@ type pipeHost struct {
 	// in is the guest's stdin: closing it ends the guest.
 	in   *io.PipeWriter
 	done chan int // the guest's exit code
-	log  *lockedBuffer
+	log  *testenv.Buffer
 
 	mu     sync.Mutex
 	events []*wire.Message
 	output map[action.Stream]*bytes.Buffer
 	more   chan struct{} // signalled on every event
-}
-
-// lockedBuffer is the guest's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startGuest serves a guest on pipes and reads its hello. The guest ends
@@ -77,7 +59,7 @@ func startGuest(t *testing.T) *pipeHost {
 	t.Helper()
 	guestIn, hostOut := io.Pipe()
 	hostIn, guestOut := io.Pipe()
-	h := &pipeHost{t: t, conn: wire.NewConn(hostIn, hostOut), in: hostOut, done: make(chan int, 1), log: &lockedBuffer{},
+	h := &pipeHost{t: t, conn: wire.NewConn(hostIn, hostOut), in: hostOut, done: make(chan int, 1), log: &testenv.Buffer{},
 		output: map[action.Stream]*bytes.Buffer{action.Stdout: {}, action.Stderr: {}}, more: make(chan struct{}, 1)}
 	g := newGuest(guestIn, guestOut, h.log, Options{})
 	go func() {

@@ -23,6 +23,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/serve/api"
 )
 
@@ -41,28 +42,11 @@ type harness struct {
 	url     string
 	backend *guestenvtest.Backend
 	out     string
-	log     *syncBuffer
+	log     *testenv.Buffer
 	router  routers.Router
 	// checked counts the answers validated against the document.
 	checked map[string]int
 	mu      sync.Mutex
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // stubAppDir is an app directory the scripted guest "runs".
@@ -83,7 +67,7 @@ func newHarness(t *testing.T, guest func() *guestenvtest.Guest, mod func(*Option
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, backend: &guestenvtest.Backend{New: guest}, out: t.TempDir(), log: &syncBuffer{}, checked: map[string]int{}}
+	h := &harness{t: t, backend: &guestenvtest.Backend{New: guest}, out: t.TempDir(), log: &testenv.Buffer{}, checked: map[string]int{}}
 	o := Options{
 		Backends: []environment.Backend{h.backend}, Apps: map[string]*app.Bundle{"game": b},
 		Tokens: []string{testToken, otherToken}, Out: h.out, UploadDir: filepath.Join(t.TempDir(), "uploads"),

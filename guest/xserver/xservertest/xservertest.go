@@ -4,9 +4,7 @@
 package xservertest
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +22,7 @@ const StartTimeout = 20 * time.Second
 func Start(t testing.TB, cfg xserver.Config) *xserver.Server {
 	t.Helper()
 	testenv.Require(t, testenv.Programs("Xvfb"))
-	var logbuf syncBuffer
+	var logbuf testenv.Buffer
 	if cfg.Stderr == nil {
 		cfg.Stderr = &logbuf
 	}
@@ -51,7 +49,7 @@ func Start(t testing.TB, cfg xserver.Config) *xserver.Server {
 func StartWM(t testing.TB, display string) *xserver.WM {
 	t.Helper()
 	testenv.Require(t, testenv.Programs("openbox"))
-	var logbuf syncBuffer
+	var logbuf testenv.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
 	defer cancel()
 	wm, err := xserver.StartWM(ctx, display, xserver.WMConfig{Dir: t.TempDir(), Stderr: &logbuf})
@@ -69,28 +67,4 @@ func StartWM(t testing.TB, display string) *xserver.WM {
 		}
 	})
 	return wm
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
