@@ -514,34 +514,38 @@ func (s *Server) handleViewWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "agentbox live: no such view", http.StatusNotFound)
 		return
 	}
-	ws, role, ok := s.accept(w, r)
+	c, ok := s.open(w, r, v)
 	if !ok {
 		return
+	}
+	defer s.untrack(c)
+	c.serveView()
+}
+
+// open accepts a page's WebSocket and tracks its connection, to view v
+// (nil: the grid); false when the handshake failed or the run has ended
+// (the socket is then closed).
+func (s *Server) open(w http.ResponseWriter, r *http.Request, v *View) (*conn, bool) {
+	ws, role, ok := s.accept(w, r)
+	if !ok {
+		return nil, false
 	}
 	c := newConn(s, v, ws, role)
 	name, ok := s.track(c)
 	if !ok {
 		ws.Close(websocket.StatusGoingAway, "the run has ended")
-		return
+		return nil, false
 	}
-	defer s.untrack(c)
 	c.name = name
-	c.serveView()
+	return c, true
 }
 
 func (s *Server) handleGridWS(w http.ResponseWriter, r *http.Request) {
-	ws, role, ok := s.accept(w, r)
+	c, ok := s.open(w, r, nil)
 	if !ok {
-		return
-	}
-	c := newConn(s, nil, ws, role)
-	name, ok := s.track(c)
-	if !ok {
-		ws.Close(websocket.StatusGoingAway, "the run has ended")
 		return
 	}
 	defer s.untrack(c)
-	c.name = name
 	s.mu.Lock()
 	s.grids++
 	views := append([]*View(nil), s.order...)
