@@ -221,7 +221,8 @@ type member struct {
 	created  time.Duration
 	since    time.Time
 	done     <-chan struct{} // nil when the environment cannot tell
-	checking bool
+	checking bool            // a ping is in flight
+	misses   int             // pings in a row that failed
 }
 
 // New starts a pool; nothing is created until Warm or Take names a key.
@@ -284,15 +285,16 @@ func (p *Pool) Take(cfg *session.Config) bool {
 	}
 	defer p.kick()
 	for len(ks.idle) > 0 {
-		i := -1
+		// One whose liveness check is in flight is handed out too (the
+		// check's answer is then dropped): a ping that a busy machine
+		// answers slowly must not turn a warm sandbox into a cold start.
+		// Ones not being checked go first.
+		i := 0
 		for j, m := range ks.idle {
 			if !m.checking {
 				i = j
 				break
 			}
-		}
-		if i < 0 {
-			break
 		}
 		m := ks.idle[i]
 		ks.idle = append(ks.idle[:i], ks.idle[i+1:]...)
@@ -525,18 +527,17 @@ func (p *Pool) watch(ks *keyState, m *member) {
 	if p.closed {
 		return
 	}
-	for i, x := range ks.idle {
-		if x == m {
-			ks.idle = append(ks.idle[:i], ks.idle[i+1:]...)
-			p.replaceLocked(ks, m, "it ended while idle")
-			return
-		}
+	if ks.holdsLocked(m) { // else taken (its session owns it) or removed already
+		ks.removeLocked(m)
+		p.replaceLocked(ks, m, "it ended while idle")
 	}
-	// Taken (its session owns it) or removed already.
 }
 
-// check pings every idle sandbox that can be pinged; one that does not
-// answer is replaced.
+// check pings every idle sandbox that can be pinged, one at a time; one
+// that failed MaxMisses pings in a row is replaced (a single slow answer on
+// a busy machine is not a dead sandbox: a sandbox that ended is noticed at
+// once through Done). Only the sandbox being pinged is marked, and Take
+// may hand it out meanwhile: then its answer is dropped.
 func (p *Pool) check() {
 	type job struct {
 		ks *keyState
@@ -547,28 +548,64 @@ func (p *Pool) check() {
 	for _, ks := range p.keys {
 		for _, m := range ks.idle {
 			if _, ok := m.env.(environment.Liveness); ok && !m.checking {
-				m.checking = true
 				jobs = append(jobs, job{ks, m})
 			}
 		}
 	}
 	p.mu.Unlock()
 	for _, j := range jobs {
-		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		p.mu.Lock()
+		if p.closed || !j.ks.holdsLocked(j.m) || j.m.checking {
+			p.mu.Unlock()
+			continue // taken, replaced or dropped meanwhile
+		}
+		j.m.checking = true
+		p.mu.Unlock()
+		ctx, cancel := context.WithTimeout(p.ctx, pingTimeout)
 		err := j.m.env.(environment.Liveness).Ping(ctx)
 		cancel()
 		p.mu.Lock()
 		j.m.checking = false
-		if err != nil && !p.closed {
-			for i, x := range j.ks.idle {
-				if x == j.m {
-					j.ks.idle = append(j.ks.idle[:i], j.ks.idle[i+1:]...)
-					p.replaceLocked(j.ks, j.m, "it did not answer a ping: "+err.Error())
-					break
-				}
+		switch {
+		case p.closed || !j.ks.holdsLocked(j.m):
+			// Taken (its session owns it now) or removed meanwhile.
+		case err == nil:
+			j.m.misses = 0
+		default:
+			j.m.misses++
+			if j.m.misses >= maxMisses {
+				j.ks.removeLocked(j.m)
+				p.replaceLocked(j.ks, j.m, fmt.Sprintf("it did not answer %d pings in a row: %v", j.m.misses, err))
+			} else {
+				p.o.Log("pool: a sandbox of %s did not answer a ping (%d of %d before it is replaced): %v", j.ks.key, j.m.misses, maxMisses, err)
 			}
 		}
 		p.mu.Unlock()
+	}
+}
+
+const (
+	pingTimeout = 5 * time.Second
+	maxMisses   = 2
+)
+
+// holdsLocked reports whether m is one of ks's idle sandboxes.
+func (ks *keyState) holdsLocked(m *member) bool {
+	for _, x := range ks.idle {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// removeLocked takes m out of ks's idle sandboxes.
+func (ks *keyState) removeLocked(m *member) {
+	for i, x := range ks.idle {
+		if x == m {
+			ks.idle = append(ks.idle[:i], ks.idle[i+1:]...)
+			return
+		}
 	}
 }
 

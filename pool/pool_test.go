@@ -104,6 +104,8 @@ type fakeEnv struct {
 	done     chan struct{}
 	doneOnce sync.Once
 	pingErr  atomic.Pointer[error]
+	pinging  atomic.Int32                 // pings in flight
+	pingWait atomic.Pointer[chan struct{}] // when set, Ping waits for it (or ctx)
 	closed   atomic.Bool
 }
 
@@ -120,7 +122,16 @@ func (e *fakeEnv) Act(context.Context, action.Action) (action.Result, error) {
 	return action.Result{}, nil
 }
 func (e *fakeEnv) Done() <-chan struct{} { return e.done }
-func (e *fakeEnv) Ping(context.Context) error {
+func (e *fakeEnv) Ping(ctx context.Context) error {
+	e.pinging.Add(1)
+	defer e.pinging.Add(-1)
+	if w := e.pingWait.Load(); w != nil {
+		select {
+		case <-*w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if p := e.pingErr.Load(); p != nil {
 		return *p
 	}
@@ -316,6 +327,77 @@ func TestDeadIdleReplaced(t *testing.T) {
 		}
 		cfg.Prepared.Env.Close(context.Background())
 	}
+}
+
+// TestTakeWhileChecking: a sandbox whose liveness check is in flight (a
+// busy machine answers the ping slowly) is still handed out: TestRealPool
+// once failed with "no warm sandbox" while the pool said Idle:2, both
+// sandboxes marked as being checked. The late answer of the ping is then
+// dropped, and the sandbox is not replaced.
+func TestTakeWhileChecking(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 2, CheckEvery: 10 * time.Millisecond, RefillDelay: time.Hour})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	hold := make(chan struct{})
+	for _, id := range b.liveIDs() {
+		b.env(id).pingWait.Store(&hold)
+	}
+	waitFor(t, "a ping in flight", func() bool {
+		for _, id := range b.liveIDs() {
+			if e := b.env(id); e != nil && e.pinging.Load() > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	var taken []string
+	for range 2 {
+		cfg := cfgOf(b, 640, 480)
+		if !p.Take(&cfg) {
+			t.Fatalf("no warm sandbox while a check was in flight: %+v", p.Stats())
+		}
+		taken = append(taken, cfg.Prepared.Env.Info().ID)
+	}
+	close(hold)
+	if taken[0] == taken[1] {
+		t.Fatalf("both takes got %s", taken[0])
+	}
+	if st := p.Stats(); st.Replaced != 0 || st.Warm != 2 || st.Cold != 0 {
+		t.Fatalf("stats after two takes during checks: %+v", st)
+	}
+}
+
+// TestOneMissedPingNotReplaced: one ping that fails (a busy machine's
+// timeout) does not replace a sandbox; a second in a row does.
+func TestOneMissedPingNotReplaced(t *testing.T) {
+	b := newFake()
+	var logs atomic.Int32
+	var target atomic.Pointer[fakeEnv]
+	p := newPool(t, Options{Size: 1, CheckEvery: 10 * time.Millisecond, Log: func(f string, _ ...any) {
+		if strings.Contains(f, "did not answer a ping") && logs.Add(1) == 1 {
+			// The first miss: the sandbox answers again from the next
+			// check on (the checks run one after another, after this).
+			target.Load().pingErr.Store(nil)
+		}
+	}})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	e := b.env(b.liveIDs()[0])
+	target.Store(e)
+	perr := errors.New("slow")
+	e.pingErr.Store(&perr)
+	waitFor(t, "one missed ping logged", func() bool { return logs.Load() >= 1 })
+	time.Sleep(100 * time.Millisecond) // several checks, all answered
+	if st := p.Stats(); st.Replaced != 0 {
+		t.Fatalf("replaced after one missed ping: %+v", st)
+	}
+	e.pingErr.Store(&perr)
+	waitFor(t, "the sandbox replaced after missed pings in a row", func() bool { return p.Stats().Replaced == 1 })
 }
 
 // TestDeadAtTake: a sandbox that ended just before the take (its watch
