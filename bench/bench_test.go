@@ -262,6 +262,9 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	if p == nil || p.ResetWarm.N != 3 || p.ResetCold.N != 3 || p.OpenWarm.N != 3 || p.OpenCold.N != 3 {
 		t.Fatalf("pool figures: %+v", p)
 	}
+	if l := p.Loop; p.ResetLoop.N != 3 || l == nil || l.Resets != 3 || l.Warm+l.Cold != 3 || l.HitRate != float64(l.Warm)/3 || l.Target < 2 {
+		t.Errorf("the back-to-back loop: %+v %+v", p.ResetLoop, p.Loop)
+	}
 	if c := p.Capacity; c == nil || c.Filled != 3 || c.Target != 3 || c.Limit != "" || c.ServerRSSMiB <= 0 {
 		t.Errorf("capacity: %+v", p.Capacity)
 	}
@@ -271,7 +274,7 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.Print(&out, o)
-	for _, want := range []string{"from the warm pool:", "cold create:", "3 of 3 idle"} {
+	for _, want := range []string{"from the warm pool:", "cold create:", "back to back, no wait for the pool:", "hit rate", "3 of 3 idle"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

@@ -40,8 +40,14 @@ type PoolStats struct {
 	// trace's create + launch, from run.json): what the pool saves,
 	// without the previous episode's teardown.
 	OpenWarm, OpenCold Stats
-	Capacity           *Capacity  `json:",omitempty"`
-	Eval               *EvalStats `json:",omitempty"`
+	// ResetLoop is the same reset done back to back on the warm server,
+	// without waiting for the pool to refill (a training loop of short
+	// episodes); Loop is the pool's own account of that loop: the share
+	// of resets served warm and how long a take waited to be made up.
+	ResetLoop Stats
+	Loop      *LoopStats `json:",omitempty"`
+	Capacity  *Capacity  `json:",omitempty"`
+	Eval      *EvalStats `json:",omitempty"`
 }
 
 // Capacity is a pool of Target idle environments held by one server.
@@ -71,6 +77,15 @@ type Capacity struct {
 	// MemTotalMiB and CPUs describe the machine.
 	MemTotalMiB float64
 	CPUs        int
+}
+
+// LoopStats are the pool's counts over the back-to-back reset loop.
+type LoopStats struct {
+	Resets, Warm, Cold   int64
+	HitRate              float64
+	RefillP50, RefillP95 float64 // ms
+	CreateP50            float64 // ms
+	Target               int     // the key's target at the end of the loop
 }
 
 // EvalStats compare eval with and without the pool.
@@ -186,9 +201,30 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 			}
 		}
 	}
-	if st := warm.srv.PoolStats(); st.Cold > 0 {
-		return fmt.Errorf("the pooled server started %d episodes cold", st.Cold)
+	before := warm.srv.PoolStats()
+	if before.Cold > 0 {
+		return fmt.Errorf("the pooled server started %d episodes cold", before.Cold)
 	}
+	// Back to back: no wait for the pool between resets.
+	var rl []time.Duration
+	for range o.PoolResets {
+		t := time.Now()
+		if _, _, err := envs[warm].Reset(ctx); err != nil {
+			return fmt.Errorf("reset in a loop: %w", err)
+		}
+		rl = append(rl, time.Since(t))
+	}
+	after := warm.srv.PoolStats()
+	ps.ResetLoop = summarize(rl)
+	ls := &LoopStats{Resets: int64(len(rl)), Warm: after.Warm - before.Warm, Cold: after.Cold - before.Cold,
+		RefillP50: ms(after.RefillP50), RefillP95: ms(after.RefillP95), CreateP50: ms(after.CreateP50)}
+	if ls.Resets > 0 {
+		ls.HitRate = float64(ls.Warm) / float64(ls.Resets)
+	}
+	for _, k := range after.Keys {
+		ls.Target = max(ls.Target, k.Target)
+	}
+	ps.Loop = ls
 	// Close the episodes, so their traces are finalised with timings.
 	for _, env := range envs {
 		env.Close(ctx)
@@ -491,6 +527,11 @@ func (p *PoolStats) print(w io.Writer) {
 		fmt.Fprintf(w, "  cold create:               %s\n", p.ResetCold)
 		fmt.Fprintf(w, "  of which the new episode's create + launch (run.json): pool p50 %s, cold p50 %s\n", FormatMS(p.OpenWarm.P50), FormatMS(p.OpenCold.P50))
 	}
+	if l := p.Loop; l != nil && p.ResetLoop.N > 0 {
+		fmt.Fprintf(w, "  back to back, no wait for the pool: %s\n", p.ResetLoop)
+		fmt.Fprintf(w, "  the pool over that loop: %d of %d warm (hit rate %.0f %%), refill p50 %s p95 %s, create p50 %s, the key's target %d\n",
+			l.Warm, l.Resets, 100*l.HitRate, FormatMS(l.RefillP50), FormatMS(l.RefillP95), FormatMS(l.CreateP50), l.Target)
+	}
 	if c := p.Capacity; c != nil {
 		fmt.Fprintf(w, "idle pooled environments held by one server (%d CPUs, %.1f GiB):\n", c.CPUs, c.MemTotalMiB/1024)
 		fmt.Fprintf(w, "  %d of %d idle after %.0f s", c.Filled, c.Target, c.FillSeconds)
@@ -511,3 +552,6 @@ func (p *PoolStats) print(w io.Writer) {
 			e.Pool, e.PooledPerMinute, e.PooledSeconds, e.PooledPass, e.Warm, e.Cold, e.PooledPerMinute/e.PerMinute)
 	}
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

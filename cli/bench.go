@@ -175,6 +175,13 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	}
 	row("reset → observation, warm pool", pooled(func(p *bench.PoolStats) string { return pp(p.ResetWarm) }))
 	row("reset → observation, cold create", pooled(func(p *bench.PoolStats) string { return pp(p.ResetCold) }))
+	row("reset back to back (no wait for the pool)", pooled(func(p *bench.PoolStats) string { return pp(p.ResetLoop) }))
+	row("  its hit rate, refill p50 / p95", pooled(func(p *bench.PoolStats) string {
+		if p.Loop == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f %%, %s / %s", 100*p.Loop.HitRate, bench.FormatMS(p.Loop.RefillP50), bench.FormatMS(p.Loop.RefillP95))
+	}))
 	row("eval episodes/min, without / with --pool", pooled(func(p *bench.PoolStats) string {
 		if p.Eval == nil {
 			return "-"

@@ -10,9 +10,11 @@
 // pool never takes a sandbox back. A sandbox that died while it waited is
 // noticed (environment.Liveness) and replaced, never handed out.
 //
-// Bounds: Size idle sandboxes per key, at most Max held (idle or being
-// created) over all keys, at most MaxKeys keys, at most Parallel created
-// at once. When a key has no idle sandbox, Take says so and the caller
+// Bounds: at least Size idle sandboxes per key, more while the key's
+// demand needs them (its takes per second times a create's time, so that
+// a loop of short episodes does not drain the key), at most Max held
+// (idle or being created) over all keys, at most MaxKeys keys, at most
+// Parallel created at once. When a key has no idle sandbox, Take says so and the caller
 // creates one cold, as without a pool; the pool counts it (Stats.Cold)
 // and starts keeping that key warm. A key nobody asked for in KeyIdle is
 // dropped, unless Warm pinned it.
@@ -27,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -197,6 +200,28 @@ type Pool struct {
 	replaced int64
 	failed   int64
 	dropped  int64 // claims that found no room for their key (MaxKeys)
+	// refills: from a take to the create that made it up (the newest
+	// latencies); creates: a create's time.
+	refills, creates []time.Duration
+}
+
+func appendBounded(ds []time.Duration, d time.Duration) []time.Duration {
+	if len(ds) >= latencies {
+		ds = append(ds[:0], ds[len(ds)-latencies+1:]...)
+	}
+	return append(ds, d)
+}
+
+// percentile is the p-th percentile (0..1) of ds, nearest rank; 0 when
+// empty.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
 }
 
 type keyState struct {
@@ -211,8 +236,58 @@ type keyState struct {
 
 	warm, cold, replaced, failed int64
 	failStreak                   int
-	retryAt                      time.Time
-	lastErr                      string
+	// demand: the times of the recent takes (warm or cold), oldest first;
+	// waiting: the takes not yet made up by a create, oldest first.
+	takes   []time.Time
+	waiting []time.Time
+	// createAvg is a moving average of a create's time.
+	createAvg time.Duration
+	retryAt   time.Time
+	lastErr   string
+}
+
+// demandWindow is how far back takes count towards a key's demand, and
+// demandTakes the most of them remembered.
+const (
+	demandWindow = time.Minute
+	demandTakes  = 32
+	latencies    = 256 // refill and create times kept for Stats
+)
+
+// noteTakeLocked records a take (warm or cold) of ks at now.
+func (ks *keyState) noteTakeLocked(now time.Time) {
+	ks.takes = append(ks.takes, now)
+	if len(ks.takes) > demandTakes {
+		ks.takes = ks.takes[len(ks.takes)-demandTakes:]
+	}
+	ks.waiting = append(ks.waiting, now)
+	if len(ks.waiting) > demandTakes {
+		ks.waiting = ks.waiting[len(ks.waiting)-demandTakes:]
+	}
+}
+
+// targetLocked is how many idle sandboxes ks should have: Size, or more
+// when its recent takes come faster than creates make them up: the takes
+// per second over the demand window times the average create time, with
+// half again as margin, within max.
+func (ks *keyState) targetLocked(size, most int, now time.Time) int {
+	n := 0
+	for _, t := range ks.takes {
+		if now.Sub(t) <= demandWindow {
+			n++
+		}
+	}
+	if n < 2 || ks.createAvg <= 0 {
+		return size
+	}
+	first := ks.takes[len(ks.takes)-n]
+	span := now.Sub(first)
+	if span <= 0 {
+		return size
+	}
+	rate := float64(n) / span.Seconds()
+	want := int(math.Ceil(rate * ks.createAvg.Seconds() * 1.5))
+	return max(size, min(most, size+want))
 }
 
 type member struct {
@@ -284,6 +359,7 @@ func (p *Pool) Take(cfg *session.Config) bool {
 		return false
 	}
 	defer p.kick()
+	ks.noteTakeLocked(time.Now())
 	for len(ks.idle) > 0 {
 		// One whose liveness check is in flight is handed out too (the
 		// check's answer is then dropped): a ping that a busy machine
@@ -425,7 +501,7 @@ func (p *Pool) startCreates() {
 		var best *keyState
 		bestLack := 0
 		for _, ks := range p.sortedKeysLocked() {
-			lack := p.o.Size - len(ks.idle) - ks.creating
+			lack := ks.targetLocked(p.o.Size, p.o.Max, now) - len(ks.idle) - ks.creating
 			if lack <= 0 {
 				continue
 			}
@@ -499,7 +575,18 @@ func (p *Pool) create(ks *keyState) {
 		return
 	}
 	ks.failStreak, ks.lastErr = 0, ""
-	m := &member{env: env, relay: relay, created: created, since: time.Now()}
+	now := time.Now()
+	if ks.createAvg == 0 {
+		ks.createAvg = created
+	} else {
+		ks.createAvg = (3*ks.createAvg + created) / 4
+	}
+	p.creates = appendBounded(p.creates, created)
+	if len(ks.waiting) > 0 {
+		p.refills = appendBounded(p.refills, now.Sub(ks.waiting[0]))
+		ks.waiting = ks.waiting[1:]
+	}
+	m := &member{env: env, relay: relay, created: created, since: now}
 	if l, ok := env.(environment.Liveness); ok {
 		m.done = l.Done()
 	}
@@ -666,15 +753,26 @@ type Stats struct {
 	Cold int64 `json:"cold"`
 	// Replaced counts idle sandboxes that ended or stopped answering and
 	// were replaced; Failed, creates that failed.
-	Replaced int64      `json:"replaced"`
-	Failed   int64      `json:"failed"`
-	Keys     []KeyStats `json:"keys,omitempty"`
+	Replaced int64 `json:"replaced"`
+	Failed   int64 `json:"failed"`
+	// HitRate is Warm / (Warm + Cold): the share of claims served warm.
+	HitRate float64 `json:"hit_rate"`
+	// RefillP50 and RefillP95 are the times from a take to the create
+	// that made it up (a take that emptied the key waits that long for
+	// the next warm one), over the newest takes; CreateP50 a create's.
+	RefillP50 time.Duration `json:"refill_p50_ns"`
+	RefillP95 time.Duration `json:"refill_p95_ns"`
+	CreateP50 time.Duration `json:"create_p50_ns"`
+	Keys      []KeyStats    `json:"keys,omitempty"`
 }
 
 // KeyStats are one key's counts.
 type KeyStats struct {
-	Key       Key    `json:"key"`
-	Idle      int    `json:"idle"`
+	Key  Key `json:"key"`
+	Idle int `json:"idle"`
+	// Target is how many idle sandboxes the key is kept at now: Size, or
+	// more while its demand needs them.
+	Target    int    `json:"target"`
 	Creating  int    `json:"creating"`
 	Warm      int64  `json:"warm"`
 	Cold      int64  `json:"cold"`
@@ -687,10 +785,15 @@ type KeyStats struct {
 func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Stats{Size: p.o.Size, Max: p.o.Max, Creating: p.creating, Warm: p.warm, Cold: p.cold, Replaced: p.replaced, Failed: p.failed}
+	st := Stats{Size: p.o.Size, Max: p.o.Max, Creating: p.creating, Warm: p.warm, Cold: p.cold, Replaced: p.replaced, Failed: p.failed,
+		RefillP50: percentile(p.refills, 0.5), RefillP95: percentile(p.refills, 0.95), CreateP50: percentile(p.creates, 0.5)}
+	if n := p.warm + p.cold; n > 0 {
+		st.HitRate = float64(p.warm) / float64(n)
+	}
+	now := time.Now()
 	for _, ks := range p.sortedKeysLocked() {
 		st.Idle += len(ks.idle)
-		st.Keys = append(st.Keys, KeyStats{Key: ks.key, Idle: len(ks.idle), Creating: ks.creating,
+		st.Keys = append(st.Keys, KeyStats{Key: ks.key, Idle: len(ks.idle), Target: ks.targetLocked(p.o.Size, p.o.Max, now), Creating: ks.creating,
 			Warm: ks.warm, Cold: ks.cold, Replaced: ks.replaced, Failed: ks.failed, LastError: ks.lastErr})
 	}
 	return st

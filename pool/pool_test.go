@@ -27,6 +27,7 @@ type fakeBackend struct {
 	creates int
 	fail    error
 	block   chan struct{} // when set, Create waits for it (or ctx)
+	delay   time.Duration // how long a Create takes (default 1ms)
 	relayed []environment.Events
 	runIDs  map[string]bool
 }
@@ -42,7 +43,10 @@ func (b *fakeBackend) Create(ctx context.Context, cfg environment.Config) (envir
 	b.creates++
 	b.running++
 	b.maxRun = max(b.maxRun, b.running)
-	fail, block := b.fail, b.block
+	fail, block, delay := b.fail, b.block, b.delay
+	if delay == 0 {
+		delay = time.Millisecond
+	}
 	b.runIDs[cfg.RunID] = true
 	b.relayed = append(b.relayed, cfg.Events)
 	b.mu.Unlock()
@@ -59,7 +63,7 @@ func (b *fakeBackend) Create(ctx context.Context, cfg environment.Config) (envir
 		}
 	} else {
 		select {
-		case <-time.After(time.Millisecond):
+		case <-time.After(delay):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -104,7 +108,7 @@ type fakeEnv struct {
 	done     chan struct{}
 	doneOnce sync.Once
 	pingErr  atomic.Pointer[error]
-	pinging  atomic.Int32                 // pings in flight
+	pinging  atomic.Int32                  // pings in flight
 	pingWait atomic.Pointer[chan struct{}] // when set, Ping waits for it (or ctx)
 	closed   atomic.Bool
 }
@@ -564,4 +568,71 @@ func TestKeyIdleDropped(t *testing.T) {
 	})
 	waitFull(t, p)
 	waitFor(t, "only the pinned key's sandbox live", func() bool { return len(b.liveIDs()) == 1 })
+}
+
+// TestTarget: a key's target is Size until its takes come faster than
+// creates make them up, then their product with half again as margin,
+// never over the most.
+func TestTarget(t *testing.T) {
+	now := time.Now()
+	every := func(n int, d time.Duration) []time.Time {
+		var ts []time.Time
+		for i := n - 1; i >= 0; i-- {
+			ts = append(ts, now.Add(-time.Duration(i)*d))
+		}
+		return ts
+	}
+	for _, tc := range []struct {
+		name   string
+		takes  []time.Time
+		create time.Duration
+		want   int
+	}{
+		{"no takes", nil, time.Second, 2},
+		{"one take", every(1, time.Second), time.Second, 2},
+		{"no create measured", every(10, 100*time.Millisecond), 0, 2},
+		{"slow takes", every(5, 10*time.Second), 500 * time.Millisecond, 2 + 1},
+		{"takes every 200ms, creates of 600ms", every(20, 200*time.Millisecond), 600 * time.Millisecond, 2 + 5},
+		{"a flood, bounded by the most", every(32, time.Millisecond), time.Second, 8},
+		{"old takes do not count", every(20, 10*time.Minute), 600 * time.Millisecond, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ks := &keyState{takes: tc.takes, createAvg: tc.create}
+			if got := ks.targetLocked(2, 8, now); got != tc.want {
+				t.Errorf("target %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDemandGrowsTheKey: a loop of takes faster than creates raises the
+// key's target above Size and the pool keeps more idle; the stats report
+// the hit rate and the refill and create times.
+func TestDemandGrowsTheKey(t *testing.T) {
+	b := newFake()
+	b.delay = 50 * time.Millisecond
+	p := newPool(t, Options{Size: 1, Max: 8, Parallel: 4, RefillDelay: -1})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	for range 20 {
+		cfg := cfgOf(b, 640, 480)
+		if p.Take(&cfg) {
+			cfg.Prepared.Env.Close(context.Background())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := p.Stats()
+	if st.Keys[0].Target <= 1 {
+		t.Fatalf("the target stayed at the size under demand: %+v", st)
+	}
+	waitFor(t, "the key filled above its size", func() bool { return p.Stats().Idle > 1 })
+	st = p.Stats()
+	if st.Warm+st.Cold != 20 || st.HitRate != float64(st.Warm)/20 {
+		t.Errorf("hit rate %v of %d warm, %d cold", st.HitRate, st.Warm, st.Cold)
+	}
+	if st.RefillP50 <= 0 || st.RefillP95 < st.RefillP50 || st.CreateP50 < 50*time.Millisecond {
+		t.Errorf("refill p50 %v p95 %v, create p50 %v", st.RefillP50, st.RefillP95, st.CreateP50)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/pool"
@@ -77,7 +78,13 @@ func (s *Server) poolInfo() *api.Pool {
 	}
 	st := s.pool.Stats()
 	return &api.Pool{Size: st.Size, Max: st.Max, Keys: len(st.Keys), Idle: st.Idle, Creating: st.Creating,
-		Warm: st.Warm, Cold: st.Cold, Replaced: st.Replaced, Failed: st.Failed}
+		Warm: st.Warm, Cold: st.Cold, Replaced: st.Replaced, Failed: st.Failed, HitRate: st.HitRate,
+		RefillP50MS: msOf(st.RefillP50), RefillP95MS: msOf(st.RefillP95), CreateP50MS: msOf(st.CreateP50)}
+}
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 {
+	return float64(d) / float64(time.Millisecond)
 }
 
 // WaitPool waits until the warm pool is full (every key at its size, or

@@ -182,6 +182,14 @@ type Pool struct {
 	// replaced; Failed, creates that failed.
 	Replaced int64 `json:"replaced"`
 	Failed   int64 `json:"failed"`
+	// HitRate is warm / (warm + cold); RefillP50MS and RefillP95MS the
+	// time from a claim to the create that made it up; CreateP50MS a
+	// create's. Each key is kept at its size, or more while claims come
+	// faster than creates make them up.
+	HitRate     float64 `json:"hit_rate"`
+	RefillP50MS float64 `json:"refill_p50_ms"`
+	RefillP95MS float64 `json:"refill_p95_ms"`
+	CreateP50MS float64 `json:"create_p50_ms"`
 }
 
 // CreateRequest is POST /v1/envs: a new environment and its first
