@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -253,4 +254,110 @@ func TestNetUsageErrors(t *testing.T) {
 			t.Errorf("%v: a trace was made", c.args[2:])
 		}
 	}
+}
+
+// TestSecurityNetHostAddress (issue 22, finding 3): a wildcard rule for a
+// port does not reach a service the host runs on 0.0.0.0 through the
+// host's own interface address, by a plain request or a CONNECT tunnel;
+// the service accepts no connection. Control: a rule naming that
+// address reaches a second such service.
+func TestSecurityNetHostAddress(t *testing.T) {
+	addr := hostInterfaceAddr(t)
+	for _, backend := range []string{"local", "docker"} {
+		t.Run(backend, func(t *testing.T) {
+			requireBackend(t, backend)
+			web := newAnyAddrServer(t)  // what the attacks aim at
+			ctrl := newAnyAddrServer(t) // what the rule naming the address reaches
+			attacks := []string{
+				"pget=http://" + addr + ":" + web.port + "/",
+				"pget=https://" + addr + ":" + web.port + "/",
+			}
+			control := "pget=http://" + addr + ":" + ctrl.port + "/control"
+			r, n, evs, _ := netRun(t, backend,
+				[]string{"--allow-net", "*:" + web.port, "--allow-net", addr + ":" + ctrl.port}, "",
+				append(attacks, control)...)
+			if r.code != 0 {
+				t.Fatalf("the run failed:\n%s", r)
+			}
+			for _, op := range attacks {
+				if got := n.Results[op]; strings.HasPrefix(got, "200 ") {
+					t.Errorf("%s got through: %q", op, got)
+				}
+			}
+			if got := n.Results[control]; got != "200 host page" {
+				t.Errorf("control %s: %q", control, got)
+			}
+			if web.accepted.Load() != 0 || ctrl.accepted.Load() != 1 {
+				t.Errorf("the attacked service accepted %d connections, the control %d (want 0 and 1)", web.accepted.Load(), ctrl.accepted.Load())
+			}
+			denied := 0
+			for _, ev := range evs {
+				if !ev.Allowed && ev.Dest == addr+":"+web.port && strings.Contains(ev.Reason, "only a rule naming the address may reach") {
+					denied++
+				}
+			}
+			if denied != 2 {
+				t.Errorf("recorded %d refusals of %s:%s (want the request and the tunnel): %+v", denied, addr, web.port, evs)
+			}
+		})
+	}
+}
+
+// hostInterfaceAddr is an IPv4 address of one of this host's interfaces
+// other than loopback, preferring one outside the private ranges (this
+// test machine's own is in TEST-NET-1, 192.0.2.0/24).
+func hostInterfaceAddr(t *testing.T) string {
+	t.Helper()
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var private string
+	for _, ia := range ifaddrs {
+		ipn, ok := ia.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip := ipn.IP.To4()
+		if ip == nil || ip.IsLoopback() || ip.IsLinkLocalUnicast() {
+			continue
+		}
+		if !ip.IsPrivate() {
+			return ip.String()
+		}
+		if private == "" {
+			private = ip.String()
+		}
+	}
+	if private == "" {
+		t.Skipf("this host has no IPv4 address but loopback: %v", ifaddrs)
+	}
+	return private
+}
+
+// anyAddrServer serves "host page" on 0.0.0.0 (every address of the
+// host) and counts the connections it accepts.
+type anyAddrServer struct {
+	port     string
+	accepted atomic.Int64
+}
+
+func newAnyAddrServer(t *testing.T) *anyAddrServer {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &anyAddrServer{port: strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, "host page") }),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				w.accepted.Add(1)
+			}
+		},
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return w
 }

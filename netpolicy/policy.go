@@ -8,13 +8,15 @@
 // A sandbox has no network but loopback. With a policy, a proxy outside it
 // is the only way out: every HTTP request and CONNECT tunnel names a host
 // and port, which must match a rule; the proxy resolves the name itself
-// and refuses loopback, private, link-local and other special addresses
-// unless a rule names the address (or --net-resolve pins the name to it).
+// and refuses loopback, private, link-local and other special addresses,
+// and every address of this host's own interfaces, unless a rule names
+// the address (or --net-resolve pins the name to it): Rule.Refuses.
 package netpolicy
 
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -461,8 +463,12 @@ func Texts[T fmt.Stringer](list []T) []string {
 
 // special are the ranges no host name may lead to: loopback, private,
 // link-local, the unspecified "this network", shared (CGNAT), multicast,
-// broadcast, reserved, and IPv6 forms that embed an IPv4 address (mapped
-// addresses are unmapped before the check).
+// broadcast, reserved, documentation (TEST-NET, 2001:db8::/32 — this
+// host's own interface may be numbered from them), benchmarking, and IPv6
+// forms that embed an IPv4 address (IPv4-compatible, IPv4-translated,
+// NAT64, 6to4, Teredo). An IPv4-mapped address (::ffff:0:0/96) is
+// unmapped before the check: it is refused when the IPv4 address it
+// carries is, so ::ffff:127.0.0.1 is loopback.
 var special = []struct {
 	prefix netip.Prefix
 	what   string
@@ -474,17 +480,25 @@ var special = []struct {
 	{netip.MustParsePrefix("169.254.0.0/16"), "a link-local address"},
 	{netip.MustParsePrefix("172.16.0.0/12"), "a private address"},
 	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol address"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address (TEST-NET-1)"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "a 6to4 relay address"},
 	{netip.MustParsePrefix("192.168.0.0/16"), "a private address"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address (TEST-NET-2)"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address (TEST-NET-3)"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "a multicast address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
 	{netip.MustParsePrefix("::/128"), "the unspecified address"},
 	{netip.MustParsePrefix("::1/128"), "a loopback address"},
 	{netip.MustParsePrefix("::/96"), "an IPv4-compatible address"},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "an IPv4-translated address"},
 	{netip.MustParsePrefix("64:ff9b::/96"), "a NAT64 address"},
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "a NAT64 address"},
 	{netip.MustParsePrefix("100::/64"), "a discard address"},
+	{netip.MustParsePrefix("2001::/32"), "a Teredo address"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
 	{netip.MustParsePrefix("2002::/16"), "a 6to4 address"},
+	{netip.MustParsePrefix("3fff::/20"), "a documentation address"},
 	{netip.MustParsePrefix("fc00::/7"), "a private (unique local) address"},
 	{netip.MustParsePrefix("fe80::/10"), "a link-local address"},
 	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
@@ -504,6 +518,54 @@ func Special(addr netip.Addr) string {
 		return "not a unicast address"
 	}
 	return ""
+}
+
+// Refuses says why a connection that rule r allows may not go to addr,
+// or "" when it may. It may not when addr is special (Special) or one of
+// this host's own addresses (host, as HostAddrs lists them: a service the
+// host runs on 0.0.0.0 answers on each of them), unless r names the
+// address itself (an address or range rule containing it). A wildcard
+// rule (*, *:443, *.example.com) or a host name rule therefore reaches
+// ordinary public addresses only.
+func (r Rule) Refuses(addr netip.Addr, host []netip.Addr) string {
+	a := addr.Unmap()
+	if r.Names(a) {
+		return ""
+	}
+	if why := Special(a); why != "" {
+		return why
+	}
+	for _, h := range host {
+		if h.Unmap().WithZone("") == a.WithZone("") {
+			return "an address of this host"
+		}
+	}
+	return ""
+}
+
+// HostAddrs lists the addresses of this host's interfaces (unmapped,
+// without zones). It reads them afresh at each call: they change as
+// interfaces come and go (DHCP, a VPN, a container runtime's bridges), so
+// a caller deciding a connection reads them for that decision.
+func HostAddrs() ([]netip.Addr, error) {
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list this host's addresses: %w", err)
+	}
+	out := make([]netip.Addr, 0, len(ifaddrs))
+	for _, ia := range ifaddrs {
+		var ip net.IP
+		switch v := ia.(type) {
+		case *net.IPNet:
+			ip = v.IP
+		case *net.IPAddr:
+			ip = v.IP
+		}
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap().WithZone(""))
+		}
+	}
+	return out, nil
 }
 
 // SpecialRanges lists the ranges Special refuses, for documentation.

@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -153,13 +154,110 @@ func TestSpecial(t *testing.T) {
 		{"169.254.169.254", true}, {"fe80::1", true}, {"0.0.0.0", true}, {"0.1.2.3", true}, {"::", true},
 		{"100.100.100.100", true}, {"224.0.0.1", true}, {"255.255.255.255", true},
 		{"64:ff9b::7f00:1", true}, {"2002:7f00:1::", true}, {"::127.0.0.1", true},
-		{"8.8.8.8", false}, {"203.0.113.7", false}, {"2001:4860:4860::8888", false}, {"172.32.0.1", false},
+		{"8.8.8.8", false}, {"2001:4860:4860::8888", false}, {"172.32.0.1", false}, {"::ffff:8.8.8.8", false},
 	} {
 		got := Special(netip.MustParseAddr(c.addr))
 		if (got != "") != c.special {
 			t.Errorf("Special(%s) = %q, want special %v", c.addr, got, c.special)
 		}
 	}
+}
+
+// TestRefusesRanges (issue 22, finding 3): the documentation and
+// translation ranges are refused to a wildcard rule, in every spelling,
+// and reached by a rule naming the address. The first addresses of
+// TEST-NET-1 are what a host, this one included, may have on its own
+// interface.
+func TestRefusesRanges(t *testing.T) {
+	any := mustRule(t, "*")
+	for _, c := range []struct {
+		addr, why string
+	}{
+		{"192.0.2.2", "documentation"},
+		{"198.51.100.7", "documentation"},
+		{"203.0.113.7", "documentation"},
+		{"192.88.99.1", "6to4 relay"},
+		{"::ffff:192.0.2.2", "documentation"}, // IPv4-mapped: judged as the IPv4 it carries
+		{"::ffff:127.0.0.1", "loopback"},
+		{"::ffff:0:c000:202", "IPv4-translated"}, // ::ffff:0:192.0.2.2
+		{"::ffff:0:808:808", "IPv4-translated"},
+		{"64:ff9b:1::c000:202", "NAT64"},
+		{"64:ff9b::808:808", "NAT64"},
+		{"2001:db8::1", "documentation"},
+		{"3fff::1", "documentation"},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"},
+		{"2002:c000:202::1", "6to4"},
+	} {
+		t.Run(c.addr, func(t *testing.T) {
+			a := netip.MustParseAddr(c.addr)
+			if why := any.Refuses(a, nil); !strings.Contains(why, c.why) {
+				t.Errorf("rule * to %s: refused %q, want a reason with %q", c.addr, why, c.why)
+			}
+			if why := mustRule(t, "*:443").Refuses(a, nil); why == "" {
+				t.Errorf("rule *:443 reaches %s", c.addr)
+			}
+			if why := mustRule(t, "["+c.addr+"]:443").Refuses(a, nil); why != "" {
+				t.Errorf("a rule naming %s refuses it: %q", c.addr, why)
+			}
+		})
+	}
+	for _, ok := range []string{"8.8.8.8", "::ffff:8.8.8.8", "2001:4860:4860::8888", "192.0.3.1", "203.0.114.1"} {
+		if why := any.Refuses(netip.MustParseAddr(ok), nil); why != "" {
+			t.Errorf("rule * refuses the public address %s: %q", ok, why)
+		}
+	}
+}
+
+// TestRefusesHostAddrs (issue 22, finding 3): a wildcard rule reaches no
+// address of this host's interfaces — the real ones, read now, and a
+// public one in a list as HostAddrs would give it — while a rule naming
+// the address, or a range containing it, does.
+func TestRefusesHostAddrs(t *testing.T) {
+	host, err := HostAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(host, netip.Addr.IsLoopback) {
+		t.Fatalf("HostAddrs %v has no loopback address", host)
+	}
+	t.Logf("this host's addresses: %v", host)
+	public := netip.MustParseAddr("8.8.4.4")
+	for _, a := range append(slices.Clone(host), public) {
+		list := append(slices.Clone(host), public)
+		t.Run(a.String(), func(t *testing.T) {
+			for _, rule := range []string{"*", "*:443", ":8080"} {
+				if why := mustRule(t, rule).Refuses(a, list); why == "" {
+					t.Errorf("rule %s reaches %s, an address of this host", rule, a)
+				}
+			}
+			if a == public {
+				if why := mustRule(t, "*").Refuses(a, nil); why != "" {
+					t.Errorf("rule * refuses %s when it is not this host's: %q", a, why)
+				}
+				if why := mustRule(t, "*").Refuses(a, list); why != "an address of this host" {
+					t.Errorf("rule * to %s: reason %q", a, why)
+				}
+			}
+			named := a.String()
+			if a.Is6() {
+				named = "[" + named + "]"
+			}
+			for _, rule := range []string{named, named + ":8080", netip.PrefixFrom(a, a.BitLen()-8).Masked().String()} {
+				if why := mustRule(t, rule).Refuses(a, list); why != "" {
+					t.Errorf("rule %s naming %s refuses it: %q", rule, a, why)
+				}
+			}
+		})
+	}
+}
+
+func mustRule(t *testing.T, s string) Rule {
+	t.Helper()
+	r, err := ParseRule(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestParseResolve(t *testing.T) {

@@ -12,6 +12,16 @@
 // policy approved. Every request, tunnel and forwarded connection is
 // checked against the policy (netpolicy), counted against the run's byte
 // budget and connection rate, and recorded with its bytes each way.
+//
+// What the sandbox can make agentbox hold is bounded, since agentbox's
+// memory is outside the sandbox's limit: connections open at once
+// (Options.MaxOpen), new connections per second (the policy's rate,
+// applied as each is accepted, before a byte is read), a request's
+// headers (MaxHeaderBytes, within HeaderTimeout), and the bytes held, over
+// every connection, that are not yet a request or a response — headers
+// being read from the sandbox or from a destination, a tunnel's
+// ClientHello being inspected (Options.MaxBuffered). A forward buffers
+// nothing beyond its copy buffers (32 KiB each way).
 package netproxy
 
 import (
@@ -59,9 +69,35 @@ type Options struct {
 	// ResolveTimeout a lookup (default 10s).
 	DialTimeout, ResolveTimeout time.Duration
 	// MaxOpen bounds the connections open at once from the sandbox
-	// (default 256); more are closed as they arrive, recorded as denied.
+	// (default 256); more are closed as they arrive, recorded as a limit.
 	MaxOpen int
+	// MaxBuffered bounds the bytes held, over all the sandbox's
+	// connections, that are not yet a request or a response: headers
+	// being read (from the sandbox, or from a destination) and a tunnel's
+	// ClientHello being inspected (default DefaultMaxBuffered). A
+	// connection whose bytes would pass it is cut (recorded as a limit).
+	MaxBuffered int64
+	// HostAddrs lists this host's own addresses, which only a rule naming
+	// the address reaches; it is called for each decision, since they
+	// change (nil: netpolicy.HostAddrs).
+	HostAddrs func() ([]netip.Addr, error)
 }
+
+// Bounds on what a sandbox can make the proxy hold.
+const (
+	// MaxHeaderBytes bounds a request's headers from the sandbox (net/http
+	// allows 4 KiB more for the request line) and a response's from a
+	// destination.
+	MaxHeaderBytes = 32 << 10
+	// HeaderTimeout bounds the time a request's headers may take to
+	// arrive, from the connection's first byte.
+	HeaderTimeout = 10 * time.Second
+	// DefaultMaxBuffered is Options.MaxBuffered's default.
+	DefaultMaxBuffered = 4 << 20
+	// refuseTimeout bounds reading the request of a connection refused at
+	// accept (to answer it 429) and writing the answer.
+	refuseTimeout = 5 * time.Second
+)
 
 // Socket is one listening socket of a Server.
 type Socket struct {
@@ -93,16 +129,25 @@ type Server struct {
 	limiter *rate.Limiter
 	left    atomic.Int64 // bytes left in the run's budget
 	open    atomic.Int64 // connections open from the sandbox
+	// buffered is the bytes held that are not yet a request or a
+	// response (Options.MaxBuffered).
+	buffered atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // every upstream and hijacked connection, cut on Close or at the byte limit
 	closed bool
 	wg     sync.WaitGroup // connections being served
 
-	rateHits  atomic.Int64 // refusals by the rate limit since the last record
-	rateMu    sync.Mutex
-	rateLast  time.Time
-	bytesOnce sync.Once
+	// Refusals by a limit, recorded at most once a second with a count.
+	rateLog, openLog, bufLog limitLog
+	bytesOnce                sync.Once
+}
+
+// limitLog counts the refusals by one limit since it was last recorded.
+type limitLog struct {
+	hits atomic.Int64
+	mu   sync.Mutex
+	last time.Time
 }
 
 // Start listens in dir (which must exist) on one socket per forward and,
@@ -118,6 +163,12 @@ func Start(dir string, o Options) (_ *Server, retErr error) {
 	}
 	if o.MaxOpen <= 0 {
 		o.MaxOpen = 256
+	}
+	if o.MaxBuffered <= 0 {
+		o.MaxBuffered = DefaultMaxBuffered
+	}
+	if o.HostAddrs == nil {
+		o.HostAddrs = netpolicy.HostAddrs
 	}
 	if o.Resolver == nil {
 		o.Resolver = net.DefaultResolver
@@ -137,7 +188,7 @@ func Start(dir string, o Options) (_ *Server, retErr error) {
 			s.Close()
 		}
 	}()
-	listen := func(name string) (net.Listener, error) {
+	listen := func(name string, refuse func(*srvConn)) (net.Listener, error) {
 		p := filepath.Join(dir, name)
 		ln, err := net.Listen("unix", p)
 		if err != nil {
@@ -147,37 +198,53 @@ func Start(dir string, o Options) (_ *Server, retErr error) {
 		if err := os.Chmod(p, 0o666); err != nil {
 			return nil, fmt.Errorf("netproxy: %w", err)
 		}
-		return &limitListener{Listener: ln, s: s}, nil
+		return &limitListener{Listener: ln, s: s, refuse: refuse, headers: refuse != nil && name == ProxySocket}, nil
 	}
 	if len(pol.Allow) > 0 {
-		ln, err := listen(ProxySocket)
+		ln, err := listen(ProxySocket, s.refuseRequest)
 		if err != nil {
 			return nil, err
 		}
 		s.socks = append(s.socks, Socket{Name: ProxySocket, SandboxPort: netpolicy.ProxyPort, Proxy: true})
 		s.rp = &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {}, // the absolute URL and Host as asked; no X-Forwarded-*
-			Transport: &http.Transport{
+			Transport: releasing{&http.Transport{
 				Proxy:                  nil, // never the host's proxy settings
 				DialContext:            s.dialApproved,
 				DisableKeepAlives:      true, // one upstream connection per request, counted and recorded alone
 				ResponseHeaderTimeout:  2 * time.Minute,
-				MaxResponseHeaderBytes: 1 << 20,
-			},
+				MaxResponseHeaderBytes: MaxHeaderBytes,
+			}},
 			ErrorLog:     log.New(io.Discard, "", 0),
 			ErrorHandler: s.upstreamError,
 		}
 		s.httpSrv = &http.Server{
 			Handler:           s,
-			ReadHeaderTimeout: 30 * time.Second,
+			ReadHeaderTimeout: HeaderTimeout,
 			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    1 << 20,
+			MaxHeaderBytes:    MaxHeaderBytes,
 			ErrorLog:          log.New(io.Discard, "", 0),
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				return context.WithValue(ctx, connKey{}, c)
+			},
+			// A connection's bytes count against MaxBuffered while it
+			// waits for a request's headers: from accept, and again when
+			// it is idle between requests; ServeHTTP stops the count.
+			ConnState: func(c net.Conn, st http.ConnState) {
+				if sc, ok := c.(*srvConn); ok {
+					switch st {
+					case http.StateIdle:
+						sc.hold.arm()
+					case http.StateHijacked, http.StateClosed:
+						sc.hold.release()
+					}
+				}
+			},
 		}
 		go s.httpSrv.Serve(ln)
 	}
 	for _, f := range pol.Forward {
-		ln, err := listen(ForwardSocket(f.SandboxPort))
+		ln, err := listen(ForwardSocket(f.SandboxPort), s.refuseForward(f))
 		if err != nil {
 			return nil, err
 		}
@@ -244,65 +311,220 @@ func (s *Server) begin() bool {
 	return true
 }
 
-// limitListener closes connections beyond MaxOpen at once.
+// limitListener applies, as each connection arrives and before a byte of
+// it is read, the cap on connections open at once (beyond it a
+// connection is closed) and the connection rate (beyond it a connection
+// is handed to refuse, which answers it).
 type limitListener struct {
 	net.Listener
-	s *Server
+	s      *Server
+	refuse func(*srvConn)
+	// headers: the connection's first bytes are a request's headers,
+	// counted against MaxBuffered until parsed.
+	headers bool
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
+	s := l.s
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.s.open.Add(1) > int64(l.s.o.MaxOpen) {
-			l.s.open.Add(-1)
+		if s.open.Add(1) > int64(s.o.MaxOpen) {
+			s.open.Add(-1)
 			c.Close()
-			l.s.record(action.NetEvent{Time: time.Now(), Kind: "limit", Reason: fmt.Sprintf("more than %d connections open at once: one refused", l.s.o.MaxOpen)})
+			s.limitHit(&s.openLog, func(n int) string {
+				return fmt.Sprintf("more than %d connections open at once: %s refused", s.o.MaxOpen, plural.S(n, "connection"))
+			})
 			continue
 		}
-		return &openConn{Conn: c, s: l.s}, nil
+		sc := &srvConn{Conn: c, s: s}
+		sc.hold.s = s
+		if !s.limiter.Allow() {
+			s.rateRefused()
+			if !s.begin() {
+				sc.Close()
+				continue
+			}
+			go func() {
+				defer s.wg.Done()
+				defer sc.Close()
+				if !s.track(sc) {
+					return
+				}
+				defer s.untrack(sc)
+				l.refuse(sc)
+			}()
+			continue
+		}
+		sc.paid.Store(true)
+		if l.headers {
+			sc.hold.arm()
+		}
+		return sc, nil
 	}
 }
 
-// openConn counts itself out of the open connections once closed.
-type openConn struct {
+// srvConn is a connection from the sandbox: it counts itself out of the
+// open connections once closed, and its bytes against MaxBuffered while
+// they are headers not yet parsed.
+type srvConn struct {
 	net.Conn
 	s    *Server
 	once sync.Once
+	// paid: the rate was applied to it at accept, which covers its first
+	// request; later requests on it are counted as they come.
+	paid atomic.Bool
+	hold hold
 }
 
-func (c *openConn) Close() error {
-	c.once.Do(func() { c.s.open.Add(-1) })
+func (c *srvConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		if herr := c.hold.charge(n); herr != nil {
+			return 0, herr
+		}
+	}
+	return n, err
+}
+
+func (c *srvConn) Close() error {
+	c.once.Do(func() {
+		c.hold.release()
+		c.s.open.Add(-1)
+	})
 	return c.Conn.Close()
+}
+
+type connKey struct{}
+
+// errBuffered ends a connection whose bytes would pass MaxBuffered.
+var errBuffered = errors.New("the sandbox's network holds too many unparsed bytes (headers being read)")
+
+// hold counts one connection's bytes against the Server's MaxBuffered
+// while armed; release gives them back.
+type hold struct {
+	s  *Server
+	mu sync.Mutex
+	on bool
+	n  int64
+}
+
+func (h *hold) arm() {
+	h.mu.Lock()
+	h.on = true
+	h.mu.Unlock()
+}
+
+// charge counts k more bytes, or refuses them (errBuffered, recorded)
+// when they would pass the budget.
+func (h *hold) charge(k int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.on || h.s == nil {
+		return nil
+	}
+	if h.s.buffered.Add(int64(k)) > h.s.o.MaxBuffered {
+		h.s.buffered.Add(-int64(k))
+		h.s.limitHit(&h.s.bufLog, func(n int) string {
+			return fmt.Sprintf("more than %d bytes held unparsed (headers being read) over the sandbox's connections: %s cut", h.s.o.MaxBuffered, plural.S(n, "connection"))
+		})
+		return errBuffered
+	}
+	h.n += int64(k)
+	return nil
+}
+
+func (h *hold) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.on = false
+	if h.s != nil {
+		h.s.buffered.Add(-h.n)
+	}
+	h.n = 0
 }
 
 func (s *Server) record(ev action.NetEvent) { s.o.Record(ev) }
 
-// admit applies the byte budget and the connection rate: it returns why
-// a new connection is refused and the HTTP status that says so, or "". A
-// refusal by the rate is recorded, at most once a second, as a limit
-// event with the count.
-func (s *Server) admit() (string, int) {
+// admit applies the byte budget and, unless paid (the connection's rate
+// was applied at accept), the connection rate: it returns why a request
+// is refused and the HTTP status that says so, or "".
+func (s *Server) admit(paid bool) (string, int) {
 	if s.left.Load() <= 0 {
 		return fmt.Sprintf("the run's byte limit (%d bytes, --net-max-bytes) is used up", s.pol.MaxBytes), http.StatusForbidden
 	}
-	if s.limiter.Allow() {
+	if paid || s.limiter.Allow() {
 		return "", 0
 	}
-	n := s.rateHits.Add(1)
-	s.rateMu.Lock()
-	if time.Since(s.rateLast) >= time.Second {
-		s.rateLast = time.Now()
-		s.rateHits.Add(-n)
-		s.rateMu.Unlock()
-		s.record(action.NetEvent{Time: time.Now(), Kind: "limit",
-			Reason: fmt.Sprintf("connection rate limit (%s per second, --net-max-rate) refused %s", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64), plural.S(int(n), "connection"))})
-	} else {
-		s.rateMu.Unlock()
+	return s.rateRefused(), http.StatusTooManyRequests
+}
+
+// rateRefused counts one refusal by the rate (recorded, at most once a
+// second, as a limit event with the count) and says why.
+func (s *Server) rateRefused() string {
+	r := strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64)
+	s.limitHit(&s.rateLog, func(n int) string {
+		return fmt.Sprintf("connection rate limit (%s per second, --net-max-rate) refused %s", r, plural.S(n, "connection"))
+	})
+	return fmt.Sprintf("over the connection rate limit (%s per second)", r)
+}
+
+// limitHit counts one refusal by a limit and records the count as a limit
+// event, at most once a second per limit.
+func (s *Server) limitHit(l *limitLog, reason func(n int) string) {
+	n := l.hits.Add(1)
+	l.mu.Lock()
+	if time.Since(l.last) < time.Second {
+		l.mu.Unlock()
+		return
 	}
-	return fmt.Sprintf("over the connection rate limit (%s per second)", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64)), http.StatusTooManyRequests
+	l.last = time.Now()
+	l.hits.Add(-n)
+	l.mu.Unlock()
+	s.record(action.NetEvent{Time: time.Now(), Kind: "limit", Reason: reason(int(n))})
+}
+
+// refuseRequest answers a proxy connection that came over the rate: it
+// reads the request's headers (bounded like any), answers 429 and closes;
+// the refusal is recorded with the destination asked for.
+func (s *Server) refuseRequest(c *srvConn) {
+	why := fmt.Sprintf("over the connection rate limit (%s per second)", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64))
+	_ = c.SetReadDeadline(time.Now().Add(refuseTimeout))
+	c.hold.arm()
+	req, err := http.ReadRequest(bufio.NewReader(io.LimitReader(c, MaxHeaderBytes+4096)))
+	c.hold.release()
+	_ = c.SetDeadline(time.Now().Add(refuseTimeout))
+	body := "agentbox: network access denied: " + why + "\n"
+	fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain; charset=utf-8\r\nX-Agentbox-Denied: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", why, len(body), body)
+	closeWrite(c.Conn)
+	if err != nil {
+		return // not a request: nothing to record (the limit is)
+	}
+	ev := action.NetEvent{Time: time.Now(), Kind: "http", Method: req.Method, Dest: req.Host, Reason: why, Status: http.StatusTooManyRequests}
+	defPort := 80
+	if req.Method == http.MethodConnect {
+		ev.Kind, defPort = "connect", 0
+	} else if req.URL.Host != "" {
+		ev.Dest = req.URL.Host
+	}
+	if t, err := netpolicy.ParseTarget(ev.Dest, defPort); err == nil {
+		ev.Dest = t.String()
+	}
+	s.record(ev)
+	// What the client still sends (a body) is read, so that closing does
+	// not reset the connection before it has read the answer.
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, 64<<10))
+}
+
+// refuseForward closes a forwarded connection that came over the rate,
+// recorded.
+func (s *Server) refuseForward(f netpolicy.Forward) func(*srvConn) {
+	return func(*srvConn) {
+		s.record(action.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text,
+			Reason: fmt.Sprintf("over the connection rate limit (%s per second)", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64))})
+	}
 }
 
 // take reserves up to n bytes of the run's budget and returns how many it
@@ -345,6 +567,9 @@ type meteredConn struct {
 	s        *Server
 	up, down atomic.Int64
 	cut      atomic.Bool // the byte limit ended it
+	// hold counts what is read against MaxBuffered while the response's
+	// headers are awaited (a plain request's; releasing ends it).
+	hold hold
 }
 
 func (c *meteredConn) Write(p []byte) (int, error) {
@@ -365,6 +590,9 @@ func (c *meteredConn) Write(p []byte) (int, error) {
 func (c *meteredConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		if herr := c.hold.charge(n); herr != nil {
+			return 0, herr
+		}
 		k := c.s.take(n)
 		c.down.Add(int64(k))
 		if k < n {
@@ -385,8 +613,8 @@ type decision struct {
 
 // decide matches t against the rules and resolves it, keeping only the
 // addresses it may reach: a special address (loopback, private,
-// link-local, …) only when the rule names it or --net-resolve pinned the
-// name to it.
+// link-local, documentation, …) or one of this host's own (read now) only
+// when the rule names it or --net-resolve pinned the name to it.
 func (s *Server) decide(ctx context.Context, t netpolicy.Target) decision {
 	d := decision{target: t}
 	r, ok := s.pol.Match(t)
@@ -412,10 +640,18 @@ func (s *Server) decide(ctx context.Context, t netpolicy.Target) decision {
 		}
 		cands = addrs
 	}
+	var host []netip.Addr
+	if !pinned {
+		var err error
+		if host, err = s.o.HostAddrs(); err != nil {
+			d.reason = "cannot tell this host's own addresses, which a rule must name to reach: " + err.Error()
+			return d
+		}
+	}
 	var refused []string
 	for _, a := range cands {
 		a = a.Unmap()
-		if why := netpolicy.Special(a); why != "" && !pinned && !r.Names(a) {
+		if why := r.Refuses(a, host); why != "" && !pinned {
 			refused = append(refused, a.String()+" ("+why+")")
 			continue
 		}
@@ -439,6 +675,7 @@ func (s *Server) dial(ctx context.Context, d decision) (*meteredConn, string, er
 			continue
 		}
 		mc := &meteredConn{Conn: c, s: s}
+		mc.hold.s = s
 		if !s.track(mc) {
 			c.Close()
 			return nil, addr, errors.New("the sandbox's network is closing")
@@ -455,11 +692,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
+	// The headers are parsed: they no longer count as held, and the
+	// connection's first request was paid for at accept.
+	paid := false
+	if sc, ok := r.Context().Value(connKey{}).(*srvConn); ok {
+		sc.hold.release()
+		paid = sc.paid.Swap(false)
+	}
 	if r.Method == http.MethodConnect {
-		s.connect(w, r)
+		s.connect(w, r, paid)
 		return
 	}
-	s.plain(w, r)
+	s.plain(w, r, paid)
 }
 
 // deny answers a refused request and records it.
@@ -476,19 +720,47 @@ type stateKey struct{}
 // and the connection it made back.
 type reqState struct {
 	d    decision
+	mu   sync.Mutex
 	addr string
 	conn *meteredConn
 }
 
+func (st *reqState) set(addr string, c *meteredConn) {
+	st.mu.Lock()
+	st.addr, st.conn = addr, c
+	st.mu.Unlock()
+}
+
+func (st *reqState) get() (string, *meteredConn) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.addr, st.conn
+}
+
+// releasing is the proxy's transport: once a response's headers are read
+// (or the round trip failed), its connection's bytes stop counting
+// against MaxBuffered.
+type releasing struct{ http.RoundTripper }
+
+func (t releasing) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if st, ok := r.Context().Value(stateKey{}).(*reqState); ok {
+		if _, c := st.get(); c != nil {
+			c.hold.release()
+		}
+	}
+	return resp, err
+}
+
 // plain serves an HTTP request in absolute form (GET http://host/…).
-func (s *Server) plain(w http.ResponseWriter, r *http.Request) {
+func (s *Server) plain(w http.ResponseWriter, r *http.Request, paid bool) {
 	ev := action.NetEvent{Time: time.Now(), Kind: "http", Method: r.Method, Dest: r.Host}
 	if r.URL.Scheme != "http" || r.URL.Host == "" {
 		ev.Reason = "not a proxy request (want an absolute http:// URL, or CONNECT for https)"
 		s.deny(w, ev, http.StatusBadRequest)
 		return
 	}
-	_, d, ok := s.admitTarget(w, r, &ev, r.URL.Host, 80)
+	_, d, ok := s.admitTarget(w, r, &ev, r.URL.Host, 80, paid)
 	if !ok {
 		return
 	}
@@ -497,14 +769,16 @@ func (s *Server) plain(w http.ResponseWriter, r *http.Request) {
 	// Recorded also when ReverseProxy aborts the response half-way (it
 	// panics with http.ErrAbortHandler, which the server expects).
 	defer func() {
-		ev.Allowed, ev.Status, ev.Addr = true, sw.status, st.addr
-		if st.conn != nil {
-			ev.BytesUp, ev.BytesDown = st.conn.up.Load(), st.conn.down.Load()
-			if st.conn.cut.Load() {
+		addr, conn := st.get()
+		ev.Allowed, ev.Status, ev.Addr = true, sw.status, addr
+		if conn != nil {
+			ev.BytesUp, ev.BytesDown = conn.up.Load(), conn.down.Load()
+			if conn.cut.Load() {
 				ev.Reason = errByteLimit.Error()
 			}
-			st.conn.Close()
-			s.untrack(st.conn)
+			conn.hold.release()
+			conn.Close()
+			s.untrack(conn)
 		}
 		if sw.err != "" {
 			ev.Reason = sw.err
@@ -526,15 +800,19 @@ func (s *Server) dialApproved(ctx context.Context, _, _ string) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
-	st.addr, st.conn = addr, c
+	c.hold.arm() // the response's headers, until the round trip returns
+	st.set(addr, c)
 	return c, nil
 }
 
 func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if sw, ok := w.(*statusWriter); ok {
 		sw.err = err.Error()
-		if errors.Is(err, errByteLimit) {
+		switch {
+		case errors.Is(err, errByteLimit):
 			sw.err = errByteLimit.Error()
+		case errors.Is(err, errBuffered):
+			sw.err = errBuffered.Error()
 		}
 	}
 	w.Header().Set("X-Agentbox-Error", "upstream")
@@ -567,8 +845,8 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // admitTarget checks a request's destination (host[:port], defPort when
 // it has none) against the rate and the policy and resolves it; a refusal
 // is answered and recorded (ev) here, and ok is false. t is the parsed
-// destination.
-func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *action.NetEvent, hostport string, defPort int) (t netpolicy.Target, d decision, ok bool) {
+// destination; paid: the rate was applied at accept.
+func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *action.NetEvent, hostport string, defPort int, paid bool) (t netpolicy.Target, d decision, ok bool) {
 	t, err := netpolicy.ParseTarget(hostport, defPort)
 	if err != nil {
 		ev.Reason = err.Error()
@@ -576,7 +854,7 @@ func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *action.
 		return t, d, false
 	}
 	ev.Dest = t.String()
-	if why, status := s.admit(); why != "" {
+	if why, status := s.admit(paid); why != "" {
 		ev.Reason = why
 		s.deny(w, *ev, status)
 		return t, d, false
@@ -594,9 +872,9 @@ func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *action.
 // connect serves a CONNECT tunnel: the authority is checked and resolved
 // like a plain request's host; once the tunnel is up, a TLS ClientHello's
 // server name must be that host.
-func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+func (s *Server) connect(w http.ResponseWriter, r *http.Request, paid bool) {
 	ev := action.NetEvent{Time: time.Now(), Kind: "connect", Method: http.MethodConnect, Dest: r.Host}
-	t, d, ok := s.admitTarget(w, r, &ev, r.Host, 0)
+	t, d, ok := s.admitTarget(w, r, &ev, r.Host, 0, paid)
 	if !ok {
 		return
 	}
@@ -636,7 +914,8 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev.Allowed = true
-	from := &sniCheck{r: brw.Reader, client: client, host: t.Host}
+	from := &sniCheck{r: brw.Reader, client: client, host: t.Host, hold: hold{s: s}}
+	defer from.hold.release()
 	ev.Reason = relay(client, from, up)
 	ev.SNI = from.sni
 	if from.refused != "" {
@@ -656,6 +935,9 @@ type sniCheck struct {
 	pending []byte
 	sni     string
 	refused string
+	// hold counts the ClientHello's bytes against MaxBuffered until
+	// they have gone on.
+	hold hold
 }
 
 // errSNI ends a tunnel whose ClientHello names another server.
@@ -677,6 +959,10 @@ func (c *sniCheck) Read(p []byte) (int, error) {
 	if len(c.pending) > 0 {
 		n := copy(p, c.pending)
 		c.pending = c.pending[n:]
+		if len(c.pending) == 0 {
+			c.pending = nil
+			c.hold.release()
+		}
 		return n, nil
 	}
 	return c.r.Read(p)
@@ -685,8 +971,9 @@ func (c *sniCheck) Read(p []byte) (int, error) {
 // inspect reads the ClientHello through crypto/tls, keeping every byte it
 // consumed for the destination.
 func (c *sniCheck) inspect() error {
-	var seen []byte
-	rec := &recordingConn{r: io.TeeReader(c.r, (*sliceWriter)(&seen)), Conn: c.client}
+	seen := &heldBytes{h: &c.hold}
+	c.hold.arm()
+	rec := &recordingConn{r: io.TeeReader(c.r, seen), Conn: c.client}
 	var hello *tls.ClientHelloInfo
 	errGot := errors.New("got the hello")
 	_ = c.client.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -695,7 +982,10 @@ func (c *sniCheck) inspect() error {
 		return nil, errGot
 	}}).Handshake()
 	_ = c.client.SetReadDeadline(time.Time{})
-	c.pending = seen
+	c.pending = seen.b
+	if len(c.pending) == 0 {
+		c.hold.release()
+	}
 	if hello == nil {
 		c.refused = "the tunnel began with a TLS record that is not a ClientHello crypto/tls reads: " + err.Error()
 		return errSNI
@@ -718,9 +1008,19 @@ type recordingConn struct {
 func (c *recordingConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
 func (c *recordingConn) Write(p []byte) (int, error) { return len(p), nil }
 
-type sliceWriter []byte
+// heldBytes keeps what is written, counted against MaxBuffered.
+type heldBytes struct {
+	h *hold
+	b []byte
+}
 
-func (w *sliceWriter) Write(p []byte) (int, error) { *w = append(*w, p...); return len(p), nil }
+func (w *heldBytes) Write(p []byte) (int, error) {
+	if err := w.h.charge(len(p)); err != nil {
+		return 0, err
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
 
 // relay copies both ways between the sandbox's connection (reading from
 // from) and the destination until both directions end; an error in one
@@ -787,7 +1087,7 @@ func (s *Server) serveForward(ln net.Listener, f netpolicy.Forward) {
 			defer s.wg.Done()
 			defer c.Close()
 			ev := action.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text}
-			if why, _ := s.admit(); why != "" {
+			if why, _ := s.admit(true); why != "" { // the rate was applied at accept
 				ev.Reason = why
 				s.record(ev)
 				return

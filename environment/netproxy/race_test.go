@@ -1,0 +1,7 @@
+//go:build race
+
+package netproxy
+
+// raceEnabled: the race detector multiplies memory, so bounds on it are
+// not checked.
+const raceEnabled = true
