@@ -170,11 +170,12 @@ func TestLocalRefusesUnboundedLimits(t *testing.T) {
 		}
 	}
 	// Said plainly, the run goes on, bounded by rlimits.
-	r := cliMain(t, "run", app, "--agent", "idle", "--agent-opt", "ms=100", "--backend", "local", "--allow-unbounded-limits")
+	r := cliMain(t, "run", app, "--agent", "idle", "--agent-opt", "ms=100", "--backend", "local", "--allow-unbounded-limits",
+		"--guest-binary", testenv.Build(t, "./cmd/agentbox"))
 	if r.code == 2 || strings.Contains(r.stderr, "cannot hold a sandbox") {
 		t.Errorf("--allow-unbounded-limits: still refused:\n%s", r)
 	}
 	if tr := openTrace(t, r.dir); !strings.HasPrefix(tr.Run.Env.Extra["limits"], local.LimitsRlimit+":") {
-		t.Errorf("--allow-unbounded-limits: limits %q, want rlimits", tr.Run.Env.Extra["limits"])
+		t.Errorf("--allow-unbounded-limits: limits %q, want rlimits:\n%s", tr.Run.Env.Extra["limits"], r)
 	}
 }
