@@ -32,6 +32,8 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 		start uint64
 	}
 	var victims []victim
+	var cgs []*cgroup // the victims' sandbox cgroups
+	p := cgroups()
 	for _, pid := range pids() {
 		run, ok := sandboxRun(pid)
 		if !ok {
@@ -64,6 +66,9 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 			continue
 		}
 		if !opts.DryRun {
+			if cg := sandboxCgroupOf(pid, p); cg != nil {
+				cgs = append(cgs, cg)
+			}
 			victims = append(victims, victim{pid, processStart(pid)})
 			for _, k := range children(pid) {
 				victims = append(victims, victim{k, processStart(k)})
@@ -78,10 +83,59 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 		}
 		kill(v.pid, v.start)
 	}
-	if p := cgroups(); p.usable() && !opts.Mine && opts.RunID == "" {
+	// Their cgroups go with them (a Close that follows finds them gone).
+	for _, cg := range cgs {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = cg.remove(rctx)
+		cancel()
+	}
+	if p.usable() && !opts.Mine && opts.RunID == "" {
 		out = append(out, reapCgroups(ctx, p, opts)...)
 	}
 	return out, nil
+}
+
+// sandboxCgroupOf is the sandbox cgroup (v2) or cgroups (v1) under p that
+// process pid is in, from /proc/PID/cgroup; nil if it is in none.
+func sandboxCgroupOf(pid int, p cgroupParent) *cgroup {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil || !p.usable() {
+		return nil
+	}
+	cg := &cgroup{}
+	if p.version == 1 {
+		cg.v1 = map[string]string{}
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		rel := filepath.Clean("/" + f[2])
+		if !strings.HasPrefix(filepath.Base(rel), "sandbox-") {
+			continue
+		}
+		if p.version == 2 && f[0] == "0" && f[1] == "" {
+			if d := filepath.Join(cgroupRoot, rel); filepath.Dir(d) == p.dir {
+				cg.dir = d
+			}
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			if parent := p.v1[c]; parent != "" {
+				if d := filepath.Join(cgroupRoot, c, rel); filepath.Dir(d) == parent {
+					cg.v1[c] = d
+				}
+			}
+		}
+	}
+	if cg.v1 != nil {
+		cg.dir = cg.v1["memory"]
+	}
+	if cg.dir == "" {
+		return nil
+	}
+	return cg
 }
 
 func ownerOf(ppid int) string {
