@@ -149,11 +149,20 @@ func resolveBackend(ctx context.Context, name, image, ociRuntime string) (b envi
 	return b, note, nil
 }
 
+// allowUnboundedFlag is the flag by which the user accepts a sandbox whose
+// CPU and total memory the backend cannot bound here.
+const allowUnboundedFlag = "--allow-unbounded-limits"
+
+// allowUnboundedUsage is its help.
+const allowUnboundedUsage = "run even where the backend cannot bound the sandbox's total memory and CPU on this machine (the local backend without cgroups); without it such limits are refused (exit 2)"
+
 // checkHostLimits holds a sandbox's limits to what the backend can give
 // on this host (environment.HostLimiter): beyond them the sandbox is
-// certain to fail once created, so they are usage errors before it is.
-// names says where each value came from (flags, run.json).
-func checkHostLimits(ctx context.Context, b environment.Backend, r environment.Resources, names limitNames) error {
+// certain to fail once created, and limits it cannot hold the sandbox to
+// at all would be a promise not kept, so they are usage errors before it
+// is — the latter unless allowUnbounded (--allow-unbounded-limits). names
+// says where each value came from (flags, run.json).
+func checkHostLimits(ctx context.Context, b environment.Backend, r environment.Resources, names limitNames, allowUnbounded bool) error {
 	hl, ok := b.(environment.HostLimiter)
 	if !ok {
 		return nil
@@ -167,6 +176,24 @@ func checkHostLimits(ctx context.Context, b environment.Backend, r environment.R
 	r = r.WithDefaults()
 	if l.CPUs > 0 && r.CPUs > l.CPUs {
 		return usageErrorf("%s is %s: this machine has %s for the %s backend's sandboxes", names.CPUs, num(r.CPUs), plural.Count(int(l.CPUs), "CPU", "CPUs"), b.Name())
+	}
+	if u := l.Unbounded; !allowUnbounded && (u.Memory || u.CPU || u.PIDs) {
+		var which []string
+		if u.Memory {
+			which = append(which, fmt.Sprintf("%s is %d MiB", names.Memory, r.MemoryMB))
+		}
+		if u.CPU {
+			which = append(which, fmt.Sprintf("%s is %s", names.CPUs, num(r.CPUs)))
+		}
+		if u.PIDs {
+			which = append(which, fmt.Sprintf("%s is %d", names.PIDs, r.PIDs))
+		}
+		fix := ""
+		if l.UnboundedFix != "" {
+			fix = "; to have them bounded, " + l.UnboundedFix
+		}
+		return usageErrorf("%s, but the %s backend cannot hold a sandbox to that on this machine: %s. Give %s to run without those bounds%s",
+			strings.Join(which, " and "), b.Name(), l.UnboundedWhy, allowUnboundedFlag, fix)
 	}
 	if r.MemoryMB < l.MinMemoryMB {
 		return usageErrorf("%s is %d MiB: %s; give at least %dm", names.Memory, r.MemoryMB, l.MemoryWhy, l.MinMemoryMB)

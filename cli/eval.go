@@ -103,7 +103,7 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			}
 			// Limits beyond what the backend can give here would fail every
 			// episode as "infrastructure": they are the user's to fix.
-			if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames); err != nil {
+			if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, flagNames, f.allowUnbounded); err != nil {
 				return err
 			}
 			if err := suite.Preflight(context.Background()); err != nil {

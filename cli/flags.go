@@ -32,6 +32,7 @@ type sandboxFlags struct {
 	pids                                    int
 	noWM                                    bool
 	a11y, a11yTree, marks                   bool
+	allowUnbounded                          bool
 
 	timeout, startTimeout time.Duration
 	maxSteps              int
@@ -77,11 +78,13 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 		"screen": {
 			run:  {action.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
 			eval: {action.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},
-		"cpus":         {run: {1.0, "CPU limit"}, eval: {1.0, "CPU limit per sandbox"}},
-		"memory":       {run: {"1g", "memory limit (e.g. 512m, 2g)"}, eval: {"1g", "memory limit per sandbox"}},
-		"pids":         {run: {256, "process limit"}, eval: {256, "process limit per sandbox"}},
-		"tmpfs":        {run: {"256m", "size of the writable /tmp (app files, home)"}, eval: {"256m", "writable /tmp per sandbox"}},
-		"no-wm":        {run: {false, "start no window manager"}},
+		"cpus":   {run: {1.0, "CPU limit"}, eval: {1.0, "CPU limit per sandbox"}},
+		"memory": {run: {"1g", "memory limit (e.g. 512m, 2g)"}, eval: {"1g", "memory limit per sandbox"}},
+		"pids":   {run: {256, "process limit"}, eval: {256, "process limit per sandbox"}},
+		"tmpfs":  {run: {"256m", "size of the writable /tmp (app files, home)"}, eval: {"256m", "writable /tmp per sandbox"}},
+		"no-wm":  {run: {false, "start no window manager"}},
+		"allow-unbounded-limits": {run: {false, allowUnboundedUsage}, eval: {false, allowUnboundedUsage},
+			replay: {false, allowUnboundedUsage}},
 		"guest-binary": {run: guest, replay: guest, eval: {"", "static agentbox binary to run inside the sandboxes"}},
 		"timeout": {
 			run:    {5 * time.Minute, "deadline for the agent loop (outcome failure)"},
@@ -130,7 +133,7 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 		"screen": &f.screen, "cpus": &f.cpus, "memory": &f.memory, "pids": &f.pids, "tmpfs": &f.tmpfs, "no-wm": &f.noWM,
 		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
 		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
-		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks,
+		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks, "allow-unbounded-limits": &f.allowUnbounded,
 		"allow-net": &f.allowNet, "forward": &f.forward, "net-resolve": &f.netResolve,
 		"net-max-bytes": &f.netMaxBytes, "net-max-rate": &f.netMaxRate,
 	}

@@ -175,7 +175,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return err
 	}
-	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, runJSONNames); err != nil {
+	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, runJSONNames, f.allowUnbounded); err != nil {
 		return err
 	}
 	if f.image != "" {

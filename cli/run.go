@@ -133,7 +133,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err := checkOut(f.out); err != nil {
 		return err
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ type serveFlags struct {
 	memory, tmpfs                           string
 	pids                                    int
 	noWM                                    bool
+	allowUnbounded                          bool
 
 	maxEnvs, maxUploads int
 	lease, timeout      time.Duration
@@ -111,6 +112,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.IntVar(&f.pids, "pids", 256, "process limit per sandbox (the default and the most)")
 	fl.StringVar(&f.tmpfs, "tmpfs", "256m", "writable /tmp per sandbox (the default and the most)")
 	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
+	fl.BoolVar(&f.allowUnbounded, "allow-unbounded-limits", false, allowUnboundedUsage)
 	fl.IntVar(&f.maxEnvs, "max-envs", 4, "live environments per token")
 	fl.IntVar(&f.maxUploads, "max-uploads", 4, "uploaded apps per token")
 	fl.DurationVar(&f.lease, "lease", time.Minute, "close an environment after this long without a request or an open connection of its client")
@@ -159,6 +161,11 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	for _, name := range strings.Split(f.backend, ",") {
 		b, note, err := resolveBackend(cmd.Context(), strings.TrimSpace(name), f.image, f.ociRuntime)
 		if err != nil {
+			return err
+		}
+		// Every environment's limits are at most the server's: what the
+		// backend cannot bound for them it cannot bound for any.
+		if err := checkHostLimits(cmd.Context(), b, o.Env.Resources, flagNames, f.allowUnbounded); err != nil {
 			return err
 		}
 		fmt.Fprint(stderr, note)

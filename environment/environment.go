@@ -106,6 +106,14 @@ type HostLimits struct {
 	// MemoryWhy says why.
 	MinMemoryMB int    `json:"min_memory_mb,omitempty"`
 	MemoryWhy   string `json:"memory_why,omitempty"`
+	// Unbounded are the limits of Resources the backend cannot hold the
+	// sandbox to here (the local backend without cgroups: its CPU and total
+	// memory): callers refuse them unless the user says plainly that the
+	// sandbox may run unbounded. UnboundedWhy says why, UnboundedFix how to
+	// get them.
+	Unbounded    Limits `json:"unbounded"`
+	UnboundedWhy string `json:"unbounded_why,omitempty"`
+	UnboundedFix string `json:"unbounded_fix,omitempty"`
 }
 
 // HostLimiter is implemented by backends that know what a sandbox can be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/codegirl-games/agentbox/environment"
@@ -65,13 +66,21 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 		out = append(out, c)
 	}
 	res := cfg.Resources.WithDefaults()
-	if p := cgroupV2(); p.dir != "" {
-		out = append(out, environment.Check{Name: "limits", OK: true,
-			Detail: fmt.Sprintf("cgroup v2 under %s: memory (no swap), processes and CPU per sandbox; freezing works", p.dir)})
-	} else {
-		out = append(out, environment.Check{Name: "limits", OK: true,
-			Detail: describeRlimits(res, p.reason),
-			Fix:    "for memory and CPU bounds per sandbox use a cgroup v2 host (systemd.unified_cgroup_hierarchy=1) and run agentbox as root or in a delegated scope: systemd-run --user --scope -p Delegate=yes agentbox …"})
+	switch p := cgroups(); {
+	case p.usable():
+		c := environment.Check{Name: "limits", OK: true,
+			Detail: p.where() + ": memory (no swap), processes and CPU per sandbox"}
+		if p.freezes() {
+			c.Detail += "; freezing works"
+		} else {
+			c.Detail += "; the freezer controller is not mounted, so sandboxes cannot be frozen (--freeze-while-thinking)"
+			c.Fix = "mount the cgroup v1 freezer at " + filepath.Join(cgroupRoot, v1Freezer)
+		}
+		out = append(out, c)
+	default:
+		out = append(out, environment.Check{Name: "limits",
+			Detail: describeRlimits(res, p.reason) + "; run, eval, replay, mcp and serve refuse --memory and --cpus here (exit 2) unless given --allow-unbounded-limits",
+			Fix:    UnboundedFix})
 	}
 	if os.Getenv("DISPLAY") != "" || os.Getenv("DBUS_SESSION_BUS_ADDRESS") != "" {
 		out = append(out, environment.Check{Name: "host session", OK: true, Detail: "DISPLAY / D-Bus are set here; sandboxes see neither (environment cleared, own /tmp and network namespace)"})

@@ -41,9 +41,11 @@ var (
 )
 
 // Freezer implements guestenv.Freezing: a sandbox with a cgroup v2 of its
-// own freezes it (cgroup.freeze); one bounded by rlimits cannot freeze.
+// own freezes it (cgroup.freeze), one with cgroups v1 its freezer cgroup
+// (freezer.state); one bounded by rlimits, or on a cgroup v1 host without
+// the freezer, cannot freeze.
 func (s *sandbox) Freezer() environment.Freezer {
-	if s.cg == nil {
+	if s.cg == nil || !s.cg.canFreeze() {
 		return nil
 	}
 	return cgroupFreezer{s.cg}
@@ -52,7 +54,7 @@ func (s *sandbox) Freezer() environment.Freezer {
 // cgroupFreezer freezes a sandbox's cgroup.
 type cgroupFreezer struct{ cg *cgroup }
 
-// Freeze implements environment.Freezer (cgroup.freeze).
+// Freeze implements environment.Freezer (cgroup.freeze, freezer.state).
 func (f cgroupFreezer) Freeze(ctx context.Context) error { return f.cg.freeze(ctx, true) }
 
 // Thaw implements environment.Freezer.
@@ -181,10 +183,13 @@ func Gone(_ context.Context, info environment.Info) (bool, error) {
 	if ns := info.Extra["pidns"]; ns != "" && len(inPIDNS(ns)) > 0 {
 		return false, nil
 	}
-	if l := info.Extra["limits"]; strings.HasPrefix(l, LimitsCgroup2+" ") {
-		dir, _, _ := strings.Cut(strings.TrimPrefix(l, LimitsCgroup2+" "), ":")
-		if _, err := os.Stat(dir); err == nil {
-			return false, nil
+	// A cgroup v1 sandbox names its memory cgroup, removed last.
+	for _, kind := range []string{LimitsCgroup2, LimitsCgroup1} {
+		if l := info.Extra["limits"]; strings.HasPrefix(l, kind+" ") {
+			dir, _, _ := strings.Cut(strings.TrimPrefix(l, kind+" "), ":")
+			if _, err := os.Stat(dir); err == nil {
+				return false, nil
+			}
 		}
 	}
 	return true, nil

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,55 +26,163 @@ const (
 	// LimitsCgroup2: a cgroup v2 of its own (memory.max, memory.swap.max,
 	// pids.max, cpu.max) for the whole sandbox.
 	LimitsCgroup2 = "cgroup2"
+	// LimitsCgroup1: cgroups v1 of its own, one in each of the memory
+	// (memory.limit_in_bytes, memory.memsw.limit_in_bytes), cpu
+	// (cpu.cfs_quota_us), pids (pids.max) and, where mounted, freezer
+	// hierarchies, for the whole sandbox.
+	LimitsCgroup1 = "cgroup1"
 	// LimitsRlimit: resource limits on the guest, inherited by everything it
 	// starts: processes per sandbox (RLIMIT_NPROC counts per user namespace),
 	// data memory per process, file size. CPU is not bounded.
 	LimitsRlimit = "rlimit"
 )
 
-// cgroupRoot is where the cgroup v2 hierarchy is mounted.
+// cgroupRoot is where the cgroup hierarchies are mounted: the cgroup v2
+// hierarchy, or a cgroup v1 host's directory of hierarchies
+// (<root>/memory, <root>/cpu, …). Tests point it elsewhere.
 var cgroupRoot = "/sys/fs/cgroup"
 
-// controllers are the cgroup v2 controllers a sandbox's limits need.
+// controllers are the cgroup controllers a sandbox's limits need.
 var controllers = []string{"cpu", "memory", "pids"}
 
-// cgroupParent is the cgroup under which sandboxes get their own, or why
-// there is none.
+// v1Freezer is the cgroup v1 controller that freezes; optional.
+const v1Freezer = "freezer"
+
+// v1Files are files only a cgroup v1 hierarchy of that controller has at
+// its root, by which it is told from a plain directory.
+var v1Files = map[string]string{"cpu": "cpu.cfs_quota_us", "memory": "memory.limit_in_bytes", "pids": "cgroup.procs", v1Freezer: "cgroup.procs"}
+
+// cgroupParent is where sandboxes get their own cgroups, or why there is
+// nowhere.
 type cgroupParent struct {
-	dir    string // "" when cgroup v2 cannot be used
-	reason string // why not, for doctor and Info.Extra
+	version int               // 2, 1, or 0 when no cgroup can be used
+	dir     string            // cgroup v2: the parent
+	v1      map[string]string // cgroup v1: controller -> <root>/<controller>/agentbox
+	reason  string            // why none, for doctor, HostLimits and Info.Extra
+}
+
+// usable reports whether sandboxes get cgroups of their own here.
+func (p cgroupParent) usable() bool { return p.version != 0 }
+
+// freezes reports whether those cgroups can be frozen.
+func (p cgroupParent) freezes() bool { return p.version == 2 || p.v1[v1Freezer] != "" }
+
+// where says where sandbox cgroups go, for doctor.
+func (p cgroupParent) where() string {
+	if p.version == 2 {
+		return "cgroup v2 under " + p.dir
+	}
+	var dirs []string
+	for _, c := range append(slices.Clone(controllers), v1Freezer) {
+		if d := p.v1[c]; d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return "cgroup v1 under " + strings.Join(dirs, ", ")
 }
 
 var (
-	parentOnce sync.Once
-	parent     cgroupParent
-	cgroupSeq  atomic.Int64
+	parentMu    sync.Mutex
+	parent      cgroupParent
+	parentFound bool
+	cgroupSeq   atomic.Int64
 )
 
-// cgroupV2 finds (once) a cgroup v2 directory this process may create
-// sandbox cgroups under, with the cpu, memory and pids controllers
-// enabled for its children:
+// cgroups finds (once) where this process may create sandbox cgroups,
+// with whichever cgroup version the host has:
 //
-//   - as root on a cgroup v2 host: <root>/agentbox, made next to systemd's
-//     slices (as Docker's cgroupfs driver does);
-//   - otherwise in a delegated cgroup (systemd-run --user --scope -p
-//     Delegate=yes agentbox …): agentbox moves itself into a leaf child
-//     ("agentbox-host") so the controllers can be enabled for its siblings,
-//     the sandboxes.
-func cgroupV2() cgroupParent {
-	parentOnce.Do(func() { parent = findCgroupParent() })
+//   - cgroup v2, as root: <root>/agentbox, made next to systemd's slices
+//     (as Docker's cgroupfs driver does);
+//   - cgroup v2, otherwise, in a delegated cgroup (systemd-run --user
+//     --scope -p Delegate=yes agentbox …): agentbox moves itself into a leaf
+//     child ("agentbox-host") so the controllers can be enabled for its
+//     siblings, the sandboxes;
+//   - cgroup v1, as root: <root>/<controller>/agentbox in each of the
+//     memory, cpu and pids hierarchies, and the freezer's where it is
+//     mounted.
+func cgroups() cgroupParent {
+	parentMu.Lock()
+	defer parentMu.Unlock()
+	if !parentFound {
+		parent, parentFound = findCgroupParent(), true
+	}
 	return parent
+}
+
+// UseCgroupRoot makes the backend look for cgroups under dir instead of
+// /sys/fs/cgroup, from its next sandbox on, until restore: a test's way to
+// be a host where no cgroup can be used (an empty directory). Not for use
+// while sandboxes are being made.
+func UseCgroupRoot(dir string) (restore func()) {
+	parentMu.Lock()
+	defer parentMu.Unlock()
+	old := cgroupRoot
+	cgroupRoot, parentFound = dir, false
+	return func() {
+		parentMu.Lock()
+		defer parentMu.Unlock()
+		cgroupRoot, parentFound = old, false
+	}
 }
 
 func findCgroupParent() cgroupParent {
 	avail, err := os.ReadFile(filepath.Join(cgroupRoot, "cgroup.controllers"))
-	if err != nil {
-		if _, verr := os.Stat(filepath.Join(cgroupRoot, "memory")); verr == nil {
-			return cgroupParent{reason: "cgroup v1 host (no unified cgroup v2 hierarchy at " + cgroupRoot + ")"}
-		}
-		return cgroupParent{reason: "no cgroup v2 hierarchy at " + cgroupRoot}
+	if err == nil {
+		return findCgroup2Parent(string(avail))
 	}
-	if missing := missingControllers(string(avail)); len(missing) > 0 {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "memory", v1Files["memory"])); err == nil {
+		return findCgroup1Parent()
+	}
+	return cgroupParent{reason: "no cgroup hierarchy at " + cgroupRoot + " (neither cgroup v2's cgroup.controllers nor cgroup v1's memory controller)"}
+}
+
+// findCgroup1Parent makes <root>/<controller>/agentbox in the memory, cpu,
+// pids and (if mounted) freezer hierarchies of a cgroup v1 host.
+func findCgroup1Parent() cgroupParent {
+	p := cgroupParent{version: 1, v1: map[string]string{}}
+	var missing, reasons []string
+	for _, c := range append(slices.Clone(controllers), v1Freezer) {
+		root := filepath.Join(cgroupRoot, c)
+		if _, err := os.Stat(filepath.Join(root, v1Files[c])); err != nil {
+			if c != v1Freezer {
+				missing = append(missing, c)
+			}
+			continue
+		}
+		dir := filepath.Join(root, "agentbox")
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			if c != v1Freezer {
+				reasons = append(reasons, fmt.Sprintf("cannot make %s: %v", dir, err))
+			}
+			continue
+		}
+		if unix.Access(filepath.Join(dir, "cgroup.procs"), unix.W_OK) != nil {
+			if c != v1Freezer {
+				reasons = append(reasons, dir+" is not writable by this process")
+			}
+			continue
+		}
+		p.v1[c] = dir
+	}
+	switch {
+	case len(missing) > 0:
+		noun := " controller is"
+		if len(missing) > 1 {
+			noun = " controllers are"
+		}
+		return cgroupParent{reason: "cgroup v1 host whose " + strings.Join(missing, ", ") + noun + " not mounted under " + cgroupRoot}
+	case len(reasons) > 0:
+		why := "cgroup v1 host: " + strings.Join(reasons, "; ")
+		if os.Geteuid() != 0 {
+			why += " (on cgroup v1 only root may make cgroups: run agentbox as root)"
+		}
+		return cgroupParent{reason: why}
+	}
+	return p
+}
+
+func findCgroup2Parent(avail string) cgroupParent {
+	if missing := missingControllers(avail); len(missing) > 0 {
 		noun := " controller"
 		if len(missing) > 1 {
 			noun += "s"
@@ -93,7 +204,7 @@ func findCgroupParent() cgroupParent {
 			err = enable(dir)
 		}
 		if err == nil {
-			return cgroupParent{dir: dir}
+			return cgroupParent{version: 2, dir: dir}
 		}
 		reasons = append(reasons, fmt.Sprintf("%s: %v", dir, err))
 	}
@@ -105,7 +216,7 @@ func findCgroupParent() cgroupParent {
 	if own != cgroupRoot && unix.Access(filepath.Join(own, "cgroup.subtree_control"), unix.W_OK) == nil &&
 		unix.Access(filepath.Join(own, "cgroup.procs"), unix.W_OK) == nil {
 		if err := delegate(own); err == nil {
-			return cgroupParent{dir: own}
+			return cgroupParent{version: 2, dir: own}
 		} else {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", own, err))
 		}
@@ -188,16 +299,44 @@ func delegate(own string) error {
 	return nil
 }
 
-// cgroup is one sandbox's cgroup v2.
+// cgroup is one sandbox's cgroup v2, or its cgroups v1.
 type cgroup struct {
-	dir string
-	fd  *os.File // the directory, for CLONE_INTO_CGROUP
+	dir string   // v2: the cgroup; v1: the memory controller's
+	fd  *os.File // v2: the directory, for CLONE_INTO_CGROUP
+
+	v1 map[string]string // v1: controller -> the sandbox's cgroup in its hierarchy
 }
 
-// newCgroup makes a sandbox cgroup under the parent and writes its limits.
+// v1Order is the order v1 cgroups are removed in: the memory one last,
+// whose absence then means the others are gone (Gone).
+var v1Order = []string{v1Freezer, "cpu", "pids", "memory"}
+
+// cpuPeriod is the CFS period of a sandbox's CPU bound, in µs.
+const cpuPeriod = 100000
+
+// cpuQuota is res.CPUs in µs per cpuPeriod (at least 1 ms).
+func cpuQuota(res environment.Resources) int {
+	return max(1000, int(res.CPUs*float64(cpuPeriod)))
+}
+
+// sandboxCgroupName names a new sandbox cgroup after this process (which
+// the reaper checks) and a sequence number.
+func sandboxCgroupName() string {
+	return fmt.Sprintf("sandbox-%d-%d-%d", os.Getpid(), processStart(os.Getpid()), cgroupSeq.Add(1))
+}
+
+// newSandboxCgroup makes a sandbox's cgroup(s) under p and writes its
+// limits.
+func newSandboxCgroup(p cgroupParent, res environment.Resources) (*cgroup, error) {
+	if p.version == 1 {
+		return newCgroup1(p.v1, res)
+	}
+	return newCgroup(p.dir, res)
+}
+
+// newCgroup makes a sandbox cgroup v2 under the parent and writes its limits.
 func newCgroup(parentDir string, res environment.Resources) (*cgroup, error) {
-	name := fmt.Sprintf("sandbox-%d-%d-%d", os.Getpid(), processStart(os.Getpid()), cgroupSeq.Add(1))
-	dir := filepath.Join(parentDir, name)
+	dir := filepath.Join(parentDir, sandboxCgroupName())
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -208,11 +347,10 @@ func newCgroup(parentDir string, res environment.Resources) (*cgroup, error) {
 		}
 		return nil
 	}
-	period := 100000
 	errs := []error{
 		write("memory.max", strconv.FormatInt(int64(res.MemoryMB)<<20, 10)),
 		write("pids.max", strconv.Itoa(res.PIDs)),
-		write("cpu.max", fmt.Sprintf("%d %d", max(1000, int(res.CPUs*float64(period))), period)),
+		write("cpu.max", fmt.Sprintf("%d %d", cpuQuota(res), cpuPeriod)),
 	}
 	if _, err := os.Stat(filepath.Join(dir, "memory.swap.max")); err == nil {
 		errs = append(errs, write("memory.swap.max", "0"))
@@ -230,14 +368,178 @@ func newCgroup(parentDir string, res environment.Resources) (*cgroup, error) {
 	return cg, nil
 }
 
+// newCgroup1 makes a sandbox's cgroups v1, one under each parent
+// (controller -> directory), and writes its limits. Memory and swap are
+// bounded together (memory.memsw.limit_in_bytes, where the kernel accounts
+// swap) so the sandbox cannot swap past --memory.
+func newCgroup1(parents map[string]string, res environment.Resources) (_ *cgroup, retErr error) {
+	name := sandboxCgroupName()
+	cg := &cgroup{v1: map[string]string{}}
+	defer func() {
+		if retErr != nil {
+			cg.rmdirs()
+		}
+	}()
+	for _, c := range v1Order {
+		if parents[c] == "" {
+			continue
+		}
+		d := filepath.Join(parents[c], name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, err
+		}
+		cg.v1[c] = d
+	}
+	cg.dir = cg.v1["memory"]
+	write := func(c, file, val string) error {
+		if err := os.WriteFile(filepath.Join(cg.v1[c], file), []byte(val), 0); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(cg.v1[c], file), err)
+		}
+		return nil
+	}
+	mem := strconv.FormatInt(int64(res.MemoryMB)<<20, 10)
+	// The memory limit first: memory+swap may never be below it.
+	if err := write("memory", "memory.limit_in_bytes", mem); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(cg.v1["memory"], "memory.memsw.limit_in_bytes")); err == nil {
+		if err := write("memory", "memory.memsw.limit_in_bytes", mem); err != nil {
+			return nil, err
+		}
+	} else {
+		// No swap accounting: keep the sandbox's pages out of swap as far
+		// as the kernel lets it.
+		_ = write("memory", "memory.swappiness", "0")
+	}
+	if err := errors.Join(
+		write("pids", "pids.max", strconv.Itoa(res.PIDs)),
+		write("cpu", "cpu.cfs_period_us", strconv.Itoa(cpuPeriod)),
+		write("cpu", "cpu.cfs_quota_us", strconv.Itoa(cpuQuota(res))),
+	); err != nil {
+		return nil, err
+	}
+	return cg, nil
+}
+
 // describe says what bounds the sandbox, for Info.Extra.
 func (cg *cgroup) describe(res environment.Resources) string {
+	if cg.v1 != nil {
+		s := fmt.Sprintf("%s %s: memory.limit_in_bytes %d MiB", LimitsCgroup1, cg.dir, res.MemoryMB)
+		if _, err := os.Stat(filepath.Join(cg.dir, "memory.memsw.limit_in_bytes")); err == nil {
+			s += " (memsw the same: no swap)"
+		}
+		s += fmt.Sprintf(", pids.max %d, cpu.cfs_quota_us %d per %d (%g CPUs)", res.PIDs, cpuQuota(res), cpuPeriod, res.CPUs)
+		if cg.v1[v1Freezer] != "" {
+			s += ", freezer"
+		}
+		return s
+	}
 	return fmt.Sprintf("%s %s: memory.max %d MiB (swap 0), pids.max %d, cpu.max %g CPUs", LimitsCgroup2, cg.dir, res.MemoryMB, res.PIDs, res.CPUs)
+}
+
+// binds are bubblewrap's arguments that show the sandbox its cgroup,
+// read-only, where the guest reads its OOM-kill counter: a cgroup v2 as
+// /sys/fs/cgroup (memory.events), a cgroup v1's memory controller as
+// /sys/fs/cgroup/memory (memory.oom_control), as in a Docker container.
+func (cg *cgroup) binds() []string {
+	if cg == nil {
+		return nil
+	}
+	if cg.v1 != nil {
+		return []string{"--ro-bind", cg.v1["memory"], "/sys/fs/cgroup/memory"}
+	}
+	return []string{"--ro-bind", cg.dir, "/sys/fs/cgroup"}
+}
+
+// canFreeze reports whether the cgroup can be frozen.
+func (cg *cgroup) canFreeze() bool { return cg.v1 == nil || cg.v1[v1Freezer] != "" }
+
+// startIn starts cmd inside the sandbox's cgroups v1. A cgroup v1 takes
+// single threads (tasks): the thread that forks joins the sandbox's
+// cgroup in each hierarchy, forks (the child inherits them from it, before
+// it runs anything), and returns to its own. It runs on a thread of its
+// own, locked, so no other goroutine runs there meanwhile; should the way
+// back fail, that thread ends with its goroutine (and with it the child:
+// its parent-death signal) rather than stay in the sandbox's cgroups.
+func (cg *cgroup) startIn(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		tid := strconv.Itoa(unix.Gettid())
+		own, err := threadCgroups(tid)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		var moved []string
+		back := func() error {
+			var errs []error
+			for _, c := range moved {
+				if err := os.WriteFile(filepath.Join(own[c], "tasks"), []byte(tid), 0); err != nil {
+					errs = append(errs, fmt.Errorf("return to %s: %w", own[c], err))
+				}
+			}
+			return errors.Join(errs...)
+		}
+		for _, c := range v1Order {
+			d := cg.v1[c]
+			if d == "" {
+				continue
+			}
+			if own[c] == "" {
+				err = fmt.Errorf("this thread has no %s cgroup in /proc/self/task/%s/cgroup", c, tid)
+				break
+			}
+			if err = os.WriteFile(filepath.Join(d, "tasks"), []byte(tid), 0); err != nil {
+				err = fmt.Errorf("join %s: %w", d, err)
+				break
+			}
+			moved = append(moved, c)
+		}
+		if err == nil {
+			err = cmd.Start()
+		}
+		if berr := back(); berr != nil {
+			if cmd.Process != nil {
+				_ = cmd.Process.Kill()
+			}
+			done <- errors.Join(err, berr)
+			return // locked: the thread ends here
+		}
+		runtime.UnlockOSThread()
+		done <- err
+	}()
+	return <-done
+}
+
+// threadCgroups reads a thread's cgroup v1 directories, by controller
+// (/proc/self/task/TID/cgroup: "4:memory:/process_api/…",
+// "1:cpu,cpuacct:/").
+func threadCgroups(tid string) (map[string]string, error) {
+	data, err := os.ReadFile("/proc/self/task/" + tid + "/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			out[c] = filepath.Join(cgroupRoot, c, filepath.Clean("/"+f[2]))
+		}
+	}
+	return out, nil
 }
 
 // freeze freezes (or thaws) every process of the cgroup and waits until the
 // kernel reports it done.
 func (cg *cgroup) freeze(ctx context.Context, on bool) error {
+	if cg.v1 != nil {
+		return cg.freeze1(ctx, on)
+	}
 	val, want := "0", "frozen 0"
 	if on {
 		val, want = "1", "frozen 1"
@@ -246,6 +548,39 @@ func (cg *cgroup) freeze(ctx context.Context, on bool) error {
 		return err
 	}
 	return cg.waitEvent(ctx, want)
+}
+
+// freeze1 is freeze with the cgroup v1 freezer (freezer.state: FROZEN
+// once every task is, FREEZING until then).
+func (cg *cgroup) freeze1(ctx context.Context, on bool) error {
+	d := cg.v1[v1Freezer]
+	if d == "" {
+		return errors.New("no cgroup v1 freezer")
+	}
+	want := "THAWED"
+	if on {
+		want = "FROZEN"
+	}
+	state := filepath.Join(d, "freezer.state")
+	for {
+		// Written again while FREEZING: a task forked meanwhile is frozen
+		// by the next write.
+		if err := os.WriteFile(state, []byte(want), 0); err != nil {
+			return err
+		}
+		got, err := os.ReadFile(state)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(got)) == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cgroup %s: waiting for %s: %w", d, want, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // waitEvent polls cgroup.events until it has the line want.
@@ -274,6 +609,9 @@ func (cg *cgroup) remove(ctx context.Context) error {
 		cg.fd.Close()
 		cg.fd = nil
 	}
+	if cg.v1 != nil {
+		return cg.remove1(ctx)
+	}
 	// cgroup.kill (Linux 5.14) kills every process at once; older kernels
 	// rely on the PID namespace having gone with bubblewrap.
 	_ = os.WriteFile(filepath.Join(cg.dir, "cgroup.kill"), []byte("1"), 0)
@@ -288,6 +626,68 @@ func (cg *cgroup) remove(ctx context.Context) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// remove1 is remove for cgroups v1, which have no cgroup.kill: what is
+// left is frozen (where the freezer is), killed process by process, thawed
+// so the kills take effect, and the directories removed once empty.
+func (cg *cgroup) remove1(ctx context.Context) error {
+	for {
+		if procs := cg.procs(); len(procs) > 0 {
+			fctx, cancel := context.WithTimeout(ctx, time.Second)
+			frozen := cg.v1[v1Freezer] != "" && cg.freeze1(fctx, true) == nil
+			cancel()
+			for _, pid := range cg.procs() {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+			if frozen {
+				_ = cg.freeze1(context.WithoutCancel(ctx), false)
+			}
+		}
+		err := cg.rmdirs()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("remove cgroup: %w", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// procs lists the processes in any of the cgroups v1.
+func (cg *cgroup) procs() []int {
+	seen := map[int]bool{}
+	var out []int
+	for _, c := range v1Order {
+		data, err := os.ReadFile(filepath.Join(cg.v1[c], "cgroup.procs"))
+		if cg.v1[c] == "" || err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil && !seen[pid] {
+				seen[pid] = true
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// rmdirs removes the cgroups v1 that are still there, the memory one last.
+func (cg *cgroup) rmdirs() error {
+	var errs []error
+	for _, c := range v1Order {
+		d := cg.v1[c]
+		if d == "" {
+			continue
+		}
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // rlimits are the fallback limits, set on the guest before it starts

@@ -4,7 +4,8 @@
 // system directories, a size-capped private tmpfs for /tmp (the app and
 // $HOME) and /dev/shm, no host X socket, no D-Bus and no host environment.
 // Xvfb and Openbox come from the host. Limits are a cgroup v2 of the
-// sandbox's own where the host allows it, resource limits otherwise. Only
+// sandbox's own where the host allows it (cgroups v1 of its own on a
+// cgroup v1 host, as root), resource limits otherwise. Only
 // this package may name bubblewrap.
 //
 // No daemon and no image: a sandbox starts in milliseconds, which is what
@@ -66,14 +67,15 @@ var _ environment.Capable = (*Backend)(nil)
 
 // Capabilities implements environment.Capable. The sandbox runs the host's
 // own system with bubblewrap: no images, no OCI runtime, no seed-style
-// step. Where this process may make a cgroup v2 per sandbox (as Create
-// will), that cgroup bounds CPU, memory and processes and can freeze;
-// elsewhere resource limits bound processes per sandbox (and memory per
-// process only, which is not a sandbox's limit).
+// step. Where this process may make cgroups per sandbox (as Create will:
+// a cgroup v2, or cgroups v1 as root), they bound CPU, memory and
+// processes, and freeze (cgroup v2, or the v1 freezer where it is
+// mounted); elsewhere resource limits bound processes per sandbox (and
+// memory per process only, which is not a sandbox's limit).
 func (*Backend) Capabilities() environment.Capabilities {
 	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true}
-	if cgroupV2().dir != "" {
-		c.Freeze = true
+	if p := cgroups(); p.usable() {
+		c.Freeze = p.freezes()
 		c.Limits = environment.Limits{CPU: true, Memory: true, PIDs: true}
 	}
 	return c
@@ -89,17 +91,27 @@ var _ environment.HostLimiter = (*Backend)(nil)
 const rlimitMinMemoryMB = 96
 
 // HostLimits implements environment.HostLimiter: as many CPUs as this
-// host has (a cgroup's cpu.max beyond them bounds nothing; with rlimits
-// CPU is not bounded at all), and with rlimits, the memory each process
-// needs to start.
+// host has (a cgroup's CPU bound beyond them bounds nothing); and without
+// cgroups, the memory each process needs to start under rlimits, and that
+// neither the sandbox's total memory nor its CPU is bounded.
 func (*Backend) HostLimits(context.Context) (environment.HostLimits, error) {
 	l := environment.HostLimits{CPUs: float64(runtime.NumCPU())}
-	if cgroupV2().dir == "" {
+	if p := cgroups(); !p.usable() {
 		l.MinMemoryMB = rlimitMinMemoryMB
-		l.MemoryWhy = "without a cgroup v2 of its own here the local backend bounds each process's data memory (RLIMIT_DATA), and the guest's Go runtime needs about 80 MiB of it to start"
+		l.MemoryWhy = "without cgroups of its own here the local backend bounds each process's data memory (RLIMIT_DATA), and the guest's Go runtime needs about 80 MiB of it to start"
+		l.Unbounded = Unbounded
+		l.UnboundedWhy = "it can make no cgroup here (" + p.reason + "), so it bounds processes (RLIMIT_NPROC) and each process's data memory (RLIMIT_DATA), not the sandbox's total memory or its CPU"
+		l.UnboundedFix = UnboundedFix
 	}
 	return l, nil
 }
+
+// Unbounded are the limits the local backend cannot give without cgroups.
+var Unbounded = environment.Limits{CPU: true, Memory: true}
+
+// UnboundedFix says how to get the limits the local backend cannot give
+// without cgroups.
+const UnboundedFix = "run agentbox as root (cgroup v1 or v2), or on cgroup v2 in a delegated scope (systemd-run --user --scope -p Delegate=yes agentbox …), or use --backend docker"
 
 // Inside the sandbox.
 const (
@@ -261,10 +273,9 @@ func systemLinks() []string {
 // sandboxArgs is bubblewrap's command line for one sandbox (see the README's
 // "local backend" for each choice).
 //
-// cgroupDir, when not empty, is the sandbox's cgroup v2: it appears
-// read-only as /sys/fs/cgroup, where the guest reads memory.events to tell
-// an OOM kill.
-func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources, guest string, limits []rlimit, cgroupDir string) []string {
+// cgroupBinds (cgroup.binds) show the sandbox its cgroup, read-only, where
+// the guest reads its OOM-kill counter.
+func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources, guest string, limits []rlimit, cgroupBinds []string) []string {
 	a := []string{
 		// Namespaces: a user namespace with one uid, no further user
 		// namespaces inside, and everything else private.
@@ -299,9 +310,7 @@ func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources
 		// The guest, read-only.
 		"--ro-bind", guest, guestPath,
 	)
-	if cgroupDir != "" {
-		a = append(a, "--ro-bind", cgroupDir, "/sys/fs/cgroup")
-	}
+	a = append(a, cgroupBinds...)
 	a = append(a,
 		// Then the root itself becomes read-only.
 		"--remount-ro", "/",
@@ -398,13 +407,17 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, fmt.Errorf("%w: cannot keep this process's inherited descriptors out of the sandbox: %w", environment.ErrUnavailable, err)
 	}
 	attr := sysProcAttr()
-	cgp := cgroupV2()
-	if cgp.dir != "" {
-		cg, err := newCgroup(cgp.dir, res)
+	cgp := cgroups()
+	if cgp.usable() {
+		// Callers were told this host bounds the sandbox (Capabilities,
+		// HostLimits): a cgroup that cannot be made is an error, never a
+		// quiet fall back to rlimits.
+		cg, err := newSandboxCgroup(cgp, res)
 		if err != nil {
-			cgp.reason = fmt.Sprintf("cgroup v2 under %s: %v", cgp.dir, err)
-		} else {
-			e.cg = cg
+			return nil, fmt.Errorf("%w: the sandbox's cgroup (%s): %w", environment.ErrUnavailable, cgp.where(), err)
+		}
+		e.cg = cg
+		if cg.fd != nil {
 			attr.UseCgroupFD, attr.CgroupFD = true, int(cg.fd.Fd())
 		}
 	}
@@ -420,14 +433,10 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if e.cg != nil {
 		limits = limits[2:] // the cgroup bounds processes and memory
 	}
-	cgDir := ""
-	if e.cg != nil {
-		cgDir = e.cg.dir
-	}
-	args := withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, cgDir), netDir)
+	args := withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, e.cg.binds()), netDir)
 	t := time.Now()
 	if err := e.start(ctx, g, bw.path, args, attr); err != nil {
-		if e.cg == nil || e.cmd != nil || ctx.Err() != nil {
+		if e.cg == nil || e.cg.fd == nil || e.cmd != nil || ctx.Err() != nil {
 			return nil, err
 		}
 		// CLONE_INTO_CGROUP refused (kernel < 5.7, …): rlimits instead.
@@ -436,7 +445,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		e.cg = nil
 		attr.UseCgroupFD, attr.CgroupFD = false, 0
 		limits = rlimits(res)
-		args = withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, ""), netDir)
+		args = withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, nil), netDir)
 		if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 			return nil, err
 		}
@@ -473,7 +482,11 @@ func (e *sandbox) start(ctx context.Context, g *guestenv.Env, bwrap string, args
 	cmd.ExtraFiles = []*os.File{infoW} // fd 3
 	cmd.Env = []string{}
 	cmd.SysProcAttr = attr
-	err = cmd.Start()
+	if e.cg != nil && e.cg.v1 != nil {
+		err = e.cg.startIn(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	pipes.Close(inR, outW, errW, infoW) // the child has its copies
 	if err != nil {
 		pipes.Close(inW, outR, errR, infoR)

@@ -20,7 +20,7 @@ import (
 func TestSandboxArgs(t *testing.T) {
 	b := &bwrapInfo{path: "/usr/bin/bwrap", version: "0.8.0", size: true, disableUserns: true}
 	res := environment.Resources{TmpfsMB: 128, ShmMB: 32}.WithDefaults()
-	args := sandboxArgs(b, environment.Config{RunID: "run-1"}, res, "/srv/ab/agentbox", rlimits(res), "")
+	args := sandboxArgs(b, environment.Config{RunID: "run-1"}, res, "/srv/ab/agentbox", rlimits(res), nil)
 	line := strings.Join(args, " ")
 	for _, want := range []string{
 		"--unshare-user --uid 1000 --gid 1000 --disable-userns",
@@ -62,12 +62,12 @@ func TestSandboxArgs(t *testing.T) {
 	}
 	// bubblewrap before 0.8 cannot disable nested user namespaces.
 	b.disableUserns = false
-	if slices.Contains(sandboxArgs(b, environment.Config{}, res, "/g", nil, ""), "--disable-userns") {
+	if slices.Contains(sandboxArgs(b, environment.Config{}, res, "/g", nil, nil), "--disable-userns") {
 		t.Error("--disable-userns passed to an old bubblewrap")
 	}
 	// A cgroup v2 sandbox sees its own cgroup, read-only, before the root
 	// turns read-only.
-	args = sandboxArgs(b, environment.Config{}, res, "/g", nil, "/sys/fs/cgroup/agentbox/sandbox-1")
+	args = sandboxArgs(b, environment.Config{}, res, "/g", nil, (&cgroup{dir: "/sys/fs/cgroup/agentbox/sandbox-1"}).binds())
 	line = strings.Join(args, " ")
 	if !strings.Contains(line, "--ro-bind /sys/fs/cgroup/agentbox/sandbox-1 /sys/fs/cgroup --remount-ro /") {
 		t.Errorf("cgroup not bound: %s", line)
@@ -198,18 +198,20 @@ func TestReachable(t *testing.T) {
 
 }
 
-// TestCgroupParent walks the cgroup v2 choice on a fake hierarchy.
+// TestCgroupParent walks the cgroup v2 choice on a fake hierarchy (cgroup
+// v1's: TestCgroup1Parent).
 func TestCgroupParent(t *testing.T) {
 	old := cgroupRoot
 	t.Cleanup(func() { cgroupRoot = old })
 
 	cgroupRoot = t.TempDir()
-	if p := findCgroupParent(); p.dir != "" || !strings.Contains(p.reason, "no cgroup v2") {
+	if p := findCgroupParent(); p.usable() || !strings.Contains(p.reason, "no cgroup hierarchy") {
 		t.Errorf("no hierarchy: %+v", p)
 	}
 	os.Mkdir(filepath.Join(cgroupRoot, "memory"), 0o755)
-	if p := findCgroupParent(); !strings.Contains(p.reason, "cgroup v1") {
-		t.Errorf("a v1 host: %+v", p)
+	os.WriteFile(filepath.Join(cgroupRoot, "memory", "memory.limit_in_bytes"), nil, 0o644)
+	if p := findCgroupParent(); p.usable() || !strings.Contains(p.reason, "cgroup v1") {
+		t.Errorf("a v1 host without cpu and pids: %+v", p)
 	}
 	os.WriteFile(filepath.Join(cgroupRoot, "cgroup.controllers"), []byte("cpu io pids\n"), 0o644)
 	if p := findCgroupParent(); !strings.Contains(p.reason, "memory") {

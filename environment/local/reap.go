@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +32,8 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 		start uint64
 	}
 	var victims []victim
+	var cgs []*cgroup // the victims' sandbox cgroups
+	p := cgroups()
 	for _, pid := range pids() {
 		run, ok := sandboxRun(pid)
 		if !ok {
@@ -63,6 +66,9 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 			continue
 		}
 		if !opts.DryRun {
+			if cg := sandboxCgroupOf(pid, p); cg != nil {
+				cgs = append(cgs, cg)
+			}
 			victims = append(victims, victim{pid, processStart(pid)})
 			for _, k := range children(pid) {
 				victims = append(victims, victim{k, processStart(k)})
@@ -77,10 +83,59 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 		}
 		kill(v.pid, v.start)
 	}
-	if p := cgroupV2(); p.dir != "" && !opts.Mine && opts.RunID == "" {
-		out = append(out, reapCgroups(ctx, p.dir, opts)...)
+	// Their cgroups go with them (a Close that follows finds them gone).
+	for _, cg := range cgs {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = cg.remove(rctx)
+		cancel()
+	}
+	if p.usable() && !opts.Mine && opts.RunID == "" {
+		out = append(out, reapCgroups(ctx, p, opts)...)
 	}
 	return out, nil
+}
+
+// sandboxCgroupOf is the sandbox cgroup (v2) or cgroups (v1) under p that
+// process pid is in, from /proc/PID/cgroup; nil if it is in none.
+func sandboxCgroupOf(pid int, p cgroupParent) *cgroup {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil || !p.usable() {
+		return nil
+	}
+	cg := &cgroup{}
+	if p.version == 1 {
+		cg.v1 = map[string]string{}
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		rel := filepath.Clean("/" + f[2])
+		if !strings.HasPrefix(filepath.Base(rel), "sandbox-") {
+			continue
+		}
+		if p.version == 2 && f[0] == "0" && f[1] == "" {
+			if d := filepath.Join(cgroupRoot, rel); filepath.Dir(d) == p.dir {
+				cg.dir = d
+			}
+			continue
+		}
+		for _, c := range strings.Split(f[1], ",") {
+			if parent := p.v1[c]; parent != "" {
+				if d := filepath.Join(cgroupRoot, c, rel); filepath.Dir(d) == parent {
+					cg.v1[c] = d
+				}
+			}
+		}
+	}
+	if cg.v1 != nil {
+		cg.dir = cg.v1["memory"]
+	}
+	if cg.dir == "" {
+		return nil
+	}
+	return cg
 }
 
 func ownerOf(ppid int) string {
@@ -88,26 +143,60 @@ func ownerOf(ppid int) string {
 	return host + "/" + strconv.Itoa(ppid)
 }
 
-// reapCgroups removes sandbox cgroups whose owning agentbox is gone.
-func reapCgroups(ctx context.Context, dir string, opts environment.ReapOptions) []environment.Reaped {
-	entries, _ := os.ReadDir(dir)
+// reapCgroups removes sandbox cgroups whose owning agentbox is gone: on
+// cgroup v1, a sandbox's cgroups of the same name in every hierarchy.
+func reapCgroups(ctx context.Context, p cgroupParent, opts environment.ReapOptions) []environment.Reaped {
+	parents := map[string]string{"": p.dir}
+	if p.version == 1 {
+		parents = p.v1
+	}
+	found := map[string]*cgroup{}
+	var names []string
+	for _, c := range append([]string{""}, v1Order...) {
+		if parents[c] == "" {
+			continue
+		}
+		entries, _ := os.ReadDir(parents[c])
+		for _, en := range entries {
+			if !en.IsDir() || !strings.HasPrefix(en.Name(), "sandbox-") {
+				continue
+			}
+			cg := found[en.Name()]
+			if cg == nil {
+				cg = &cgroup{}
+				if p.version == 1 {
+					cg.v1 = map[string]string{}
+				}
+				found[en.Name()] = cg
+				names = append(names, en.Name())
+			}
+			d := filepath.Join(parents[c], en.Name())
+			if p.version == 1 {
+				cg.v1[c] = d
+			}
+			if c == "" || c == "memory" || cg.dir == "" {
+				cg.dir = d
+			}
+		}
+	}
 	var out []environment.Reaped
-	for _, en := range entries {
+	for _, name := range names {
 		var pid, seq int
 		var start uint64
-		if _, err := fmt.Sscanf(en.Name(), "sandbox-%d-%d-%d", &pid, &start, &seq); err != nil || !en.IsDir() {
+		if _, err := fmt.Sscanf(name, "sandbox-%d-%d-%d", &pid, &start, &seq); err != nil {
 			continue
 		}
 		if !opts.All && running(pid, start) {
 			continue
 		}
-		r := environment.Reaped{ID: en.Name(), Name: filepath.Join(dir, en.Name()), Owner: ownerOf(pid), Reason: "cgroup of a gone agentbox"}
+		cg := found[name]
+		r := environment.Reaped{ID: name, Name: cg.dir, Owner: ownerOf(pid), Reason: "cgroup of a gone agentbox"}
 		if opts.All {
 			r.Reason = "--all"
 		}
 		if !opts.DryRun {
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			r.Err = (&cgroup{dir: filepath.Join(dir, en.Name())}).remove(rctx)
+			r.Err = cg.remove(rctx)
 			cancel()
 			r.Removed = r.Err == nil
 		}

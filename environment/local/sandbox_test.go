@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/local"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 // create starts a sandbox for a test and closes it at the end.
@@ -65,7 +68,7 @@ func TestLimits(t *testing.T) {
 				t.Errorf("guest limits lack %q:\n%s", want, limits)
 			}
 		}
-	case strings.HasPrefix(l, local.LimitsCgroup2+" "):
+	case strings.HasPrefix(l, local.LimitsCgroup2+" "), strings.HasPrefix(l, local.LimitsCgroup1+" "):
 	default:
 		t.Errorf("limits = %q", l)
 	}
@@ -79,8 +82,8 @@ func TestLimits(t *testing.T) {
 	if s := statusField(guest, "NoNewPrivs"); s != "1" {
 		t.Errorf("guest NoNewPrivs %s", s)
 	}
-	if _, ok := env.(environment.Freezer); ok != strings.HasPrefix(info.Extra["limits"], local.LimitsCgroup2) {
-		t.Errorf("Freezer %v with limits %q", ok, info.Extra["limits"])
+	if _, ok := env.(environment.Freezer); ok != (&local.Backend{}).Capabilities().Freeze {
+		t.Errorf("Freezer %v, Capabilities().Freeze %v, with limits %q", ok, !ok, info.Extra["limits"])
 	}
 }
 
@@ -135,5 +138,88 @@ func TestReapRunID(t *testing.T) {
 	// Nothing of this process is left to reap; other runs are not touched.
 	if again, _ := b.Reap(t.Context(), environment.ReapOptions{Mine: true}); len(again) != 0 {
 		t.Errorf("second reap: %+v", again)
+	}
+}
+
+// TestCgroup1Sandbox (issue 22, finding 7): on a cgroup v1 host, as root,
+// a sandbox gets cgroups of its own in the memory, cpu, pids and freezer
+// hierarchies with its limits, every process of it inside (and no thread
+// of agentbox), the runtime freezes and thaws it, and Close removes them.
+func TestCgroup1Sandbox(t *testing.T) {
+	requireHost(t)
+	var why error
+	for _, f := range []string{"memory/memory.limit_in_bytes", "cpu/cpu.cfs_quota_us", "pids/cgroup.procs", "freezer/cgroup.procs"} {
+		if _, err := os.Stat("/sys/fs/cgroup/" + f); err != nil {
+			why = err
+		}
+	}
+	if os.Geteuid() != 0 {
+		why = errors.New("not root")
+	}
+	testenv.Require(t, testenv.Condition("root on a cgroup v1 host with the memory, cpu, pids and freezer controllers", why))
+	env := create(t, environment.Config{Resources: environment.Resources{CPUs: 0.5, MemoryMB: 512, PIDs: 64, TmpfsMB: 64}})
+	info := env.Info()
+	l := info.Extra["limits"]
+	t.Logf("limits: %s", l)
+	mem, _, _ := strings.Cut(strings.TrimPrefix(l, local.LimitsCgroup1+" "), ":")
+	if !strings.HasPrefix(l, local.LimitsCgroup1+" /sys/fs/cgroup/memory/agentbox/sandbox-") {
+		t.Fatalf("limits = %q, want cgroups v1 under /sys/fs/cgroup/*/agentbox", l)
+	}
+	name := filepath.Base(mem)
+	dir := func(ctrl string) string { return filepath.Join("/sys/fs/cgroup", ctrl, "agentbox", name) }
+	for file, want := range map[string]string{
+		"memory/memory.limit_in_bytes": "536870912", "pids/pids.max": "64",
+		"cpu/cpu.cfs_quota_us": "50000", "cpu/cpu.cfs_period_us": "100000", "freezer/freezer.state": "THAWED",
+	} {
+		ctrl, f, _ := strings.Cut(file, "/")
+		if got, _ := os.ReadFile(filepath.Join(dir(ctrl), f)); strings.TrimSpace(string(got)) != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(dir("memory"), "memory.memsw.limit_in_bytes")); err == nil && strings.TrimSpace(string(got)) != "536870912" {
+		t.Errorf("memory.memsw.limit_in_bytes = %q, want the memory limit (no swap)", got)
+	}
+	// bubblewrap and the sandbox's init are in every one; agentbox is in none.
+	for _, ctrl := range []string{"memory", "cpu", "pids", "freezer"} {
+		procs, _ := os.ReadFile(filepath.Join(dir(ctrl), "cgroup.procs"))
+		tasks, _ := os.ReadFile(filepath.Join(dir(ctrl), "tasks"))
+		in := strings.Fields(string(procs))
+		for _, pid := range []string{info.Extra["pid"], info.Extra["ns_init_pid"]} {
+			if !slices.Contains(in, pid) {
+				t.Errorf("%s cgroup.procs %v lacks %s", ctrl, in, pid)
+			}
+		}
+		self, _ := os.ReadDir("/proc/self/task")
+		for _, tk := range self {
+			if slices.Contains(strings.Fields(string(tasks)), tk.Name()) {
+				t.Errorf("thread %s of agentbox is in the sandbox's %s cgroup", tk.Name(), ctrl)
+			}
+		}
+	}
+	fr, ok := env.(environment.Freezer)
+	if !ok || !(&local.Backend{}).Capabilities().Freeze {
+		t.Fatalf("no Freezer (%v) or Capabilities().Freeze false", ok)
+	}
+	if err := fr.Freeze(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir("freezer"), "freezer.state")); strings.TrimSpace(string(got)) != "FROZEN" {
+		t.Errorf("after Freeze freezer.state = %q", got)
+	}
+	if err := fr.Thaw(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := env.Observe(t.Context()); err != nil {
+		t.Errorf("Observe after Thaw: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := env.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, ctrl := range []string{"memory", "cpu", "pids", "freezer"} {
+		if _, err := os.Stat(dir(ctrl)); !os.IsNotExist(err) {
+			t.Errorf("%s still exists after Close: %v", dir(ctrl), err)
+		}
 	}
 }
