@@ -92,3 +92,26 @@ func TestImageOutputEscapes(t *testing.T) {
 		t.Errorf("the label's escapes are not shown:\n%s", b.String())
 	}
 }
+
+// TestNamesSuggested: run's agent list names human too, and a mistyped
+// agent or flag gets a "did you mean", as a mistyped subcommand does.
+// Nothing is started: each is exit 2 before a backend is looked for.
+func TestNamesSuggested(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "/nonexistent"}, "choose an agent with --agent (anthropic, demo, exec, human, idle, openai, openai-chat) or a script"},
+		{[]string{"run", "/nonexistent", "--agent", "humna"}, `unknown agent "humna" (did you mean human?) (known: anthropic, demo, exec, human, idle, openai, openai-chat)`},
+		{[]string{"run", "/nonexistent", "--agent", "antropic"}, `unknown agent "antropic" (did you mean anthropic?)`},
+		{[]string{"run", "/nonexistent", "--agent", "zzzzzzzz"}, `unknown agent "zzzzzzzz" (known: anthropic,`},
+		{[]string{"run", "/nonexistent", "--agnet", "demo"}, "unknown flag: --agnet (did you mean --agent?) (see `agentbox run --help`)"},
+		{[]string{"eval", "/nonexistent", "--paralel", "2"}, "unknown flag: --paralel (did you mean --parallel?)"},
+		{[]string{"run", "/nonexistent", "--zzzzzzzz"}, "unknown flag: --zzzzzzzz (see `agentbox run --help`)"},
+	} {
+		var so, se bytes.Buffer
+		if code := Main(tt.args, &so, &se); code != ExitUsage || !strings.Contains(se.String(), tt.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 and %q", tt.args, code, se.String(), tt.want)
+		}
+	}
+}

@@ -204,6 +204,7 @@ func TestLoadRejects(t *testing.T) {
 		{"options for a script", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    options: {a: b}\n", `suite.yaml:2: task "a": options belong to an agent, not to a script`, ""},
 		{"missing target", "tasks:\n  - name: a\n    target: ./nope\n    agent: idle\n", `suite.yaml:2: task "a": `, `nope: no such file or directory`},
 		{"unknown agent", "tasks:\n  - name: a\n    target: app\n    agent: nobody\n", `suite.yaml:2: task "a": `, `nobody`},
+		{"unknown agent, near one", "tasks:\n  - name: a\n    target: app\n    agent: dmeo\n", `suite.yaml:2: task "a": `, `unknown agent "dmeo" (did you mean demo?)`},
 		{"bad agent option", task + "    options: {speed: 3}\n", `suite.yaml:2: task "a": `, `unknown option "speed"`},
 		{"missing script", "tasks:\n  - name: a\n    target: app\n    script: missing.yaml\n", `suite.yaml:2: task "a": `, `missing.yaml`},
 		{"bad script", "tasks:\n  - name: a\n    target: app\n    script: app/agentbox.json\n", `agentbox.json:1: unknown field "command"`, ""},
