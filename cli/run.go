@@ -137,20 +137,17 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err := checkOut(f.out); err != nil {
 		return err
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime)
-	if err != nil {
-		return err
-	}
-	defer bundle.Close()
-	if argsGiven && f.agentName == "exec" {
+	// The agent and its options are checked before the backend is looked
+	// for: a mistake in them is exit 2 on any machine, with or without a
+	// sandbox to run in.
+	agentArgs := argsGiven && f.agentName == "exec"
+	if agentArgs {
 		// --agent exec -- PROGRAM ARGS…: the arguments are the agent's.
 		if _, set := opts["command"]; set {
 			return usageErrorf("give the exec agent's program either after -- or as --agent-opt command=…, not both")
 		}
 		cmdJSON, _ := json.Marshal(appArgs)
 		opts["command"] = string(cmdJSON)
-	} else if argsGiven {
-		bundle.Manifest.Args = appArgs
 	}
 	var ag agent.Agent
 	agentInfo := trace.AgentInfo{Name: f.agentName, Options: opts}
@@ -168,6 +165,14 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
+	}
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime)
+	if err != nil {
+		return err
+	}
+	defer bundle.Close()
+	if argsGiven && !agentArgs {
+		bundle.Manifest.Args = appArgs
 	}
 	if p, ok := ag.(agent.ProgressSetter); ok {
 		p.SetProgress(stderr)
