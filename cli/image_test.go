@@ -115,3 +115,12 @@ func TestNamesSuggested(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltLine: image build's last line gives the size as the build's
+// progress and image ls do (534.9MB), not in MiB beside them.
+func TestBuiltLine(t *testing.T) {
+	got := builtLine("agentbox/runtime:bookworm", "built", "ffeb91672552", 534_900_000, 1500*time.Millisecond)
+	if !strings.Contains(got, "(ffeb91672552, 534.9MB) in ") || strings.Contains(got, "MiB") {
+		t.Errorf("%q", got)
+	}
+}
