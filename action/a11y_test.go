@@ -85,7 +85,7 @@ func TestParseTarget(t *testing.T) {
 		{`{"action":"click","target":{"colour":"red"}}`, `unknown field "colour"`},
 		{`{"action":"click","target":"OK"}`, "must be an object"},
 		{`{"action":"click","target":{"index":"1","role":"x"}}`, "index must be an integer"},
-		{`{"action":"key","keys":"a","target":{"role":"text"}}`, `unknown field; key takes keys, repeat`},
+		{`{"action":"key","keys":"a","target":{"role":"text"}}`, `unknown field; key takes keys, key, repeat`},
 		{`{"action":"click","mark":-2}`, "positive mark"},
 		{`{"action":"click","mark":2}`, "not resolved"},
 		{`{"action":"accessibility_tree"}`, ""},

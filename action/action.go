@@ -143,7 +143,7 @@ type Action struct {
 	Button Button `json:"button,omitempty"` // click, mouse_down, mouse_up, drag
 	Count  int    `json:"count,omitempty"`  // click: 1–3
 
-	Keys   string `json:"keys,omitempty"`   // key: a chord; click/scroll: modifiers held
+	Keys   string `json:"keys,omitempty"`   // key: a chord (Parse also reads it from "key"); click/scroll: modifiers held
 	Key    string `json:"key,omitempty"`    // key_down, key_up
 	Repeat int    `json:"repeat,omitempty"` // key
 

@@ -24,6 +24,11 @@ func TestParse(t *testing.T) {
 		{`{"action":"drag","path":[[1,2],[3,4]]}`, "drag", ""},
 		{`{"action":"screenshot","region":[0,0,10,10]}`, "screenshot", ""},
 		{`{"action":"key","keys":"ctrl+c","x":null}`, "", `unknown field`},
+		// key takes its key under either name, as key_down and key_up do.
+		{`{"action":"key","key":"Return"}`, "key Return", ""},
+		{`{"action":"key","key":"ctrl+c","repeat":2}`, "key ctrl+c", ""},
+		{`{"action":"key","keys":"Return","key":"Return"}`, "", `field "key": give keys (a key or chord) or key (one key), not both`},
+		{`{"action":"key","key":"Return","keys":null}`, "key Return", ""},
 		{`{"action":"cursor_position"}`, "cursor_position", ""},
 		{`{"action":"jump"}`, "", `unknown action "jump"`},
 		{`{"key":"a"}`, "", `field "action": missing`},

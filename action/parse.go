@@ -44,7 +44,7 @@ func errorf(k Kind, field, format string, args ...any) *Error {
 // fields lists, per kind, the fields it accepts besides "action".
 var fields = map[Kind][]string{
 	Screenshot:        {"region", "scale", "max_width"},
-	Key:               {"keys", "repeat"},
+	Key:               {"keys", "key", "repeat"},
 	KeyDown:           {"key"},
 	KeyUp:             {"key"},
 	Type:              {"text", "delay_ms", "target"},
@@ -106,6 +106,9 @@ func FromMap(raw map[string]json.RawMessage) (Action, error) {
 	if !ok {
 		return a, errorf("", "action", "unknown action %q; known: %s", kind, kindList())
 	}
+	if a.Kind == Key && given(raw["key"]) && given(raw["keys"]) {
+		return a, errorf(a.Kind, "key", "give keys (a key or chord) or key (one key), not both")
+	}
 	names := make([]string, 0, len(raw))
 	for name := range raw {
 		names = append(names, name)
@@ -128,9 +131,14 @@ func FromMap(raw map[string]json.RawMessage) (Action, error) {
 	return a, nil
 }
 
+// given reports whether a field is present and not null.
+func given(v json.RawMessage) bool {
+	return v != nil && !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+}
+
 func (a *Action) set(name string, v json.RawMessage) error {
 	k := a.Kind
-	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+	if !given(v) {
 		return nil // null means "not given"
 	}
 	switch name {
@@ -168,6 +176,11 @@ func (a *Action) set(name string, v json.RawMessage) error {
 	case "keys":
 		return decodeString(k, name, v, func(s string) { a.Keys = s })
 	case "key":
+		if k == Key {
+			// key takes a chord in keys; key (what key_down and key_up
+			// take) is the same field under its other name.
+			return decodeString(k, name, v, func(s string) { a.Keys = s })
+		}
 		return decodeString(k, name, v, func(s string) { a.Key = s })
 	case "text":
 		return decodeString(k, name, v, func(s string) { a.Text = s })

@@ -61,8 +61,8 @@ func Validate(a Action, l Limits) error {
 			return errorf(k, "max_width", "must be positive, got %d", a.MaxWidth)
 		}
 	case Key:
-		if err := need("keys", a.Keys != ""); err != nil {
-			return err
+		if a.Keys == "" {
+			return errorf(k, "keys", "required: a key or a chord, e.g. Return or ctrl+c (the field may also be called key)")
 		}
 		if _, err := keysym.ParseChord(a.Keys); err != nil {
 			return &Error{Kind: k, Field: "keys", Msg: err.Error()}

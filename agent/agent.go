@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/suggest"
 )
 
 // Decision is an agent's answer to one observation.
@@ -151,7 +152,7 @@ func New(name string, opts Options) (Agent, error) {
 	f, ok := factories[name]
 	mu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("unknown agent %q (known: %s)", name, strings.Join(Names(), ", "))
+		return nil, fmt.Errorf("unknown agent %q%s (known: %s)", name, suggest.Hint(name, Names()), strings.Join(Names(), ", "))
 	}
 	a, err := f(opts)
 	if err != nil {

@@ -267,7 +267,7 @@ pushes it (then run with --image REPO:TAG).`,
 				if res.UpToDate {
 					state = "up to date"
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s, %d MiB) in %v\n", res.Ref, state, shortID(trimSHA(res.ID)), res.Size>>20, time.Since(t).Round(100*time.Millisecond))
+				fmt.Fprintln(cmd.OutOrStdout(), builtLine(res.Ref, state, shortID(trimSHA(res.ID)), res.Size, time.Since(t)))
 				g.Base = res.Ref
 			}
 			if !guest {
@@ -283,7 +283,7 @@ pushes it (then run with --image REPO:TAG).`,
 			if res.UpToDate {
 				state = "up to date"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s (guest %s, %d MiB) in %v\n", res.Ref, state, res.GuestID, res.Size>>20, time.Since(t).Round(100*time.Millisecond))
+			fmt.Fprintln(cmd.OutOrStdout(), builtLine(res.Ref, state, "guest "+res.GuestID, res.Size, time.Since(t)))
 			if res.Saved != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "saved to %s\n", res.Saved)
 			}
@@ -315,4 +315,11 @@ func trimSHA(id string) string {
 		return id[7:]
 	}
 	return id
+}
+
+// builtLine is image build's last line: the image, its ID and its size in
+// the format of the build's progress and of image ls (images.FormatBytes:
+// 534.9MB), not a second one.
+func builtLine(ref, state, id string, size int64, d time.Duration) string {
+	return fmt.Sprintf("%s %s (%s, %s) in %s", ref, state, id, images.FormatBytes(size), images.FormatDuration(d))
 }

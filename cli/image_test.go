@@ -92,3 +92,35 @@ func TestImageOutputEscapes(t *testing.T) {
 		t.Errorf("the label's escapes are not shown:\n%s", b.String())
 	}
 }
+
+// TestNamesSuggested: run's agent list names human too, and a mistyped
+// agent or flag gets a "did you mean", as a mistyped subcommand does.
+// Nothing is started: each is exit 2 before a backend is looked for.
+func TestNamesSuggested(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "/nonexistent"}, "choose an agent with --agent (anthropic, demo, exec, human, idle, openai, openai-chat) or a script"},
+		{[]string{"run", "/nonexistent", "--agent", "humna"}, `unknown agent "humna" (did you mean human?) (known: anthropic, demo, exec, human, idle, openai, openai-chat)`},
+		{[]string{"run", "/nonexistent", "--agent", "antropic"}, `unknown agent "antropic" (did you mean anthropic?)`},
+		{[]string{"run", "/nonexistent", "--agent", "zzzzzzzz"}, `unknown agent "zzzzzzzz" (known: anthropic,`},
+		{[]string{"run", "/nonexistent", "--agnet", "demo"}, "unknown flag: --agnet (did you mean --agent?) (see `agentbox run --help`)"},
+		{[]string{"eval", "/nonexistent", "--paralel", "2"}, "unknown flag: --paralel (did you mean --parallel?)"},
+		{[]string{"run", "/nonexistent", "--zzzzzzzz"}, "unknown flag: --zzzzzzzz (see `agentbox run --help`)"},
+	} {
+		var so, se bytes.Buffer
+		if code := Main(tt.args, &so, &se); code != ExitUsage || !strings.Contains(se.String(), tt.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 and %q", tt.args, code, se.String(), tt.want)
+		}
+	}
+}
+
+// TestBuiltLine: image build's last line gives the size as the build's
+// progress and image ls do (534.9MB), not in MiB beside them.
+func TestBuiltLine(t *testing.T) {
+	got := builtLine("agentbox/runtime:bookworm", "built", "ffeb91672552", 534_900_000, 1500*time.Millisecond)
+	if !strings.Contains(got, "(ffeb91672552, 534.9MB) in ") || strings.Contains(got, "MiB") {
+		t.Errorf("%q", got)
+	}
+}

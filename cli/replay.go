@@ -175,9 +175,6 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return err
 	}
-	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, runJSONNames, f.allowUnbounded); err != nil {
-		return err
-	}
 	if f.image != "" {
 		envCfg.Image = f.image
 	}
@@ -209,6 +206,11 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		return err
 	}
 	defer bundle.Close()
+	// The backend is asked last: what the trace and the command line say
+	// is checked on any machine, with or without a sandbox to run in.
+	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, runJSONNames, f.allowUnbounded); err != nil {
+		return err
+	}
 	switch {
 	case argsGiven:
 		bundle.Manifest.Args = appArgs

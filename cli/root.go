@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/codegirl-games/agentbox/internal/suggest"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 
 	// Built-in agents register themselves (backends: backend.go).
@@ -120,7 +123,7 @@ the program prints. Every run is recorded in a versioned trace directory.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageErrorf("%v (see `%s --help`)", err, c.CommandPath())
+		return usageErrorf("%v%s (see `%s --help`)", err, flagHint(c, err), c.CommandPath())
 	})
 	root.AddCommand(
 		newRunCmd(),
@@ -140,4 +143,20 @@ the program prints. Every run is recorded in a versioned trace directory.`,
 	)
 	addNamespaceFlag(root)
 	return root
+}
+
+// flagHint is " (did you mean --NAME?)" for an unknown flag close to one
+// of the command's, as cobra suggests subcommands.
+func flagHint(c *cobra.Command, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: ")
+	if !ok || !strings.HasPrefix(name, "--") {
+		return ""
+	}
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, "--"+f.Name)
+		}
+	})
+	return suggest.Hint(name, names)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/internal/suggest"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/session"
@@ -79,9 +81,11 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	switch {
 	case f.agentName == "" && f.script == "":
-		return usageErrorf("choose an agent with --agent (%s) or a script with --script FILE", strings.Join(agent.Names(), ", "))
+		return usageErrorf("choose an agent with --agent (%s) or a script with --script FILE", strings.Join(runAgents(), ", "))
 	case f.agentName != "" && f.script != "":
 		return usageErrorf("--agent and --script are exclusive: a script is its own agent")
+	case f.agentName != "" && !slices.Contains(runAgents(), f.agentName):
+		return usageErrorf("unknown agent %q%s (known: %s)", f.agentName, suggest.Hint(f.agentName, runAgents()), strings.Join(runAgents(), ", "))
 	case f.script != "" && len(f.agentOpts) > 0:
 		return usageErrorf("--agent-opt applies to --agent, not to --script")
 	case f.agentName == humanAgent && f.live.addr == "":
@@ -133,20 +137,17 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err := checkOut(f.out); err != nil {
 		return err
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime, f.allowUnbounded)
-	if err != nil {
-		return err
-	}
-	defer bundle.Close()
-	if argsGiven && f.agentName == "exec" {
+	// The agent and its options are checked before the backend is looked
+	// for: a mistake in them is exit 2 on any machine, with or without a
+	// sandbox to run in.
+	agentArgs := argsGiven && f.agentName == "exec"
+	if agentArgs {
 		// --agent exec -- PROGRAM ARGS…: the arguments are the agent's.
 		if _, set := opts["command"]; set {
 			return usageErrorf("give the exec agent's program either after -- or as --agent-opt command=…, not both")
 		}
 		cmdJSON, _ := json.Marshal(appArgs)
 		opts["command"] = string(cmdJSON)
-	} else if argsGiven {
-		bundle.Manifest.Args = appArgs
 	}
 	var ag agent.Agent
 	agentInfo := trace.AgentInfo{Name: f.agentName, Options: opts}
@@ -164,6 +165,14 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
+	}
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime, f.allowUnbounded)
+	if err != nil {
+		return err
+	}
+	defer bundle.Close()
+	if argsGiven && !agentArgs {
+		bundle.Manifest.Args = appArgs
 	}
 	if p, ok := ag.(agent.ProgressSetter); ok {
 		p.SetProgress(stderr)
@@ -218,6 +227,11 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		report(stdout, res)
 	}
 	return silentExitOrNil(res.ExitCode())
+}
+
+// runAgents are the names --agent takes: the registered agents and human.
+func runAgents() []string {
+	return slices.Sorted(slices.Values(append(agent.Names(), humanAgent)))
 }
 
 // runJSON is what run --json prints: one object (README: Machine-readable

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -203,7 +204,8 @@ func centroid(t *testing.T, path string) (float64, int) {
 
 func TestMoverDemo(t *testing.T) {
 	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
-	r := agentbox(t, "run", moverApp(t, ""), "--task", "Move the character right.", "--agent", "demo")
+	app := moverApp(t, "")
+	r := agentbox(t, "run", app, "--task", "Move the character right.", "--agent", "demo")
 	if r.code != 0 {
 		t.Fatalf("want exit 0:\n%s", r)
 	}
@@ -241,6 +243,29 @@ func TestMoverDemo(t *testing.T) {
 	stdout, _ := os.ReadFile(filepath.Join(r.dir, trace.StdoutFile))
 	if !strings.Contains(string(stdout), "mover: key Right down") {
 		t.Errorf("stdout.log lacks the app's key report:\n%s", stdout)
+	}
+	// README's usage sample is this run's output, but for the run's ID,
+	// its paths and its numbers: the same lines, in the same order.
+	shape := func(text string) []string {
+		text = strings.ReplaceAll(text, r.dir, "TRACE")
+		text = strings.ReplaceAll(text, "agentbox-runs/RUN", "TRACE")
+		text = strings.ReplaceAll(text, app, "APP")
+		text = strings.ReplaceAll(text, "examples/mover", "APP")
+		text = regexp.MustCompile(`\d+(\.\d+)?`).ReplaceAllString(text, "N")
+		return strings.Split(strings.TrimSpace(text), "\n")
+	}
+	runID := regexp.MustCompile(`\d{8}-\d{6}-[a-z0-9.]+-[0-9a-f]{6}`)
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := string(readme)
+	sample = sample[strings.Index(sample, "## Usage"):]
+	sample = sample[strings.Index(sample, "```\nagentbox: ")+4:] // the block of output after the commands
+	sample = sample[:strings.Index(sample, "```")]
+	got, want := shape(runID.ReplaceAllString(r.stderr+r.stdout, "RUN")), shape(runID.ReplaceAllString(sample, "RUN"))
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("README.md's usage sample does not have the run's lines:\nrun:\n%s\nsample:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	assertNoContainers(t, tr.Run.ID)
 }

@@ -127,7 +127,7 @@ func TestEvalRejectsBadSuites(t *testing.T) {
 		{"script and agent", "tasks:\n  - name: a\n    target: mover\n    agent: demo\n    script: play.yaml\n", `give exactly one of script or agent`},
 		{"bad agent option", "tasks:\n  - name: a\n    target: mover\n    agent: demo\n    options: {speed: 3}\n", `unknown option "speed"`},
 		{"bad script", "tasks:\n  - name: a\n    target: mover\n    script: missing.yaml\n", `missing.yaml`},
-		{"missing target", "tasks:\n  - name: a\n    target: nope\n    agent: idle\n", `nope: no such file or directory`},
+		{"missing target", "tasks:\n  - name: a\n    target: ./nope\n    agent: idle\n", `nope: no such file or directory`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

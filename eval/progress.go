@@ -102,7 +102,7 @@ func (p *progress) finished(ep *Episode) {
 	if ep.Category != Passed {
 		fmt.Fprintf(p.w, " (%s: %s)", termsafe.Line(ep.Reason), termsafe.Line(ep.Message))
 	}
-	fmt.Fprintf(p.w, " in %v, %d steps — %s\n", (time.Duration(ep.DurationMS) * time.Millisecond).Round(10*time.Millisecond), ep.Steps, p.eta())
+	fmt.Fprintf(p.w, " in %s, %s — %s\n", seconds(ep.DurationMS), plural.S(ep.Steps, "step"), p.eta())
 }
 
 func (p *progress) stop() {

@@ -80,3 +80,16 @@ func TestProgressNotesWholeLines(t *testing.T) {
 		t.Errorf("progress %q, want it to end with %q", b.String(), want)
 	}
 }
+
+// TestProgressLine: an episode's line says "1 step", not "1 steps", and
+// its time in the one format of eval's durations.
+func TestProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, false, 2, 1)
+	p.started()
+	p.finished(&Episode{Task: "mover", N: 1, Category: Interrupted, Outcome: trace.Interrupted, Reason: trace.ReasonSignal, Message: "Ctrl-C", Steps: 1, DurationMS: 900})
+	p.stop()
+	if !strings.Contains(b.String(), "in 0.90s, 1 step — ") {
+		t.Errorf("want \"in 0.90s, 1 step\": %q", b.String())
+	}
+}

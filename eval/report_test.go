@@ -77,6 +77,13 @@ func TestPrintTableGolden(t *testing.T) {
 	var b bytes.Buffer
 	finished().PrintTable(&b)
 	golden(t, "table.txt", b.Bytes())
+	// One duration format in the mean time column (it mixed 2.2s, 1.51s
+	// and 0s), and passed of the episodes that ran.
+	for _, want := range []string{" 2.20s ", " 1.51s ", " 0.00s ", "  1/5 ", "  0/2 "} {
+		if !bytes.Contains(b.Bytes(), []byte(want)) {
+			t.Errorf("no %q in the table:\n%s", want, b.Bytes())
+		}
+	}
 }
 
 func TestAggregate(t *testing.T) {
@@ -100,6 +107,11 @@ func TestAggregate(t *testing.T) {
 	}
 	if s.Totals.Episodes != 6 || s.Totals.Passed != 1 || s.Totals.Infrastructure != 1 {
 		t.Errorf("totals %+v", s.Totals)
+	}
+	// The pass rate is of the episodes that ran: the skipped one is no
+	// failure (1 passed of the 5 that ran).
+	if s.Totals.PassRate != 1.0/5 || checkout.PassRate != 0 {
+		t.Errorf("pass rates: total %v, checkout %v; want 0.2 and 0", s.Totals.PassRate, checkout.PassRate)
 	}
 }
 

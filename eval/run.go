@@ -453,8 +453,10 @@ func (s *Summary) aggregate(suite *Suite) {
 			ts.MeanSteps /= float64(ran)
 			ts.MeanDurationMS /= float64(ran)
 		}
-		if ts.Episodes > 0 {
-			ts.PassRate = float64(ts.Passed) / float64(ts.Episodes)
+		if ran > 0 {
+			// Of the episodes that ran: one skipped (an interrupted eval
+			// never started it) neither passed nor failed.
+			ts.PassRate = float64(ts.Passed) / float64(ran)
 		}
 		if len(ts.Reasons) == 0 {
 			ts.Reasons = nil
@@ -506,8 +508,10 @@ func (s *Summary) PrintTable(w io.Writer) {
 		if detail == "" {
 			detail = "-"
 		}
-		fmt.Fprintf(w, "%-20s %8s %8.0f%% %10.1f %10s  %s\n", termsafe.Line(t.Name), fmt.Sprintf("%d/%d", t.Passed, t.Episodes),
-			100*t.PassRate, t.MeanSteps, (time.Duration(t.MeanDurationMS) * time.Millisecond).Round(10*time.Millisecond), detail)
+		// passed is of the episodes that ran, as the pass rate; the
+		// skipped are told with what did not pass.
+		fmt.Fprintf(w, "%-20s %8s %8.0f%% %10.1f %10s  %s\n", termsafe.Line(t.Name), fmt.Sprintf("%d/%d", t.Passed, t.Episodes-t.Skipped),
+			100*t.PassRate, t.MeanSteps, seconds(t.MeanDurationMS), detail)
 	}
 	for _, t := range s.Tasks {
 		row(t)
@@ -516,4 +520,11 @@ func (s *Summary) PrintTable(w io.Writer) {
 		row(s.Totals)
 	}
 	fmt.Fprintf(w, "\n%s in %v at --parallel %d\n", plural.S(s.Totals.Episodes, "episode"), (time.Duration(s.DurationMS) * time.Millisecond).Round(100*time.Millisecond), s.Parallel)
+}
+
+// seconds is an episode's duration in the one format of eval's table and
+// progress lines: seconds with two decimals (0.90s, 1.50s, 2.00s), never
+// 900ms beside 1.5s and 2s.
+func seconds(ms float64) string {
+	return fmt.Sprintf("%.2fs", ms/1000)
 }

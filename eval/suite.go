@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ type Suite struct {
 type Task struct {
 	Name   string
 	Line   int
-	Target string // absolute
+	Target string // absolute, or the bare name of a program of the image
 	Task   string
 	// Script (absolute path) or Agent with Options.
 	Script   string
@@ -129,6 +130,15 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		}
 		return filepath.Join(dir, p)
 	}
+	// target resolves a task's target as run resolves its TARGET
+	// (app.Load): a file beside the suite, or else a bare name such as
+	// xcalc, a program of the image.
+	target := func(p string) string {
+		if _, err := os.Stat(rel(p)); errors.Is(err, fs.ErrNotExist) && app.IsProgramName(p) {
+			return p
+		}
+		return rel(p)
+	}
 	seen := map[string]bool{}
 	for i, n := range tasks.Content {
 		if n.Kind != yaml.MappingNode {
@@ -153,7 +163,7 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 			case "target":
 				var p string
 				p, err = str()
-				t.Target = rel(p)
+				t.Target = target(p)
 			case "task":
 				t.Task, err = str()
 			case "script":

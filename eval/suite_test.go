@@ -123,6 +123,36 @@ tasks:
 	}
 }
 
+// TestLoadProgramOfImage: a task's target may be a program of the image,
+// a bare name with no such file beside the suite, as run's TARGET may
+// (app.Load); a file of that name beside the suite is still the file.
+func TestLoadProgramOfImage(t *testing.T) {
+	path := suiteDir(t, "tasks:\n  - name: calc\n    target: xcalc\n    agent: idle\n  - name: local\n    target: app\n    agent: idle\n")
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Tasks[0].Target; got != "xcalc" {
+		t.Errorf("target xcalc resolved to %q, want the program xcalc", got)
+	}
+	b, err := app.Load(s.Tasks[0].Target, app.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !b.InImage || b.Manifest.Command != "xcalc" {
+		t.Errorf("bundle: in image %v, command %q", b.InImage, b.Manifest.Command)
+	}
+	if got, want := s.Tasks[1].Target, filepath.Join(filepath.Dir(path), "app"); got != want {
+		t.Errorf("target app resolved to %q, want the directory %q", got, want)
+	}
+	// A name that is no program (a path) is still a file that must exist.
+	bad := suiteDir(t, "tasks:\n  - name: a\n    target: bin/xcalc\n    agent: idle\n")
+	if _, err := Load(bad); err == nil || !strings.Contains(err.Error(), "bin/xcalc") {
+		t.Errorf("a missing path: %v", err)
+	}
+}
+
 func dump(s *Suite) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name %q\n", s.Name)
@@ -172,8 +202,9 @@ func TestLoadRejects(t *testing.T) {
 		{"script and agent", task + "    script: play.yaml\n", `suite.yaml:2: task "a": give exactly one of script or agent`, ""},
 		{"neither script nor agent", "tasks:\n  - name: a\n    target: app\n", `suite.yaml:2: task "a": give exactly one of script or agent`, ""},
 		{"options for a script", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    options: {a: b}\n", `suite.yaml:2: task "a": options belong to an agent, not to a script`, ""},
-		{"missing target", "tasks:\n  - name: a\n    target: nope\n    agent: idle\n", `suite.yaml:2: task "a": `, `nope: no such file or directory`},
+		{"missing target", "tasks:\n  - name: a\n    target: ./nope\n    agent: idle\n", `suite.yaml:2: task "a": `, `nope: no such file or directory`},
 		{"unknown agent", "tasks:\n  - name: a\n    target: app\n    agent: nobody\n", `suite.yaml:2: task "a": `, `nobody`},
+		{"unknown agent, near one", "tasks:\n  - name: a\n    target: app\n    agent: dmeo\n", `suite.yaml:2: task "a": `, `unknown agent "dmeo" (did you mean demo?)`},
 		{"bad agent option", task + "    options: {speed: 3}\n", `suite.yaml:2: task "a": `, `unknown option "speed"`},
 		{"missing script", "tasks:\n  - name: a\n    target: app\n    script: missing.yaml\n", `suite.yaml:2: task "a": `, `missing.yaml`},
 		{"bad script", "tasks:\n  - name: a\n    target: app\n    script: app/agentbox.json\n", `agentbox.json:1: unknown field "command"`, ""},

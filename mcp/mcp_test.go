@@ -267,6 +267,8 @@ func TestBadInput(t *testing.T) {
 		{"text over the limit", "type", map[string]any{"text": strings.Repeat("a", 10_001)}, "type was not performed"},
 		{"an unknown key", "key", map[string]any{"keys": "ctrl+Retrun"}, `did you mean "Return"`},
 		{"a missing field", "key_down", map[string]any{}, `key_down: field "key": required`},
+		{"key and keys at once", "key", map[string]any{"keys": "a", "key": "b"}, `key: field "key": give keys (a key or chord) or key (one key), not both`},
+		{"key without a key", "key", map[string]any{}, `key: field "keys": required`},
 		{"a bad button", "click", map[string]any{"button": "thumb"}, `field "button"`},
 		{"a region off the screen", "screenshot", map[string]any{"region": []int{0, 0, 999, 10}}, `field "region"`},
 		{"read_output: a string for a number", "read_output", map[string]any{"after": "x"}, `read_output: field "after": want int64, got a JSON string`},
@@ -291,6 +293,10 @@ func TestBadInput(t *testing.T) {
 	if res := f.call(t, "screenshot", nil); res.IsError {
 		t.Fatalf("after the bad input: %s", text(res))
 	}
+	// key takes its key as key too, the name key_down and key_up use.
+	if res := f.call(t, "key", map[string]any{"key": "Return"}); res.IsError {
+		t.Errorf("key with key: %s", text(res))
+	}
 	f.cs.Close()
 	f.srv.Close()
 	tr, err := trace.Open(filepath.Join(f.out, "episode-1"))
@@ -298,9 +304,12 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var invalid []string
+	pressed := false
 	for _, s := range tr.Steps {
 		if s.Invalid != "" {
 			invalid = append(invalid, s.Action.String())
+		} else if s.Action.Kind == action.Key && s.Action.Keys == "Return" {
+			pressed = true
 		}
 		if s.Actor != trace.ActorMCP {
 			t.Errorf("step %d: actor %q", s.Step, s.Actor)
@@ -308,9 +317,13 @@ func TestBadInput(t *testing.T) {
 	}
 	// What parses but the screen or the vocabulary refuses is recorded,
 	// not performed: the off-screen click, the long text, the unknown key,
-	// the missing key, the bad button, the region (in that order).
-	if len(invalid) != 6 {
+	// the missing key, the key without a key, the bad button, the region
+	// (in that order).
+	if len(invalid) != 7 {
 		t.Errorf("invalid steps recorded: %q", invalid)
+	}
+	if !pressed {
+		t.Errorf("no step pressed Return (key with key)")
 	}
 }
 

@@ -136,7 +136,10 @@ func (t *tool) sdkTool() *sdk.Tool {
 	if t.kind == action.Drag {
 		schema["required"] = []string{"path"}
 	}
-	for kind, field := range map[action.Kind]string{action.Type: "text", action.Key: "keys", action.KeyDown: "key", action.KeyUp: "key"} {
+	// key takes its chord as keys or as key (one of the two; the session
+	// says so when neither or both are given): no schema states "one of"
+	// at the top level that every model provider accepts.
+	for kind, field := range map[action.Kind]string{action.Type: "text", action.KeyDown: "key", action.KeyUp: "key"} {
 		if t.kind == kind {
 			schema["required"] = []string{field}
 		}
@@ -178,6 +181,9 @@ func fieldSchema(kind action.Kind, field string) map[string]any {
 		}
 		return map[string]any{"type": "string", "description": "modifier keys held meanwhile: ctrl, shift, alt, super, or a chord of them (ctrl+shift)"}
 	case "key":
+		if kind == action.Key {
+			return map[string]any{"type": "string", "description": "the same as keys, under the name key_down and key_up use: give keys or key, not both"}
+		}
 		return map[string]any{"type": "string", "description": "one key name: Right, shift, space, a"}
 	case "repeat":
 		return integer("press the chord this many times (1–100)")

@@ -91,7 +91,7 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 		a.start = c
 		return agent.Decision{
 			Action:  action.Action{Kind: action.KeyDown, Key: a.key},
-			Message: fmt.Sprintf("green square at (%.0f, %.0f); holding %s", c.X, c.Y, a.key),
+			Message: fmt.Sprintf("green square at (%.0f, %.0f); holding %s", math.Round(c.X), math.Round(c.Y), a.key),
 		}, nil
 	case 2:
 		return agent.Decision{
@@ -104,9 +104,13 @@ func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decisi
 		case c.N == 0:
 			a.verdict = "the green square is gone"
 		default:
-			a.moved = c.X - a.start.X
+			// Judged and told in whole pixels, each end rounded the same
+			// way (half away from zero, not %.0f's half to even), so the
+			// numbers of the verdict add up.
+			x0, x1 := math.Round(a.start.X), math.Round(c.X)
+			a.moved = x1 - x0
 			a.succeeds = a.moved >= a.minMove
-			a.verdict = fmt.Sprintf("the square moved %+.0f px (from x=%.0f to x=%.0f; need ≥ %.0f)", a.moved, a.start.X, c.X, a.minMove)
+			a.verdict = fmt.Sprintf("the square moved %+.0f px (from x=%.0f to x=%.0f; need ≥ %s)", a.moved, x0, x1, strconv.FormatFloat(a.minMove, 'f', -1, 64))
 		}
 		return agent.Decision{
 			Action:  action.Action{Kind: action.KeyUp, Key: a.key},

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -82,6 +83,49 @@ func TestNoSuccessOverAFailedAction(t *testing.T) {
 			}
 			if d.Action.Succeeded() != (tt.fail == 0) || !strings.Contains(d.Action.Message, tt.msg) {
 				t.Errorf("done success=%v %q, want %q", d.Action.Succeeded(), d.Action.Message, tt.msg)
+			}
+		})
+	}
+}
+
+// TestVerdictAddsUp: the verdict's distance is the difference of the two
+// positions it prints, whatever half pixels the centroids fall on (a
+// square 40 px wide at x has its centroid at x+19.5), and success is
+// judged on that distance.
+func TestVerdictAddsUp(t *testing.T) {
+	for _, tt := range []struct {
+		from, to int // the square's left edge before and after
+		minPx    string
+		success  bool
+	}{
+		{41, 245, "204", true}, // 60.5 → 264.5: half to even printed 60 and 264 beside +204
+		{40, 244, "204", true},
+		{41, 244, "204", false}, // 60.5 → 263.5
+		{42, 245, "203.5", false},
+		{41, 245, "203.5", true},
+	} {
+		t.Run(fmt.Sprintf("%d-%d", tt.from, tt.to), func(t *testing.T) {
+			a, _ := New(agent.Options{"min_px": tt.minPx})
+			var d agent.Decision
+			for i := 1; i <= 4; i++ {
+				x := tt.from
+				if i >= 3 {
+					x = tt.to
+				}
+				d, _ = a.Decide(context.Background(), &action.Observation{Step: i, Running: true, Screen: square(x), Last: &action.Result{OK: true}})
+			}
+			if d.Action.Kind != action.Done {
+				t.Fatalf("the fourth action is %s, want done", d.Action.Kind)
+			}
+			var moved, x0, x1 int
+			if _, err := fmt.Sscanf(d.Action.Message, "the square moved %d px (from x=%d to x=%d;", &moved, &x0, &x1); err != nil {
+				t.Fatalf("%q: %v", d.Action.Message, err)
+			}
+			if x1-x0 != moved {
+				t.Errorf("%q: %d − %d is not %d", d.Action.Message, x1, x0, moved)
+			}
+			if d.Action.Succeeded() != tt.success || !strings.Contains(d.Action.Message, "need ≥ "+tt.minPx+")") {
+				t.Errorf("%q: success %v, want %v", d.Action.Message, d.Action.Succeeded(), tt.success)
 			}
 		})
 	}

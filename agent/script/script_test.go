@@ -36,6 +36,7 @@ func TestParseErrors(t *testing.T) {
 		{"no steps", "task: x\n", `steps: a non-empty list`},
 		{"not yaml", "steps: [\n", `play.yaml`},
 		{"step not a map", "steps:\n  - key Return\n", `step 1: want a mapping`},
+		{"key and keys", "steps:\n  - action: key\n    keys: a\n    key: b\n", `play.yaml:4: step 1: key: field "key": give keys (a key or chord) or key (one key), not both`},
 		{"screenshot extra", "steps:\n  - {screenshot: a, region: [0,0,1,1]}\n", `screenshot: NAME takes no other fields`},
 	}
 	for _, tt := range tests {
@@ -48,6 +49,22 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("does not wrap ErrInvalid")
 			}
 		})
+	}
+}
+
+// TestKeyTakesKey: the key action takes its key as key too, the name
+// key_down and key_up use.
+func TestKeyTakesKey(t *testing.T) {
+	s, err := Parse("play.yaml", []byte("steps:\n  - {action: key, key: Return}\n  - {action: key, key: ctrl+s, repeat: 2}\n"), action.DefaultScreen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range s.Steps {
+		got = append(got, st.Action.Keys)
+	}
+	if strings.Join(got, " ") != "Return ctrl+s" {
+		t.Errorf("keys %q, want Return ctrl+s", got)
 	}
 }
 

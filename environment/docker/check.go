@@ -3,7 +3,10 @@ package docker
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"os/user"
+	"strconv"
 	"strings"
 
 	"github.com/moby/moby/client"
@@ -19,11 +22,8 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 	var out []environment.Check
 	cli, err := NewClient(ctx)
 	if err != nil {
-		fix := "install Debian's docker.io and start dockerd (as root: apt-get install docker.io && dockerd &), or set DOCKER_HOST"
-		if _, lerr := exec.LookPath("dockerd"); lerr == nil {
-			fix = "start the daemon: dockerd (as root), or systemctl start docker"
-		}
-		return append(out, environment.Check{Name: "docker daemon", Detail: err.Error(), Fix: fix})
+		_, lerr := exec.LookPath("dockerd")
+		return append(out, environment.Check{Name: "docker daemon", Detail: err.Error(), Fix: daemonFix(err, lerr == nil, currentUser())})
 	}
 	defer cli.Close()
 	info, err := cli.Info(ctx, client.InfoOptions{})
@@ -65,4 +65,25 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 		out = append(out, environment.Check{Name: "debootstrap (offline image build)", OK: true, Detail: "installed"})
 	}
 	return out
+}
+
+// daemonFix is doctor's advice for a daemon that does not answer (err):
+// a user the socket refuses joins the docker group (as scripts/deps.sh
+// says), a daemon that is installed is started, else installed.
+func daemonFix(err error, haveDockerd bool, user string) string {
+	switch {
+	case strings.Contains(err.Error(), "permission denied"):
+		return fmt.Sprintf("the Docker socket refuses user %s: join the docker group (as root: usermod -aG docker %s, then log in again; the group is as good as root on this machine), or use --backend local", user, user)
+	case haveDockerd:
+		return "start the daemon: dockerd (as root), or systemctl start docker"
+	}
+	return "install Debian's docker.io and start dockerd (as root: apt-get install docker.io && dockerd &), or set DOCKER_HOST"
+}
+
+// currentUser is the name of the user agentbox runs as.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
 }

@@ -448,7 +448,11 @@ func TestLookupUnknown(t *testing.T) {
 		{"Escpe", []string{"Escape", "esc"}, `unknown key "Escpe" (did you mean "Escape" or "esc"?)`},
 		{"XF86AudioPlya", []string{"XF86AudioPlay", "XF86AudioPrev"}, ""},
 		{"page up", []string{"Page_Up", "pageup"}, ""},
-		{"f36", []string{"F16", "F26", "F3"}, `unknown key "f36" (did you mean "F16", "F26" or "F3"?)`},
+		{"f36", []string{"F3", "F6", "F16"}, `unknown key "f36" (did you mean "F3", "F6" or "F16"?)`},
+		// A common name first, and an obscure one farther away not at all.
+		{"Rihgt", []string{"Right"}, `unknown key "Rihgt" (did you mean "Right"?)`},
+		{"left_", []string{"Left", "leftt"}, ""}, // leftt as close as Left
+		{"Delte", []string{"Delete", "del"}, ""},
 		{"arrowlft", []string{"arrowleft", "arrow_left"}, ""},
 		{"no_such_key_at_all", nil, `unknown key "no_such_key_at_all"`},
 		{"", nil, "empty key name"},

@@ -1,94 +1,96 @@
 package keysym
 
 import (
-	"cmp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+
+	didyoumean "github.com/codegirl-games/agentbox/internal/suggest"
 )
 
-// suggest returns up to n known names (X keysym names and aliases) closest
-// to name by case-insensitive edit distance (optimal string alignment:
-// insertions, deletions, substitutions and adjacent transpositions), best
-// first. Names farther than maxDistance are never suggested.
-func suggest(name string, n int) []string {
-	in := []rune(strings.ToLower(name))
-	limit := maxDistance(len(in))
-	type cand struct {
-		name string
-		d    int
+// common are the key names people mean: the keys of an ordinary keyboard
+// by their X names. With the aliases they come first among suggestions at
+// the same distance, and an obscure keysym (rightt, a box-drawing glyph)
+// farther away than a common name is not offered beside it.
+var common = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(`Return Escape Tab BackSpace Delete Insert Home End
+		Page_Up Page_Down Prior Next Left Right Up Down space Menu Print Pause
+		Scroll_Lock Caps_Lock Num_Lock Shift_L Shift_R Control_L Control_R Alt_L Alt_R
+		Super_L Super_R Meta_L Meta_R ISO_Level3_Shift
+		minus plus equal comma period slash backslash semicolon apostrophe grave
+		bracketleft bracketright asterisk underscore exclam at numbersign dollar
+		percent asciicircum ampersand parenleft parenright colon quotedbl less
+		greater question bar braceleft braceright asciitilde
+		KP_Enter KP_Add KP_Subtract KP_Multiply KP_Divide KP_Decimal`) {
+		m[n] = true
 	}
-	var cs []cand
-	consider := func(c string) {
-		// Candidates are ASCII, so len(c) counts runes; a length gap
-		// alone bounds the distance from below.
-		if len(c) < len(in)-limit || len(c) > len(in)+limit {
-			return
-		}
-		if d := distance(in, c, limit); d <= limit {
-			cs = append(cs, cand{c, d})
-		}
+	for i := 1; i <= 12; i++ {
+		m["F"+strconv.Itoa(i)] = true
 	}
+	for c := 'a'; c <= 'z'; c++ {
+		m[string(c)], m[string(c-'a'+'A')] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		m[string(c)], m["KP_"+string(c)] = true, true
+	}
+	for a := range aliases {
+		m[a] = true
+	}
+	return m
+}()
+
+// candidates are the names suggest offers, in its order of preference at
+// one distance: common names first, then alphabetically.
+var candidates = sync.OnceValue(func() []string {
+	var names []string
 	for i := range table {
-		consider(table[i].name)
+		names = append(names, table[i].name)
 	}
 	for a := range aliases {
 		if lo, hi := foldRange(a); lo == hi { // "return" is already there as "Return"
-			consider(a)
+			names = append(names, a)
 		}
 	}
-	slices.SortFunc(cs, func(a, b cand) int {
-		return cmp.Or(cmp.Compare(a.d, b.d), cmp.Compare(strings.ToLower(a.name), strings.ToLower(b.name)), cmp.Compare(a.name, b.name))
+	slices.SortFunc(names, func(a, b string) int {
+		if common[a] != common[b] {
+			if common[a] {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(strings.ToLower(a), strings.ToLower(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
 	})
+	return names
+})
+
+// suggest returns up to n known names (X keysym names and aliases) closest
+// to name by case-insensitive edit distance (internal/suggest), best first:
+// by distance, then common names (common, the aliases) before the rest,
+// then alphabetically. When the best common name is closer than an
+// obscure one, the obscure one is left out.
+func suggest(name string, n int) []string {
+	near := didyoumean.Closest(name, candidates())
+	in := []rune(strings.ToLower(name))
+	limit := didyoumean.MaxDistance(len(in))
+	best := -1 // the distance of the closest common name
 	var out []string
-	for _, c := range cs[:min(n, len(cs))] {
-		out = append(out, c.name)
+	for _, c := range near {
+		d := didyoumean.Distance(in, c, limit)
+		if common[c] && best < 0 {
+			best = d
+		}
+		if !common[c] && best >= 0 && d > best {
+			continue
+		}
+		out = append(out, c)
+		if len(out) == n {
+			break
+		}
 	}
 	return out
-}
-
-// maxDistance is how many edits a suggestion may be away from an input of
-// n runes.
-func maxDistance(n int) int {
-	switch {
-	case n <= 4:
-		return 1
-	case n <= 8:
-		return 2
-	}
-	return 3
-}
-
-// distance is the optimal-string-alignment distance between a and the
-// lower-cased ASCII string b. It returns limit+1 as soon as the result is
-// known to exceed limit.
-func distance(a []rune, b string, limit int) int {
-	// Three rows: two back (for transpositions), previous, current.
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		rowMin := cur[0]
-		for j := 1; j <= len(b); j++ {
-			bj := rune(lowerASCII(b[j-1]))
-			cost := 1
-			if a[i-1] == bj {
-				cost = 0
-			}
-			d := min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == rune(lowerASCII(b[j-2])) && a[i-2] == bj {
-				d = min(d, prev2[j-2]+1)
-			}
-			cur[j] = d
-			rowMin = min(rowMin, d)
-		}
-		if rowMin > limit {
-			return limit + 1
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }

@@ -24,11 +24,11 @@ from . import _ws
 from .errors import (
     AgentboxError,
     APIError,
+    NotAgentbox,
     NotFound,
     ProtocolError,
     ServerUnavailable,
     Timeout,
-    api_error,
 )
 
 try:  # NumPy is optional: observations are arrays when it is there.
@@ -240,15 +240,16 @@ class Client:
         except ValueError as e:
             raise ProtocolError("%s %s: the answer is not JSON: %.200r" % (method, path, data)) from e
 
-    @staticmethod
-    def _error(method, path, status, data):
+    def _error(self, method, path, status, data):
         try:
             err = json.loads(data)["error"]
             if err.get("code"):
                 return APIError.from_json(err, status)
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
-        return api_error("internal", "%s %s: HTTP %d: %.200r" % (method, path, status, data), status)
+        # Not the API's error: another server (or a proxy) answered.
+        return NotAgentbox("%s %s: %s does not answer as an agentbox server (HTTP %d: %.200r); check the URL: "
+                           "agentbox serve prints the one to use" % (method, path, self.url, status, data), status)
 
     # -- the API -----------------------------------------------------------
 
@@ -609,6 +610,9 @@ class Env:
                     raise APIError.from_json(err, e.status) from None
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass
+            if e.status >= 300:
+                raise NotAgentbox("WebSocket to %s: %s does not answer as an agentbox server (%s); check the URL: "
+                                  "agentbox serve prints the one to use" % (self._ws_url(), c.url, e), e.status) from e
             raise ProtocolError("WebSocket to %s: %s" % (c.url, e)) from e
         except socket.timeout as e:
             raise Timeout("WebSocket to %s: no answer within %ss" % (c.url, c.timeout)) from e

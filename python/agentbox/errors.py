@@ -24,6 +24,7 @@ __all__ = [
     "ServerUnavailable",
     "Timeout",
     "ProtocolError",
+    "NotAgentbox",
     "api_error",
 ]
 
@@ -136,3 +137,13 @@ class Timeout(AgentboxError, TimeoutError):
 
 class ProtocolError(AgentboxError):
     """The server's answer is not what the API says."""
+
+
+class NotAgentbox(ProtocolError):
+    """The URL answers, but not as an agentbox server: an HTTP error without
+    the API's error (another server, a proxy, a wrong port or path);
+    ``status`` is its HTTP status."""
+
+    def __init__(self, message, status=0):
+        self.status = status
+        super().__init__(message)

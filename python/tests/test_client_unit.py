@@ -121,3 +121,39 @@ def test_upload_sends_files_directories_and_links_as_links(tmp_path):
     assert members["first"].issym() and members["first"].linkname == "levels/1.txt"
     assert members["game"].mode & 0o111 and members["data"].isdir()
     assert all(m.uid == 0 and m.uname == "" and m.mtime == 0 for m in members.values())
+
+
+def test_a_url_that_is_not_agentbox():
+    """A server that is not agentbox (here one that answers 404 with a page
+    to everything) is named as such, not as the API's internal error."""
+    import http.server
+    import threading
+
+    class NotFoundPage(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<html><body>404 page not found</body></html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFoundPage)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = "http://127.0.0.1:%d" % srv.server_address[1]
+        c = agentbox.Client(url, "test-token-0123456789", timeout=30)
+        with pytest.raises(agentbox.NotAgentbox) as e:
+            c.server()
+        assert "%s does not answer as an agentbox server (HTTP 404" % url in str(e.value), e.value
+        assert e.value.status == 404 and not isinstance(e.value, agentbox.APIError)
+        env = agentbox.Env(c, "env-x", observation="rgba")
+        with pytest.raises(agentbox.NotAgentbox, match="does not answer as an agentbox server"):
+            env.observe()
+        c.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -220,6 +220,7 @@ def test_bad_actions(client, transport):
             ({"action": "fly"}, 'unknown action "fly"'),
             ({"action": "click", "x": 1.5, "y": 2}, "x"),
             ({"action": "key", "keys": "a", "extra": 1}, "extra"),
+            ({"action": "key", "keys": "a", "key": "a"}, "not both"),
         ]:
             with pytest.raises(agentbox.InvalidAction) as e:
                 env.step(bad)
@@ -229,6 +230,9 @@ def test_bad_actions(client, transport):
             env.step("key Right")
         with pytest.raises(TypeError):
             env.step({"action": "type", "text": object()})
+        # key takes its key as key too, the name key_down and key_up use.
+        _, _, _, _, info = env.step({"action": "key", "key": "Right"})
+        assert info["result"]["ok"] and not info["invalid"], info
         # An action that fails validation is recorded, not run, and not an
         # error: the episode goes on.
         obs, _, terminated, truncated, info = env.step({"action": "click", "x": 5000, "y": 1})
