@@ -45,6 +45,8 @@ type serveFlags struct {
 	allowUnbounded                          bool
 
 	maxEnvs, maxUploads int
+	uploadsInProgress   int
+	uploadTimeout       time.Duration
 	lease, timeout      time.Duration
 	startTimeout        time.Duration
 	maxSteps            int
@@ -71,11 +73,13 @@ agentbox run writes, under --out, with each step's actor "remote".
 
 It listens on loopback unless --tls-cert/--tls-key are given or --insecure
 says plainly that the network may read the token. Every request needs the
-bearer token: AGENTBOX_TOKEN, the first line of --token-file (not readable by
-others), or else a new one written to --write-token (mode 0600). Requests for
-other hosts (Host) and from other origins are refused; each token holds at
-most --max-envs live environments; an environment nobody uses for --lease is
-closed. SIGINT or SIGTERM closes every environment (its episode ends as
+bearer token: AGENTBOX_TOKEN, the tokens of --token-file (one a line, not
+readable by others), or else the token of --write-token (mode 0600): a new
+one, unless another agentbox serve that is running uses that file, whose
+token this server then accepts too (the file is never replaced under a live
+server). Requests for other hosts (Host) and from other origins are refused;
+each token holds at most --max-envs live environments and --max-uploads
+uploads; an environment nobody uses for --lease is closed. SIGINT or SIGTERM closes every environment (its episode ends as
 interrupted, its sandbox is removed, its trace finalised) and exits 0.
 
 --pool N keeps N sandboxes warm (display and window manager up, no app) for
@@ -97,7 +101,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.keyFile, "tls-key", "", "TLS key file (PEM)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without TLS (the token travels in the clear)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "read the accepted tokens from this file, one a line (it must not be readable by group or others)")
-	fl.StringVar(&f.writeToken, "write-token", api.DefaultTokenFile(), "where a generated token is written (mode 0600) when neither "+tokenEnv+" nor --token-file gives one")
+	fl.StringVar(&f.writeToken, "write-token", api.DefaultTokenFile(), "where a generated token is written (mode 0600) when neither "+tokenEnv+" nor --token-file gives one; an agentbox serve running with the same file shares its token instead")
 	fl.StringArrayVar(&f.apps, "app", nil, "register an app NAME=DIR (or NAME=FILE: an executable or a manifest) clients may create environments of (repeatable)")
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "a host name the Host header may carry besides IP addresses and localhost (repeatable)")
 	fl.StringVar(&f.backend, "backend", environment.Auto, backendUsage()+"; several comma-separated, the first the default")
@@ -114,7 +118,9 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
 	fl.BoolVar(&f.allowUnbounded, "allow-unbounded-limits", false, allowUnboundedUsage)
 	fl.IntVar(&f.maxEnvs, "max-envs", 4, "live environments per token")
-	fl.IntVar(&f.maxUploads, "max-uploads", 4, "uploaded apps per token")
+	fl.IntVar(&f.maxUploads, "max-uploads", 4, "uploaded apps per token (those being received count)")
+	fl.IntVar(&f.uploadsInProgress, "max-uploads-in-progress", 4, "uploads received and unpacked at once over all tokens (each may write --max-upload to the disk before it is checked)")
+	fl.DurationVar(&f.uploadTimeout, "upload-timeout", 5*time.Minute, "the most an upload's body may take to arrive")
 	fl.DurationVar(&f.lease, "lease", time.Minute, "close an environment after this long without a request or an open connection of its client")
 	fl.DurationVar(&f.timeout, "timeout", time.Hour, "deadline of an episode (the default and the most a client may ask for)")
 	fl.DurationVar(&f.startTimeout, "start-timeout", time.Minute, "deadline for creating a sandbox and starting its app")
@@ -144,11 +150,8 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if (f.certFile == "") != (f.keyFile == "") {
 		return usageErrorf("--tls-cert and --tls-key go together")
 	}
-	tokens, written, err := f.tokens()
-	if err != nil {
-		return err
-	}
-	o.Tokens = tokens
+	// The address first: a server that cannot listen (another one has
+	// the port) touches no token file.
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return failErr(fmt.Errorf("--listen %s: %w", f.listen, err))
@@ -158,6 +161,12 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	if !addr.IP.IsLoopback() && f.certFile == "" && !f.insecure {
 		return usageErrorf("--listen %s is beyond loopback: give --tls-cert and --tls-key, or --insecure to send the token in the clear", f.listen)
 	}
+	tok, err := f.tokens()
+	if err != nil {
+		return err
+	}
+	defer tok.release()
+	o.Tokens = tok.tokens
 	for _, name := range strings.Split(f.backend, ",") {
 		b, note, err := resolveBackend(cmd.Context(), strings.TrimSpace(name), f.image, f.ociRuntime)
 		if err != nil {
@@ -195,8 +204,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	fmt.Fprintf(stderr, "agentbox serve: listening on %s://%s (API %s, described at /%s/openapi.json)\n", scheme, addr, api.Version, api.Version)
 	switch {
-	case written != "":
-		fmt.Fprintf(stderr, "agentbox serve: the token is in %s\n", termsafe.Line(written))
+	case tok.shared:
+		fmt.Fprintf(stderr, "agentbox serve: the token is in %s (that of the agentbox serve already running with it)\n", termsafe.Line(tok.written))
+	case tok.written != "":
+		fmt.Fprintf(stderr, "agentbox serve: the token is in %s\n", termsafe.Line(tok.written))
 	case f.tokenFile != "":
 		fmt.Fprintf(stderr, "agentbox serve: tokens from %s\n", termsafe.Line(f.tokenFile))
 	default:
@@ -292,6 +303,8 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	}{
 		{"--max-envs", float64(f.maxEnvs), 1, 4096},
 		{"--max-uploads", float64(f.maxUploads), 1, 1024},
+		{"--max-uploads-in-progress", float64(f.uploadsInProgress), 1, 1024},
+		{"--upload-timeout", f.uploadTimeout.Seconds(), 1, 24 * 3600},
 		{"--lease", f.lease.Seconds(), 0.1, 7 * 24 * 3600},
 		{"--timeout", f.timeout.Seconds(), 0.001, 7 * 24 * 3600},
 		{"--start-timeout", f.startTimeout.Seconds(), 0.001, 3600},
@@ -319,6 +332,7 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		Env: environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
 			Screen: screen, Resources: res},
 		MaxScreen: maxScreen, MaxEnvironments: f.maxEnvs, MaxUploads: f.maxUploads, Lease: f.lease,
+		UploadsInProgress: f.uploadsInProgress, UploadTimeout: f.uploadTimeout,
 		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: logCap,
 		UploadLimits: app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(maxUpload, int64(res.TmpfsMB)<<20*3/4)},
 		Out:          f.out, AllowedHosts: f.allowHosts, Log: cmd.ErrOrStderr(), Pool: f.pool, PoolMax: f.poolMax,
@@ -349,22 +363,41 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	return o, nil
 }
 
+// serveTokens are the tokens the server accepts and where they came from.
+type serveTokens struct {
+	tokens []string
+	// written is the --write-token file holding the token (none when
+	// the tokens came from elsewhere); shared, when another agentbox serve
+	// running with that file wrote it.
+	written string
+	shared  bool
+	// lock is held while the server runs: the file's token is in use.
+	lock *os.File
+}
+
+func (t serveTokens) release() {
+	if t.lock != nil {
+		t.lock.Close()
+	}
+}
+
 // tokens are the tokens the server accepts: from --token-file, from
-// AGENTBOX_TOKEN, or a new one written to --write-token (its path is
-// returned).
-func (f serveFlags) tokens() (tokens []string, written string, err error) {
+// AGENTBOX_TOKEN, or the token of --write-token (claimTokenFile).
+func (f serveFlags) tokens() (serveTokens, error) {
 	if f.tokenFile != "" {
 		fi, err := os.Stat(f.tokenFile)
 		if err != nil {
-			return nil, "", usageErrorf("--token-file: %v", err)
+			return serveTokens{}, usageErrorf("--token-file: %v", err)
 		}
 		if fi.Mode().Perm()&0o077 != 0 {
-			return nil, "", usageErrorf("--token-file %s is readable by others (mode %v): chmod 600 it", f.tokenFile, fi.Mode().Perm())
+			return serveTokens{}, usageErrorf("--token-file %s is readable by others (mode %v): chmod 600 it", f.tokenFile, fi.Mode().Perm())
 		}
 		data, err := os.ReadFile(f.tokenFile)
 		if err != nil {
-			return nil, "", usageErrorf("--token-file: %v", err)
+			return serveTokens{}, usageErrorf("--token-file: %v", err)
 		}
+		var tokens []string
+		line := map[string]int{}
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for n := 1; sc.Scan(); n++ {
 			t := strings.TrimSpace(sc.Text())
@@ -372,30 +405,112 @@ func (f serveFlags) tokens() (tokens []string, written string, err error) {
 				continue
 			}
 			if err := serve.CheckToken(t); err != nil {
-				return nil, "", usageErrorf("--token-file %s:%d: %v", f.tokenFile, n, err)
+				return serveTokens{}, usageErrorf("--token-file %s:%d: %v", f.tokenFile, n, err)
 			}
+			// A token is its owner: two lines with one token would be one
+			// client sharing everything with another.
+			if first, dup := line[t]; dup {
+				return serveTokens{}, usageErrorf("--token-file %s:%d: the same token as line %d: give each client its own", f.tokenFile, n, first)
+			}
+			line[t] = n
 			tokens = append(tokens, t)
 		}
 		if len(tokens) == 0 {
-			return nil, "", usageErrorf("--token-file %s holds no token", f.tokenFile)
+			return serveTokens{}, usageErrorf("--token-file %s holds no token", f.tokenFile)
 		}
-		return tokens, "", nil
+		return serveTokens{tokens: tokens}, nil
 	}
 	if t := os.Getenv(tokenEnv); t != "" {
 		if err := serve.CheckToken(t); err != nil {
-			return nil, "", usageErrorf("%s: %v", tokenEnv, err)
+			return serveTokens{}, usageErrorf("%s: %v", tokenEnv, err)
 		}
-		return []string{t}, "", nil
+		return serveTokens{tokens: []string{t}}, nil
 	}
 	if f.writeToken == "" {
-		return nil, "", usageErrorf("no token: set %s, or give --token-file or --write-token", tokenEnv)
+		return serveTokens{}, usageErrorf("no token: set %s, or give --token-file or --write-token", tokenEnv)
 	}
-	t := serve.NewToken()
-	if err := os.MkdirAll(filepath.Dir(f.writeToken), 0o700); err != nil {
-		return nil, "", failErr(fmt.Errorf("--write-token: %w", err))
+	return claimTokenFile(f.writeToken)
+}
+
+// tokenLockWait bounds waiting for another agentbox serve that is writing
+// the token file.
+const tokenLockWait = 30 * time.Second
+
+// claimTokenFile is the token of path for a server about to serve: a new
+// one, written there (mode 0600), unless a running agentbox serve uses
+// the file, whose token it is then (shared: the file is never replaced
+// under a live server, whose clients read it). A server using the file
+// holds a shared lock on path+".lock" while it runs; a server that would
+// write it first takes that lock exclusively, which it gets only when no
+// server holds it.
+func claimTokenFile(path string) (serveTokens, error) {
+	fail := func(err error) (serveTokens, error) {
+		return serveTokens{}, failErr(fmt.Errorf("--write-token: %w", err))
 	}
-	if err := atomicfile.WriteFile(f.writeToken, []byte(t+"\n"), 0o600); err != nil {
-		return nil, "", failErr(fmt.Errorf("--write-token: %w", err))
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fail(err)
 	}
-	return []string{t}, f.writeToken, nil
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	fd := int(lock.Fd())
+	wrote := ""
+	switch err := syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); {
+	case err == nil: // no server uses the file: a new token
+		wrote = serve.NewToken()
+		if err := atomicfile.WriteFile(path, []byte(wrote+"\n"), 0o600); err != nil {
+			lock.Close()
+			return fail(err)
+		}
+	case !errors.Is(err, syscall.EWOULDBLOCK):
+		lock.Close()
+		return fail(fmt.Errorf("locking %s: %w", lock.Name(), err))
+	}
+	// Shared from here on, for as long as this server runs. (Turning the
+	// exclusive lock into a shared one lets go of it for a moment, so the
+	// token is read again below, under the shared lock: whoever wrote
+	// last held the exclusive one, and no one can take it now.)
+	deadline := time.Now().Add(tokenLockWait)
+	for {
+		err := syscall.Flock(fd, syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			lock.Close()
+			return fail(fmt.Errorf("locking %s (another agentbox serve is writing the token): %w", lock.Name(), err))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t, err := readTokenFile(path)
+	if err != nil {
+		lock.Close()
+		return fail(fmt.Errorf("an agentbox serve that is running uses %s, but %w", path, err))
+	}
+	return serveTokens{tokens: []string{t}, written: path, shared: t != wrote, lock: lock}, nil
+}
+
+// readTokenFile is the token a token file holds (its first line), if the
+// file is private to its owner.
+func readTokenFile(path string) (string, error) {
+	fi, err := os.Lstat(path)
+	switch {
+	case err != nil:
+		return "", err
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("it is not a regular file (%v)", fi.Mode().Type())
+	case fi.Mode().Perm()&0o077 != 0:
+		return "", fmt.Errorf("it is readable by others (mode %v)", fi.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	t := strings.TrimSpace(first)
+	if err := serve.CheckToken(t); err != nil {
+		return "", fmt.Errorf("its token: %w", err)
+	}
+	return t, nil
 }

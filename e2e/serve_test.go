@@ -58,11 +58,19 @@ var listening = regexp.MustCompile(`listening on (https?://\S+)`)
 // it still runs.
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
-	bin := testenv.Build(t, "./cmd/agentbox")
 	tokenFile := filepath.Join(t.TempDir(), "token")
+	return launchServe(t, tokenFile, nil, append([]string{"--listen", "127.0.0.1:0", "--write-token", tokenFile}, args...)...)
+}
+
+// launchServe starts `agentbox serve args…` with env added to the
+// test's environment (AGENTBOX_TOKEN empty), waits until it listens and
+// reads its token from tokenFile.
+func launchServe(t *testing.T, tokenFile string, env []string, args ...string) *served {
+	t.Helper()
+	bin := testenv.Build(t, "./cmd/agentbox")
 	s := &served{done: make(chan struct{})}
-	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--write-token", tokenFile}, args...)...)
-	s.cmd.Env = append(os.Environ(), "AGENTBOX_TOKEN=")
+	s.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
+	s.cmd.Env = append(append(os.Environ(), "AGENTBOX_TOKEN="), env...)
 	pr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +142,8 @@ func TestServeRejectedBeforeStart(t *testing.T) {
 	os.WriteFile(readable, []byte("a-token-long-enough-0123456789\n"), 0o644)
 	private := filepath.Join(dir, "private")
 	os.WriteFile(private, []byte("short\n"), 0o600)
+	twice := filepath.Join(dir, "twice")
+	os.WriteFile(twice, []byte("a-token-long-enough-0123456789\nanother-token-0123456789\n# the first again\na-token-long-enough-0123456789\n"), 0o600)
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -149,6 +159,9 @@ func TestServeRejectedBeforeStart(t *testing.T) {
 		{"an app that is not there", []string{"--app", "m=" + filepath.Join(dir, "nothing")}, "", "--app m:"},
 		{"a screen above the most", []string{"--screen", "1920x1080", "--max-screen", "640x480"}, "", "larger than --max-screen"},
 		{"no environments", []string{"--max-envs", "0"}, "", "--max-envs"},
+		{"one token twice in a token file", []string{"--token-file", twice}, "", twice + ":4: the same token as line 1"},
+		{"no upload timeout", []string{"--upload-timeout", "0s"}, "", "--upload-timeout"},
+		{"no uploads in progress", []string{"--max-uploads-in-progress", "0"}, "", "--max-uploads-in-progress"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("AGENTBOX_TOKEN", tt.env)
@@ -245,6 +258,95 @@ func TestServeEndToEnd(t *testing.T) {
 
 // green matches the mover's square.
 func green(r, g, b uint8) bool { return g > 180 && r < 80 && b < 80 }
+
+// TestServeTokenFile (issue 22, finding 5): a second agentbox serve
+// never locks out the first one's clients by replacing the token file
+// they read (the default one, $XDG_RUNTIME_DIR/agentbox/serve.token). On
+// the first's address it fails ("address already in use") before
+// touching the file; on another address it shares the first's token.
+// With no server running, the next one writes a new token.
+func TestServeTokenFile(t *testing.T) {
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
+	runtimeDir := t.TempDir()
+	t.Setenv("XDG_RUNTIME_DIR", runtimeDir)
+	t.Setenv("AGENTBOX_TOKEN", "")
+	tokenFile := api.DefaultTokenFile()
+	if !strings.HasPrefix(tokenFile, runtimeDir) {
+		t.Fatalf("the default token file %s is not under XDG_RUNTIME_DIR", tokenFile)
+	}
+	env := []string{"XDG_RUNTIME_DIR=" + runtimeDir}
+	args := []string{"--backend", "docker"}
+	// reaches says whether a client reading the default token file (as
+	// the Go and Python clients do) is served at url.
+	reaches := func(url string) error {
+		t.Setenv("AGENTBOX_URL", url)
+		c, err := client.FromEnv()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err = c.Server(ctx)
+		return err
+	}
+	first := launchServe(t, tokenFile, env, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	if err := reaches(first.url); err != nil {
+		t.Fatalf("the first server, before: %v", err)
+	}
+
+	// A second one on the same address.
+	addr := strings.TrimPrefix(first.url, "http://")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testenv.Build(t, "./cmd/agentbox"), append([]string{"serve", "--listen", addr}, args...)...)
+	cmd.Env = append(append(os.Environ(), "AGENTBOX_TOKEN="), env...)
+	out, err := cmd.CombinedOutput()
+	if err == nil || cmd.ProcessState.ExitCode() == 0 || !strings.Contains(string(out), "address already in use") {
+		t.Errorf("a second server on %s: %v, want a failure saying the address is in use:\n%s", addr, err, out)
+	}
+	if data, _ := os.ReadFile(tokenFile); strings.TrimSpace(string(data)) != first.token {
+		t.Errorf("the second server, which could not listen, replaced the token file")
+	}
+	if err := reaches(first.url); err != nil {
+		t.Errorf("the first server's clients after a second one failed to start: %v", err)
+	}
+
+	// A second one on another address shares the token.
+	second := launchServe(t, tokenFile, env, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	if second.token != first.token {
+		t.Errorf("a second server on another address replaced the token file")
+	}
+	says := func(s *served, what string) bool {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if strings.Contains(s.log(), what) {
+				return true
+			}
+		}
+		return false
+	}
+	if !says(second, "the token is in "+tokenFile+" (that of the agentbox serve already running with it)") {
+		t.Errorf("the second server does not say it shares the token:\n%s", second.log())
+	}
+	for _, s := range []*served{first, second} {
+		if err := reaches(s.url); err != nil {
+			t.Errorf("%s with the token file: %v", s.url, err)
+		}
+	}
+
+	// Neither runs any more: the next server writes a token of its own.
+	for _, s := range []*served{first, second} {
+		if code := s.stop(t); code != 0 {
+			t.Errorf("%s exited %d:\n%s", s.url, code, s.log())
+		}
+	}
+	third := launchServe(t, tokenFile, env, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	if third.token == first.token || !says(third, "the token is in "+tokenFile+"\n") {
+		t.Errorf("with no server running, the next one did not make a new token:\n%s", third.log())
+	}
+	if err := reaches(third.url); err != nil {
+		t.Errorf("the third server: %v", err)
+	}
+}
 
 // TestServeTLS: beyond loopback the server speaks TLS; a client that
 // trusts its certificate plays, one that speaks plain HTTP gets nothing.

@@ -259,7 +259,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 
 // agentInfo is who drives episode n, as its trace records it.
 func (e *env) agentInfo(n int) trace.AgentInfo {
-	opts := map[string]string{"environment": e.id, "episode": strconv.Itoa(n), "owner": e.owner}
+	opts := map[string]string{"environment": e.id, "episode": strconv.Itoa(n), "owner": ownerLabel(e.owner)}
 	if e.client != "" {
 		opts["client"] = e.client
 	}

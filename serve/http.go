@@ -152,10 +152,19 @@ func (s *Server) hostAllowed(host string) bool {
 }
 
 // checkOrigin refuses any request whose Origin is not the server's own
-// (its host is not the Host header), whatever the method: the API has no
-// browser clients of other origins.
+// (its host is not the Host header), and any a browser says comes from
+// another site or origin (Sec-Fetch-Site other than same-origin or
+// none), whatever the method: the API has no browser clients of other
+// origins, and a GET is refused like a POST (http.CrossOriginProtection,
+// behind this, lets safe methods through).
 func (s *Server) checkOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch site := r.Header.Get("Sec-Fetch-Site"); site {
+		case "", "same-origin", "none": // not a browser's, the server's own page, or typed in the address bar
+		default:
+			writeError(w, apiError(api.CodeCrossOrigin, "a browser request from another origin (Sec-Fetch-Site: %.40q) is refused", site))
+			return
+		}
 		if o := r.Header.Get("Origin"); o != "" {
 			u, err := url.Parse(o)
 			if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
@@ -363,7 +372,7 @@ func (s *Server) createEnv(owner string, req api.CreateRequest, actor, client st
 		s.removeEnv(e)
 		return nil, aerr
 	}
-	s.logf("environment %s created for %s: %s on %s", e.id, owner, e.appName, e.backend.Name())
+	s.logf("environment %s created for token %s: %s on %s", e.id, ownerLabel(owner), e.appName, e.backend.Name())
 	return e, nil
 }
 

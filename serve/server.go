@@ -60,15 +60,23 @@ type Options struct {
 	// 1920x1080).
 	MaxScreen action.Screen
 
-	MaxEnvironments int           // live environments per token (default 4)
-	MaxUploads      int           // uploads per token (default 4)
-	Lease           time.Duration // an environment's idle lease (default 60s)
-	MaxSteps        int           // per episode, default and most (default 10000)
-	Timeout         time.Duration // per episode, default and most (default 1h)
-	StartTimeout    time.Duration // creating the sandbox and starting the app (default 60s)
-	MaxRate         float64       // actions per second per environment (default 1000)
-	LogCap          int64         // per output stream and episode (default trace.DefaultLogCap)
-	UploadLimits    app.Limits    // per upload (default app.DefaultLimits)
+	MaxEnvironments int // live environments per token (default 4)
+	MaxUploads      int // uploads per token, those being received included (default 4)
+	// UploadsInProgress bounds the uploads being received and unpacked at
+	// once over every token (default 4): each may write up to
+	// UploadLimits.MaxBytes to the disk before it is checked.
+	UploadsInProgress int
+	// UploadTimeout is how long an upload's body may take to arrive
+	// (default 5 minutes): a client that trickles it holds a slot and
+	// disk space no longer.
+	UploadTimeout time.Duration
+	Lease         time.Duration // an environment's idle lease (default 60s)
+	MaxSteps      int           // per episode, default and most (default 10000)
+	Timeout       time.Duration // per episode, default and most (default 1h)
+	StartTimeout  time.Duration // creating the sandbox and starting the app (default 60s)
+	MaxRate       float64       // actions per second per environment (default 1000)
+	LogCap        int64         // per output stream and episode (default trace.DefaultLogCap)
+	UploadLimits  app.Limits    // per upload (default app.DefaultLimits)
 
 	// Out is where the episodes' traces go, one directory per run ID.
 	Out string
@@ -119,6 +127,12 @@ func (o *Options) defaults() error {
 	if o.MaxUploads <= 0 {
 		o.MaxUploads = 4
 	}
+	if o.UploadsInProgress <= 0 {
+		o.UploadsInProgress = 4
+	}
+	if o.UploadTimeout <= 0 {
+		o.UploadTimeout = 5 * time.Minute
+	}
 	if o.Lease <= 0 {
 		o.Lease = 60 * time.Second
 	}
@@ -163,7 +177,7 @@ func (o *Options) defaults() error {
 // Server owns the environments of agentbox serve.
 type Server struct {
 	o      Options
-	tokens map[[32]byte]string // SHA-256 of a token → its owner ID
+	tokens map[[32]byte]string // SHA-256 of a token → its owner ID (the whole digest, hex)
 	api    http.Handler
 	http   *http.Server
 	mcp    *mcp.Server // the MCP endpoint's sessions
@@ -177,15 +191,19 @@ type Server struct {
 
 	logMu sync.Mutex
 
-	mu       sync.Mutex
-	closing  bool
-	envs     map[string]*env
-	uploads  map[string]*upload
-	conns    map[*websocket.Conn]struct{}
-	uploadMk bool // UploadDir was made by the server
-	reaper   chan struct{}
-	pool     *pool.Pool     // nil without Options.Pool
-	wg       sync.WaitGroup // episodes closing in the background, the reaper
+	mu      sync.Mutex
+	closing bool
+	envs    map[string]*env
+	uploads map[string]*upload
+	// receiving counts the uploads being received, per owner; they count
+	// against the owner's MaxUploads, and together against
+	// UploadsInProgress.
+	receiving map[string]int
+	conns     map[*websocket.Conn]struct{}
+	uploadMk  bool // UploadDir was made by the server
+	reaper    chan struct{}
+	pool      *pool.Pool     // nil without Options.Pool
+	wg        sync.WaitGroup // episodes closing in the background, the reaper
 }
 
 // New makes a server; Serve starts it.
@@ -194,13 +212,21 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{o: o, tokens: map[[32]byte]string{}, envs: map[string]*env{}, uploads: map[string]*upload{},
-		conns: map[*websocket.Conn]struct{}{}, reaper: make(chan struct{})}
-	for _, t := range o.Tokens {
+		receiving: map[string]int{}, conns: map[*websocket.Conn]struct{}{}, reaper: make(chan struct{})}
+	first := map[[32]byte]int{}
+	for i, t := range o.Tokens {
 		if err := CheckToken(t); err != nil {
 			return nil, err
 		}
+		// The owner is the whole digest: two tokens that share a prefix
+		// of it are two owners. Two tokens with one owner would share
+		// everything they own: refused.
 		sum := sha256.Sum256([]byte(t))
-		s.tokens[sum] = hex.EncodeToString(sum[:4])
+		if j, dup := first[sum]; dup {
+			return nil, fmt.Errorf("serve: tokens %d and %d are the same token: each client needs its own", j+1, i+1)
+		}
+		first[sum] = i
+		s.tokens[sum] = hex.EncodeToString(sum[:])
 	}
 	if s.o.UploadDir == "" {
 		d, err := os.MkdirTemp("", "agentbox-serve-")
@@ -343,6 +369,14 @@ func (s *Server) logf(format string, args ...any) {
 	defer s.logMu.Unlock()
 	fmt.Fprintf(s.o.Log, "agentbox serve: "+format+"\n", args...)
 }
+
+// ownerLogLen is how much of an owner ID the log and the traces show: a
+// label, not the owner (the whole digest is).
+const ownerLogLen = 8
+
+// ownerLabel is the short form of an owner ID the log and the traces
+// show: its first ownerLogLen hex digits.
+func ownerLabel(owner string) string { return owner[:min(len(owner), ownerLogLen)] }
 
 // owner is the owner ID of a request's token, or "" when it has none the
 // server knows. Every known token is compared, in constant time.

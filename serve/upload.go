@@ -48,23 +48,26 @@ func (s *Server) handleCreateUpload(w http.ResponseWriter, r *http.Request, owne
 		writeError(w, apiError(api.CodeUnsupportedMedia, "the body must be application/x-tar (an app directory, agentbox.json at its root), not %q", mt))
 		return
 	}
-	s.mu.Lock()
-	n := 0
-	for _, u := range s.uploads {
-		if u.owner == owner {
-			n++
+	// The body must arrive within UploadTimeout: a client that trickles
+	// it holds its slot, one of the server's and disk space no longer.
+	if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.o.UploadTimeout)); err != nil {
+		writeError(w, apiError(api.CodeInternal, "this connection cannot bound the upload: %v", err))
+		return
+	}
+	release, aerr := s.reserveUpload(owner)
+	if aerr != nil {
+		// Answered at once, the body unread: the connection closes
+		// rather than wait for the body to drain it.
+		w.Header().Set("Connection", "close")
+		writeError(w, aerr)
+		return
+	}
+	registered := false
+	defer func() {
+		if !registered {
+			release()
 		}
-	}
-	closing := s.closing
-	s.mu.Unlock()
-	switch {
-	case closing:
-		writeError(w, apiError(api.CodeShuttingDown, "the server is shutting down"))
-		return
-	case n >= s.o.MaxUploads:
-		writeError(w, apiError(api.CodeTooManyUploads, "this token holds %d uploads, the most it may (delete one first)", n))
-		return
-	}
+	}()
 	id := "up-" + randomID(6)
 	dir := s.uploadPath(id)
 	lim := s.o.UploadLimits
@@ -72,11 +75,14 @@ func (s *Server) handleCreateUpload(w http.ResponseWriter, r *http.Request, owne
 	if err := unpack(body, dir, lim); err != nil {
 		os.RemoveAll(dir)
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			writeError(w, apiError(api.CodeTooLarge, "the upload is larger than %d bytes", mbe.Limit))
-			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			writeError(w, apiError(api.CodeInvalidUpload, "the upload's body did not arrive within %v (the server's --upload-timeout)", s.o.UploadTimeout))
+		default:
+			writeError(w, apiError(api.CodeInvalidUpload, "%v", err))
 		}
-		writeError(w, apiError(api.CodeInvalidUpload, "%v", err))
 		return
 	}
 	b, err := app.Load(dir, lim)
@@ -99,11 +105,57 @@ func (s *Server) handleCreateUpload(w http.ResponseWriter, r *http.Request, owne
 		writeError(w, apiError(api.CodeShuttingDown, "the server is shutting down"))
 		return
 	}
+	// The reserved slot becomes the upload, under the one lock: the
+	// token's count never dips in between.
+	s.releaseUploadLocked(owner)
+	registered = true
 	s.uploads[id] = u
 	d := u.describe()
 	s.mu.Unlock()
-	s.logf("upload %s for %s: %s, %d files, %d bytes", id, owner, name, d.Files, d.Bytes)
+	s.logf("upload %s for token %s: %s, %d files, %d bytes", id, ownerLabel(owner), name, d.Files, d.Bytes)
 	writeJSON(w, 201, d)
+}
+
+// reserveUpload takes one of owner's upload slots and one of the
+// server's uploads in progress, under the lock, before the body is read:
+// uploads sent at once cannot all pass the count and then all be added.
+// The function it returns gives both back (the upload failed); a
+// successful upload gives them back as it is registered.
+func (s *Server) reserveUpload(owner string) (release func(), _ *api.Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, apiError(api.CodeShuttingDown, "the server is shutting down")
+	}
+	n := s.receiving[owner]
+	for _, u := range s.uploads {
+		if u.owner == owner {
+			n++
+		}
+	}
+	if n >= s.o.MaxUploads {
+		return nil, apiError(api.CodeTooManyUploads, "this token holds %d uploads (those being received included), the most it may (delete one first)", n)
+	}
+	in := 0
+	for _, k := range s.receiving {
+		in += k
+	}
+	if in >= s.o.UploadsInProgress {
+		return nil, apiError(api.CodeTooManyUploads, "the server is receiving %d uploads, the most it does at once: try again shortly", in)
+	}
+	s.receiving[owner]++
+	return func() {
+		s.mu.Lock()
+		s.releaseUploadLocked(owner)
+		s.mu.Unlock()
+	}, nil
+}
+
+// releaseUploadLocked gives back a slot reserveUpload took; s.mu is held.
+func (s *Server) releaseUploadLocked(owner string) {
+	if s.receiving[owner]--; s.receiving[owner] <= 0 {
+		delete(s.receiving, owner)
+	}
 }
 
 func (s *Server) handleListUploads(w http.ResponseWriter, _ *http.Request, owner string) {
