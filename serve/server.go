@@ -34,6 +34,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/connlimit"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
 	"github.com/codegirl-games/agentbox/pool"
@@ -252,19 +253,21 @@ func NewToken() string { return "abx_" + randomID(32) }
 func (s *Server) Handler() http.Handler { return s.api }
 
 // Serve answers on ln until Shutdown; with a certificate and key it
-// speaks TLS. It returns http.ErrServerClosed after Shutdown.
+// speaks TLS. It returns http.ErrServerClosed after Shutdown. Its
+// connections, headers and large bodies are bounded (bodies.go).
 func (s *Server) Serve(ln net.Listener, certFile, keyFile string) error {
 	s.mu.Lock()
 	s.http = &http.Server{
-		Handler:           s.api,
+		Handler:           boundBodies(s.owner, s.api),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          nil,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(s.base) },
 	}
 	hs := s.http
 	s.mu.Unlock()
+	ln = connlimit.New(ln, maxConns, maxConnsPerHost)
 	if certFile != "" {
 		return hs.ServeTLS(ln, certFile, keyFile)
 	}

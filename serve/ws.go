@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -16,6 +18,52 @@ import (
 // wsWriteTimeout bounds writing one answer: a client that stops reading
 // loses its connection, and holds nothing else up.
 const wsWriteTimeout = 30 * time.Second
+
+// wsLarge holds the messages above largeBody being read, wsLargeAtOnce
+// at most in the process: a message's first largeBody bytes are read at
+// once (every request a well-behaved client sends fits), the rest only
+// with a slot, within largeRead. Whatever the number of connections that
+// send messages up to api.MaxMessage and never finish them, the memory
+// they hold is bounded.
+var wsLarge = make(chan struct{}, wsLargeAtOnce)
+
+const wsLargeAtOnce = 4
+
+// readMessage reads one message of c: its first largeBody bytes, then
+// the rest with a wsLarge slot (waiting largeWait for one at most).
+// Errors close the connection.
+func readMessage(base context.Context, c *websocket.Conn) (websocket.MessageType, []byte, error) {
+	ctx, cancel := context.WithCancel(base)
+	defer cancel()
+	typ, r, err := c.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(r, largeBody+1))
+	if err != nil || len(data) <= largeBody {
+		return typ, data, err
+	}
+	wait := time.NewTimer(largeWait)
+	defer wait.Stop()
+	select {
+	case wsLarge <- struct{}{}:
+	case <-wait.C:
+		c.Close(websocket.StatusTryAgainLater, "too many large messages are being read: try again")
+		return 0, nil, errors.New("no slot for a large message")
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+	defer func() { <-wsLarge }()
+	// A message that does not arrive within largeRead ends its
+	// connection (cancelling a read closes it).
+	slow := time.AfterFunc(largeRead, cancel)
+	defer slow.Stop()
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return typ, append(data, rest...), nil
+}
 
 // handleWS is the step loop's WebSocket: requests in, answers out, one
 // each, in order (api.Request, api.Response). A step is one round trip.
@@ -53,9 +101,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 	}()
 	ctx := s.base
 	for {
-		typ, data, err := c.Read(ctx)
+		typ, data, err := readMessage(ctx, c)
 		if err != nil {
-			return // the client went, the server stops, or the message was too large (closed with 1009)
+			return // the client went, the server stops, the message was too large (closed with 1009) or too slow
 		}
 		e.touch()
 		var req api.Request
