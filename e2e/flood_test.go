@@ -444,7 +444,7 @@ func TestFloodServeHTTP(t *testing.T) {
 // read. Another token's client steps its own environment meanwhile.
 func TestFloodServeWebSockets(t *testing.T) {
 	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
-	const envs = 4
+	const envs = 6
 	s := startServeTokens(t, floodTokens, "--backend", "docker", "--app", "mover="+moverApp(t, ""), "--out", t.TempDir(),
 		"--max-envs", strconv.Itoa(envs), "--start-timeout", "5m")
 	addr := hostOf(t, s.url)
@@ -479,7 +479,7 @@ func TestFloodServeWebSockets(t *testing.T) {
 			parallel(ctx, envs*16, func(ctx context.Context, i int) {
 				id := ids[i/16]
 				switch k := i % 16; {
-				case k < 10: // a message up to its bound in fragments, never finished
+				case k < 12: // a message up to its bound in fragments, never finished
 					c, err := wsDial(ctx, addr, "/v1/envs/"+id+"/ws", auth)
 					if err != nil {
 						fc.count(false)
@@ -487,7 +487,7 @@ func TestFloodServeWebSockets(t *testing.T) {
 					}
 					fc.add(c)
 					fc.count(wsFragments(c, api.MaxMessage-4096, 64<<10) == nil)
-				case k < 11: // one frame claiming 2^62 bytes, with a MiB of them
+				case k < 13: // one frame claiming 2^62 bytes, with a MiB of them
 					c, err := wsDial(ctx, addr, "/v1/envs/"+id+"/ws", auth)
 					if err != nil {
 						fc.count(false)
@@ -496,7 +496,7 @@ func TestFloodServeWebSockets(t *testing.T) {
 					fc.add(c)
 					c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 					fc.count(wsFrame(c, 1, false, 1<<20, 1<<62) == nil)
-				case k < 13: // observations asked for and never read
+				case k < 15: // observations asked for and never read
 					c, err := wsDial(ctx, addr, "/v1/envs/"+id+"/ws", auth)
 					if err != nil {
 						fc.count(false)
@@ -523,7 +523,7 @@ func TestFloodServeWebSockets(t *testing.T) {
 					fc.count(err == nil)
 				}
 			})
-			return fmt.Sprintf("%d environments × 16 connections: 10 WebSockets sending %d bytes in 64 KiB fragments never finished, 1 a frame claiming 2^62 bytes, 2 asking 50 RGBA observations never read, 3 event streams never read, from 127.0.0.2", envs, api.MaxMessage-4096)
+			return fmt.Sprintf("%d environments × 16 connections: 12 WebSockets sending %d bytes in 64 KiB fragments never finished, 1 a frame claiming 2^62 bytes, 2 asking 50 RGBA observations never read, 1 event stream never read, from 127.0.0.2", envs, api.MaxMessage-4096)
 		},
 		probe: func(ctx context.Context) error {
 			for i := range 5 {
@@ -692,8 +692,17 @@ func TestFloodLive(t *testing.T) {
 		}
 		return errors.New("no hello among the WebSocket's first 20 messages")
 	}
-	if err := probe(t.Context()); err != nil {
-		t.Fatalf("before the flood: %v\n%s", err, run.stderr())
+	// The page is up before the run's sandbox: its view is there once
+	// the run started.
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		err := probe(t.Context())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("before the flood: %v\n%s", err, run.stderr())
+		}
+		time.Sleep(time.Second)
 	}
 	runFlood(t, run.cmd.Process.Pid, floodCase{
 		listener: "live page (run --live)",
@@ -839,6 +848,12 @@ func TestFloodMCPStdio(t *testing.T) {
 			hold: 0,
 		})
 		t.Logf("agentbox mcp (exit %d) said:\n%s", cmd.ProcessState.ExitCode(), stderr.String())
+		if code := cmd.ProcessState.ExitCode(); code != 3 {
+			t.Errorf("agentbox mcp exited %d after the endless line, want 3", code)
+		}
+		if want := fmt.Sprintf("a message on standard input exceeds %d MiB (the limit); ending the session", mcpStdioLine>>20); !strings.Contains(stderr.String(), want) {
+			t.Errorf("agentbox mcp did not say %q on stderr:\n%s", want, stderr.String())
+		}
 	})
 }
 

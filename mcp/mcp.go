@@ -236,18 +236,19 @@ func (s *Server) Close() {
 // JSON-RPC, the stdio transport) until the client closes in or ctx ends,
 // then closes the session's episodes. Nothing else may write to out.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	t := &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}, MaxLineLength: MaxLine}
+	t := &stdioTransport{in: in, out: out}
 	err := s.sdk.Run(ctx, t)
 	s.Close()
+	if rerr := t.readErr(); rerr != nil && ctx.Err() == nil {
+		// What ended the session (a message above MaxLine, a malformed
+		// one): the SDK's own error does not say.
+		return rerr
+	}
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // HTTPOptions configure the streamable HTTP endpoint.
 type HTTPOptions struct {
