@@ -73,8 +73,14 @@ type stdioConn struct {
 
 // readLoop reads messages one line at a time and hands them to Read.
 func (c *stdioConn) readLoop(r *bufio.Reader) {
+	// One buffer for every line (DecodeMessage copies what it keeps):
+	// a line of megabytes does not leave its growing copies behind.
+	var buf []byte
 	for {
-		line, held, err := c.readLine(r)
+		line, held, err := c.readLine(r, buf[:0])
+		if cap(line) > cap(buf) {
+			buf = line[:0]
+		}
 		var msg jsonrpc.Message
 		if err == nil {
 			msg, err = jsonrpc.DecodeMessage(line)
@@ -112,9 +118,9 @@ func (c *stdioConn) readLoop(r *bufio.Reader) {
 }
 
 // readLine reads one line, without its end, of at most MaxLine bytes;
-// its bytes beyond stdioLarge only with the large slot (held reports
+// line is where it goes; its bytes beyond stdioLarge only with the large slot (held reports
 // that it took it). Empty lines are skipped.
-func (c *stdioConn) readLine(r *bufio.Reader) (line []byte, held bool, err error) {
+func (c *stdioConn) readLine(r *bufio.Reader, line []byte) (_ []byte, held bool, err error) {
 	for {
 		frag, err := r.ReadSlice('\n')
 		if len(line)+len(frag) > MaxLine {

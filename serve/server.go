@@ -165,6 +165,9 @@ func (o *Options) defaults() error {
 type Server struct {
 	o      Options
 	tokens map[[32]byte]string // SHA-256 of a token → its owner ID
+	// images bounds the observations with an image a token's
+	// WebSockets hold, being made or sent, at once (ws.go).
+	images tokenSlots
 	api    http.Handler
 	http   *http.Server
 	mcp    *mcp.Server // the MCP endpoint's sessions

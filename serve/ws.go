@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -28,6 +29,48 @@ const wsWriteTimeout = 30 * time.Second
 var wsLarge = make(chan struct{}, wsLargeAtOnce)
 
 const wsLargeAtOnce = 4
+
+// wsImages bounds the observations with an image (PNG or RGBA) one
+// token's WebSockets hold at once, being made or sent; a request beyond
+// them waits largeWait for a slot, then is refused.
+const wsImages = 4
+
+// tokenSlots are a number of slots for each token.
+type tokenSlots struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// take waits for one of owner's n slots, largeWait at most.
+func (s *tokenSlots) take(ctx context.Context, owner string, n int) bool {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]chan struct{}{}
+	}
+	ch := s.m[owner]
+	if ch == nil {
+		ch = make(chan struct{}, n)
+		s.m[owner] = ch
+	}
+	s.mu.Unlock()
+	wait := time.NewTimer(largeWait)
+	defer wait.Stop()
+	select {
+	case ch <- struct{}{}:
+		return true
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// give frees one of owner's slots.
+func (s *tokenSlots) give(owner string) {
+	s.mu.Lock()
+	ch := s.m[owner]
+	s.mu.Unlock()
+	<-ch
+}
 
 // readMessage reads one message of c: its first largeBody bytes, then
 // the rest with a wsLarge slot (waiting largeWait for one at most).
@@ -109,6 +152,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 		var req api.Request
 		var resp api.Response
 		var image []byte
+		held := false
 		switch {
 		case typ != websocket.MessageText:
 			resp.Error = apiError(api.CodeInvalidJSON, "requests are text messages holding JSON")
@@ -117,10 +161,26 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 				resp.Error = aerr
 				break
 			}
+			if req.Image == api.ImagePNG || req.Image == api.ImageRGBA {
+				// An image (megabytes as RGBA) is made only with one of
+				// the token's slots, held until it is sent: a token's
+				// clients that ask for images and never read them
+				// hold at most wsImages of them.
+				if !s.images.take(ctx, owner, wsImages) {
+					resp.Error = apiError(api.CodeTooManyConnections, "this token's WebSockets have %d observations with an image being sent, the most they may at once: try again", wsImages)
+					break
+				}
+				held = true
+			}
 			resp, image = s.wsOp(e, req)
 		}
 		resp.ID = req.ID
-		if err := writeResponse(ctx, c, &resp, image); err != nil {
+		err = writeResponse(ctx, c, &resp, image)
+		image = nil
+		if held {
+			s.images.give(owner)
+		}
+		if err != nil {
 			return
 		}
 	}
