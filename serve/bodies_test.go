@@ -74,7 +74,9 @@ func TestBoundBodies(t *testing.T) {
 	}
 
 	first, later, never := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { close(later); close(never) })
+	var firstOnce sync.Once
+	finishFirst := func() { firstOnce.Do(func() { close(first) }) }
+	t.Cleanup(func() { finishFirst(); close(later); close(never) })
 	send("large 1", "a", largeBody*4, first)
 	waitFor("large 1")
 	send("large 2", "a", largeBody*4, never)
@@ -93,7 +95,7 @@ func TestBoundBodies(t *testing.T) {
 		send(tt.name, tt.owner, length, never)
 		waitFor(tt.name)
 	}
-	close(first) // large 1 ends: large 3 takes its slot
+	finishFirst() // large 1 ends: large 3 takes its slot
 	waitFor("large 3")
 }
 
