@@ -32,8 +32,12 @@ const wsLargeAtOnce = 4
 
 // wsImages bounds the observations with an image (PNG or RGBA) one
 // token's WebSockets hold at once, being made or sent; a request beyond
-// them waits largeWait for a slot, then is refused.
-const wsImages = 4
+// them waits largeWait for a slot, then is refused. One: each costs
+// about 20 MiB while it is made and sent (the capture's copies of a
+// frame; TestFloodServeWebSockets: +101 MiB with 4, +20 MiB with 1), and
+// a token's other environments' images wait for it (a client that reads
+// its answers frees it within milliseconds).
+const wsImages = 1
 
 // tokenSlots are a number of slots for each token.
 type tokenSlots struct {
