@@ -58,8 +58,8 @@ func (b *lockedBuffer) String() string {
 
 // serveStdio serves input over stdio, its end once the output has every
 // string of until or ServeStdio returned, and returns what ServeStdio
-// returned and what it wrote.
-func serveStdio(t *testing.T, input string, until []string) (error, string) {
+// wrote and returned.
+func serveStdio(t *testing.T, input string, until []string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
@@ -92,10 +92,10 @@ func serveStdio(t *testing.T, input string, until []string) (error, string) {
 	select {
 	case err := <-done:
 		pr.Close()
-		return err, out.String()
+		return out.String(), err
 	case <-time.After(3 * time.Minute):
 		t.Fatal("ServeStdio did not end at the end of its input")
-		return nil, ""
+		return "", nil
 	}
 }
 
@@ -115,7 +115,7 @@ func TestServeStdio(t *testing.T) {
 		{"a malformed message", stdioInit + "{\"jsonrpc\":\n", nil, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err, out := serveStdio(t, tt.input, tt.want)
+			out, err := serveStdio(t, tt.input, tt.want)
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) || tt.wantErr == nil && tt.name != "a malformed message" && err != nil {
 				t.Fatalf("ServeStdio: %v, want %v", err, tt.wantErr)
 			}
