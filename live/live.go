@@ -48,6 +48,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/codegirl-games/agentbox/internal/connlimit"
 	"github.com/codegirl-games/agentbox/report"
 )
 
@@ -196,6 +197,16 @@ func (s *Server) Listen(addr string) error {
 	return nil
 }
 
+// maxConns bounds the page's open connections, maxConnsPerHost those
+// from one address (a browser opens a few per page): beyond them a
+// connection is closed as soon as it is accepted, so a flood of
+// connections holds a bounded amount of memory and a client at another
+// address is served meanwhile.
+const (
+	maxConns        = 256
+	maxConnsPerHost = 64
+)
+
 // Serve serves on a listener the caller made (tests); Listen checks the
 // address first.
 func (s *Server) Serve(ln net.Listener) {
@@ -213,6 +224,7 @@ func (s *Server) Serve(ln net.Listener) {
 	}
 	hs := s.http
 	s.mu.Unlock()
+	ln = connlimit.New(ln, maxConns, maxConnsPerHost)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

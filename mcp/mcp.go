@@ -236,18 +236,19 @@ func (s *Server) Close() {
 // JSON-RPC, the stdio transport) until the client closes in or ctx ends,
 // then closes the session's episodes. Nothing else may write to out.
 func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	t := &sdk.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}
+	t := &stdioTransport{in: in, out: out}
 	err := s.sdk.Run(ctx, t)
 	s.Close()
+	if rerr := t.readErr(); rerr != nil && ctx.Err() == nil {
+		// What ended the session (a message above MaxLine, a malformed
+		// one): the SDK's own error does not say.
+		return rerr
+	}
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // HTTPOptions configure the streamable HTTP endpoint.
 type HTTPOptions struct {
@@ -262,11 +263,16 @@ type HTTPOptions struct {
 	SessionTimeout time.Duration
 }
 
-// MaxBody bounds an HTTP request's body: well above the largest action
-// (action.MaxJSON), so that a tool call with megabytes of arguments still
-// reaches its tool and gets the tool's error; a larger body is refused
-// with 413. (Over stdio the SDK's bound is 16 MiB a message.)
-const MaxBody = 8 << 20
+// MaxBody bounds an HTTP request's body, and MaxLine a message over
+// stdio: well above the largest action (action.MaxJSON), so that a tool
+// call with megabytes of arguments still reaches its tool and gets the
+// tool's error; a larger body is refused with 413, a larger message ends
+// the stdio session. (They were 8 MiB, and over stdio the SDK's 16 MiB:
+// reading and decoding one such message took more than 64 MiB.)
+const (
+	MaxBody = 4 << 20
+	MaxLine = 4 << 20
+)
 
 // HTTPHandler is the streamable HTTP endpoint (one URL: POST for
 // messages, GET for the server's stream, DELETE to end a session). The

@@ -34,6 +34,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/connlimit"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
 	"github.com/codegirl-games/agentbox/pool"
@@ -178,6 +179,9 @@ func (o *Options) defaults() error {
 type Server struct {
 	o      Options
 	tokens map[[32]byte]string // SHA-256 of a token → its owner ID (the whole digest, hex)
+	// images bounds the observations with an image a token's
+	// WebSockets hold, being made or sent, at once (ws.go).
+	images tokenSlots
 	api    http.Handler
 	http   *http.Server
 	mcp    *mcp.Server // the MCP endpoint's sessions
@@ -278,19 +282,21 @@ func NewToken() string { return "abx_" + randomID(32) }
 func (s *Server) Handler() http.Handler { return s.api }
 
 // Serve answers on ln until Shutdown; with a certificate and key it
-// speaks TLS. It returns http.ErrServerClosed after Shutdown.
+// speaks TLS. It returns http.ErrServerClosed after Shutdown. Its
+// connections, headers and large bodies are bounded (bodies.go).
 func (s *Server) Serve(ln net.Listener, certFile, keyFile string) error {
 	s.mu.Lock()
 	s.http = &http.Server{
-		Handler:           s.api,
+		Handler:           boundBodies(s.owner, s.api),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          nil,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(s.base) },
 	}
 	hs := s.http
 	s.mu.Unlock()
+	ln = connlimit.New(ln, maxConns, maxConnsPerHost)
 	if certFile != "" {
 		return hs.ServeTLS(ln, certFile, keyFile)
 	}

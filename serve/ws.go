@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -16,6 +19,98 @@ import (
 // wsWriteTimeout bounds writing one answer: a client that stops reading
 // loses its connection, and holds nothing else up.
 const wsWriteTimeout = 30 * time.Second
+
+// wsLarge holds the messages above largeBody being read, wsLargeAtOnce
+// at most in the process: a message's first largeBody bytes are read at
+// once (every request a well-behaved client sends fits), the rest only
+// with a slot, within largeRead. Whatever the number of connections that
+// send messages up to api.MaxMessage and never finish them, the memory
+// they hold is bounded.
+var wsLarge = make(chan struct{}, wsLargeAtOnce)
+
+const wsLargeAtOnce = 4
+
+// wsImages bounds the observations with an image (PNG or RGBA) one
+// token's WebSockets hold at once, being made or sent; a request beyond
+// them waits largeWait for a slot, then is refused. One: each costs
+// about 20 MiB while it is made and sent (the capture's copies of a
+// frame; TestFloodServeWebSockets: +101 MiB with 4, +20 MiB with 1), and
+// a token's other environments' images wait for it (a client that reads
+// its answers frees it within milliseconds).
+const wsImages = 1
+
+// tokenSlots are a number of slots for each token.
+type tokenSlots struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// take waits for one of owner's n slots, largeWait at most.
+func (s *tokenSlots) take(ctx context.Context, owner string, n int) bool {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[string]chan struct{}{}
+	}
+	ch := s.m[owner]
+	if ch == nil {
+		ch = make(chan struct{}, n)
+		s.m[owner] = ch
+	}
+	s.mu.Unlock()
+	wait := time.NewTimer(largeWait)
+	defer wait.Stop()
+	select {
+	case ch <- struct{}{}:
+		return true
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// give frees one of owner's slots.
+func (s *tokenSlots) give(owner string) {
+	s.mu.Lock()
+	ch := s.m[owner]
+	s.mu.Unlock()
+	<-ch
+}
+
+// readMessage reads one message of c: its first largeBody bytes, then
+// the rest with a wsLarge slot (waiting largeWait for one at most).
+// Errors close the connection.
+func readMessage(base context.Context, c *websocket.Conn) (websocket.MessageType, []byte, error) {
+	ctx, cancel := context.WithCancel(base)
+	defer cancel()
+	typ, r, err := c.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(r, largeBody+1))
+	if err != nil || len(data) <= largeBody {
+		return typ, data, err
+	}
+	wait := time.NewTimer(largeWait)
+	defer wait.Stop()
+	select {
+	case wsLarge <- struct{}{}:
+	case <-wait.C:
+		c.Close(websocket.StatusTryAgainLater, "too many large messages are being read: try again")
+		return 0, nil, errors.New("no slot for a large message")
+	case <-ctx.Done():
+		return 0, nil, ctx.Err()
+	}
+	defer func() { <-wsLarge }()
+	// A message that does not arrive within largeRead ends its
+	// connection (cancelling a read closes it).
+	slow := time.AfterFunc(largeRead, cancel)
+	defer slow.Stop()
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return typ, append(data, rest...), nil
+}
 
 // handleWS is the step loop's WebSocket: requests in, answers out, one
 // each, in order (api.Request, api.Response). A step is one round trip.
@@ -53,14 +148,15 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 	}()
 	ctx := s.base
 	for {
-		typ, data, err := c.Read(ctx)
+		typ, data, err := readMessage(ctx, c)
 		if err != nil {
-			return // the client went, the server stops, or the message was too large (closed with 1009)
+			return // the client went, the server stops, the message was too large (closed with 1009) or too slow
 		}
 		e.touch()
 		var req api.Request
 		var resp api.Response
 		var image []byte
+		held := false
 		switch {
 		case typ != websocket.MessageText:
 			resp.Error = apiError(api.CodeInvalidJSON, "requests are text messages holding JSON")
@@ -69,10 +165,26 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 				resp.Error = aerr
 				break
 			}
+			if req.Image == api.ImagePNG || req.Image == api.ImageRGBA {
+				// An image (megabytes as RGBA) is made only with one of
+				// the token's slots, held until it is sent: a token's
+				// clients that ask for images and never read them
+				// hold at most wsImages of them.
+				if !s.images.take(ctx, owner, wsImages) {
+					resp.Error = apiError(api.CodeTooManyConnections, "this token's WebSockets have %d observations with an image being sent, the most they may at once: try again", wsImages)
+					break
+				}
+				held = true
+			}
 			resp, image = s.wsOp(e, req)
 		}
 		resp.ID = req.ID
-		if err := writeResponse(ctx, c, &resp, image); err != nil {
+		err = writeResponse(ctx, c, &resp, image)
+		image = nil
+		if held {
+			s.images.give(owner)
+		}
+		if err != nil {
 			return
 		}
 	}
