@@ -92,7 +92,11 @@ func newBrowser(t testing.TB, w, h int) *browser {
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelT := chromedp.NewContext(actx)
-	ctx, cancelD := context.WithTimeout(ctx, 2*time.Minute)
+	// A bound on the whole browser session, not a speed requirement: with
+	// both cores saturated Chromium's frames come slowly, and scrolling a
+	// 2000-step report through took past 2 minutes once (CI-like run with
+	// a load average of 50).
+	ctx, cancelD := context.WithTimeout(ctx, 6*time.Minute)
 	stop := func() { cancelD(); cancelT(); cancelA() }
 	t.Cleanup(stop)
 	b := &browser{ctx: ctx, close: stop}

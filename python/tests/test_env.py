@@ -243,7 +243,7 @@ def test_bad_actions(client, transport):
         _, _, _, _, info = env.step({"action": "key"})
         assert info["invalid"] and 'field "keys": required' in info["result"]["error"]
         _, _, _, _, info = env.step({"action": "key", "keys": "Right"})
-        assert info["result"]["ok"] and info["step"] == 4
+        assert info["result"]["ok"] and info["step"] == 5
 
 
 def test_the_servers_errors(client, target):
