@@ -46,16 +46,6 @@ func TestOpenAPIAgrees(t *testing.T) {
 	if !slices.Equal(documented, served) {
 		t.Errorf("openapi.json and the server disagree:\ndocumented: %v\nserved:     %v", documented, served)
 	}
-	// Every error code the server may answer is in the document's enum.
-	enum := doc.Components.Schemas["Error"].Value.Properties["code"].Value.Enum
-	for _, code := range []string{api.CodeUnauthorized, api.CodeBadHost, api.CodeCrossOrigin, api.CodeNotFound, api.CodeMethodNotAllowed,
-		api.CodeUnsupportedMedia, api.CodeTooLarge, api.CodeInvalidJSON, api.CodeInvalidRequest, api.CodeInvalidAction, api.CodeUnknownApp,
-		api.CodeInvalidUpload, api.CodeTooManyEnvironments, api.CodeTooManyUploads, api.CodeBusy, api.CodeEpisodeEnded, api.CodeAppStart,
-		api.CodeEnvironment, api.CodeShuttingDown, api.CodeInternal, api.CodeUnsupportedOperation, api.CodeTooManyConnections} {
-		if !slices.Contains(enum, any(code)) {
-			t.Errorf("error code %s is not in openapi.json", code)
-		}
-	}
 }
 
 // TestAPIFollowsTheDocument drives every route through a whole life —
