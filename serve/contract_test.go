@@ -1,11 +1,13 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -368,5 +370,104 @@ func TestContractErrorCodes(t *testing.T) {
 			doc[1] != strconv.Itoa(api.Status(m[1])) || doc[2] != m[1] {
 			t.Errorf("%s: the docstring of %s does not begin \"%d %s\"", surface(pyErrors), m[2], api.Status(m[1]), m[1])
 		}
+	}
+}
+
+// validateEvent checks one event stream's data against openapi.json's
+// Event schema.
+func validateEvent(t *testing.T, data []byte) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("event %s: %v", data, err)
+	}
+	if err := loadOpenAPI(t).Components.Schemas["Event"].Value.VisitJSON(v); err != nil {
+		t.Errorf("the event %.300s breaks %s's Event schema: %v", data, openAPIName, err)
+	}
+}
+
+// TestTakeoverOnTheEventStream: a client of the events stream sees who
+// took control, the action of the remote client that was not performed,
+// the person's step, and who handed control back, why and after how many
+// steps — each event as the document describes it.
+func TestTakeoverOnTheEventStream(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	e := h.create("", `, "settle": "none"`)
+	h.srv.mu.Lock()
+	en := h.srv.envs[e.ID]
+	h.srv.mu.Unlock()
+	en.mu.Lock()
+	sess := en.sess
+	en.mu.Unlock()
+	if sess == nil {
+		t.Fatal("the environment has no session")
+	}
+
+	if err := sess.TakeOver("a tester"); err != nil {
+		t.Fatal(err)
+	}
+	// The remote client's action waits for the hand-back and is not
+	// performed (it was decided before the person's control).
+	acted := make(chan error, 1)
+	go func() {
+		hr, _ := http.NewRequestWithContext(t.Context(), "POST", h.url+"/v1/envs/"+e.ID+"/act", strings.NewReader(`{"action":"key","keys":"a"}`))
+		hr.Header.Set("Authorization", "Bearer "+testToken)
+		hr.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			acted <- err
+			return
+		}
+		defer resp.Body.Close()
+		var st api.StepResponse
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != 200 || st.Result.OK {
+			acted <- fmt.Errorf("the remote action during the takeover: %s %+v %v", resp.Status, st, err)
+			return
+		}
+		acted <- nil
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if res, err := sess.Act(ctx, session.Step{Actor: trace.ActorHuman, Action: action.Action{Kind: action.Key, Keys: "Return"}}); err != nil || !res.Result.OK {
+		t.Fatalf("the person's step: %+v %v", res, err)
+	}
+	if err := sess.HandBack("the tester left"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-acted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the remote action did not come back after the hand-back")
+	}
+
+	hr, _ := http.NewRequestWithContext(ctx, "GET", h.url+"/v1/envs/"+e.ID+"/events", nil)
+	hr.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var takeover, handBack, notApplied *api.Event
+	for _, ev := range readEvents(t, resp.Body, 6) {
+		switch ev.Kind {
+		case session.EventTakeover:
+			takeover = &ev
+		case session.EventHandBack:
+			handBack = &ev
+		case session.EventNotApplied:
+			notApplied = &ev
+		}
+	}
+	if takeover == nil || takeover.By != "a tester" {
+		t.Errorf("takeover: %+v", takeover)
+	}
+	if handBack == nil || handBack.By != "a tester" || handBack.Reason != "the tester left" || handBack.Steps != 1 {
+		t.Errorf("hand_back: %+v", handBack)
+	}
+	if notApplied == nil || notApplied.Actor != trace.ActorRemote || notApplied.Action == nil || notApplied.Action.Keys != "a" {
+		t.Errorf("action_not_applied: %+v", notApplied)
 	}
 }

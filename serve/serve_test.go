@@ -199,7 +199,8 @@ func TestAPIFollowsTheDocument(t *testing.T) {
 	}
 }
 
-// readEvents reads n Server-Sent Events.
+// readEvents reads n Server-Sent Events, each checked against
+// openapi.json's Event schema.
 func readEvents(t *testing.T, r io.Reader, n int) []api.Event {
 	t.Helper()
 	var out []api.Event
@@ -217,6 +218,7 @@ func readEvents(t *testing.T, r io.Reader, n int) []api.Event {
 			buf = buf[i+2:]
 			for _, line := range strings.Split(block, "\n") {
 				if data, ok := strings.CutPrefix(line, "data: "); ok {
+					validateEvent(t, []byte(data))
 					var ev api.Event
 					if err := json.Unmarshal([]byte(data), &ev); err != nil {
 						t.Fatalf("event %q: %v", data, err)
