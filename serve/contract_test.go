@@ -375,14 +375,18 @@ func TestContractErrorCodes(t *testing.T) {
 
 // validateEvent checks one event stream's data against openapi.json's
 // Event schema.
-func validateEvent(t *testing.T, data []byte) {
+func validateEvent(t *testing.T, data []byte) { t.Helper(); validateSchema(t, "Event", data) }
+
+// validateSchema checks a JSON document against a schema of openapi.json
+// (what the harness cannot: an event stream's data, a WebSocket message).
+func validateSchema(t *testing.T, schema string, data []byte) {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatalf("event %s: %v", data, err)
+		t.Fatalf("%s %s: %v", schema, data, err)
 	}
-	if err := loadOpenAPI(t).Components.Schemas["Event"].Value.VisitJSON(v); err != nil {
-		t.Errorf("the event %.300s breaks %s's Event schema: %v", data, openAPIName, err)
+	if err := loadOpenAPI(t).Components.Schemas[schema].Value.VisitJSON(v); err != nil {
+		t.Errorf("%.300s breaks %s's %s schema: %v", data, openAPIName, schema, err)
 	}
 }
 

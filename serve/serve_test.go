@@ -234,7 +234,8 @@ func readEvents(t *testing.T, r io.Reader, n int) []api.Event {
 	return out
 }
 
-// wsOnce opens the WebSocket and asks for the environment's info.
+// wsOnce opens the WebSocket and asks for the environment's info, then
+// sends what it must refuse; each answer checked against the document.
 func wsOnce(t *testing.T, h *harness, id string) {
 	t.Helper()
 	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(h.url, "http")+"/v1/envs/"+id+"/ws",
@@ -245,9 +246,23 @@ func wsOnce(t *testing.T, h *harness, id string) {
 	defer c.CloseNow()
 	c.Write(t.Context(), websocket.MessageText, []byte(`{"id":7,"op":"info"}`))
 	_, data, err := c.Read(t.Context())
+	if err == nil {
+		validateSchema(t, "WSResponse", data)
+	}
 	var resp api.Response
 	if err != nil || json.Unmarshal(data, &resp) != nil || resp.ID != 7 || resp.Environment == nil || resp.Environment.ID != id {
 		t.Errorf("info over the WebSocket: %s %v", data, err)
+	}
+	// An operation the server does not know, and a step after the
+	// episode's end: their errors too are as the document says.
+	for i, msg := range []string{`{"id":8,"op":"jump"}`, `{"id":9,"op":"step","action":{"action":"wait","ms":1}}`} {
+		c.Write(t.Context(), websocket.MessageText, []byte(msg))
+		_, data, err := c.Read(t.Context())
+		if err != nil || json.Unmarshal(data, &resp) != nil || resp.ID != int64(8+i) || resp.Error == nil {
+			t.Errorf("%s over the WebSocket: %s %v", msg, data, err)
+			continue
+		}
+		validateSchema(t, "WSResponse", data)
 	}
 }
 
