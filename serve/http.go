@@ -884,6 +884,6 @@ func apiEvent(ev session.Event) api.Event {
 		Seq: ev.Seq, Kind: ev.Kind, Episode: ev.Episode, TNS: int64(ev.T),
 		Stream: string(ev.Stream), Text: ev.Text, Dropped: ev.Dropped, Change: ev.Change, Window: ev.Window,
 		Exit: ev.Exit, Step: ev.Step, Actor: ev.Actor, Action: ev.Action, Invalid: ev.Invalid, Result: ev.Result,
-		End: apiEnd(ev.End), RunID: ev.RunID, Trace: ev.Trace,
+		End: apiEnd(ev.End), RunID: ev.RunID, Trace: ev.Trace, By: ev.By, Reason: ev.Reason, Steps: ev.Steps,
 	}
 }

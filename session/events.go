@@ -7,6 +7,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 // Event kinds: what a session tells its Listener as it happens.
@@ -21,15 +22,22 @@ const (
 	// EventTakeover: a person took control (By); EventHandBack: they
 	// handed it back (By, Reason, Steps: how many they took);
 	// EventNotApplied: an action of Actor that a person's control
-	// preempted was not performed (Action).
-	EventTakeover   = "takeover"
-	EventHandBack   = "hand_back"
-	EventNotApplied = "not_applied"
+	// preempted was not performed (Action). Each is spelled as the trace
+	// records it (steps.jsonl's events), one name on every surface.
+	EventTakeover   = trace.EventTakeover
+	EventHandBack   = trace.EventHandBack
+	EventNotApplied = trace.EventNotApplied
 	// EventEpisode starts an episode in a log that holds several in a row
 	// (a server's environment): Episode, RunID and Trace say which. The
 	// session never sends it; whoever runs the episodes adds it.
 	EventEpisode = "episode"
 )
+
+// EventKinds lists every event kind, in the order serve/openapi.json's
+// Event schema gives them; a test holds it to the constants above and to
+// every surface that shows events (serve/contract_test.go).
+var EventKinds = []string{EventOutput, EventWindow, EventExit, EventDropped, EventStep, EventResult,
+	EventEnd, EventTakeover, EventHandBack, EventNotApplied, EventEpisode}
 
 // Event is one thing that happened in a session, for whoever watches it
 // (a server's event stream, a live page). Only the fields of its Kind are

@@ -278,8 +278,14 @@
           if (state && state.state === "paused") { state.state = "running"; state.by = ""; }
           show();
           break;
-        case "not_applied":
+        case "action_not_applied":
           line("the " + (e.actor || "agent") + "'s action " + (words || "") + " was not performed: a person had taken control", "v");
+          break;
+        case "dropped":
+          line("… " + e.dropped + " " + (e.change || "") + " events of the app discarded beyond their bound", "v");
+          break;
+        case "episode":
+          line("episode " + e.episode + " started", "v");
           break;
         case "end":
           if (state) { state.state = "ended"; state.end = e.end; }

@@ -497,9 +497,11 @@ class Env:
         return self._describe
 
     def events(self, after=0, timeout=None):
-        """The environment's events (output, window, exit, step, result,
-        end, episode), as dicts, after the one numbered ``after``, until the
-        environment closes. ``timeout`` bounds the wait for each."""
+        """The environment's events as dicts (each ``kind`` one of the Event
+        schema's in serve/openapi.json: output, step, result, end, takeover
+        with ``by``, hand_back with ``by``, ``reason`` and ``steps``, …),
+        after the one numbered ``after``, until the environment closes.
+        ``timeout`` bounds the wait for each."""
         conn = self.client._connection(timeout)
         try:
             conn.request("GET", self.client._target(self._path("/events"), {"after": str(after)}),

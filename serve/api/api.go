@@ -45,6 +45,14 @@ const (
 	CodeUnsupportedOperation = "unsupported_operation"  // 400: a WebSocket op the server does not know
 )
 
+// Codes lists every error code, in the order serve/openapi.json's Error
+// schema gives them; a test holds it to the constants above and to the
+// document (serve/contract_test.go).
+var Codes = []string{CodeUnauthorized, CodeBadHost, CodeCrossOrigin, CodeNotFound, CodeMethodNotAllowed,
+	CodeUnsupportedMedia, CodeTooLarge, CodeInvalidJSON, CodeInvalidRequest, CodeInvalidAction, CodeUnknownApp,
+	CodeInvalidUpload, CodeTooManyEnvironments, CodeTooManyUploads, CodeBusy, CodeEpisodeEnded, CodeAppStart,
+	CodeEnvironment, CodeShuttingDown, CodeInternal, CodeUnsupportedOperation, CodeTooManyConnections}
+
 // Status is the HTTP status of an error code.
 func Status(code string) int {
 	switch code {
@@ -332,7 +340,7 @@ type ResetResponse struct {
 // "id: SEQ", "event: KIND", "data: JSON".
 type Event struct {
 	Seq     int64  `json:"seq"`
-	Kind    string `json:"kind"` // output, window, exit, dropped, step, result, end, episode
+	Kind    string `json:"kind"` // one of session.EventKinds (the document's Event.kind enum)
 	Episode int    `json:"episode"`
 	TNS     int64  `json:"t_ns"` // since the episode started
 
@@ -350,6 +358,11 @@ type Event struct {
 	End     *End           `json:"end,omitempty"`
 	RunID   string         `json:"run_id,omitempty"` // episode
 	Trace   string         `json:"trace,omitempty"`  // episode
+	// By is who took control (takeover, hand_back); Reason why they
+	// handed it back and Steps how many steps they took (hand_back).
+	By     string `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Steps  int    `json:"steps,omitempty"`
 }
 
 // WebSocket operations (GET /v1/envs/{id}/ws): one request, one answer,
