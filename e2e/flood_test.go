@@ -328,48 +328,12 @@ func wsFragments(c net.Conn, total, chunk int) error {
 // file of its own) and waits until it listens.
 func startServeTokens(t *testing.T, tokens []string, args ...string) *served {
 	t.Helper()
-	bin := testenv.Build(t, "./cmd/agentbox")
 	tokenFile := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokenFile, []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &served{done: make(chan struct{}), token: tokens[0]}
-	s.cmd = exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, args...)...)
-	s.cmd.Env = append(os.Environ(), "AGENTBOX_TOKEN=")
-	pr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.stderr.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := listening.FindStringSubmatch(line); m != nil {
-				urls <- m[1]
-			}
-		}
-		s.cmd.Wait()
-		s.code = s.cmd.ProcessState.ExitCode()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		<-s.done
-	})
-	select {
-	case s.url = <-urls:
-	case <-s.done:
-		t.Fatalf("agentbox serve ended before listening (exit %d):\n%s", s.code, s.log())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("agentbox serve did not listen within 2 minutes:\n%s", s.log())
-	}
+	s := spawnServe(t, nil, append([]string{"--listen", "127.0.0.1:0", "--token-file", tokenFile}, args...)...)
+	s.token = tokens[0]
 	return s
 }
 

@@ -62,10 +62,10 @@ func startServe(t *testing.T, args ...string) *served {
 	return launchServe(t, tokenFile, nil, append([]string{"--listen", "127.0.0.1:0", "--write-token", tokenFile}, args...)...)
 }
 
-// launchServe starts `agentbox serve args…` with env added to the
-// test's environment (AGENTBOX_TOKEN empty), waits until it listens and
-// reads its token from tokenFile.
-func launchServe(t *testing.T, tokenFile string, env []string, args ...string) *served {
+// spawnServe starts `agentbox serve args…` with env added to the test's
+// environment (AGENTBOX_TOKEN empty) and waits until it listens. The
+// test's end kills it if it still runs.
+func spawnServe(t *testing.T, env []string, args ...string) *served {
 	t.Helper()
 	bin := testenv.Build(t, "./cmd/agentbox")
 	s := &served{done: make(chan struct{})}
@@ -105,6 +105,15 @@ func launchServe(t *testing.T, tokenFile string, env []string, args ...string) *
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("agentbox serve did not listen within 2 minutes:\n%s", s.log())
 	}
+	return s
+}
+
+// launchServe starts `agentbox serve args…` with env added to the
+// test's environment (AGENTBOX_TOKEN empty), waits until it listens and
+// reads its token from tokenFile.
+func launchServe(t *testing.T, tokenFile string, env []string, args ...string) *served {
+	t.Helper()
+	s := spawnServe(t, env, args...)
 	fi, err := os.Stat(tokenFile)
 	if err != nil {
 		t.Fatalf("the token file: %v\n%s", err, s.log())
