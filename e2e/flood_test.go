@@ -71,6 +71,18 @@ func (f *floodConns) add(c net.Conn) {
 	f.mu.Unlock()
 }
 
+// dial opens a connection to addr and keeps it to be closed at the end;
+// nil (counted as failed) when it cannot.
+func (f *floodConns) dial(ctx context.Context, addr string) net.Conn {
+	c, err := floodDial(ctx, addr)
+	if err != nil {
+		f.count(false)
+		return nil
+	}
+	f.add(c)
+	return c
+}
+
 func (f *floodConns) count(ok bool) {
 	f.mu.Lock()
 	if ok {
@@ -198,14 +210,12 @@ func slowloris(ctx context.Context, fc *floodConns, addr, path string, n, header
 		head.WriteString(line)
 	}
 	parallel(ctx, n, func(ctx context.Context, _ int) {
-		c, err := floodDial(ctx, addr)
-		if err != nil {
-			fc.count(false)
+		c := fc.dial(ctx, addr)
+		if c == nil {
 			return
 		}
-		fc.add(c)
 		c.SetWriteDeadline(time.Now().Add(20 * time.Second))
-		_, err = io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n"+head.String())
+		_, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n"+head.String())
 		fc.count(err == nil)
 	})
 }
@@ -213,12 +223,10 @@ func slowloris(ctx context.Context, fc *floodConns, addr, path string, n, header
 // idle opens n connections that send nothing.
 func idle(ctx context.Context, fc *floodConns, addr string, n int) {
 	parallel(ctx, n, func(ctx context.Context, _ int) {
-		c, err := floodDial(ctx, addr)
-		if err != nil {
-			fc.count(false)
+		c := fc.dial(ctx, addr)
+		if c == nil {
 			return
 		}
-		fc.add(c)
 		fc.count(true)
 	})
 }
@@ -229,14 +237,12 @@ func idle(ctx context.Context, fc *floodConns, addr string, n int) {
 func unfinishedBodies(ctx context.Context, fc *floodConns, addr, path, headers string, n, length int) {
 	body := strings.Repeat("x", length-1024)
 	parallel(ctx, n, func(ctx context.Context, _ int) {
-		c, err := floodDial(ctx, addr)
-		if err != nil {
-			fc.count(false)
+		c := fc.dial(ctx, addr)
+		if c == nil {
 			return
 		}
-		fc.add(c)
 		c.SetWriteDeadline(time.Now().Add(30 * time.Second))
-		_, err = fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %d\r\n\r\n%s", path, headers, length, body)
+		_, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Length: %d\r\n\r\n%s", path, headers, length, body)
 		fc.count(err == nil)
 	})
 }
@@ -477,13 +483,11 @@ func TestFloodServeWebSockets(t *testing.T) {
 					}
 					fc.count(err2 == nil)
 				default: // the event stream, never read
-					c, err := floodDial(ctx, addr)
-					if err != nil {
-						fc.count(false)
+					c := fc.dial(ctx, addr)
+					if c == nil {
 						return
 					}
-					fc.add(c)
-					_, err = fmt.Fprintf(c, "GET /v1/envs/%s/events HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", id, auth)
+					_, err := fmt.Fprintf(c, "GET /v1/envs/%s/events HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", id, auth)
 					fc.count(err == nil)
 				}
 			})
