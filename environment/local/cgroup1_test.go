@@ -170,8 +170,10 @@ func TestCgroup1Mechanics(t *testing.T) {
 	}
 
 	// A gone agentbox's sandbox cgroups, with a process left in them.
-	gone := exec.Command("true")
-	gone.Run()
+	gone := exec.Command("sh", "-c", "exit 0")
+	if err := gone.Run(); err != nil {
+		t.Fatalf("a process to be gone: %v", err)
+	}
 	name := "sandbox-" + strconv.Itoa(gone.Process.Pid) + "-1-1"
 	left := &cgroup{v1: map[string]string{}}
 	for c, d := range p.v1 {
