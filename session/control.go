@@ -161,16 +161,21 @@ func (s *Session) HandBack(reason string) error {
 	if iv.Actions == nil {
 		iv.Actions = []action.Action{}
 	}
-	s.ctl.handed = &handedBack{iv: iv, before: s.ctl.before}
-	s.ctl.human = false
-	by := s.ctl.by
-	close(s.ctl.back)
-	s.ctl.mu.Unlock()
 	if reason == "" {
 		reason = "handed back"
 	}
+	by := s.ctl.by
+	// Recorded before the controller is released (and under s.ctl.mu, so
+	// a controller that looks now still waits): its next step must come
+	// after the hand-back in the trace. A busy machine once recorded the
+	// script's next step first (TestLiveTakeoverInChromium). The trace
+	// writer's lock is a leaf: nothing under it takes s.ctl.mu.
 	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: trace.EventHandBack, Data: map[string]any{
 		"by": by, "reason": reason, "steps": iv.Steps(), "duration_ms": iv.DurationMS}})
+	s.ctl.handed = &handedBack{iv: iv, before: s.ctl.before}
+	s.ctl.human = false
+	close(s.ctl.back)
+	s.ctl.mu.Unlock()
 	s.tell(Event{Kind: EventHandBack, By: by, Reason: reason, Steps: iv.Steps()})
 	return nil
 }
