@@ -220,6 +220,15 @@ func slowloris(ctx context.Context, fc *floodConns, addr, path string, n, header
 	})
 }
 
+// together runs the floods at once and returns when all have.
+func together(floods ...func()) {
+	var wg sync.WaitGroup
+	for _, f := range floods {
+		wg.Go(f)
+	}
+	wg.Wait()
+}
+
 // idle opens n connections that send nothing.
 func idle(ctx context.Context, fc *floodConns, addr string, n int) {
 	parallel(ctx, n, func(ctx context.Context, _ int) {
@@ -377,8 +386,7 @@ func TestFloodServeHTTP(t *testing.T) {
 	runFlood(t, s.cmd.Process.Pid, floodCase{
 		listener: "serve HTTP",
 		flood: func(ctx context.Context, fc *floodConns) string {
-			var wg sync.WaitGroup
-			for _, f := range []func(){
+			together(
 				func() { slowloris(ctx, fc, addr, "/v1/server", 1500, 60<<10) },
 				func() { idle(ctx, fc, addr, 500) },
 				func() {
@@ -390,11 +398,7 @@ func TestFloodServeHTTP(t *testing.T) {
 				func() {
 					unfinishedBodies(ctx, fc, addr, "/v1/uploads", "Content-Type: application/x-tar\r\n"+auth, 20, 64<<20)
 				},
-			} {
-				wg.Add(1)
-				go func() { defer wg.Done(); f() }()
-			}
-			wg.Wait()
+			)
 			return "1500 slowloris connections (60 KiB of headers, never ended), 500 idle, 200 creates of 64 KiB (half without the token) and 20 uploads of 64 MiB left unfinished, from 127.0.0.2"
 		},
 		probe: func(ctx context.Context) error { return serverUp(ctx, s.url) },
@@ -675,8 +679,7 @@ func TestFloodLive(t *testing.T) {
 	runFlood(t, run.cmd.Process.Pid, floodCase{
 		listener: "live page (run --live)",
 		flood: func(ctx context.Context, fc *floodConns) string {
-			var wg sync.WaitGroup
-			for _, f := range []func(){
+			together(
 				func() { slowloris(ctx, fc, addr, "/", 1500, 14<<10) },
 				func() { idle(ctx, fc, addr, 500) },
 				func() {
@@ -694,11 +697,7 @@ func TestFloodLive(t *testing.T) {
 						}
 					})
 				},
-			} {
-				wg.Add(1)
-				go func() { defer wg.Done(); f() }()
-			}
-			wg.Wait()
+			)
 			return "1500 slowloris connections (14 KiB of headers, never ended), 500 idle, 300 view WebSockets (half sending 60 KiB in fragments never finished, half never reading), from 127.0.0.2"
 		},
 		probe: probe,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -38,24 +38,6 @@ func typeCall(id, n int) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"type","arguments":{"text":"%s"}}}`+"\n", id, strings.Repeat("x", n))
 }
 
-// lockedBuffer is ServeStdio's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // serveStdio serves input over stdio, its end once the output has every
 // string of until or ServeStdio returned, and returns what ServeStdio
 // wrote and returned.
@@ -72,7 +54,7 @@ func serveStdio(t *testing.T, input string, until []string) (string, error) {
 		RunID: func() string { return "episode" },
 	})
 	srv := New(Options{Open: func(string) Episodes { return local }, Version: "test"})
-	var out lockedBuffer
+	var out testenv.Buffer // ServeStdio's output
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeStdio(t.Context(), pr, &out) }()
