@@ -6,7 +6,7 @@ export CGO_ENABLED = 0
 
 GOFILES := $(shell find . -name '*.go' -not -path './examples/*' 2>/dev/null) go.mod go.sum
 
-.PHONY: help deps deps-demo deps-images deps-test deps-lint deps-k8s test-k8s k8s-up k8s-down build images demo test test-short test-disruptive fuzz lint bench clean docs-report
+.PHONY: help deps deps-demo deps-images deps-test deps-lint deps-k8s test-k8s k8s-up k8s-down build images demo test test-race test-short test-disruptive fuzz lint bench clean docs-report
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ demo: deps-demo build ## set up and build what is missing, and run the mover dem
 
 test: deps-test build images ## set up what is missing and run every test (unit, integration, end to end)
 	$(GO) test -count=1 -timeout 45m ./...
+
+test-race: ## the session core's unit tests under the race detector, with its lock order checked (session/lockorder.go)
+	CGO_ENABLED=1 $(GO) test -race -short -count=1 ./session/ ./trace/ ./internal/lockrank/
 
 test-short: ## unit tests only (no Docker, no Xvfb needed)
 	$(GO) test -short -count=1 ./...

@@ -15,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
@@ -22,6 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	lockrank.Enable() // session's lock order is checked under serve's use too
 	code := m.Run()
 	testenv.CleanupBuilds()
 	os.Exit(code)

@@ -24,11 +24,15 @@ import (
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
 	"github.com/codegirl-games/agentbox/cli"
 	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
 func TestMain(m *testing.M) {
+	// Every agentbox these tests start checks session's lock order
+	// (session/lockorder.go): a lock taken out of it panics the run.
+	os.Setenv(lockrank.EnvVar, "1")
 	code := m.Run()
 	testenv.CleanupBuilds()
 	os.Exit(code)

@@ -15,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/environment/local"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/session"
@@ -22,6 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	lockrank.Enable() // session's lock order is checked under the pool's use too
 	code := m.Run()
 	testenv.CleanupBuilds()
 	os.Exit(code)

@@ -280,7 +280,10 @@ func (e *env) finish(ctx context.Context, end session.End) {
 	e.mu.Lock()
 	sess := e.sess
 	if e.state == api.StateRunning {
-		e.state = api.StateEnded
+		// ended, and how, at once: a step or a look that comes while the
+		// session closes is told this end (it found a nil end before
+		// and panicked: TestMCPLease under -race)
+		e.state, e.end = api.StateEnded, apiEnd(&end)
 	}
 	e.mu.Unlock()
 	if sess == nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -41,7 +41,7 @@ const NotAppliedError = "not performed: a person took control of the app before 
 
 // control is who drives the session.
 type control struct {
-	mu    sync.Mutex
+	mu    lockrank.Mutex[controlLock]
 	human bool // a person has control
 	// noAgent: the session has no other controller (Config.Agent nil in
 	// Run): the person has control from the start and cannot hand it back.

@@ -2,11 +2,11 @@ package session
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -111,7 +111,7 @@ func sizeOf(e *Event) int {
 // gap in Seq), and nothing ever waits for a reader. Its methods are safe
 // for concurrent use.
 type EventLog struct {
-	mu     sync.Mutex
+	mu     lockrank.Mutex[eventLogLk]
 	events []Event
 	bytes  int
 	max    int
@@ -194,7 +194,7 @@ func (l *EventLog) Read(ctx context.Context, after int64, max int) (events []Eve
 // the session's receiver. Events before that (there is no app yet) are
 // discarded.
 type Relay struct {
-	mu sync.RWMutex
+	mu lockrank.RWMutex[relayLock]
 	to eventReceiver
 }
 

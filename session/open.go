@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -37,17 +39,17 @@ type Session struct {
 	tw      *trace.Writer
 	events  *sink
 
-	tmu     sync.Mutex // guards timings
+	tmu     lockrank.Mutex[timingsLock] // guards timings
 	timings map[string]float64
 
 	// closing is the End Close was called with, once it was; a step that
 	// fails because Close tore the environment down ends with it.
-	cmu     sync.Mutex
+	cmu     lockrank.Mutex[closingLock]
 	closing *End
 	closed  chan struct{} // closed when Close has finished
 	result  Result        // set before closed is closed
 
-	emu sync.Mutex
+	emu lockrank.Mutex[envLock]
 	env environment.Environment // nil once torn down
 
 	// ctl is who drives (control.go); seen the screen of the controller's
@@ -63,13 +65,13 @@ type Session struct {
 	// fz guards freezing (--freeze-while-thinking) against watchers' looks
 	// (Peek does not look at a frozen sandbox) and a person's takeover
 	// (which thaws it); it guards the fields below.
-	fz        sync.Mutex
+	fz        lockrank.Mutex[freezeLock]
 	frozenNow bool
 	frozeAt   time.Time
 	frozen    time.Duration // the app's time frozen while the agent decided
 
 	// The step lock; it guards everything below.
-	mu        sync.Mutex
+	mu        lockrank.Mutex[stepLock]
 	readyAt   time.Time // the app became ready: the loop's time starts
 	deadline  time.Time // readyAt + Timeout
 	limits    action.Limits
@@ -426,21 +428,25 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 
 	res := Result{Outcome: final.Outcome, Reason: final.Reason, Message: final.Message, TraceDir: s.cfg.TraceDir, Steps: steps}
 	res.AppExit = s.events.exit()
+	// The timings are copied before Finish: its function runs under the
+	// trace writer's lock, which comes after s.tmu (lockorder.go).
+	s.tmu.Lock()
+	timings := maps.Clone(s.timings)
+	s.tmu.Unlock()
 	tf := time.Now()
+	var finishing time.Duration
 	ferr := s.tw.Finish(func(run *trace.Run) {
-		s.timing("trace_finish", time.Since(tf)) // waits for queued screenshots
+		finishing = time.Since(tf) // waits for queued screenshots
 		run.Outcome, run.Reason, run.Message = final.Outcome, final.Reason, final.Message
 		run.AppExit = res.AppExit
 		run.Ended = time.Now()
 		if run.Timings == nil {
 			run.Timings = map[string]float64{}
 		}
-		s.tmu.Lock()
-		for k, v := range s.timings {
-			run.Timings[k] = v
-		}
-		s.tmu.Unlock()
+		maps.Copy(run.Timings, timings)
+		run.Timings["trace_finish"] = float64(finishing.Microseconds()) / 1000
 	})
+	s.timing("trace_finish", finishing)
 	res.Duration = time.Since(s.started)
 	if ferr != nil {
 		fmt.Fprintf(s.cfg.Progress, "agentbox: trace: %s\n", termsafe.Text(ferr.Error()))

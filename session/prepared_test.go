@@ -11,11 +11,13 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
 func TestMain(m *testing.M) {
+	lockrank.Enable() // the lock order (lockorder.go) is checked in every test
 	code := m.Run()
 	testenv.CleanupBuilds()
 	os.Exit(code)

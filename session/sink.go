@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -29,7 +29,7 @@ type sink struct {
 	// listen, when set, is told every event as it happens (Config.Listener).
 	listen func(Event)
 
-	mu       sync.Mutex
+	mu       lockrank.Mutex[sinkLock]
 	partial  map[action.Stream][]byte
 	pending  []action.LogLine
 	skipped  int
@@ -44,7 +44,7 @@ type sink struct {
 	// torn down: an exit from then on is agentbox's doing.
 	tearingDown bool
 
-	netMu      sync.Mutex
+	netMu      lockrank.Mutex[netLock]
 	netPending []action.NetEvent // for the next observation (network.go)
 	netSkipped int
 }

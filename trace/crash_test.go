@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 )
 
 // TestMain lets the test binary play a trace writer that is killed
@@ -24,6 +25,7 @@ func TestMain(m *testing.M) {
 		crashWriter(dir)
 		return
 	}
+	lockrank.Enable()
 	os.Exit(m.Run())
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/internal/lockrank"
 )
 
 // Options tunes a Writer.
@@ -31,12 +32,16 @@ type Options struct {
 const DefaultLogCap = 8 << 20
 
 // Writer records one run. Its methods are safe for concurrent use.
+//
+// Its locks come after every lock of its callers (session's order, in
+// session/lockorder.go): sendMu, then mu, then shotMu, and nothing of a
+// caller's is taken under them (Update's function included).
 type Writer struct {
 	dir   string
 	start time.Time
 	opts  Options
 
-	mu      sync.Mutex
+	mu      lockrank.Mutex[writerLock]
 	run     Run
 	steps   *os.File
 	actions *os.File
@@ -49,14 +54,29 @@ type Writer struct {
 	// Screenshots: one file per distinct frame.
 	shots    map[uint64]string
 	names    map[string]bool
-	sendMu   sync.RWMutex // held for reading while queueing; Finish closes jobs under it
+	sendMu   lockrank.RWMutex[sendLock] // held for reading while queueing; Finish closes jobs under it
 	jobs     chan pngJob
 	wg       sync.WaitGroup
 	shotErr  error
-	shotMu   sync.Mutex
+	shotMu   lockrank.Mutex[shotLock]
 	nShots   int
 	finished bool
 }
+
+// The Writer's lock ranks: after every caller's, leaves but for their
+// own order.
+type (
+	sendLock   struct{}
+	writerLock struct{}
+	shotLock   struct{}
+)
+
+func (sendLock) Rank() lockrank.Rank   { return lockrank.Leaf - 3 }
+func (writerLock) Rank() lockrank.Rank { return lockrank.Leaf - 2 }
+func (shotLock) Rank() lockrank.Rank   { return lockrank.Leaf - 1 }
+func (sendLock) String() string        { return "trace.Writer.sendMu" }
+func (writerLock) String() string      { return "trace.Writer.mu" }
+func (shotLock) String() string        { return "trace.Writer.shotMu" }
 
 type pngJob struct {
 	frame *action.Frame
