@@ -97,10 +97,24 @@ func (e *env) attach() (detach func(), _ *api.Error) {
 func (e *env) expired(now time.Time, lease time.Duration) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.sess != nil && e.state == api.StateRunning && e.sess.Control().Human {
-		return false // a person has control at the live page: the client waits for them
+	seen := e.lastSeen
+	if e.sess != nil && e.state == api.StateRunning {
+		if e.sess.Control().Human {
+			return false // a person has control at the live page: the client waits for them
+		}
+		// A step in flight is use, however long it takes (a wait of two
+		// minutes, a slow app on a busy machine): the lease runs from
+		// its end. (It ran from the request's start, and closed an
+		// environment in the middle of its step: TestLeaseLongStep.)
+		busy, last := e.sess.Activity()
+		if busy {
+			return false
+		}
+		if last.After(seen) {
+			seen = last
+		}
 	}
-	return !e.closing && e.state != api.StateStarting && e.conns == 0 && now.Sub(e.lastSeen) > lease
+	return !e.closing && e.state != api.StateStarting && e.conns == 0 && now.Sub(seen) > lease
 }
 
 // describe is the environment as the API shows it.

@@ -515,6 +515,44 @@ func TestLease(t *testing.T) {
 	}
 }
 
+// TestLeaseLongStep: a step that takes longer than the lease (a long
+// wait, a slow app on a busy machine) is use: the environment is not
+// closed in the middle of it, and the lease runs again from its end. (The
+// lease ran from the request's start and closed the environment mid-step:
+// seen as TestMCPLease failing under -race, where a step took over the
+// test's 300 ms lease.)
+func TestLeaseLongStep(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	guest := func() *guestenvtest.Guest {
+		return &guestenvtest.Guest{OnAct: func(*guestenvtest.Writer) { time.Sleep(4 * lease) }}
+	}
+	h := newHarness(t, guest, func(o *Options) { o.Lease = lease })
+	e := h.create("", "")
+	var st api.StepResponse
+	a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action":"key","keys":"Return"}`)})
+	a.decode(t, &st)
+	if a.status != 200 || !st.Result.OK || st.Ended != nil {
+		t.Fatalf("a step four leases long: %d %s", a.status, a.body)
+	}
+
+	// The lease runs from the step's end: a moment later the environment
+	// is still there, and some leases later it is closed.
+	var d api.Environment
+	if a := h.do(req{method: "GET", path: "/v1/envs/" + e.ID}); a.status != 200 {
+		t.Fatalf("just after the long step the environment is gone: %d %s", a.status, a.body)
+	} else if a.decode(t, &d); d.State != api.StateRunning || d.End != nil {
+		t.Fatalf("just after the long step the episode is %s (%+v): the lease ended it during the step", d.State, d.End)
+	}
+	waitFor(t, func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return h.srv.envs[e.ID] == nil
+	})
+	if tr := waitComplete(t, e.Trace); tr.Run.Reason != trace.ReasonLeaseExpired || len(tr.Steps) != 1 || tr.Steps[0].Result == nil {
+		t.Errorf("the trace: %s, %d steps, the step's result: %v", tr.Run.Reason, len(tr.Steps), tr.Steps[0].Result)
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)

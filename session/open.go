@@ -62,6 +62,11 @@ type Session struct {
 	stopOnce sync.Once
 	endSeen  atomic.Pointer[End]
 
+	// inFlight counts the controllers' calls (Observe, Act) in flight;
+	// lastCall is when the last one ended (Unix ns): Activity.
+	inFlight atomic.Int64
+	lastCall atomic.Int64
+
 	// fz guards freezing (--freeze-while-thinking) against watchers' looks
 	// (Peek does not look at a frozen sandbox) and a person's takeover
 	// (which thaws it); it guards the fields below.

@@ -70,6 +70,7 @@ type StepResult struct {
 // observation could not be made: the episode has ended (errors.Is
 // ErrEnded; *EndedError says how).
 func (s *Session) Observe(ctx context.Context) (*Observation, error) {
+	defer s.busy()()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.end != nil {
@@ -105,6 +106,7 @@ func (s *Session) Observe(ctx context.Context) (*Observation, error) {
 // the screen afresh and leaves the app's output for the controller's
 // next observation (the person saw it as it came).
 func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
+	defer s.busy()()
 	if st.Actor == "" {
 		st.Actor = s.cfg.Actor
 	}
@@ -143,6 +145,28 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 		}
 	}
 	return *res, nil
+}
+
+// busy counts a controller's call (Observe, Act) in flight, waiting for
+// its turn included, until the function it returns is called.
+func (s *Session) busy() (done func()) {
+	s.inFlight.Add(1)
+	return func() {
+		s.lastCall.Store(time.Now().UnixNano())
+		s.inFlight.Add(-1)
+	}
+}
+
+// Activity says whether a controller's call (Observe or Act) is in flight
+// — a step that takes long (a wait of two minutes, a slow app), or one
+// waiting for a person to hand control back — and when the last one
+// ended (zero before any). A server's lease counts from the later of its
+// last request and this, and never runs out while a call is in flight.
+func (s *Session) Activity() (inFlight bool, lastEnded time.Time) {
+	if n := s.lastCall.Load(); n != 0 {
+		lastEnded = time.Unix(0, n)
+	}
+	return s.inFlight.Load() > 0, lastEnded
 }
 
 // Peek takes a screenshot with the desktop's state for someone who
