@@ -2,7 +2,9 @@
 // JSON bodies of its HTTP routes, the messages of its WebSocket and its
 // error codes. The server (package serve) and the Go client (package
 // client) share them; serve/openapi.json describes the same shapes for
-// everyone else, and a test holds the two together.
+// everyone else, its schemas generated from these types and their doc
+// comments (go generate ./serve/), so a comment here is also the
+// document's description.
 package api
 
 import (
