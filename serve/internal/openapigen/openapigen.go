@@ -402,7 +402,7 @@ func joinProse(a, b string) string {
 	switch {
 	case a == "":
 		return b
-	case strings.HasSuffix(a, ".") || strings.HasSuffix(a, ")"):
+	case strings.HasSuffix(a, "."):
 		return a + " " + b
 	}
 	return a + ". " + b

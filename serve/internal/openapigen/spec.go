@@ -1,7 +1,6 @@
 package openapigen
 
 import (
-	"fmt"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -65,12 +64,13 @@ func API() Spec {
 	}
 }
 
-// anys is a list of constants as enum values.
+// anys is a list of constants as enum values (a named string type's as
+// plain strings).
 func anys[T any](list []T) []any {
 	out := make([]any, len(list))
 	for i, v := range list {
-		if s, ok := any(v).(fmt.Stringer); ok {
-			out[i] = s.String()
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.String {
+			out[i] = rv.String()
 			continue
 		}
 		out[i] = v
