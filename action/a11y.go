@@ -145,11 +145,11 @@ func (l TreeLimits) OrDefault() TreeLimits {
 // selector of its own. Several matches are an error unless Index picks one
 // (0 is the first in reading order).
 type Selector struct {
-	ID       string    `json:"id,omitempty"`
-	Role     string    `json:"role,omitempty"`
-	Name     string    `json:"name,omitempty"`
-	Index    *int      `json:"index,omitempty"`
-	Ancestor *Selector `json:"ancestor,omitempty"`
+	ID       string    `json:"id,omitempty"`       // one element by its ID (from a tree the agent read)
+	Role     string    `json:"role,omitempty"`     // the role, ignoring case, _ and - (push_button is push button)
+	Name     string    `json:"name,omitempty"`     // the accessible name: exact, a glob with * and ?, or /regex/
+	Index    *int      `json:"index,omitempty"`    // the n-th match in reading order, from 0; without it several matches are an error
+	Ancestor *Selector `json:"ancestor,omitempty"` // a selector some ancestor must match
 }
 
 // String renders the selector for messages: `{role: "push button", name: "OK"}`.

@@ -144,7 +144,7 @@ type Action struct {
 	Count  int    `json:"count,omitempty"`  // click: 1–3
 
 	Keys   string `json:"keys,omitempty"`   // key: a chord (Parse also reads it from "key"); click/scroll: modifiers held
-	Key    string `json:"key,omitempty"`    // key_down, key_up
+	Key    string `json:"key,omitempty"`    // key_down, key_up: one key name (key: Parse reads it as keys; give keys or key, not both)
 	Repeat int    `json:"repeat,omitempty"` // key
 
 	Text    string `json:"text,omitempty"`     // type

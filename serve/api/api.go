@@ -2,7 +2,9 @@
 // JSON bodies of its HTTP routes, the messages of its WebSocket and its
 // error codes. The server (package serve) and the Go client (package
 // client) share them; serve/openapi.json describes the same shapes for
-// everyone else, and a test holds the two together.
+// everyone else, its schemas generated from these types and their doc
+// comments (go generate ./serve/), so a comment here is also the
+// document's description.
 package api
 
 import (
@@ -135,6 +137,9 @@ type ErrorBody struct {
 // End is how an episode ended.
 type End struct {
 	Outcome string `json:"outcome"` // success, failure, error, interrupted
+	// Reason names why: done, gave_up, check_failed, max_steps, timeout,
+	// app_exited, app_start, no_window, environment, signal, closed,
+	// lease_expired, …
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 	// Terminated: it ended of itself (done, a failed check, the app
@@ -177,27 +182,29 @@ type Server struct {
 // Pool is the server's warm pool: sandboxes created ahead, display and
 // window manager up, each serving one episode.
 type Pool struct {
-	Size     int `json:"size"`     // idle sandboxes kept per key
-	Max      int `json:"max"`      // the most held over all keys
+	Size     int `json:"size"`     // idle sandboxes kept per key (backend, image, screen, limits, …)
+	Max      int `json:"max"`      // the most sandboxes held, idle or being created, over all keys
 	Keys     int `json:"keys"`     // keys kept warm
 	Idle     int `json:"idle"`     // ready to be claimed
 	Creating int `json:"creating"` // being created
-	// Warm counts episodes that started in a pooled sandbox; Cold, those
-	// that found their key empty and created one.
+	// Warm counts episodes that started in a pooled sandbox.
 	Warm int64 `json:"warm"`
+	// Cold counts episodes that found their key empty and created a
+	// sandbox.
 	Cold int64 `json:"cold"`
 	// Replaced counts pooled sandboxes that died while idle and were
-	// replaced; Failed, creates that failed.
+	// replaced.
 	Replaced int64 `json:"replaced"`
-	Failed   int64 `json:"failed"`
-	// HitRate is warm / (warm + cold); RefillP50MS and RefillP95MS the
-	// time from a claim to the create that made it up; CreateP50MS a
-	// create's. Each key is kept at its size, or more while claims come
-	// faster than creates make them up.
-	HitRate     float64 `json:"hit_rate"`
+	Failed   int64 `json:"failed"` // creates that failed
+	// HitRate is warm / (warm + cold): the share of episodes that started
+	// in a pooled sandbox.
+	HitRate float64 `json:"hit_rate"`
+	// RefillP50MS is the median time from a claim to the create that made
+	// it up (each key is kept at its size, or more while claims come
+	// faster than creates make them up); RefillP95MS its 95th percentile.
 	RefillP50MS float64 `json:"refill_p50_ms"`
 	RefillP95MS float64 `json:"refill_p95_ms"`
-	CreateP50MS float64 `json:"create_p50_ms"`
+	CreateP50MS float64 `json:"create_p50_ms"` // the median time of one pooled sandbox's create
 }
 
 // CreateRequest is POST /v1/envs: a new environment and its first
@@ -214,7 +221,8 @@ type CreateRequest struct {
 	MaxSteps  int   `json:"max_steps,omitempty"`
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Settle is how the screen settles before each observation after an
-	// action: "none", "fixed:200ms", "stable:150ms".
+	// action: none, fixed:DURATION or stable[:DURATION] ("fixed:200ms",
+	// "stable:150ms").
 	Settle string `json:"settle,omitempty"`
 }
 
@@ -225,6 +233,10 @@ const (
 	StateEnded    = "ended"    // the episode ended; reset for another, or close
 	StateClosed   = "closed"
 )
+
+// States lists every environment state (the document's
+// Environment.state enum).
+var States = []string{StateStarting, StateRunning, StateEnded, StateClosed}
 
 // Environment describes one environment.
 type Environment struct {
@@ -270,6 +282,10 @@ const (
 	ImageRGBA = "rgba" // raw pixels: height rows of width×4 bytes (R, G, B, 255)
 )
 
+// Images lists every image format (the document's Frame.format and
+// WSRequest.image enums).
+var Images = []string{ImageNone, ImagePNG, ImageRGBA}
+
 // Frame is the screenshot of an observation.
 type Frame struct {
 	Width  int    `json:"width"`
@@ -283,7 +299,7 @@ type Frame struct {
 	// Data is the image over HTTP (base64 in JSON). Over the WebSocket it
 	// is absent and Bytes says how many bytes follow the JSON header.
 	Data  []byte `json:"data,omitempty"`
-	Bytes int    `json:"bytes,omitempty"`
+	Bytes int    `json:"bytes,omitempty"` // over the WebSocket: the image's bytes after the JSON
 }
 
 // Observation is the desktop before the next step.
@@ -340,7 +356,7 @@ type ResetResponse struct {
 // "id: SEQ", "event: KIND", "data: JSON".
 type Event struct {
 	Seq     int64  `json:"seq"`
-	Kind    string `json:"kind"` // one of session.EventKinds (the document's Event.kind enum)
+	Kind    string `json:"kind"` // what happened (session.EventKinds)
 	Episode int    `json:"episode"`
 	TNS     int64  `json:"t_ns"` // since the episode started
 
@@ -356,13 +372,11 @@ type Event struct {
 	Invalid string         `json:"invalid,omitempty"`
 	Result  *action.Result `json:"result,omitempty"`
 	End     *End           `json:"end,omitempty"`
-	RunID   string         `json:"run_id,omitempty"` // episode
-	Trace   string         `json:"trace,omitempty"`  // episode
-	// By is who took control (takeover, hand_back); Reason why they
-	// handed it back and Steps how many steps they took (hand_back).
-	By     string `json:"by,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	Steps  int    `json:"steps,omitempty"`
+	RunID   string         `json:"run_id,omitempty"` // episode: its run ID
+	Trace   string         `json:"trace,omitempty"`  // episode: its trace directory
+	By      string         `json:"by,omitempty"`     // takeover, hand_back: who took control
+	Reason  string         `json:"reason,omitempty"` // hand_back: why control was handed back
+	Steps   int            `json:"steps,omitempty"`  // hand_back: how many steps the person took
 }
 
 // WebSocket operations (GET /v1/envs/{id}/ws): one request, one answer,
@@ -374,6 +388,9 @@ const (
 	OpReset   = "reset"   // a new episode (and its first observation with image)
 	OpInfo    = "info"    // the environment
 )
+
+// Ops lists every WebSocket operation (the document's WSRequest.op enum).
+var Ops = []string{OpStep, OpAct, OpObserve, OpReset, OpInfo}
 
 // Request is a WebSocket request (a text message).
 type Request struct {
