@@ -41,28 +41,9 @@ func errorf(k Kind, field, format string, args ...any) *Error {
 	return &Error{Kind: k, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// fields lists, per kind, the fields it accepts besides "action".
-var fields = map[Kind][]string{
-	Screenshot:        {"region", "scale", "max_width"},
-	Key:               {"keys", "key", "repeat"},
-	KeyDown:           {"key"},
-	KeyUp:             {"key"},
-	Type:              {"text", "delay_ms", "target"},
-	MouseMove:         {"x", "y", "dx", "dy", "target", "mark"},
-	Click:             {"x", "y", "button", "count", "keys", "target", "mark"},
-	MouseDown:         {"button"},
-	MouseUp:           {"button"},
-	Drag:              {"path", "button"},
-	Scroll:            {"x", "y", "dx", "dy", "keys", "target", "mark"},
-	Wait:              {"ms", "until", "title", "stable_ms"},
-	CursorPosition:    {},
-	Done:              {"success", "message"},
-	AccessibilityTree: {},
-}
-
 // Fields returns the fields an action kind accepts besides "action", or nil
 // for an unknown kind.
-func Fields(k Kind) []string { return fields[k] }
+func Fields(k Kind) []string { return kindSpecs[k].fields }
 
 // MaxJSON caps the size of one encoded action.
 const MaxJSON = 1 << 20
@@ -102,7 +83,8 @@ func FromMap(raw map[string]json.RawMessage) (Action, error) {
 		return a, errorf("", "action", "must be a string, got %s", short(kindRaw))
 	}
 	a.Kind = Kind(kind)
-	allowed, ok := fields[a.Kind]
+	spec, ok := kindSpecs[a.Kind]
+	allowed := spec.fields
 	if !ok {
 		return a, errorf("", "action", "unknown action %q; known: %s", kind, kindList())
 	}

@@ -36,159 +36,219 @@ func DefaultLimits(width, height int) Limits {
 // present, numbers are in range, coordinates are on the screen and key names
 // are known. It never modifies a.
 func Validate(a Action, l Limits) error {
-	k := a.Kind
-	need := func(field string, ok bool) error {
-		if !ok {
-			return errorf(k, field, "required")
-		}
-		return nil
-	}
 	if err := checkTarget(a); err != nil {
 		return err
 	}
-	switch k {
-	case Screenshot:
-		if a.Region != nil {
-			r := *a.Region
-			if r[0] < 0 || r[1] < 0 || r[2] > l.Width || r[3] > l.Height || r.Dx() <= 0 || r.Dy() <= 0 {
-				return errorf(k, "region", "%v is not a non-empty region inside the %dx%d screen", r, l.Width, l.Height)
+	spec, ok := kindSpecs[a.Kind]
+	if !ok {
+		return errorf("", "action", "unknown action %q; known: %s", a.Kind, kindList())
+	}
+	for _, n := range spec.need {
+		if !has(a, n.field) {
+			msg := "required"
+			if n.hint != "" {
+				msg += ": " + n.hint
 			}
+			return &Error{Kind: a.Kind, Field: n.field, Msg: msg}
 		}
-		if a.Scale < 0 || a.Scale > 1 {
-			return errorf(k, "scale", "must be in (0, 1], got %g", a.Scale)
+	}
+	if spec.check == nil {
+		return nil
+	}
+	return spec.check(a, l)
+}
+
+// kindSpec is one kind of action: the fields it takes besides "action"
+// (Parse refuses any other), those it needs, and the checks of its values
+// against the limits, run after the needs are met.
+type kindSpec struct {
+	fields []string
+	need   []need
+	check  func(Action, Limits) error // nil: nothing more to check
+}
+
+// need is a field an action cannot do without; hint, if any, follows
+// "required: " in the error.
+type need struct{ field, hint string }
+
+// kindSpecs are the action kinds: a new kind needs its row here (and its
+// constant in Kinds), else TestEveryKindHasASpec fails.
+var kindSpecs = map[Kind]kindSpec{
+	Screenshot: {fields: []string{"region", "scale", "max_width"}, check: checkScreenshot},
+	Key: {fields: []string{"keys", "key", "repeat"}, check: checkKey,
+		need: []need{{"keys", "a key or a chord, e.g. Return or ctrl+c (the field may also be called key)"}}},
+	KeyDown:           {fields: []string{"key"}, need: []need{{"key", ""}}, check: checkKeyName},
+	KeyUp:             {fields: []string{"key"}, need: []need{{"key", ""}}, check: checkKeyName},
+	Type:              {fields: []string{"text", "delay_ms", "target"}, need: []need{{"text", ""}}, check: checkType},
+	MouseMove:         {fields: []string{"x", "y", "dx", "dy", "target", "mark"}, check: checkMouseMove},
+	Click:             {fields: []string{"x", "y", "button", "count", "keys", "target", "mark"}, check: checkClick},
+	MouseDown:         {fields: []string{"button"}, check: checkButtonOf},
+	MouseUp:           {fields: []string{"button"}, check: checkButtonOf},
+	Drag:              {fields: []string{"path", "button"}, check: checkDrag},
+	Scroll:            {fields: []string{"x", "y", "dx", "dy", "keys", "target", "mark"}, check: checkScroll},
+	Wait:              {fields: []string{"ms", "until", "title", "stable_ms"}, check: checkWait},
+	CursorPosition:    {fields: []string{}},
+	Done:              {fields: []string{"success", "message"}},
+	AccessibilityTree: {fields: []string{}},
+}
+
+// has reports whether a needed field has a value.
+func has(a Action, field string) bool {
+	switch field {
+	case "keys":
+		return a.Keys != ""
+	case "key":
+		return a.Key != ""
+	case "text":
+		return a.Text != ""
+	}
+	panic("action: no way to tell whether field " + field + " is given")
+}
+
+func checkScreenshot(a Action, l Limits) error {
+	k := a.Kind
+	if a.Region != nil {
+		r := *a.Region
+		if r[0] < 0 || r[1] < 0 || r[2] > l.Width || r[3] > l.Height || r.Dx() <= 0 || r.Dy() <= 0 {
+			return errorf(k, "region", "%v is not a non-empty region inside the %dx%d screen", r, l.Width, l.Height)
 		}
-		if a.MaxWidth < 0 {
-			return errorf(k, "max_width", "must be positive, got %d", a.MaxWidth)
+	}
+	if a.Scale < 0 || a.Scale > 1 {
+		return errorf(k, "scale", "must be in (0, 1], got %g", a.Scale)
+	}
+	if a.MaxWidth < 0 {
+		return errorf(k, "max_width", "must be positive, got %d", a.MaxWidth)
+	}
+	return nil
+}
+
+func checkKey(a Action, l Limits) error {
+	k := a.Kind
+	if _, err := keysym.ParseChord(a.Keys); err != nil {
+		return &Error{Kind: k, Field: "keys", Msg: err.Error()}
+	}
+	if a.Repeat < 0 || a.Repeat > l.MaxRepeat {
+		return errorf(k, "repeat", "must be between 1 and %d, got %d", l.MaxRepeat, a.Repeat)
+	}
+	return nil
+}
+
+func checkKeyName(a Action, _ Limits) error {
+	if _, err := keysym.Lookup(a.Key); err != nil {
+		return &Error{Kind: a.Kind, Field: "key", Msg: err.Error()}
+	}
+	return nil
+}
+
+func checkType(a Action, l Limits) error {
+	k := a.Kind
+	if !utf8.ValidString(a.Text) {
+		return errorf(k, "text", "is not valid UTF-8")
+	}
+	if n := utf8.RuneCountInString(a.Text); n > l.MaxText {
+		return errorf(k, "text", "has %d characters; the limit is %d", n, l.MaxText)
+	}
+	for i, r := range a.Text {
+		if _, err := keysym.ForRune(r); err != nil {
+			return errorf(k, "text", "character %U at byte %d cannot be typed: %v", r, i, err)
 		}
-	case Key:
-		if a.Keys == "" {
-			return errorf(k, "keys", "required: a key or a chord, e.g. Return or ctrl+c (the field may also be called key)")
-		}
-		if _, err := keysym.ParseChord(a.Keys); err != nil {
-			return &Error{Kind: k, Field: "keys", Msg: err.Error()}
-		}
-		if a.Repeat < 0 || a.Repeat > l.MaxRepeat {
-			return errorf(k, "repeat", "must be between 1 and %d, got %d", l.MaxRepeat, a.Repeat)
-		}
-	case KeyDown, KeyUp:
-		if err := need("key", a.Key != ""); err != nil {
+	}
+	if a.DelayMS < 0 || a.DelayMS > l.MaxDelayMS {
+		return errorf(k, "delay_ms", "must be between 0 and %d, got %d", l.MaxDelayMS, a.DelayMS)
+	}
+	return nil
+}
+
+func checkMouseMove(a Action, l Limits) error {
+	k := a.Kind
+	abs := a.X != nil || a.Y != nil || a.Target != nil
+	rel := a.DX != nil || a.DY != nil
+	switch {
+	case abs && rel:
+		return errorf(k, "", "give x and y (absolute) or dx and dy (relative), not both")
+	case abs:
+		return checkPoint(k, a.X, a.Y, l)
+	case rel:
+		if err := checkDelta(k, "dx", a.DX, l.Width); err != nil {
 			return err
 		}
-		if _, err := keysym.Lookup(a.Key); err != nil {
-			return &Error{Kind: k, Field: "key", Msg: err.Error()}
+		return checkDelta(k, "dy", a.DY, l.Height)
+	}
+	return errorf(k, "", "needs x and y, or dx and dy")
+}
+
+func checkClick(a Action, l Limits) error {
+	k := a.Kind
+	if err := checkOptionalPoint(k, a.X, a.Y, l); err != nil {
+		return err
+	}
+	if err := checkButton(k, a.Button); err != nil {
+		return err
+	}
+	if a.Count < 0 || a.Count > 3 {
+		return errorf(k, "count", "must be 1, 2 or 3, got %d", a.Count)
+	}
+	return checkModifiers(k, a.Keys)
+}
+
+func checkButtonOf(a Action, _ Limits) error { return checkButton(a.Kind, a.Button) }
+
+func checkDrag(a Action, l Limits) error {
+	k := a.Kind
+	if len(a.Path) < 2 {
+		return errorf(k, "path", "needs at least two points, got %d", len(a.Path))
+	}
+	if len(a.Path) > l.MaxPath {
+		return errorf(k, "path", "has %d points; the limit is %d", len(a.Path), l.MaxPath)
+	}
+	for i, p := range a.Path {
+		if !onScreen(p.X, p.Y, l) {
+			return errorf(k, fmt.Sprintf("path[%d]", i), "(%d,%d) is outside the %dx%d screen", p.X, p.Y, l.Width, l.Height)
 		}
-	case Type:
-		if err := need("text", a.Text != ""); err != nil {
-			return err
+	}
+	return checkButton(k, a.Button)
+}
+
+func checkScroll(a Action, l Limits) error {
+	k := a.Kind
+	if err := checkOptionalPoint(k, a.X, a.Y, l); err != nil {
+		return err
+	}
+	if a.DX == nil && a.DY == nil {
+		return errorf(k, "", "needs dx or dy (wheel clicks; positive dy scrolls down)")
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"dx", a.DX}, {"dy", a.DY}} {
+		if f.v != nil && (*f.v > l.MaxScroll || *f.v < -l.MaxScroll) {
+			return errorf(k, f.name, "must be between -%d and %d clicks, got %d", l.MaxScroll, l.MaxScroll, *f.v)
 		}
-		if !utf8.ValidString(a.Text) {
-			return errorf(k, "text", "is not valid UTF-8")
+	}
+	return checkModifiers(k, a.Keys)
+}
+
+func checkWait(a Action, l Limits) error {
+	k := a.Kind
+	if a.MS < 0 || a.MS > l.MaxWaitMS {
+		return errorf(k, "ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.MS)
+	}
+	switch a.Until {
+	case "":
+		if a.Title != "" || a.StableMS != 0 {
+			return errorf(k, "until", "title and stable_ms need until")
 		}
-		if n := utf8.RuneCountInString(a.Text); n > l.MaxText {
-			return errorf(k, "text", "has %d characters; the limit is %d", n, l.MaxText)
+	case UntilStable:
+		if a.StableMS < 0 || a.StableMS > l.MaxWaitMS {
+			return errorf(k, "stable_ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.StableMS)
 		}
-		for i, r := range a.Text {
-			if _, err := keysym.ForRune(r); err != nil {
-				return errorf(k, "text", "character %U at byte %d cannot be typed: %v", r, i, err)
-			}
+	case UntilWindow:
+		if a.Title == "" {
+			return errorf(k, "title", "required with until: window")
 		}
-		if a.DelayMS < 0 || a.DelayMS > l.MaxDelayMS {
-			return errorf(k, "delay_ms", "must be between 0 and %d, got %d", l.MaxDelayMS, a.DelayMS)
-		}
-	case MouseMove:
-		abs := a.X != nil || a.Y != nil || a.Target != nil
-		rel := a.DX != nil || a.DY != nil
-		switch {
-		case abs && rel:
-			return errorf(k, "", "give x and y (absolute) or dx and dy (relative), not both")
-		case abs:
-			if err := checkPoint(k, a.X, a.Y, l); err != nil {
-				return err
-			}
-		case rel:
-			if err := checkDelta(k, "dx", a.DX, l.Width); err != nil {
-				return err
-			}
-			if err := checkDelta(k, "dy", a.DY, l.Height); err != nil {
-				return err
-			}
-		default:
-			return errorf(k, "", "needs x and y, or dx and dy")
-		}
-	case Click:
-		if err := checkOptionalPoint(k, a.X, a.Y, l); err != nil {
-			return err
-		}
-		if err := checkButton(k, a.Button); err != nil {
-			return err
-		}
-		if a.Count < 0 || a.Count > 3 {
-			return errorf(k, "count", "must be 1, 2 or 3, got %d", a.Count)
-		}
-		if err := checkModifiers(k, a.Keys); err != nil {
-			return err
-		}
-	case MouseDown, MouseUp:
-		if err := checkButton(k, a.Button); err != nil {
-			return err
-		}
-	case Drag:
-		if len(a.Path) < 2 {
-			return errorf(k, "path", "needs at least two points, got %d", len(a.Path))
-		}
-		if len(a.Path) > l.MaxPath {
-			return errorf(k, "path", "has %d points; the limit is %d", len(a.Path), l.MaxPath)
-		}
-		for i, p := range a.Path {
-			if !onScreen(p.X, p.Y, l) {
-				return errorf(k, fmt.Sprintf("path[%d]", i), "(%d,%d) is outside the %dx%d screen", p.X, p.Y, l.Width, l.Height)
-			}
-		}
-		if err := checkButton(k, a.Button); err != nil {
-			return err
-		}
-	case Scroll:
-		if err := checkOptionalPoint(k, a.X, a.Y, l); err != nil {
-			return err
-		}
-		if a.DX == nil && a.DY == nil {
-			return errorf(k, "", "needs dx or dy (wheel clicks; positive dy scrolls down)")
-		}
-		for _, f := range []struct {
-			name string
-			v    *int
-		}{{"dx", a.DX}, {"dy", a.DY}} {
-			if f.v != nil && (*f.v > l.MaxScroll || *f.v < -l.MaxScroll) {
-				return errorf(k, f.name, "must be between -%d and %d clicks, got %d", l.MaxScroll, l.MaxScroll, *f.v)
-			}
-		}
-		if err := checkModifiers(k, a.Keys); err != nil {
-			return err
-		}
-	case Wait:
-		if a.MS < 0 || a.MS > l.MaxWaitMS {
-			return errorf(k, "ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.MS)
-		}
-		switch a.Until {
-		case "":
-			if a.Title != "" || a.StableMS != 0 {
-				return errorf(k, "until", "title and stable_ms need until")
-			}
-		case UntilStable:
-			if a.StableMS < 0 || a.StableMS > l.MaxWaitMS {
-				return errorf(k, "stable_ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.StableMS)
-			}
-		case UntilWindow:
-			if a.Title == "" {
-				return errorf(k, "title", "required with until: window")
-			}
-		case UntilChange:
-		default:
-			return errorf(k, "until", "unknown condition %q; known: stable, window, change", a.Until)
-		}
-	case CursorPosition, Done, AccessibilityTree:
+	case UntilChange:
 	default:
-		return errorf("", "action", "unknown action %q; known: %s", k, kindList())
+		return errorf(k, "until", "unknown condition %q; known: stable, window, change", a.Until)
 	}
 	return nil
 }

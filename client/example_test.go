@@ -14,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
 )
@@ -81,7 +82,7 @@ func exampleServer() (string, func()) {
 		Backends: []environment.Backend{&guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}},
 		Apps:     map[string]*app.Bundle{"game": bundle},
 		Tokens:   []string{"example-token-0123456789abcdef"},
-		Env:      environment.Config{Screen: action.Screen{Width: 320, Height: 240, Depth: 24}},
+		Env:      environment.Config{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}},
 		Out:      filepath.Join(dir, "runs"),
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // An environment's life: a backend creates the sandbox with its display,
@@ -27,7 +28,7 @@ func Example() {
 	var backend environment.Backend = &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}
 	fmt.Println("can freeze:", environment.CapabilitiesOf(backend).Freeze)
 
-	env, err := backend.Create(ctx, environment.Config{Screen: action.Screen{Width: 320, Height: 240, Depth: 24}})
+	env, err := backend.Create(ctx, environment.Config{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}})
 	if err != nil {
 		log.Fatal(err) // nothing is left behind when Create fails
 	}

@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -40,7 +40,7 @@ func ExampleRun() {
 	}
 	defer bundle.Close()
 
-	screen := action.Screen{Width: 320, Height: 240, Depth: 24}
+	screen := observe.Screen{Width: 320, Height: 240, Depth: 24}
 	play, err := script.Parse("play.yaml", []byte(`
 task: Press Return, then give the app a moment.
 steps:

@@ -9,13 +9,14 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
 // busyAgent decides at once, forever: a key down, a key up, a short wait.
 type busyAgent struct{ n atomic.Int64 }
 
-func (a *busyAgent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *busyAgent) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	switch a.n.Add(1) % 3 {
 	case 0:
 		return agent.Decision{Action: action.Action{Kind: action.KeyDown, Key: "Right"}}, nil

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -57,7 +58,7 @@ func API() Spec {
 			"Action.action":     {Enum: anys(action.Kinds)},
 			"Action.mark":       {Minimum: min(1)},
 			"Selector.index":    {Minimum: min(0)},
-			"Screen.depth":      {Enum: []any{0, action.ScreenDepth}, Optional: true, Describe: func(any, string) string { return "" }},
+			"Screen.depth":      {Enum: []any{0, observe.ScreenDepth}, Optional: true, Describe: func(any, string) string { return "" }},
 		},
 		// The request bodies the server decodes refusing unknown fields.
 		Closed: []string{"Action", "Selector", "CreateRequest", "Limits", "Screen", "ResetRequest", "WSRequest"},
