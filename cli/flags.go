@@ -10,9 +10,9 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -76,8 +76,8 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			run:  {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
 			eval: {"", "OCI runtime registered with Docker, e.g. runsc"}},
 		"screen": {
-			run:  {action.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
-			eval: {action.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},
+			run:  {observe.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
+			eval: {observe.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},
 		"cpus":   {run: {1.0, "CPU limit"}, eval: {1.0, "CPU limit per sandbox"}},
 		"memory": {run: {"1g", "memory limit (e.g. 512m, 2g)"}, eval: {"1g", "memory limit per sandbox"}},
 		"pids":   {run: {256, "process limit"}, eval: {256, "process limit per sandbox"}},
@@ -207,7 +207,7 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
 		A11y: f.a11y || f.a11yTree || f.marks}
 	if f.takes("screen") {
-		s, err := action.ParseScreen(f.screen)
+		s, err := observe.ParseScreen(f.screen)
 		if err != nil {
 			return cfg, usageErrorf("--screen %v", err)
 		}

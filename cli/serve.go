@@ -18,12 +18,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/live"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
@@ -109,7 +109,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.ociRuntime, "runtime", "", "OCI runtime registered with Docker, e.g. runsc (gVisor)")
 	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandboxes (default: this one)")
 	_ = fl.MarkHidden("guest-binary")
-	fl.StringVar(&f.screen, "screen", action.DefaultScreen.String(), "the screen of an environment that names none")
+	fl.StringVar(&f.screen, "screen", observe.DefaultScreen.String(), "the screen of an environment that names none")
 	fl.StringVar(&f.maxScreen, "max-screen", "1920x1080", "the largest screen a client may ask for")
 	fl.Float64Var(&f.cpus, "cpus", 1, "CPU limit per sandbox (the default and the most a client may ask for)")
 	fl.StringVar(&f.memory, "memory", "1g", "memory limit per sandbox (the default and the most)")
@@ -265,11 +265,11 @@ func shutdown(srv *serve.Server, backends []environment.Backend, sigs <-chan os.
 // options are the server's options from the flags, every value checked.
 func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	var o serve.Options
-	screen, err := action.ParseScreen(f.screen)
+	screen, err := observe.ParseScreen(f.screen)
 	if err != nil {
 		return o, usageErrorf("--screen %v", err)
 	}
-	maxScreen, err := action.ParseScreen(f.maxScreen)
+	maxScreen, err := observe.ParseScreen(f.maxScreen)
 	if err != nil {
 		return o, usageErrorf("--max-screen %v", err)
 	}

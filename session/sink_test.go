@@ -5,7 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // TestSinkCutsLongLinesAtRunes: an output line longer than maxLineBytes is
@@ -17,8 +17,8 @@ func TestSinkCutsLongLinesAtRunes(t *testing.T) {
 		"ab" + strings.Repeat("語", maxLineBytes), // inside a 3-byte character
 		strings.Repeat("x", maxLineBytes+1),      // ASCII: cut at the limit
 	} {
-		s := &sink{partial: map[action.Stream][]byte{}}
-		s.addLine(action.Stdout, []byte(line))
+		s := &sink{partial: map[observe.Stream][]byte{}}
+		s.addLine(observe.Stdout, []byte(line))
 		got := s.takeLines()
 		if len(got) != 1 {
 			t.Fatalf("%d lines, want 1", len(got))

@@ -32,6 +32,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // ErrInvalid is wrapped by every error about a script.
@@ -41,7 +42,7 @@ var ErrInvalid = errors.New("invalid script")
 type Script struct {
 	File   string
 	Task   string
-	Screen action.Screen // zero: not set
+	Screen observe.Screen // zero: not set
 	Steps  []Step
 }
 
@@ -183,7 +184,7 @@ const DefaultWaitMS = 10_000
 
 // Load reads and validates a script file. screen bounds coordinates when
 // the script does not set one.
-func Load(path string, screen action.Screen) (*Script, error) {
+func Load(path string, screen observe.Screen) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -207,7 +208,7 @@ func (p *parser) errf(line int, format string, args ...any) error {
 
 // Parse validates a script held in memory; path names it in errors and
 // anchors relative file references.
-func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
+func Parse(path string, data []byte, screen observe.Screen) (*Script, error) {
 	p := &parser{w: yamlwalk.Walker{File: path, Class: ErrInvalid}, dir: filepath.Dir(path)}
 	root, err := p.w.Root(data, "a script is a mapping with task, screen and steps")
 	if err != nil {
@@ -222,7 +223,7 @@ func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
 		case "screen":
 			var text string
 			if text, err = p.w.Text(k, v); err == nil {
-				if s.Screen, err = action.ParseScreen(text); err != nil {
+				if s.Screen, err = observe.ParseScreen(text); err != nil {
 					err = p.w.Field(k, v, "%v", err)
 				}
 			}
@@ -237,7 +238,7 @@ func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
 	if steps == nil || steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
 		return nil, p.errf(root.Line, "steps: a non-empty list of actions and checks is required")
 	}
-	if s.Screen != (action.Screen{}) {
+	if s.Screen != (observe.Screen{}) {
 		screen = s.Screen
 	}
 	lim := action.DefaultLimits(screen.Width, screen.Height)
@@ -766,7 +767,7 @@ func (p *parser) loadPNG(rel string) (*image.RGBA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a PNG: %v", rel, err)
 	}
-	if cfg.Width*cfg.Height > action.MaxScreenPixels {
+	if cfg.Width*cfg.Height > observe.MaxScreenPixels {
 		return nil, fmt.Errorf("%s is %dx%d, too large", rel, cfg.Width, cfg.Height)
 	}
 	if _, err := f.Seek(0, 0); err != nil {
