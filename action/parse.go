@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/codegirl-games/agentbox/internal/textcut"
 )
 
 // ErrInvalid is wrapped by every error Parse and Validate return.
@@ -288,11 +290,7 @@ func toInt(k Kind, name string, n json.Number) (int, error) {
 }
 
 func short(v json.RawMessage) string {
-	s := strings.TrimSpace(string(v))
-	if len(s) > 40 {
-		s = s[:40] + "…"
-	}
-	return s
+	return textcut.Bytes(strings.TrimSpace(string(v)), 40, "…")
 }
 
 func kindList() string {

@@ -65,7 +65,7 @@ func TestScreenUsageErrors(t *testing.T) {
 			want string
 		}{
 			{[]string{"run", "/nonexistent", "--agent", "idle", "--screen", bad}, "--screen " + quoted + ": "},
-			{[]string{"run", "/nonexistent", "--script", play}, "play.yaml:2: screen " + quoted + ": "},
+			{[]string{"run", "/nonexistent", "--script", play}, "play.yaml:2: field \"screen\": " + quoted + ": "},
 			{[]string{"eval", suite}, "suite.yaml:5: task 1: field \"screen\": " + quoted + ": "},
 			{[]string{"bench", "--screens", "640x480," + bad}, "--screens " + quoted + ": "},
 		} {

@@ -5,12 +5,10 @@
 package eval
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -26,6 +24,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/netpolicy"
 	"github.com/codegirl-games/agentbox/observe"
 )
@@ -94,32 +93,25 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	dir := filepath.Dir(abs)
-	errf := func(line int, format string, args ...any) error {
-		return fmt.Errorf("%w: %s:%d: %s", ErrInvalid, path, line, fmt.Sprintf(format, args...))
-	}
-	var doc yaml.Node
-	switch err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); {
-	case errors.Is(err, io.EOF):
-		return nil, errf(1, "the file is empty (a suite is a mapping with tasks)")
-	case err != nil:
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
-	}
-	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, errf(1, "a suite is a mapping with tasks")
+	w := yamlwalk.Walker{File: path, Class: ErrInvalid}
+	errf := w.Errorf
+	root, err := w.Root(data, "a suite is a mapping with tasks")
+	if err != nil {
+		return nil, err
 	}
 	s := &Suite{File: path, Name: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))}
-	root := doc.Content[0]
 	var tasks *yaml.Node
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
+	err = w.Mapping(root, "a suite", []string{"name", "tasks"}, func(k, v *yaml.Node) (err error) {
 		switch k.Value {
 		case "name":
-			s.Name = v.Value
+			s.Name, err = w.Text(k, v)
 		case "tasks":
 			tasks = v
-		default:
-			return nil, errf(k.Line, "unknown field %q (a suite has name, tasks)", k.Value)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if tasks == nil || tasks.Kind != yaml.SequenceNode || len(tasks.Content) == 0 {
 		return nil, errf(root.Line, "tasks: a non-empty list is required")
@@ -145,18 +137,10 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 			return nil, errf(n.Line, "task %d: want a mapping", i+1)
 		}
 		t := &Task{Line: n.Line, Episodes: 1}
-		for j := 0; j+1 < len(n.Content); j += 2 {
-			k, v := n.Content[j], n.Content[j+1]
-			fail := func(format string, args ...any) error {
-				return errf(v.Line, "task %d: field %q: %s", i+1, k.Value, fmt.Sprintf(format, args...))
-			}
-			str := func() (string, error) {
-				if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-					return "", fail("must be text")
-				}
-				return v.Value, nil
-			}
-			var err error
+		tw := w.In(fmt.Sprintf("task %d", i+1))
+		err := tw.Mapping(n, "a task", taskFields, func(k, v *yaml.Node) (err error) {
+			fail := func(format string, args ...any) error { return tw.Field(k, v, format, args...) }
+			str := func() (string, error) { return tw.Text(k, v) }
 			switch k.Value {
 			case "name":
 				t.Name, err = str()
@@ -238,12 +222,11 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 						t.MaxSteps = n
 					}
 				}
-			default:
-				err = errf(k.Line, "task %d: unknown field %q (known: %s)", i+1, k.Value, strings.Join(taskFields, ", "))
 			}
-			if err != nil {
-				return nil, err
-			}
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
 		where := fmt.Sprintf("task %d", i+1)
 		if t.Name != "" {

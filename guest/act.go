@@ -9,6 +9,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -37,8 +38,8 @@ func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error)
 	var te errTarget
 	if errors.As(err, &te) {
 		// The target was not found or could not be acted on: the agent's
-		// error, told in the result.
-		res.OK, res.Error = false, clipError(te.Error())
+		// error, told in the result (a tree's near misses: bounded).
+		res.OK, res.Error = false, textcut.Bytes(te.Error(), 4000, "…")
 		err = nil
 	}
 	res.ElapsedUS = time.Since(t).Microseconds()
@@ -92,14 +93,6 @@ func (g *Guest) performOn(ctx context.Context, a action.Action, res *action.Resu
 	}
 	a.Target = nil
 	return g.perform(ctx, a, res)
-}
-
-// clipError bounds an error told to the agent (a tree's near misses).
-func clipError(s string) string {
-	if len(s) > 4000 {
-		return s[:4000] + "…"
-	}
-	return s
 }
 
 func (g *Guest) perform(ctx context.Context, a action.Action, res *action.Result) error {

@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -667,7 +668,7 @@ func (s *Server) readOutput(ctx context.Context, c *client, t *tool, args json.R
 						out.More = true
 						break
 					}
-					cut := validPrefix(text, budget)
+					cut := textcut.Bytes(text, budget, "")
 					ch.Cut, text = len(text)-len(cut), cut
 				}
 				budget -= len(text)
@@ -709,18 +710,6 @@ func appendChunk(list []outputChunk, ch outputChunk) []outputChunk {
 		}
 	}
 	return append(list, ch)
-}
-
-// validPrefix is the longest prefix of s within n bytes that does not cut
-// a UTF-8 sequence.
-func validPrefix(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 func msDuration(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }

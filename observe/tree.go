@@ -6,6 +6,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 )
 
 // Tree is an accessibility tree as a screen reader sees it (AT-SPI):
@@ -95,13 +96,7 @@ func (e *Element) Describe() string {
 	return s
 }
 
-func clipText(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
-}
+func clipText(s string, n int) string { return textcut.Runes(s, n, "…") }
 
 // TreeLimits bound one read of the tree.
 type TreeLimits struct {

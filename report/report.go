@@ -36,11 +36,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -896,17 +896,8 @@ func readReplay(p *page, dir, baseDir string) *replayData {
 	return rd
 }
 
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n]) + " …[cut]"
-}
+func clip(s string, n int) string { return textcut.Runes(s, n, " …[cut]") }
 
 func clipBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + " …[cut]"
+	return strings.ToValidUTF8(textcut.Bytes(s, n, " …[cut]"), "")
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/lockrank"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -118,9 +119,7 @@ func (s *sink) matchReady(b []byte) {
 func (s *sink) addLine(stream observe.Stream, b []byte) {
 	s.matchReady(b)
 	text := string(bytes.TrimRight(b, "\r"))
-	if len(text) > maxLineBytes {
-		text = text[:maxLineBytes] + " …[line truncated]"
-	}
+	text = textcut.Bytes(text, maxLineBytes, " …[line truncated]")
 	s.pending = append(s.pending, observe.LogLine{Stream: stream, Text: text, T: time.Since(s.start)})
 	if len(s.pending) > maxPendingLines {
 		n := len(s.pending) - maxPendingLines

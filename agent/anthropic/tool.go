@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -496,9 +497,5 @@ func actionList() string {
 }
 
 func short(v []byte) string {
-	s := strings.TrimSpace(string(v))
-	if len(s) > 60 {
-		s = s[:60] + "…"
-	}
-	return s
+	return textcut.Bytes(strings.TrimSpace(string(v)), 60, "…")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent/llm"
@@ -113,6 +114,23 @@ func TestMapInputErrors(t *testing.T) {
 		if _, ok := err.(*inputError); err != nil && !ok {
 			t.Errorf("%.80s: error is %T, want *inputError", tt.in, err)
 		}
+	}
+}
+
+// TestMapInputErrorCutsWholeRunes: the value quoted in an input error is
+// cut at a character boundary (it used to be cut at byte 60, inside an é).
+func TestMapInputErrorCutsWholeRunes(t *testing.T) {
+	d := newDisplay(1920, 1080, 1366, 768)
+	in := `{"action":"hold_key","text":"Right","duration":"` + strings.Repeat("é", 40) + `"}`
+	_, err := mapInput(json.RawMessage(in), d)
+	if err == nil {
+		t.Fatal("no error for a string duration")
+	}
+	if !utf8.ValidString(err.Error()) {
+		t.Errorf("error is not valid UTF-8: %q", err)
+	}
+	if want := `got "` + strings.Repeat("é", 29) + "…"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not contain %q", err, want)
 	}
 }
 

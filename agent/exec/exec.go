@@ -37,6 +37,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/llm"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -225,9 +226,7 @@ func (a *Agent) passStderr(r io.ReadCloser) {
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Fprintf(a.stderr, "agent %s: %s\n", termsafe.Line(filepath.Base(a.argv[0])), termsafe.Line(line))
-		if r := []rune(line); len(r) > stderrLineRunes {
-			line = string(r[:stderrLineRunes]) + "…"
-		}
+		line = textcut.Runes(line, stderrLineRunes, "…")
 		a.errMu.Lock()
 		a.errTail = append(a.errTail, line)
 		if len(a.errTail) > stderrTailLines {
@@ -443,10 +442,7 @@ func (a *Agent) parse(line []byte) (agent.Decision, error) {
 }
 
 func shorten(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return s
+	return textcut.Bytes(s, 200, "…")
 }
 
 // Close implements agent.Closer: it closes the program's stdin, gives a

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -66,10 +67,10 @@ func TreeText(t *observe.Tree, at func(x, y int) (int, int)) string {
 		b.WriteString(strings.Repeat("  ", min(e.Depth, 20)))
 		b.WriteString(e.Role)
 		if e.Name != "" {
-			fmt.Fprintf(&b, " %q", clipRunes(e.Name, 100))
+			fmt.Fprintf(&b, " %q", textcut.Runes(e.Name, 100, "…"))
 		}
 		if e.Text != "" && e.Text != e.Name {
-			fmt.Fprintf(&b, " text=%q", clipRunes(e.Text, 200))
+			fmt.Fprintf(&b, " text=%q", textcut.Runes(e.Text, 200, "…"))
 		}
 		if e.Value != nil {
 			fmt.Fprintf(&b, " value=%g", *e.Value)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 )
 
 // The HTTP policy every model adapter shares, as middlewares of either
@@ -239,7 +240,7 @@ func failure(resp *http.Response, err error) string {
 		if errors.Is(err, ErrTimeout) {
 			return strings.TrimPrefix(err.Error(), ErrTimeout.Error()+": ")
 		}
-		return clipRunes(err.Error(), 200)
+		return textcut.Runes(err.Error(), 200, "…")
 	}
 	return Status(resp.StatusCode)
 }
@@ -268,14 +269,7 @@ func Excerpt(body []byte, n int) string {
 		t = htmlTags.ReplaceAllString(t, " ")
 	}
 	t = strings.TrimSpace(htmlSpace.ReplaceAllString(t, " "))
-	return clipRunes(t, n)
-}
-
-func clipRunes(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
+	return textcut.Runes(t, n, "…")
 }
 
 // Wrap is an error whose message is msg and that wraps err: for messages
@@ -376,7 +370,7 @@ func ErrorDetail(body []byte) string {
 		} else if s == "" {
 			s = e.Error.Type
 		}
-		return clipRunes(strings.TrimSpace(s), 300)
+		return textcut.Runes(strings.TrimSpace(s), 300, "…")
 	}
 	return Excerpt(body, 200)
 }

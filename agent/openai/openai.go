@@ -34,6 +34,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -259,11 +260,7 @@ func malformed(problems []string) error {
 
 // clip shortens s for messages.
 func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len([]rune(s)) > n {
-		return string([]rune(s)[:n]) + "…"
-	}
-	return s
+	return textcut.Runes(strings.TrimSpace(s), n, "…")
 }
 
 // parseMaxWidth reads the max_width option.

@@ -14,7 +14,6 @@
 package script
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -195,50 +195,45 @@ func Load(path string, screen observe.Screen) (*Script, error) {
 	return Parse(path, data, screen)
 }
 
-// parser carries the file name and base directory for errors and paths.
+// parser carries the file name (in w, for errors) and base directory for
+// paths.
 type parser struct {
-	file string
-	dir  string
+	w   yamlwalk.Walker
+	dir string
 }
 
 func (p *parser) errf(line int, format string, args ...any) error {
-	return fmt.Errorf("%w: %s:%d: %s", ErrInvalid, p.file, line, fmt.Sprintf(format, args...))
+	return p.w.Errorf(line, format, args...)
 }
 
 // Parse validates a script held in memory; path names it in errors and
 // anchors relative file references.
 func Parse(path string, data []byte, screen observe.Screen) (*Script, error) {
-	p := &parser{file: path, dir: filepath.Dir(path)}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
-	}
-	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, p.errf(max(doc.Line, 1), "a script is a mapping with task, screen and steps")
+	p := &parser{w: yamlwalk.Walker{File: path, Class: ErrInvalid}, dir: filepath.Dir(path)}
+	root, err := p.w.Root(data, "a script is a mapping with task, screen and steps")
+	if err != nil {
+		return nil, err
 	}
 	s := &Script{File: path}
-	root := doc.Content[0]
 	var steps *yaml.Node
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
+	err = p.w.Mapping(root, "a script", []string{"task", "screen", "steps"}, func(k, v *yaml.Node) (err error) {
 		switch k.Value {
 		case "task":
-			if v.Kind != yaml.ScalarNode {
-				return nil, p.errf(v.Line, "task must be text")
-			}
-			s.Task = v.Value
+			s.Task, err = p.w.Text(k, v)
 		case "screen":
-			sc, err := observe.ParseScreen(v.Value)
-			if err != nil {
-				return nil, p.errf(v.Line, "screen %v", err)
+			var text string
+			if text, err = p.w.Text(k, v); err == nil {
+				if s.Screen, err = observe.ParseScreen(text); err != nil {
+					err = p.w.Field(k, v, "%v", err)
+				}
 			}
-			s.Screen = sc
 		case "steps":
 			steps = v
-		default:
-			return nil, p.errf(k.Line, "unknown field %q (a script has task, screen, steps)", k.Value)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if steps == nil || steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
 		return nil, p.errf(root.Line, "steps: a non-empty list of actions and checks is required")
@@ -263,20 +258,20 @@ func Parse(path string, data []byte, screen observe.Screen) (*Script, error) {
 func (p *parser) fields(n *yaml.Node) (map[string]json.RawMessage, map[string]int, error) {
 	raw := map[string]json.RawMessage{}
 	lines := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if _, dup := raw[k.Value]; dup {
-			return nil, nil, p.errf(k.Line, "field %q appears twice", k.Value)
-		}
+	err := p.w.Mapping(n, "a step", nil, func(k, v *yaml.Node) error {
 		var val any
 		if err := v.Decode(&val); err != nil {
-			return nil, nil, p.errf(v.Line, "field %q: %v", k.Value, err)
+			return p.w.Field(k, v, "%v", err)
 		}
 		b, err := json.Marshal(val)
 		if err != nil {
-			return nil, nil, p.errf(v.Line, "field %q: %v", k.Value, err)
+			return p.w.Field(k, v, "%v", err)
 		}
 		raw[k.Value], lines[k.Value] = b, k.Line
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	return raw, lines, nil
 }

@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/moby/moby/api/types/jsonstream"
 
 	"github.com/codegirl-games/agentbox/images"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 )
 
 // buildTailLines is how many lines of build output a BuildError carries.
@@ -312,9 +314,8 @@ func (d *buildStreamDecoder) endStep() {
 }
 
 func buildTruncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
+	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	return string(r[:n-1]) + "…"
+	return textcut.Runes(s, n-1, "…")
 }

@@ -3,8 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -33,7 +31,7 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 	if err != nil {
 		return nil, fmt.Errorf("%w: list containers: %w", environment.ErrUnavailable, err)
 	}
-	host, _ := os.Hostname()
+	here := environment.ThisProcess()
 	var out []environment.Reaped
 	for _, c := range list.Items {
 		l := c.Labels
@@ -41,24 +39,10 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 		if len(c.Names) > 0 {
 			r.Name = c.Names[0]
 		}
-		switch {
-		case opts.All:
-			r.Reason = "--all"
-		case opts.RunID != "":
-			r.Reason = "run " + opts.RunID
-		case opts.Mine:
-			if l[LabelOwnerHost] != host || l[LabelOwnerPID] != strconv.Itoa(os.Getpid()) {
-				continue
-			}
-			r.Reason = "forced stop"
-		case l[LabelOwnerHost] != host:
-			continue // another machine's; its own gc will see to it
-		default:
-			alive, why := environment.OwnerAlive(l[LabelOwnerPID], l[LabelOwnerStart])
-			if alive {
-				continue
-			}
-			r.Reason = why
+		var reap bool
+		reap, r.Reason = opts.Decide(here, environment.Owner{Host: l[LabelOwnerHost], PID: l[LabelOwnerPID], Start: l[LabelOwnerStart], RunID: l[LabelRun]})
+		if !reap {
+			continue
 		}
 		if !opts.DryRun {
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -7,11 +7,11 @@ import (
 	"math"
 	"strings"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/klauspost/compress/s2"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -262,18 +262,13 @@ func (c *Client) dropped(kind string) {
 	}
 }
 
-// clip cuts s to at most n bytes (at a character boundary), marking the
-// cut.
+// clip cuts s to at most n bytes in all (at a character boundary),
+// marking the cut; a cut string loses its invalid UTF-8.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	const mark = "…[cut]"
-	i := max(n-len(mark), 0)
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return strings.ToValidUTF8(s[:i], "") + mark
+	return strings.ToValidUTF8(textcut.Fit(s, n, "…[cut]"), "")
 }
 
 func clipWindow(w observe.Window) observe.Window {

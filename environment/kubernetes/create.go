@@ -14,6 +14,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 )
 
 // Create implements environment.Backend: it ensures the namespace's
@@ -179,7 +180,7 @@ func (c *cluster) lastWarning(ctx context.Context, pod string) string {
 			last = e
 		}
 	}
-	return fmt.Sprintf("last warning: %s: %s", last.Reason, clip(strings.TrimSpace(last.Message), 500))
+	return fmt.Sprintf("last warning: %s: %s", last.Reason, textcut.Bytes(strings.TrimSpace(last.Message), 500, "…"))
 }
 
 // judge decides on a Pod's state while it starts: done with nil when its
@@ -197,22 +198,22 @@ func (c *cluster) judge(p *corev1.Pod, base string, last *string) (bool, error) 
 			return true, nil
 		}
 		if t := cs.State.Terminated; t != nil {
-			return fail(environment.ErrGuest, "the guest exited before agentbox could attach (exit code %d, %s): %s", t.ExitCode, t.Reason, clip(strings.TrimSpace(t.Message), 300))
+			return fail(environment.ErrGuest, "the guest exited before agentbox could attach (exit code %d, %s): %s", t.ExitCode, t.Reason, textcut.Bytes(strings.TrimSpace(t.Message), 300, "…"))
 		}
 		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
 			switch w.Reason {
 			case "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName":
 				return fail(environment.ErrImage, "image %s is not in the cluster and cannot be pulled (%s: %s): build it with `agentbox image build --guest --from %s` and load it into the cluster (--save FILE, then ctr -n k8s.io images import FILE or kind load image-archive FILE) or push it (--push REPO)",
-					cs.Image, w.Reason, clip(w.Message, 300), base)
+					cs.Image, w.Reason, textcut.Bytes(w.Message, 300, "…"), base)
 			case "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff":
-				return fail(environment.ErrUnavailable, "the container cannot start (%s): %s", w.Reason, clip(w.Message, 500))
+				return fail(environment.ErrUnavailable, "the container cannot start (%s): %s", w.Reason, textcut.Bytes(w.Message, 500, "…"))
 			}
-			*last = fmt.Sprintf("container %s: %s", w.Reason, clip(w.Message, 300))
+			*last = fmt.Sprintf("container %s: %s", w.Reason, textcut.Bytes(w.Message, 300, "…"))
 		}
 	}
 	for _, cond := range p.Status.Conditions {
 		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
-			*last = fmt.Sprintf("not scheduled (%s): %s", cond.Reason, clip(cond.Message, 500))
+			*last = fmt.Sprintf("not scheduled (%s): %s", cond.Reason, textcut.Bytes(cond.Message, 500, "…"))
 		}
 	}
 	if p.Spec.NodeName != "" && len(p.Status.ContainerStatuses) == 0 {

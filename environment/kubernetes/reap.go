@@ -2,8 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"os"
-	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,33 +33,17 @@ func (b *Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]env
 	if err != nil {
 		return nil, c.apiError("list agentbox's pods", err)
 	}
-	host, _ := os.Hostname()
+	here := environment.ThisProcess()
 	var out []environment.Reaped
 	for _, p := range list.Items {
 		a := p.Annotations
 		r := environment.Reaped{ID: p.Namespace + "/" + p.Name, Name: p.Name, RunID: a[AnnotationRun],
 			Owner: a[AnnotationOwnerHost] + "/" + a[AnnotationOwnerPID], Created: p.CreationTimestamp.UTC().Format(time.RFC3339)}
-		switch {
-		case opts.All:
-			r.Reason = "--all"
-		case opts.RunID != "":
-			if a[AnnotationRun] != opts.RunID {
-				continue // another run whose label is the same (shortened)
-			}
-			r.Reason = "run " + opts.RunID
-		case opts.Mine:
-			if a[AnnotationOwnerHost] != host || a[AnnotationOwnerPID] != strconv.Itoa(os.Getpid()) {
-				continue
-			}
-			r.Reason = "forced stop"
-		case a[AnnotationOwnerHost] != host:
-			continue // another machine's; its own gc will see to it
-		default:
-			alive, why := environment.OwnerAlive(a[AnnotationOwnerPID], a[AnnotationOwnerStart])
-			if alive {
-				continue
-			}
-			r.Reason = why
+		// The run is the annotation's: the label is the run's ID shortened.
+		var reap bool
+		reap, r.Reason = opts.Decide(here, environment.Owner{Host: a[AnnotationOwnerHost], PID: a[AnnotationOwnerPID], Start: a[AnnotationOwnerStart], RunID: a[AnnotationRun]})
+		if !reap {
+			continue
 		}
 		if !opts.DryRun {
 			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)

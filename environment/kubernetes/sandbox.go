@@ -18,6 +18,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -253,7 +254,7 @@ func podEnded(p *corev1.Pod) string {
 			}
 			w += ")"
 			if m := strings.TrimSpace(t.Message); m != "" {
-				w += ": " + clip(m, 300)
+				w += ": " + textcut.Bytes(m, 300, "…")
 			}
 			b = append(b, w)
 		}
@@ -332,10 +333,3 @@ func (c *cluster) deletePod(ctx context.Context, name string) error {
 // deleteForceAfter is how long a graceful deletion may take before the Pod
 // is deleted by force.
 const deleteForceAfter = 20 * time.Second
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}

@@ -23,7 +23,15 @@ var _ environment.Reaper = (*Backend)(nil)
 // are gone.
 func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]environment.Reaped, error) {
 	var out []environment.Reaped
-	self := os.Getpid()
+	// A sandbox's owner is its bubblewrap's parent: gone when the
+	// bubblewrap was reparented to init.
+	here := environment.ThisProcess()
+	here.Alive = func(pid, _ string) (bool, string) {
+		if pid == "1" {
+			return false, "its agentbox is gone"
+		}
+		return true, ""
+	}
 	// Decide on a snapshot first: killing a bubblewrap reparents its child
 	// (the sandbox's init), which must not then look like a sandbox of its
 	// own.
@@ -47,22 +55,9 @@ func (*Backend) Reap(ctx context.Context, opts environment.ReapOptions) ([]envir
 			continue // the sandbox's init; it goes with its bubblewrap
 		}
 		r := environment.Reaped{ID: "bwrap-" + strconv.Itoa(pid), Name: "bwrap-" + strconv.Itoa(pid), RunID: run, Owner: ownerOf(st.ppid)}
-		switch {
-		case opts.All:
-			r.Reason = "--all"
-		case opts.RunID != "":
-			if run != opts.RunID {
-				continue
-			}
-			r.Reason = "run " + opts.RunID
-		case opts.Mine:
-			if st.ppid != self {
-				continue
-			}
-			r.Reason = "forced stop"
-		case st.ppid == 1:
-			r.Reason = "its agentbox is gone"
-		default:
+		var reap bool
+		reap, r.Reason = opts.Decide(here, environment.Owner{Host: here.Host, PID: strconv.Itoa(st.ppid), RunID: run})
+		if !reap {
 			continue
 		}
 		if !opts.DryRun {

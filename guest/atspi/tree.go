@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -522,13 +522,7 @@ func stateList(words []uint32) []string {
 
 // clip bounds a string from an application and makes it valid UTF-8.
 func clip(s string) string {
-	if len(s) > observe.MaxElementText {
-		s = s[:observe.MaxElementText]
-		for len(s) > 0 && !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ToValidUTF8(textcut.Bytes(s, observe.MaxElementText, ""), "\uFFFD")
 }
 
 // Find reads the tree and returns the element sel picks, with the tree
