@@ -93,6 +93,12 @@ type Config struct {
 	// Open takes it over instead of creating one with Backend, and only
 	// launches the app. It must match Env (image, screen, limits).
 	Prepared *Prepared
+
+	// Grader, when set, judges the episode's collected files after the
+	// sandbox is torn down and before the trace is finalised (run.json's
+	// grade; docs/tasks.md). It runs on the host; nothing of it reaches
+	// the agent or the sandbox.
+	Grader Grader
 	// Listener, when set, is told every event as it happens: the app's
 	// output, windows and exit, each step and result, the end. It is
 	// called from the environment's and the controller's goroutines and
@@ -146,6 +152,14 @@ func (c *Config) defaults() {
 			c.Actor = trace.ActorScript
 		}
 	}
+}
+
+// Grader judges an episode's collected files (package grade implements
+// it). filesDir is the trace's files directory (it may be empty or
+// missing: nothing was collected); traceDir the trace. It must not fail:
+// a grader that cannot judge says so with the outcome infrastructure.
+type Grader interface {
+	Grade(ctx context.Context, filesDir, traceDir string) trace.Grade
 }
 
 // EnvConfig is the sandbox configuration Open creates (or expects of a

@@ -141,6 +141,64 @@ type Run struct {
 	Network *NetworkInfo `json:"network,omitempty"`
 	// Screenshots counts files written; Frames counts observations.
 	Screenshots int `json:"screenshots"`
+
+	// Inputs are the task's files placed into the sandbox before the app
+	// started; Files those collected when the episode ended (under
+	// FilesDir), and FilesRefused what collection left out and why; Grade
+	// the private grader's verdict over them (docs/tasks.md). Absent in
+	// traces written before tasks had them, and in runs without them.
+	Inputs       []FileInfo    `json:"inputs,omitempty"`
+	Files        []FileInfo    `json:"files,omitempty"`
+	FilesRefused []RefusedFile `json:"files_refused,omitempty"`
+	Grade        *Grade        `json:"grade,omitempty"`
+}
+
+// FilesDir holds a trace's collected files, by their path below the
+// sandbox's home.
+const FilesDir = "files"
+
+// FileInfo is one file put into or taken out of the sandbox. Path is
+// below the sandbox's home ("Documents/sales.ods"), slash-separated.
+type FileInfo struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// RefusedFile is a match of a collect pattern that was not collected.
+type RefusedFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"` // a link, a device, over the file or byte limit, …
+}
+
+// Grade outcome classes (docs/tasks.md).
+const (
+	GradeVerified       = "verified"       // every check held
+	GradeIncorrect      = "incorrect"      // a check did not hold
+	GradeMalformed      = "malformed"      // a file could not be read as what its check says
+	GradeInfrastructure = "infrastructure" // the grader could not judge (never incorrect)
+)
+
+// Grade is the private grader's verdict over an episode's collected files.
+type Grade struct {
+	Outcome string       `json:"outcome"` // a Grade… class
+	Score   float64      `json:"score"`   // in [0, 1]
+	Message string       `json:"message,omitempty"`
+	Checks  []GradeCheck `json:"checks,omitempty"`
+	// MS is how long grading took.
+	MS float64 `json:"ms"`
+}
+
+// GradeCheck is one check's result.
+type GradeCheck struct {
+	Name   string  `json:"name,omitempty"`
+	Check  string  `json:"check"` // exists, text, json, table, image, command
+	File   string  `json:"file,omitempty"`
+	OK     bool    `json:"ok"`
+	Class  string  `json:"class,omitempty"` // for a check that did not hold: incorrect, malformed or infrastructure
+	Detail string  `json:"detail,omitempty"`
+	Weight float64 `json:"weight,omitempty"`
+	MS     float64 `json:"ms"`
 }
 
 // AgentInfo names the decision-maker.
