@@ -151,10 +151,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	var ag agent.Agent
 	agentInfo := trace.AgentInfo{Name: f.agentName, Options: opts}
+	actor := trace.ActorAgent
 	switch {
 	case sc != nil:
 		ag = script.New(sc)
 		agentInfo = trace.AgentInfo{Name: "script", Options: map[string]string{"file": f.script}}
+		actor = trace.ActorScript
 	case f.agentName == humanAgent:
 		agentInfo = trace.AgentInfo{Name: humanAgent} // no agent: the session's person drives
 	default:
@@ -197,6 +199,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		App:                 bundle,
 		Agent:               ag,
 		AgentInfo:           agentInfo,
+		Actor:               actor,
 		Task:                f.task,
 		MaxSteps:            f.maxSteps,
 		Timeout:             f.timeout,

@@ -391,16 +391,17 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 			maxSteps = 100_000 // wait_for polls take steps; the timeout bounds the run
 		}
 	}
-	name := "script"
+	name, actor := "script", trace.ActorScript
 	opts := map[string]string{"file": t.Script}
 	if t.Script == "" {
-		name, opts = t.Agent, t.Options
+		name, actor, opts = t.Agent, trace.ActorAgent, t.Options
 	}
 	return session.Config{
 		Backend:             o.Backend,
 		Env:                 env,
 		App:                 &bundle,
 		AgentInfo:           trace.AgentInfo{Name: name, Options: opts},
+		Actor:               actor,
 		Task:                t.Task,
 		MaxSteps:            maxSteps,
 		Timeout:             timeout,

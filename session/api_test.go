@@ -125,14 +125,19 @@ func TestSessionSteps(t *testing.T) {
 	}
 }
 
-// TestRunRecordsActors: the agent loop records its actor with every step
-// (agent, or script for a script), in steps.jsonl and actions.jsonl.
+// TestRunRecordsActors: the agent loop records the actor its caller set
+// with every step (default agent), in steps.jsonl and actions.jsonl; the
+// agent's name does not choose it (an agent named "script" is an agent).
 func TestRunRecordsActors(t *testing.T) {
-	for _, tt := range []struct{ agentName, want string }{{"demo", "agent"}, {"script", "script"}} {
-		_, tr := runFake(t, &fakeBackend{}, newDemo(t, "Right"), func(c *Config) { c.AgentInfo.Name = tt.agentName })
+	for _, tt := range []struct{ agentName, actor, want string }{
+		{"demo", "", trace.ActorAgent},
+		{"script", "", trace.ActorAgent},
+		{"script", trace.ActorScript, trace.ActorScript},
+	} {
+		_, tr := runFake(t, &fakeBackend{}, newDemo(t, "Right"), func(c *Config) { c.AgentInfo.Name, c.Actor = tt.agentName, tt.actor })
 		for _, st := range tr.Steps {
 			if st.Actor != tt.want {
-				t.Errorf("%s: step %d actor %q, want %q", tt.agentName, st.Step, st.Actor, tt.want)
+				t.Errorf("%s (actor %q): step %d actor %q, want %q", tt.agentName, tt.actor, st.Step, st.Actor, tt.want)
 			}
 		}
 	}

@@ -59,6 +59,7 @@ steps:
 		App:       bundle,
 		Agent:     script.New(play),
 		AgentInfo: trace.AgentInfo{Name: "script"},
+		Actor:     trace.ActorScript, // who the steps are recorded as: the caller says
 		Task:      play.Task,
 		Timeout:   time.Minute,
 		TraceDir:  filepath.Join(dir, "trace"),

@@ -84,9 +84,10 @@ type Config struct {
 	// not differ from its recording at step 1.
 	FirstSettle Settle
 
-	// Actor is recorded with every step Run takes (trace.ActorAgent, …);
-	// default: script for a script (AgentInfo.Name "script"), else agent.
-	// Controllers that call Act name their actor with each step instead.
+	// Actor is recorded with every step Run takes (trace.ActorAgent,
+	// trace.ActorScript, …), set by the caller: the core does not pick
+	// behaviour by an agent's name (default: agent). Controllers that call
+	// Act name their actor with each step instead.
 	Actor string
 
 	// Prepared, when set, is an environment created ahead (a warm pool's):
@@ -148,9 +149,6 @@ func (c *Config) defaults() {
 	c.Env.A11y = c.Env.A11y || c.App.Manifest.A11y || c.Tree || c.Marks
 	if c.Actor == "" {
 		c.Actor = trace.ActorAgent
-		if c.AgentInfo.Name == "script" {
-			c.Actor = trace.ActorScript
-		}
 	}
 }
 
