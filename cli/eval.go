@@ -97,7 +97,7 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			backend, note, err := resolveBackend(cmd.Context(), f.backend, f.image, f.ociRuntime)
+			backend, note, err := resolveBackend(cmd.Context(), chooseBackend(cmd, f.backend), f.image, f.ociRuntime)
 			if err != nil {
 				return err
 			}

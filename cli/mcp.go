@@ -104,7 +104,7 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return usageErrorf("--out %s: %v", f.out, err)
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime, f.allowUnbounded)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}

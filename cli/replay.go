@@ -165,7 +165,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if backendName == "" {
 		backendName = src.Run.Env.Backend
 	}
-	backend, err := environment.Lookup(backendName)
+	backend, err := environment.Lookup(backendName, backendOptions(cmd))
 	if err != nil {
 		return usageErrorf("backend: %v", err)
 	}

@@ -168,7 +168,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	defer tok.release()
 	o.Tokens = tok.tokens
 	for _, name := range strings.Split(f.backend, ",") {
-		b, note, err := resolveBackend(cmd.Context(), strings.TrimSpace(name), f.image, f.ociRuntime)
+		b, note, err := resolveBackend(cmd.Context(), chooseBackend(cmd, strings.TrimSpace(name)), f.image, f.ociRuntime)
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,7 @@
 //
 // A typical life:
 //
-//	b, _ := environment.Lookup("docker")
+//	b, _ := environment.Lookup("docker", environment.Options{})
 //	env, err := b.Create(ctx, cfg)      // sandbox up, display up
 //	if err != nil { … }
 //	defer env.Close(context.WithoutCancel(ctx))
