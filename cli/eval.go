@@ -164,10 +164,10 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 	}
 	fl := cmd.Flags()
 	f.register(fl, "eval")
-	fl.IntVarP(&parallel, "parallel", "j", 1, "sandboxes at once")
+	fl.IntVarP(&parallel, "parallel", "j", eval.DefaultParallel, "sandboxes at once")
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
-	fl.IntVar(&poolMax, "pool-max", 0, "the most sandboxes the warm pool holds over all tasks (default 4 × --pool)")
+	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	fl.StringVar(&settle, "settle", "none", settleUsage)
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	lv.register(fl, "every episode (a grid, each opening to its own view)")

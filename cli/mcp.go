@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
+	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -64,16 +64,16 @@ sandbox is removed and its trace finalised; a signal does the same and exits
 // mcpFlagUse is mcp's use of a sandbox flag: run's, where the meaning is
 // the same; its own where an episode differs from a run (--out is the
 // directory of every episode's trace; an assistant's session takes longer
-// than an agent's run); none for --freeze-while-thinking (an MCP client
+// than an agent's run: serve's defaults, as at its /v1/mcp); none for --freeze-while-thinking (an MCP client
 // thinks between calls, outside any loop of agentbox's).
 func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 	switch name {
 	case "out":
-		return flagUse{"agentbox-runs", "directory of the episodes' traces, one per run ID"}, true
+		return flagUse{serve.DefaultOut, "directory of the episodes' traces, one per run ID"}, true
 	case "timeout":
-		return flagUse{time.Hour, "deadline of an episode (then its steps are refused; launch starts another)"}, true
+		return flagUse{serve.DefaultTimeout, "deadline of an episode (then its steps are refused; launch starts another)"}, true
 	case "max-steps":
-		return flagUse{10000, "steps per episode (then they are refused; launch starts another)"}, true
+		return flagUse{serve.DefaultMaxSteps, "steps per episode (then they are refused; launch starts another)"}, true
 	case "freeze-while-thinking":
 		return flagUse{}, false
 	}

@@ -131,7 +131,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		// A script that names elements needs the accessibility bus.
 		envCfg.A11y = envCfg.A11y || sc.NeedsA11y()
 		if !cmd.Flags().Changed("max-steps") {
-			f.maxSteps = scriptMaxSteps // waits poll; --timeout bounds the run
+			f.maxSteps = script.MaxSteps // waits poll; --timeout bounds the run
 		}
 	}
 	if err := checkOut(f.out); err != nil {
@@ -271,10 +271,6 @@ func preflight(ctx context.Context, name string, ag agent.Agent) error {
 	}
 	return usageErrorf("agent %s: %v; nothing was started", name, err)
 }
-
-// scriptMaxSteps is the step limit of a script run unless --max-steps says
-// otherwise: wait_for polls take steps, so the script's length is no bound.
-const scriptMaxSteps = 100_000
 
 func describeAgent(a trace.AgentInfo) string {
 	switch a.Name {
