@@ -75,17 +75,11 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			case poolMax != 0 && (poolMax < poolSize || poolMax > pool.MaxSize):
 				return usageErrorf("--pool-max must be between --pool (%d) and %d, got %d", poolSize, pool.MaxSize, poolMax)
 			}
-			if err := f.check(); err != nil {
-				return err
-			}
-			envCfg, err := f.config()
+			so, err := f.validate()
 			if err != nil {
 				return err
 			}
-			env, err := f.envVars()
-			if err != nil {
-				return err
-			}
+			envCfg, env := so.env, so.appEnv
 			st, err := session.ParseSettle(settle)
 			if err != nil {
 				return usageErrorf("--settle: %v", err)

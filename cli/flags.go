@@ -14,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -125,7 +126,32 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 	for name, u := range networkFlagUses() {
 		uses[name] = map[string]flagUse{run: u, eval: u}
 	}
+	for name, u := range serveFlagUses() {
+		uses[name]["serve"] = u
+	}
 	return uses
+}
+
+// serveFlagUses are serve's uses of the sandbox flags: its sandboxes'
+// defaults, which are also the most a client may ask for.
+func serveFlagUses() map[string]flagUse {
+	return map[string]flagUse{
+		"backend":                {environment.Auto, backendUsage() + "; several comma-separated, the first the default"},
+		"image":                  {"", "runtime image (default " + docker.DefaultImage + ")"},
+		"runtime":                {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
+		"guest-binary":           {"", "static agentbox binary to run inside the sandboxes (default: this one)"},
+		"screen":                 {action.DefaultScreen.String(), "the screen of an environment that names none"},
+		"cpus":                   {environment.DefaultCPUs, "CPU limit per sandbox (the default and the most a client may ask for)"},
+		"memory":                 {sizeFlag(environment.DefaultMemoryMB << 20), "memory limit per sandbox (the default and the most)"},
+		"pids":                   {environment.DefaultPIDs, "process limit per sandbox (the default and the most)"},
+		"tmpfs":                  {sizeFlag(environment.DefaultTmpfsMB << 20), "writable /tmp per sandbox (the default and the most)"},
+		"no-wm":                  {false, "start no window manager"},
+		"allow-unbounded-limits": {false, allowUnboundedUsage},
+		"timeout":                {serve.DefaultTimeout, "deadline of an episode (the default and the most a client may ask for)"},
+		"start-timeout":          {session.DefaultStartTimeout, "deadline for creating a sandbox and starting its app"},
+		"max-steps":              {serve.DefaultMaxSteps, "steps per episode (the default and the most)"},
+		"max-rate":               {session.DefaultMaxRate, "at most this many actions per second per environment (0: no bound)"},
+	}
 }
 
 // register adds the flags cmd takes to fl.
@@ -238,6 +264,33 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 		cfg.Network = p
 	}
 	return cfg, nil
+}
+
+// sandboxOptions are the sandbox flags completed and checked.
+type sandboxOptions struct {
+	env    environment.Config // the sandbox (config)
+	appEnv map[string]string  // --env (envVars)
+}
+
+// validate completes and checks the sandbox flags the command took, in the
+// one order every command (run, eval, replay, mcp, serve) checks them: the
+// run's bounds (check), the sandbox (config), --env (envVars). The same
+// mistake is the same error from each; a command's own flags are checked
+// before these, the backend after.
+func (f *sandboxFlags) validate() (sandboxOptions, error) {
+	var o sandboxOptions
+	if err := f.check(); err != nil {
+		return o, err
+	}
+	env, err := f.config()
+	if err != nil {
+		return o, err
+	}
+	appEnv, err := f.envVars()
+	if err != nil {
+		return o, err
+	}
+	return sandboxOptions{env: env, appEnv: appEnv}, nil
 }
 
 // envVars is --env, each variable held to the rule of a manifest's env

@@ -84,18 +84,12 @@ func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 // serves the client on stdin and stdout until it closes stdin.
 func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, argsGiven bool) error {
 	stderr := cmd.ErrOrStderr()
-	envCfg, err := f.config()
+	so, err := f.validate()
 	if err != nil {
 		return err
 	}
-	if err := f.check(); err != nil {
-		return err
-	}
+	envCfg, env := so.env, so.appEnv
 	logCap, settle, err := f.parseLaunch()
-	if err != nil {
-		return err
-	}
-	env, err := f.envVars()
 	if err != nil {
 		return err
 	}

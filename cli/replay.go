@@ -136,13 +136,12 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return usageErrorf("--timing: %v", err)
 	}
-	env, err := f.envVars()
+	// The sandbox itself is the recording's (recordedEnv, below).
+	so, err := f.validate()
 	if err != nil {
 		return err
 	}
-	if err := f.check(); err != nil {
-		return err
-	}
+	env := so.appEnv
 	if err := checkOut(f.out); err != nil {
 		return err
 	}

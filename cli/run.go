@@ -97,18 +97,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
-	envCfg, err := f.config()
+	so, err := f.validate()
 	if err != nil {
 		return err
 	}
-	if err := f.check(); err != nil {
-		return err
-	}
+	envCfg, env := so.env, so.appEnv
 	logCap, settle, err := f.parseLaunch()
-	if err != nil {
-		return err
-	}
-	env, err := f.envVars()
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/live"
@@ -38,21 +37,14 @@ type serveFlags struct {
 	tokenFile, writeToken     string
 	apps, allowHosts          []string
 
-	backend, image, ociRuntime, guestBinary string
-	screen, maxScreen                       string
-	cpus                                    float64
-	memory, tmpfs                           string
-	pids                                    int
-	noWM                                    bool
-	allowUnbounded                          bool
+	// The sandbox flags serve shares with run and eval (serveFlagUses).
+	sandboxFlags
+	maxScreen string
 
 	maxEnvs, maxUploads int
 	uploadsInProgress   int
 	uploadTimeout       time.Duration
-	lease, timeout      time.Duration
-	startTimeout        time.Duration
-	maxSteps            int
-	maxRate             float64
+	lease               time.Duration
 	logCap, maxUpload   string
 	out                 string
 	pool, poolMax       int
@@ -106,28 +98,13 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.writeToken, "write-token", api.DefaultTokenFile(), "where a generated token is written (mode 0600) when neither "+tokenEnv+" nor --token-file gives one; an agentbox serve running with the same file shares its token instead")
 	fl.StringArrayVar(&f.apps, "app", nil, "register an app NAME=DIR (or NAME=FILE: an executable or a manifest) clients may create environments of (repeatable)")
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "a host name the Host header may carry besides IP addresses and localhost (repeatable)")
-	fl.StringVar(&f.backend, "backend", environment.Auto, backendUsage()+"; several comma-separated, the first the default")
-	fl.StringVar(&f.image, "image", "", "runtime image (default "+docker.DefaultImage+")")
-	fl.StringVar(&f.ociRuntime, "runtime", "", "OCI runtime registered with Docker, e.g. runsc (gVisor)")
-	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandboxes (default: this one)")
-	_ = fl.MarkHidden("guest-binary")
-	fl.StringVar(&f.screen, "screen", action.DefaultScreen.String(), "the screen of an environment that names none")
+	f.register(fl, "serve")
 	fl.StringVar(&f.maxScreen, "max-screen", fmt.Sprintf("%dx%d", serve.DefaultMaxScreen.Width, serve.DefaultMaxScreen.Height), "the largest screen a client may ask for")
-	fl.Float64Var(&f.cpus, "cpus", environment.DefaultCPUs, "CPU limit per sandbox (the default and the most a client may ask for)")
-	fl.StringVar(&f.memory, "memory", sizeFlag(environment.DefaultMemoryMB<<20), "memory limit per sandbox (the default and the most)")
-	fl.IntVar(&f.pids, "pids", environment.DefaultPIDs, "process limit per sandbox (the default and the most)")
-	fl.StringVar(&f.tmpfs, "tmpfs", sizeFlag(environment.DefaultTmpfsMB<<20), "writable /tmp per sandbox (the default and the most)")
-	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
-	fl.BoolVar(&f.allowUnbounded, "allow-unbounded-limits", false, allowUnboundedUsage)
 	fl.IntVar(&f.maxEnvs, "max-envs", serve.DefaultMaxEnvironments, "live environments per token")
 	fl.IntVar(&f.maxUploads, "max-uploads", serve.DefaultMaxUploads, "uploaded apps per token (those being received count)")
 	fl.IntVar(&f.uploadsInProgress, "max-uploads-in-progress", serve.DefaultUploadsInProgress, "uploads received and unpacked at once over all tokens (each may write --max-upload to the disk before it is checked)")
 	fl.DurationVar(&f.uploadTimeout, "upload-timeout", serve.DefaultUploadTimeout, "the most an upload's body may take to arrive")
 	fl.DurationVar(&f.lease, "lease", serve.DefaultLease, "close an environment after this long without a request or an open connection of its client")
-	fl.DurationVar(&f.timeout, "timeout", serve.DefaultTimeout, "deadline of an episode (the default and the most a client may ask for)")
-	fl.DurationVar(&f.startTimeout, "start-timeout", session.DefaultStartTimeout, "deadline for creating a sandbox and starting its app")
-	fl.IntVar(&f.maxSteps, "max-steps", serve.DefaultMaxSteps, "steps per episode (the default and the most)")
-	fl.Float64Var(&f.maxRate, "max-rate", session.DefaultMaxRate, "at most this many actions per second per environment (0: no bound)")
 	fl.StringVar(&f.logCap, "log-cap", sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log")
 	fl.StringVar(&f.maxUpload, "max-upload", sizeFlag(app.DefaultLimits.MaxBytes), "largest total of an uploaded app's files")
 	fl.StringVar(&f.out, "out", serve.DefaultOut, "directory of the episodes' traces (one per run ID)")
@@ -267,28 +244,18 @@ func shutdown(srv *serve.Server, backends []environment.Backend, sigs <-chan os.
 // options are the server's options from the flags, every value checked.
 func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	var o serve.Options
-	screen, err := action.ParseScreen(f.screen)
+	// The sandbox flags first, as every command checks them.
+	so, err := f.validate()
 	if err != nil {
-		return o, usageErrorf("--screen %v", err)
+		return o, err
 	}
+	screen, res := so.env.Screen, so.env.Resources
 	maxScreen, err := action.ParseScreen(f.maxScreen)
 	if err != nil {
 		return o, usageErrorf("--max-screen %v", err)
 	}
 	if screen.Width > maxScreen.Width || screen.Height > maxScreen.Height {
 		return o, usageErrorf("--screen %v is larger than --max-screen %v", screen, maxScreen)
-	}
-	mem, err := parseSize("--memory", f.memory)
-	if err != nil {
-		return o, err
-	}
-	tmpfs, err := parseSize("--tmpfs", f.tmpfs)
-	if err != nil {
-		return o, err
-	}
-	res := environment.Resources{CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20)}
-	if err := checkResources(res, flagNames); err != nil {
-		return o, err
 	}
 	logCap, err := parseSize("--log-cap", f.logCap)
 	if err != nil {
@@ -331,8 +298,7 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		return o, usageErrorf("--pool-max needs --pool")
 	}
 	o = serve.Options{
-		Env: environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
-			Screen: screen, Resources: res},
+		Env:       so.env,
 		MaxScreen: maxScreen, MaxEnvironments: f.maxEnvs, MaxUploads: f.maxUploads, Lease: f.lease,
 		UploadsInProgress: f.uploadsInProgress, UploadTimeout: f.uploadTimeout,
 		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: logCap,
