@@ -1,6 +1,7 @@
 // Package action is agentbox's backend-neutral vocabulary: the actions a
-// decision-maker may take, the results they produce, and the observations it
-// receives. Nothing here knows about Docker, X11 or any model provider.
+// decision-maker may take and the results they produce. What it observes
+// (frames, windows, the accessibility tree, …) is package observe's. Nothing
+// here knows about Docker, X11 or any model provider.
 //
 // An action is one JSON object whose field "action" names its kind:
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/suggest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Decision is an agent's answer to one observation.
@@ -57,7 +58,7 @@ const ReasonDiverged = "diverged"
 
 // Agent decides one action at a time. Decide is called from one goroutine.
 type Agent interface {
-	Decide(ctx context.Context, obs *action.Observation) (Decision, error)
+	Decide(ctx context.Context, obs *observe.Observation) (Decision, error)
 }
 
 // Task is what an agent is asked to do, given once before the first step.

@@ -18,6 +18,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -42,7 +43,7 @@ type Options struct {
 	// PoolEvalParallel.
 	PoolResets, PoolCapacity           int
 	PoolEvalEpisodes, PoolEvalParallel int
-	Screens                            []action.Screen
+	Screens                            []observe.Screen
 	// GuestBinary is the agentbox binary the pool's figures run inside
 	// their sandboxes (default: this executable).
 	GuestBinary string
@@ -88,7 +89,7 @@ func FormatMS(v float64) string {
 
 // StepStats are the step latencies at one screen size.
 type StepStats struct {
-	Screen    action.Screen
+	Screen    observe.Screen
 	Unchanged Stats // mouse_move, then a screenshot of an unchanged screen
 	Full      Stats // the same with the whole frame transferred every time
 	Click     Stats // a left click into the app's window, then a screenshot
@@ -196,7 +197,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func newEnv(ctx context.Context, o Options, b *app.Bundle, s action.Screen, full bool) (environment.Environment, error) {
+func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, full bool) (environment.Environment, error) {
 	env, err := o.Backend.Create(ctx, environment.Config{
 		RunID: fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()), Image: o.Image, Screen: s, FullFrames: full,
 	})
@@ -218,7 +219,7 @@ func closeEnv(ctx context.Context, env environment.Environment) {
 
 func coldStart(ctx context.Context, o Options, b *app.Bundle) (time.Duration, error) {
 	t := time.Now()
-	env, err := newEnv(ctx, o, b, action.DefaultScreen, false)
+	env, err := newEnv(ctx, o, b, observe.DefaultScreen, false)
 	if err != nil {
 		return 0, err
 	}
@@ -231,7 +232,7 @@ func coldStart(ctx context.Context, o Options, b *app.Bundle) (time.Duration, er
 
 // stepLatency measures one mouse move and the next screenshot, as the
 // agent sees it.
-func stepLatency(ctx context.Context, o Options, b *app.Bundle, s action.Screen) (StepStats, error) {
+func stepLatency(ctx context.Context, o Options, b *app.Bundle, s observe.Screen) (StepStats, error) {
 	st := StepStats{Screen: s}
 	for _, full := range []bool{false, true} {
 		env, err := newEnv(ctx, o, b, s, full)
@@ -274,7 +275,7 @@ func stepLatency(ctx context.Context, o Options, b *app.Bundle, s action.Screen)
 
 // clickLatency measures a left click at the window's centre and the next
 // screenshot.
-func clickLatency(ctx context.Context, o Options, env environment.Environment, s action.Screen) (Stats, error) {
+func clickLatency(ctx context.Context, o Options, env environment.Environment, s observe.Screen) (Stats, error) {
 	_, st, err := env.Observe(ctx)
 	if err != nil {
 		return Stats{}, err
@@ -309,7 +310,7 @@ func clickLatency(ctx context.Context, o Options, env environment.Environment, s
 // repeats, so the screen keeps changing; it finishes after n steps.
 type moverAgent struct{ n, step int }
 
-func (a *moverAgent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *moverAgent) Decide(_ context.Context, obs *observe.Observation) (agent.Decision, error) {
 	a.step++
 	var act action.Action
 	switch {
@@ -365,7 +366,7 @@ func seedStyle(ctx context.Context, o Options, b *app.Bundle) (Stats, error) {
 	if !ok {
 		return Stats{}, fmt.Errorf("the %s backend has no seed-style step", o.Backend.Name())
 	}
-	env, err := newEnv(ctx, o, b, action.DefaultScreen, false)
+	env, err := newEnv(ctx, o, b, observe.DefaultScreen, false)
 	if err != nil {
 		return Stats{}, err
 	}

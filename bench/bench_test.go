@@ -14,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -90,8 +91,8 @@ func TestPrintGolden(t *testing.T) {
 	rep := &Report{
 		ColdStart: Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
 		Steps: []StepStats{
-			{Screen: action.Screen{Width: 640, Height: 480, Depth: 24}, Unchanged: stats(1.3), Full: stats(4.2), Click: stats(2.1)},
-			{Screen: action.Screen{Width: 1920, Height: 1080, Depth: 24}, Unchanged: stats(6.5), Full: stats(31), Click: stats(7.2)},
+			{Screen: observe.Screen{Width: 640, Height: 480, Depth: 24}, Unchanged: stats(1.3), Full: stats(4.2), Click: stats(2.1)},
+			{Screen: observe.Screen{Width: 1920, Height: 1080, Depth: 24}, Unchanged: stats(6.5), Full: stats(31), Click: stats(7.2)},
 		},
 		RunPerStep: 5.25, RunSteps: 200, TraceShare: 0.123, TraceFinish: 42,
 	}
@@ -136,7 +137,7 @@ func TestMoverAgent(t *testing.T) {
 	a := &moverAgent{n: n}
 	held := map[string]bool{}
 	for step := 1; step <= n; step++ {
-		d, err := a.Decide(t.Context(), &action.Observation{Step: step})
+		d, err := a.Decide(t.Context(), &observe.Observation{Step: step})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +197,7 @@ func TestRunScriptedGuest(t *testing.T) {
 	var progress bytes.Buffer
 	o := Options{
 		Backend: backend, App: dir, ColdRuns: 2, Samples: 5, RunSteps: 30, SeedSteps: 3,
-		Screens:  []action.Screen{{Width: 320, Height: 200, Depth: 24}, {Width: 800, Height: 600, Depth: 24}},
+		Screens:  []observe.Screen{{Width: 320, Height: 200, Depth: 24}, {Width: 800, Height: 600, Depth: 24}},
 		Progress: &progress,
 	}
 	rep, err := Run(t.Context(), o)
@@ -251,7 +252,7 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	var progress bytes.Buffer
 	o := Options{
 		Backend: backend, App: dir, ColdRuns: 1, Samples: 2, RunSteps: 5,
-		Screens: []action.Screen{{Width: 320, Height: 200, Depth: 24}}, Progress: &progress,
+		Screens: []observe.Screen{{Width: 320, Height: 200, Depth: 24}}, Progress: &progress,
 		RemoteSamples: 2, PoolResets: 3, PoolCapacity: 3,
 	}
 	rep, err := Run(t.Context(), o)

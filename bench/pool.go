@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
@@ -115,7 +115,7 @@ func startServer(ctx context.Context, o Options, dir string, size, max int) (*po
 	}
 	srv, err := serve.New(serve.Options{
 		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": b}, Tokens: []string{token},
-		Env: environment.Config{Image: o.Image, Screen: action.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
+		Env: environment.Config{Image: o.Image, Screen: observe.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
 		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: 4, Log: io.Discard, Pool: size, PoolMax: max,
 		StartTimeout: 3 * time.Minute,
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
@@ -27,7 +28,7 @@ import (
 // turn (one of each, then the next), so a busy moment weighs on all
 // alike.
 type RemoteStats struct {
-	Screen action.Screen
+	Screen observe.Screen
 	// InProcess is session.Act + session.Observe, as the agent loop does.
 	InProcess Stats
 	// WebSocket is client.Env.Step over the WebSocket: one round trip,
@@ -42,7 +43,7 @@ type RemoteStats struct {
 // remoteStep measures the step in-process, over the WebSocket and over
 // HTTP, side by side.
 func remoteStep(ctx context.Context, o Options, b *app.Bundle) (*RemoteStats, error) {
-	screen := action.DefaultScreen
+	screen := observe.DefaultScreen
 	dir, err := os.MkdirTemp("", "agentbox-bench-remote-")
 	if err != nil {
 		return nil, err

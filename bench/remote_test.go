@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // TestRemoteStepScriptedGuest: the step through agentbox serve is
@@ -49,7 +49,7 @@ func TestPrintRemoteGolden(t *testing.T) {
 	rep := &Report{
 		ColdStart:  Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
 		RunPerStep: 5.25, RunSteps: 200, TraceShare: 0.123, TraceFinish: 42,
-		Remote: &RemoteStats{Screen: action.Screen{Width: 640, Height: 480, Depth: 24},
+		Remote: &RemoteStats{Screen: observe.Screen{Width: 640, Height: 480, Depth: 24},
 			InProcess: st(1.1), WebSocket: st(1.35), HTTP: st(1.6), WebSocketFull: st(2.9)},
 	}
 	var b bytes.Buffer

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/bench"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -39,7 +39,7 @@ It reports figures; it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range strings.Split(screens, ",") {
-				sc, err := action.ParseScreen(strings.TrimSpace(s))
+				sc, err := observe.ParseScreen(strings.TrimSpace(s))
 				if err != nil {
 					return usageErrorf("--screens %v", err)
 				}

@@ -10,10 +10,10 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/pflag"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/docker"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -80,8 +80,8 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			run:  {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
 			eval: {"", "OCI runtime registered with Docker, e.g. runsc"}},
 		"screen": {
-			run:  {action.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
-			eval: {action.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},
+			run:  {observe.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
+			eval: {observe.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},
 		"cpus":   {run: {cpus, "CPU limit"}, eval: {cpus, "CPU limit per sandbox"}},
 		"memory": {run: {memory, "memory limit (e.g. 512m, 2g)"}, eval: {memory, "memory limit per sandbox"}},
 		"pids":   {run: {pids, "process limit"}, eval: {pids, "process limit per sandbox"}},
@@ -140,7 +140,7 @@ func serveFlagUses() map[string]flagUse {
 		"image":                  {"", "runtime image (default " + docker.DefaultImage + ")"},
 		"runtime":                {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
 		"guest-binary":           {"", "static agentbox binary to run inside the sandboxes (default: this one)"},
-		"screen":                 {action.DefaultScreen.String(), "the screen of an environment that names none"},
+		"screen":                 {observe.DefaultScreen.String(), "the screen of an environment that names none"},
 		"cpus":                   {environment.DefaultCPUs, "CPU limit per sandbox (the default and the most a client may ask for)"},
 		"memory":                 {sizeFlag(environment.DefaultMemoryMB << 20), "memory limit per sandbox (the default and the most)"},
 		"pids":                   {environment.DefaultPIDs, "process limit per sandbox (the default and the most)"},
@@ -236,7 +236,7 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
 		A11y: f.a11y || f.a11yTree || f.marks}
 	if f.takes("screen") {
-		s, err := action.ParseScreen(f.screen)
+		s, err := observe.ParseScreen(f.screen)
 		if err != nil {
 			return cfg, usageErrorf("--screen %v", err)
 		}

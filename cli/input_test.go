@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -70,7 +70,7 @@ func TestMainEscapesErrors(t *testing.T) {
 func TestRecordedEnv(t *testing.T) {
 	base := func() trace.Run {
 		return trace.Run{
-			Env: trace.EnvInfo{Image: "img", WM: true, Screen: action.Screen{Width: 640, Height: 480, Depth: 24},
+			Env: trace.EnvInfo{Image: "img", WM: true, Screen: observe.Screen{Width: 640, Height: 480, Depth: 24},
 				Limits: map[string]any{"cpus": 1.0, "memory_mb": 1024.0, "pids": 256.0, "tmpfs_mb": 256.0, "shm_mb": 64.0}},
 			Settings: &trace.Settings{TimeoutMS: 300000, LogCap: 8 << 20}, DurationMS: 2000,
 		}
@@ -83,8 +83,8 @@ func TestRecordedEnv(t *testing.T) {
 		t.Errorf("described as %q", got)
 	}
 	old := base()
-	old.Env.Limits, old.Env.Screen, old.Settings = nil, action.Screen{}, nil
-	if env, err := recordedEnv(old); err != nil || env.Resources != (environment.Resources{}).WithDefaults() || env.Screen != action.DefaultScreen {
+	old.Env.Limits, old.Env.Screen, old.Settings = nil, observe.Screen{}, nil
+	if env, err := recordedEnv(old); err != nil || env.Resources != (environment.Resources{}).WithDefaults() || env.Screen != observe.DefaultScreen {
 		t.Errorf("a trace without limits takes the defaults: %+v %v", env, err)
 	}
 	for _, c := range []struct {
@@ -99,7 +99,7 @@ func TestRecordedEnv(t *testing.T) {
 		{"fractional processes", func(r *trace.Run) { r.Env.Limits["pids"] = 1.5 }, "run.json environment.limits.pids is 1.5: not a whole number"},
 		{"not a number", func(r *trace.Run) { r.Env.Limits["cpus"] = "all" }, "run.json environment.limits.cpus is all: not a number"},
 		{"a million CPUs", func(r *trace.Run) { r.Env.Limits["cpus"] = 1e6 }, "run.json environment.limits.cpus is 1000000: want 0.01 to 1024"},
-		{"a huge screen", func(r *trace.Run) { r.Env.Screen = action.Screen{Width: 100000, Height: 100000, Depth: 24} }, "run.json environment.screen 100000x100000"},
+		{"a huge screen", func(r *trace.Run) { r.Env.Screen = observe.Screen{Width: 100000, Height: 100000, Depth: 24} }, "run.json environment.screen 100000x100000"},
 		{"depth 8", func(r *trace.Run) { r.Env.Screen.Depth = 8 }, "run.json environment.screen 640x480x8: only depth 24 is supported"},
 		{"a huge log cap", func(r *trace.Run) { r.Settings.LogCap = 1 << 50 }, "run.json settings.log_cap is 1125899906842624 bytes"},
 		{"a negative timeout", func(r *trace.Run) { r.Settings.TimeoutMS = -5 }, "run.json settings.timeout_ms is -5"},

@@ -12,13 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/suggest"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/live"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -112,7 +112,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 			return usageErrorf("%v", err)
 		}
 		switch {
-		case sc.Screen == (action.Screen{}):
+		case sc.Screen == (observe.Screen{}):
 		case !cmd.Flags().Changed("screen"):
 			envCfg.Screen = sc.Screen
 		case envCfg.Screen != sc.Screen:

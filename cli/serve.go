@@ -18,12 +18,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/live"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
@@ -250,7 +250,7 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		return o, err
 	}
 	screen, res := so.env.Screen, so.env.Resources
-	maxScreen, err := action.ParseScreen(f.maxScreen)
+	maxScreen, err := observe.ParseScreen(f.maxScreen)
 	if err != nil {
 		return o, usageErrorf("--max-screen %v", err)
 	}

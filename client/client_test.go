@@ -16,6 +16,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/trace"
@@ -83,7 +84,7 @@ func server(t *testing.T) (*client.Client, string) {
 }
 
 // greenX is the mean x of the mover's green square, and its size.
-func greenX(f *action.Frame) (float64, int) {
+func greenX(f *observe.Frame) (float64, int) {
 	x, _, n := f.Centroid(func(r, g, b uint8) bool { return g > 180 && r < 80 && b < 80 })
 	return x, n
 }
@@ -197,7 +198,7 @@ func TestUploadAndEvents(t *testing.T) {
 	if up.Command != "mover" || up.Files != 2 {
 		t.Errorf("upload: %+v", up)
 	}
-	env, err := c.Create(ctx, api.CreateRequest{Upload: up.ID, Screen: &action.Screen{Width: 800, Height: 600}})
+	env, err := c.Create(ctx, api.CreateRequest{Upload: up.ID, Screen: &observe.Screen{Width: 800, Height: 600}})
 	if err != nil {
 		t.Fatal(err)
 	}

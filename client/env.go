@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve/api"
 )
 
@@ -38,7 +39,7 @@ type Observation struct {
 	// Screen is the screenshot as RGBA pixels (decoded when it travelled
 	// as PNG); nil when the Env's Image is none. An unchanged screen is
 	// the previous observation's Screen again.
-	Screen *action.Frame
+	Screen *observe.Frame
 }
 
 // Info is what else a step or a reset tells: gymnasium's info.
@@ -52,8 +53,8 @@ type Info struct {
 	Invalid bool
 	// Output and Windows are the observation's: the app's lines since the
 	// last observation, the windows on the screen.
-	Output  []action.LogLine
-	Windows []action.Window
+	Output  []observe.LogLine
+	Windows []observe.Window
 	// Ended is how the episode ended, when it has.
 	Ended *api.End
 	// RunID and Trace name the episode's trace on the server.
@@ -82,7 +83,7 @@ type Env struct {
 	fresh  bool // the episode has just started: Reset only observes
 	ws     *websocket.Conn
 	nextID int64
-	last   *action.Frame // the latest screen, sent again only when it changed
+	last   *observe.Frame // the latest screen, sent again only when it changed
 }
 
 func newEnv(c *Client, d api.Environment, fresh bool) *Env {
@@ -335,7 +336,7 @@ func (e *Env) reset(ctx context.Context) (*api.Environment, *api.Observation, []
 }
 
 // maxMessage bounds an answer: the largest screen's pixels and the JSON.
-const maxMessage = 4*action.MaxScreenPixels + 16<<20
+const maxMessage = 4*observe.MaxScreenPixels + 16<<20
 
 // roundTrip sends one WebSocket request and reads its answer. A broken
 // connection is dropped (the next request dials again) and its error
@@ -423,7 +424,7 @@ func (e *Env) decode(obs *api.Observation, img []byte) (*Observation, error) {
 		if len(img) != 4*f.Width*f.Height {
 			return nil, fmt.Errorf("client: an rgba frame of %dx%d with %d bytes", f.Width, f.Height, len(img))
 		}
-		o.Screen = &action.Frame{Width: f.Width, Height: f.Height, Pix: img, Hash: hash}
+		o.Screen = &observe.Frame{Width: f.Width, Height: f.Height, Pix: img, Hash: hash}
 	case f.Format == api.ImagePNG:
 		m, err := png.Decode(bytes.NewReader(img))
 		if err != nil {
@@ -434,7 +435,7 @@ func (e *Env) decode(obs *api.Observation, img []byte) (*Observation, error) {
 			rgba = image.NewRGBA(image.Rect(0, 0, f.Width, f.Height))
 			draw.Draw(rgba, rgba.Rect, m, m.Bounds().Min, draw.Src)
 		}
-		o.Screen = &action.Frame{Width: f.Width, Height: f.Height, Pix: rgba.Pix, Hash: hash}
+		o.Screen = &observe.Frame{Width: f.Width, Height: f.Height, Pix: rgba.Pix, Hash: hash}
 	default:
 		return nil, fmt.Errorf("client: an image of format %q", f.Format)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -55,7 +56,7 @@ func appDir(t *testing.T, manifest string) string {
 }
 
 // stepTree reads the tree recorded with a step's observation.
-func stepTree(t *testing.T, tr *trace.Trace, o *trace.Observation) *action.Tree {
+func stepTree(t *testing.T, tr *trace.Trace, o *trace.Observation) *observe.Tree {
 	t.Helper()
 	if o == nil || o.Tree == nil || o.Tree.File == "" {
 		t.Fatalf("the observation has no tree: %+v", o)
@@ -64,7 +65,7 @@ func stepTree(t *testing.T, tr *trace.Trace, o *trace.Observation) *action.Tree 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var tree action.Tree
+	var tree observe.Tree
 	if err := json.Unmarshal(data, &tree); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestA11yZenity(t *testing.T) {
 			// tree has the dialog's buttons: the tree is there as soon as
 			// GTK made the widgets, the pixels once it painted them.
 			var obs *trace.Observation
-			var tree *action.Tree
+			var tree *observe.Tree
 			rested := false
 			for _, s := range tr.Steps {
 				if a := s.Record.Action; a != nil && a.Kind == action.Wait {
@@ -175,13 +176,13 @@ func TestA11yZenity(t *testing.T) {
 
 // checkZenityTree holds the dialog's tree to the X server's and the
 // screenshot's view of the same window.
-func checkZenityTree(t *testing.T, tr *trace.Trace, o *trace.Observation, tree *action.Tree) {
+func checkZenityTree(t *testing.T, tr *trace.Trace, o *trace.Observation, tree *observe.Tree) {
 	t.Helper()
 	dlg, err := tree.Find(action.Selector{Role: "dialog", Name: "Name please"})
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	var win *action.Window
+	var win *observe.Window
 	for i := range o.Windows {
 		if o.Windows[i].Title == "Name please" {
 			win = &o.Windows[i]
@@ -197,7 +198,7 @@ func checkZenityTree(t *testing.T, tr *trace.Trace, o *trace.Observation, tree *
 	want := action.Rect{win.X, win.Y, win.X + win.Width, win.Y + win.Height}
 	checkFrame(t, dlg, want)
 	shot := readPNG(t, filepath.Join(tr.Dir, o.Screenshot))
-	inside := func(e *action.Element) {
+	inside := func(e *observe.Element) {
 		b := *e.Bounds
 		if b[0] < want[0] || b[1] < want[1] || b[2] > want[2] || b[3] > want[3] || b.Dx() < 10 || b.Dy() < 10 {
 			t.Errorf("%s is not inside the dialog %v", e.Describe(), want)
@@ -234,12 +235,12 @@ func checkZenityTree(t *testing.T, tr *trace.Trace, o *trace.Observation, tree *
 
 // checkMarks: the agent's copy of the screenshot has numbered boxes on
 // the entry and the buttons, the trace's raw screenshot has none.
-func checkMarks(t *testing.T, tr *trace.Trace, o *trace.Observation, tree *action.Tree) {
+func checkMarks(t *testing.T, tr *trace.Trace, o *trace.Observation, tree *observe.Tree) {
 	t.Helper()
 	if o.MarkedScreenshot == "" || len(o.Marks) == 0 {
 		t.Fatalf("no marks recorded: %+v", o)
 	}
-	byName := map[string]action.Mark{}
+	byName := map[string]observe.Mark{}
 	for _, m := range o.Marks {
 		byName[m.Role+" "+m.Name] = m
 	}
@@ -269,7 +270,7 @@ func checkMarks(t *testing.T, tr *trace.Trace, o *trace.Observation, tree *actio
 
 // checkFrame holds a toplevel's bounds to its X window's client area:
 // equal, or that area with a window manager's frame around it.
-func checkFrame(t *testing.T, e *action.Element, client action.Rect) {
+func checkFrame(t *testing.T, e *observe.Element, client action.Rect) {
 	t.Helper()
 	b := *e.Bounds
 	if b[0] > client[0] || b[1] > client[1] || b[2] < client[2] || b[3] < client[3] ||
@@ -330,7 +331,7 @@ func TestA11yQt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var win *action.Window
+			var win *observe.Window
 			for i := range o.Windows {
 				if o.Windows[i].Title == "SpeedCrunch" {
 					win = &o.Windows[i]

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -130,8 +130,8 @@ func TestTeardownStopReported(t *testing.T) {
 		t.Fatalf("want exit 0:\n%s", r)
 	}
 	tr := openTrace(t, r.dir)
-	if e := tr.Run.AppExit; e == nil || e.Stopped != action.StoppedAtEnd {
-		t.Errorf("run.json app_exit %+v, want stopped %q", e, action.StoppedAtEnd)
+	if e := tr.Run.AppExit; e == nil || e.Stopped != observe.StoppedAtEnd {
+		t.Errorf("run.json app_exit %+v, want stopped %q", e, observe.StoppedAtEnd)
 	}
 	if v := run0(t, "view", r.dir); v.code != 0 {
 		t.Fatalf("view: %s", v)
@@ -156,7 +156,7 @@ func TestTeardownStopReported(t *testing.T) {
 	if err := json.Unmarshal(m[1], &p); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(p.Run.AppExit, action.StoppedAtEnd+" (") {
+	if !strings.HasPrefix(p.Run.AppExit, observe.StoppedAtEnd+" (") {
 		t.Errorf("the report's app exit says %q", p.Run.AppExit)
 	}
 	sumRe := regexp.MustCompile(`^(1 line of output|[02-9]\d* lines of output|1\d+ lines of output)?(, )?(1 event|\d{2,} events|[02-9] events)?$`)

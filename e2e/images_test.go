@@ -11,9 +11,9 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // requireCurrentImage needs the image built from this tree's Dockerfile
@@ -79,7 +79,7 @@ func TestImagePrograms(t *testing.T) {
 		if !tr.Run.App.InImage || tr.Run.App.Command != "xterm" || len(tr.Steps) == 0 || tr.Steps[0].Observation == nil {
 			t.Fatalf("app %+v, %d steps: want the image's xterm observed", tr.Run.App, len(tr.Steps))
 		}
-		if !slices.ContainsFunc(tr.Steps[0].Observation.Windows, func(w action.Window) bool { return w.Title == "xterm" }) {
+		if !slices.ContainsFunc(tr.Steps[0].Observation.Windows, func(w observe.Window) bool { return w.Title == "xterm" }) {
 			t.Errorf("no xterm window on the first screen: %+v", tr.Steps[0].Observation.Windows)
 		}
 	})

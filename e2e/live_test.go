@@ -22,6 +22,7 @@ import (
 	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -337,7 +338,7 @@ for line in sys.stdin:
 		t.Fatalf("outcome %s: %q", tr.Run.Outcome, tr.Run.Message)
 	}
 	var human []string
-	var told *action.Intervention
+	var told *observe.Intervention
 	for _, st := range tr.Steps {
 		if st.Actor == trace.ActorHuman {
 			human = append(human, st.Action.String())

@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -61,7 +61,7 @@ func (zeros) Read(p []byte) (int, error) {
 // netRun runs the probe with ops (and "stay") under a script that waits
 // for its report and then checks what it is given; it returns the probe's
 // report, the recorded connections and run.json.
-func netRun(t *testing.T, backend string, flags []string, checks string, ops ...string) (result, probeout.Net, []action.NetEvent, trace.Run) {
+func netRun(t *testing.T, backend string, flags []string, checks string, ops ...string) (result, probeout.Net, []observe.NetEvent, trace.Run) {
 	t.Helper()
 	probe := testenv.Build(t, "./environment/envtest/probe")
 	dir := t.TempDir()
@@ -83,11 +83,11 @@ func netRun(t *testing.T, backend string, flags []string, checks string, ops ...
 	for _, op := range ops {
 		t.Logf("  %s → %.160s", op, n.Results[op])
 	}
-	var evs []action.NetEvent
+	var evs []observe.NetEvent
 	if f, err := os.Open(filepath.Join(r.dir, trace.NetworkFile)); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			var ev action.NetEvent
+			var ev observe.NetEvent
 			if json.Unmarshal(sc.Bytes(), &ev) == nil {
 				evs = append(evs, ev)
 			}

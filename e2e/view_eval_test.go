@@ -12,6 +12,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -131,7 +132,7 @@ func TestViewSettleCapped(t *testing.T) {
 	requireChromium(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	tw, err := trace.Create(dir, trace.Run{ID: "capped", Settings: &trace.Settings{Settle: "stable:200ms"},
-		Env: trace.EnvInfo{Screen: action.Screen{Width: 160, Height: 120, Depth: 24}}}, trace.Options{})
+		Env: trace.EnvInfo{Screen: observe.Screen{Width: 160, Height: 120, Depth: 24}}}, trace.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -221,7 +222,7 @@ func synthAction(i int) action.Action {
 }
 
 // synthFrame draws a distinct w×h frame for step i.
-func synthFrame(i, w, h int) *action.Frame {
+func synthFrame(i, w, h int) *observe.Frame {
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	bg := color.RGBA{uint8(30 + i%40), uint8(30 + (i/40)%40), 60, 255}
 	for p := 0; p < len(img.Pix); p += 4 {
@@ -233,7 +234,7 @@ func synthFrame(i, w, h int) *action.Frame {
 			img.SetRGBA(x, y, color.RGBA{0, 255, 0, 255})
 		}
 	}
-	return &action.Frame{Width: w, Height: h, Pix: img.Pix, Hash: uint64(i)<<8 | 0x5a}
+	return &observe.Frame{Width: w, Height: h, Pix: img.Pix, Hash: uint64(i)<<8 | 0x5a}
 }
 
 // synthTrace writes a trace of n steps with the real trace writer: distinct
@@ -245,7 +246,7 @@ func synthTrace(t testing.TB, dir string, n, w, h int, complete bool) {
 		ID: fmt.Sprintf("synthetic-%d", n), Task: "synthetic trace", Agentbox: "test",
 		Agent:    trace.AgentInfo{Name: "synthetic"},
 		App:      trace.AppInfo{Target: "/nonexistent/synthetic-app", Command: "synthetic"},
-		Env:      trace.EnvInfo{Backend: "docker", Image: "agentbox/runtime:bookworm", WM: true, Screen: action.Screen{Width: w, Height: h, Depth: 24}},
+		Env:      trace.EnvInfo{Backend: "docker", Image: "agentbox/runtime:bookworm", WM: true, Screen: observe.Screen{Width: w, Height: h, Depth: 24}},
 		Settings: &trace.Settings{Settle: "none", MaxSteps: n + 1},
 		Started:  time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
 	}, trace.Options{})
@@ -254,14 +255,14 @@ func synthTrace(t testing.TB, dir string, n, w, h int, complete bool) {
 	}
 	tms := 1000.0
 	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 990, Event: "window_mapped", Data: map[string]any{"title": "synthetic", "x": 0, "y": 0, "width": w, "height": h}})
-	win := []action.Window{{ID: 1, Title: "synthetic", Width: w, Height: h, Focused: true}}
+	win := []observe.Window{{ID: 1, Title: "synthetic", Width: w, Height: h, Focused: true}}
 	for i := 1; i <= n; i++ {
 		f := synthFrame(i, w, h)
 		shot := tw.Screenshot(i, f)
 		a := synthAction(i)
-		out := []action.LogLine{{Stream: action.Stdout, Text: fmt.Sprintf("app: tick %d", i), T: time.Duration((tms - 5) * float64(time.Millisecond))}}
+		out := []observe.LogLine{{Stream: observe.Stdout, Text: fmt.Sprintf("app: tick %d", i), T: time.Duration((tms - 5) * float64(time.Millisecond))}}
 		if i%50 == 0 {
-			out = append(out, action.LogLine{Stream: action.Stderr, Text: fmt.Sprintf("app: warning at %d", i), T: time.Duration((tms - 2) * float64(time.Millisecond))})
+			out = append(out, observe.LogLine{Stream: observe.Stderr, Text: fmt.Sprintf("app: warning at %d", i), T: time.Duration((tms - 2) * float64(time.Millisecond))})
 		}
 		if err := tw.Record(trace.Record{Type: trace.TypeStep, Step: i, TMS: tms,
 			Observation: &trace.Observation{Screenshot: shot, FrameHash: trace.FrameHash(f.Hash), Width: w, Height: h,

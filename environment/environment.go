@@ -25,6 +25,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Resources bounds the sandbox. Zero fields take the defaults.
@@ -143,8 +144,8 @@ type Config struct {
 	// Runtime selects an alternative OCI runtime (e.g. "runsc"), where the
 	// backend supports it.
 	Runtime string
-	// Screen is the display; the zero Screen is action.DefaultScreen.
-	Screen    action.Screen
+	// Screen is the display; the zero Screen is observe.DefaultScreen.
+	Screen    observe.Screen
 	Resources Resources
 	// NoWM starts no window manager.
 	NoWM bool
@@ -175,12 +176,12 @@ type Config struct {
 type Events interface {
 	// Output delivers bytes the app wrote. dropped > 0 says the stream hit
 	// its cap and that many bytes were discarded.
-	Output(stream action.Stream, data []byte, dropped int64)
+	Output(stream observe.Stream, data []byte, dropped int64)
 	// Exited reports that the app ended.
-	Exited(exit action.Exit)
+	Exited(exit observe.Exit)
 	// Window reports a window mapped ("mapped"), retitled ("title") or
 	// unmapped ("unmapped").
-	Window(kind string, w action.Window)
+	Window(kind string, w observe.Window)
 }
 
 // LaunchSpec says how to start the app.
@@ -195,8 +196,8 @@ type LaunchSpec struct {
 // LaunchResult reports the started app.
 type LaunchResult struct {
 	PID    int
-	Window *action.Window // the window waited for, if any
-	Ready  time.Duration  // from launch to window (or to start)
+	Window *observe.Window // the window waited for, if any
+	Ready  time.Duration   // from launch to window (or to start)
 	// Files maps each staged regular file to its SHA-256 (hex), computed
 	// from the bytes sent into the sandbox.
 	Files map[string]string
@@ -205,9 +206,9 @@ type LaunchResult struct {
 // State is the desktop's state next to a screenshot.
 type State struct {
 	Cursor  action.Point
-	Windows []action.Window
+	Windows []observe.Window
 	Running bool
-	Exit    *action.Exit
+	Exit    *observe.Exit
 }
 
 // Info describes a created environment.
@@ -232,7 +233,7 @@ type Environment interface {
 	// Launch stages the app's files, starts it and waits for its window.
 	Launch(ctx context.Context, spec LaunchSpec) (LaunchResult, error)
 	// Observe takes a screenshot and reads the desktop's state.
-	Observe(ctx context.Context) (*action.Frame, State, error)
+	Observe(ctx context.Context) (*observe.Frame, State, error)
 	// Act performs one validated action. Errors the action caused (a window
 	// that never appeared) are in the Result; a returned error means the
 	// environment failed.
@@ -275,7 +276,7 @@ type Liveness interface {
 // accessibility tree; a sandbox created without Config.A11y answers with
 // an error wrapping ErrNoA11y.
 type Accessible interface {
-	Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, error)
+	Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, error)
 }
 
 // Errors. Backends wrap these with %w so callers can classify failures.
@@ -360,5 +361,5 @@ type DropCounter interface {
 // when it bites. Unlike Events' methods it is called from many goroutines
 // at once.
 type NetRecorder interface {
-	Network(ev action.NetEvent)
+	Network(ev observe.NetEvent)
 }

@@ -13,13 +13,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -370,7 +370,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	if t.Image != "" {
 		env.Image = t.Image
 	}
-	if t.Screen != (action.Screen{}) {
+	if t.Screen != (observe.Screen{}) {
 		env.Screen = t.Screen
 	}
 	env.A11y = env.A11y || t.A11y || t.script != nil && t.script.NeedsA11y()

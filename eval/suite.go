@@ -23,11 +23,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // ErrInvalid is wrapped by every error about a suite file.
@@ -53,7 +53,7 @@ type Task struct {
 	Timeout  time.Duration
 	Episodes int
 	MaxSteps int
-	Screen   action.Screen // zero: the script's, else action.DefaultScreen
+	Screen   observe.Screen // zero: the script's, else observe.DefaultScreen
 	Image    string
 	Env      map[string]string
 	// A11y starts each episode's accessibility bus (as --a11y); a script
@@ -74,9 +74,9 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // LoadOptions are what the command line adds to a suite.
 type LoadOptions struct {
 	// Screen is the screen of the tasks that name none (neither the task
-	// nor its script); zero: action.DefaultScreen. Scripts are checked
+	// nor its script); zero: observe.DefaultScreen. Scripts are checked
 	// against the screen they will run on.
-	Screen action.Screen
+	Screen observe.Screen
 }
 
 // Load reads and validates a suite: every task's target, script or agent
@@ -177,7 +177,7 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 			case "screen":
 				var s string
 				if s, err = str(); err == nil {
-					if t.Screen, err = action.ParseScreen(s); err != nil {
+					if t.Screen, err = observe.ParseScreen(s); err != nil {
 						err = fail("%v", err)
 					}
 				}
@@ -274,7 +274,7 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 
 // check validates the target, the script or the agent, the env and the
 // screen; screen is the one of tasks that name none.
-func (t *Task) check(screen action.Screen) error {
+func (t *Task) check(screen observe.Screen) error {
 	b, err := app.Load(t.Target, app.DefaultLimits)
 	if err != nil {
 		return err
@@ -290,7 +290,7 @@ func (t *Task) check(screen action.Screen) error {
 	}
 	if t.Script != "" {
 		on := screen
-		if t.Screen != (action.Screen{}) {
+		if t.Screen != (observe.Screen{}) {
 			on = t.Screen
 		}
 		sc, err := script.Load(t.Script, on)
@@ -302,8 +302,8 @@ func (t *Task) check(screen action.Screen) error {
 			t.Task = sc.Task
 		}
 		switch {
-		case sc.Screen == (action.Screen{}):
-		case t.Screen == (action.Screen{}):
+		case sc.Screen == (observe.Screen{}):
+		case t.Screen == (observe.Screen{}):
 			t.Screen = sc.Screen
 		case t.Screen != sc.Screen:
 			// The script's coordinates were written for its screen.

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	_ "github.com/codegirl-games/agentbox/agent/demo"
 	_ "github.com/codegirl-games/agentbox/agent/idle"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // play is a script as a suite's task names it (script: play.yaml).
@@ -81,15 +81,15 @@ tasks:
     options: {key: Left}
     screen: 1024x768
 `, &Suite{Name: "nightly", Tasks: []*Task{
-			{Name: "scripted", Line: 3, Target: "app", Script: "play.yaml", Task: "Move the character right.", Screen: action.Screen{Width: 800, Height: 600, Depth: 24},
+			{Name: "scripted", Line: 3, Target: "app", Script: "play.yaml", Task: "Move the character right.", Screen: observe.Screen{Width: 800, Height: 600, Depth: 24},
 				Timeout: 90 * time.Second, Episodes: 3, MaxSteps: 500, Image: "agentbox/test:bookworm", Env: map[string]string{"LANG": "de_DE.UTF-8"}, A11y: true},
 			{Name: "demo.v2_x-1", Line: 12, Target: "app/agentbox.json", Task: "Move right.", Agent: "demo", Options: map[string]string{"key": "Left"},
-				Screen: action.Screen{Width: 1024, Height: 768, Depth: 24}, Episodes: 1},
+				Screen: observe.Screen{Width: 1024, Height: 768, Depth: 24}, Episodes: 1},
 		}}},
 		// A screen the script contradicts is refused (TestLoadRejects): its
 		// coordinates were written for its own.
 		{"the script's task yields to the suite's; its screen may be said again", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    task: Other.\n    screen: 800x600\n",
-			&Suite{Name: "suite", Tasks: []*Task{{Name: "a", Line: 2, Target: "app", Script: "play.yaml", Task: "Other.", Screen: action.Screen{Width: 800, Height: 600, Depth: 24}, Episodes: 1}}}},
+			&Suite{Name: "suite", Tasks: []*Task{{Name: "a", Line: 2, Target: "app", Script: "play.yaml", Task: "Other.", Screen: observe.Screen{Width: 800, Height: 600, Depth: 24}, Episodes: 1}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,11 +311,11 @@ func TestLoadWithScreen(t *testing.T) {
 	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "outside the 640x480 screen") {
 		t.Errorf("under the default screen: %v, want the click refused", err)
 	}
-	s, err := LoadWith(path, LoadOptions{Screen: action.Screen{Width: 800, Height: 600, Depth: 24}})
+	s, err := LoadWith(path, LoadOptions{Screen: observe.Screen{Width: 800, Height: 600, Depth: 24}})
 	if err != nil {
 		t.Fatalf("under --screen 800x600: %v", err)
 	}
-	if s.Tasks[0].Screen != (action.Screen{}) {
+	if s.Tasks[0].Screen != (observe.Screen{}) {
 		t.Errorf("task screen %v, want none of its own (the run's default applies)", s.Tasks[0].Screen)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -311,7 +311,7 @@ func frameSize(path string) (int, int, error) {
 // maxPixels bounds a frame: the largest screen agentbox makes. A PNG's
 // header names its size before any pixel is decoded, so a crafted one
 // cannot make the decoder allocate more.
-const maxPixels = action.MaxScreenPixels
+const maxPixels = observe.MaxScreenPixels
 
 func checkSize(path string, cfg image.Config) error {
 	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > maxPixels {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -33,7 +34,7 @@ func traceWith(t *testing.T, times []float64) *trace.Trace {
 			img.Pix[p], img.Pix[p+1], img.Pix[p+2], img.Pix[p+3] = uint8(20*i), 100, 200, 255
 		}
 		img.SetRGBA(i, i, color.RGBA{255, 255, 255, 255})
-		f := &action.Frame{Width: 31, Height: 17, Pix: img.Pix, Hash: uint64(i + 1)}
+		f := &observe.Frame{Width: 31, Height: 17, Pix: img.Pix, Hash: uint64(i + 1)}
 		a := action.Action{Kind: action.Wait, MS: 1}
 		tw.Record(trace.Record{Type: trace.TypeStep, Step: i + 1, TMS: ms,
 			Observation: &trace.Observation{Screenshot: tw.Screenshot(i+1, f), FrameHash: trace.FrameHash(f.Hash), Width: 31, Height: 17},

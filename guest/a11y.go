@@ -9,6 +9,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/guest/atspi"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -34,7 +35,7 @@ func (g *Guest) startA11y(ctx context.Context) error {
 }
 
 // tree reads the accessibility tree.
-func (g *Guest) tree(ctx context.Context, req wire.A11yTreeRequest) (*action.Tree, error) {
+func (g *Guest) tree(ctx context.Context, req wire.A11yTreeRequest) (*observe.Tree, error) {
 	if g.bus == nil {
 		return nil, wire.Errorf(wire.CodeInvalid, "accessibility tree: the sandbox has no accessibility bus (start it with --a11y)")
 	}
@@ -44,7 +45,7 @@ func (g *Guest) tree(ctx context.Context, req wire.A11yTreeRequest) (*action.Tre
 // resolveTarget finds an action's target in the live tree. An action the
 // target cannot be found for is the agent's error (a result, not OK),
 // never the environment's.
-func (g *Guest) resolveTarget(ctx context.Context, a action.Action) (*action.Element, error) {
+func (g *Guest) resolveTarget(ctx context.Context, a action.Action) (*observe.Element, error) {
 	if g.bus == nil {
 		return nil, errTarget{fmt.Sprintf("target %v: the sandbox has no accessibility bus (start it with --a11y)", *a.Target)}
 	}
@@ -73,7 +74,7 @@ func (e errTarget) Error() string { return e.msg }
 // AT-SPI first (GrabFocus, which does not move the caret), then, if the
 // element does not say it is focused, by clicking its centre as a person
 // would. It records how.
-func (g *Guest) focusTarget(ctx context.Context, e *action.Element, res *action.Result) error {
+func (g *Guest) focusTarget(ctx context.Context, e *observe.Element, res *action.Result) error {
 	if e.Has("focused") {
 		res.Target.Focus = "already"
 		return nil

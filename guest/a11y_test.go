@@ -8,6 +8,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -21,7 +22,7 @@ func TestGuestA11yOverPipe(t *testing.T) {
 	for _, a11y := range []bool{false, true} {
 		h := startGuest(t)
 		dir := t.TempDir()
-		h.must(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: 640, Height: 480, Depth: 24}, Home: filepath.Join(dir, "home"),
+		h.must(wire.MethodStart, wire.StartRequest{Screen: observe.Screen{Width: 640, Height: 480, Depth: 24}, Home: filepath.Join(dir, "home"),
 			AppDir: filepath.Join(dir, "app"), TimeoutMS: 30000, A11y: a11y}, nil, nil)
 		ok := action.Selector{Role: "push button", Name: "OK"}
 		click := action.Action{Kind: action.Click, Target: &ok}
@@ -38,7 +39,7 @@ func TestGuestA11yOverPipe(t *testing.T) {
 		}
 		h.must(wire.MethodLaunch, wire.LaunchRequest{Command: "zenity", InImage: true, Args: []string{"--question", "--title=Sure?", "--text=Really?", "--ok-label=OK"},
 			WindowTitle: "Sure?", ReadyMS: 30000}, nil, nil)
-		var tree action.Tree
+		var tree observe.Tree
 		for range 100 {
 			h.must(wire.MethodA11yTree, wire.A11yTreeRequest{}, &tree, nil)
 			if _, err := tree.Find(ok); err == nil {
@@ -60,7 +61,7 @@ func TestGuestA11yOverPipe(t *testing.T) {
 		}
 		h.waitFor("zenity's exit", func(events []*wire.Message, _ string) bool {
 			for _, m := range events {
-				var e action.Exit
+				var e observe.Exit
 				if m.Method == wire.EventExit && decodeBody(m, &e) == nil {
 					if e.Code != 0 {
 						t.Errorf("zenity exited %s, want 0 (OK)", e.String())

@@ -9,6 +9,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -70,13 +71,13 @@ func (g *Guest) performOn(ctx context.Context, a action.Action, res *action.Resu
 	if a.Target == nil {
 		return g.perform(ctx, a, res)
 	}
-	tctx, cancel := context.WithTimeout(ctx, time.Duration(action.MaxTreeTimeout)*time.Millisecond)
+	tctx, cancel := context.WithTimeout(ctx, time.Duration(observe.MaxTreeTimeout)*time.Millisecond)
 	e, err := g.resolveTarget(tctx, a)
 	cancel()
 	if err != nil {
 		return err
 	}
-	res.Target = action.ResolvedOf(e)
+	res.Target = observe.ResolvedOf(e)
 	if a.Kind == action.Type {
 		fctx, cancel := context.WithTimeout(ctx, 2*focusWait+2*xTimeout)
 		err := g.focusTarget(fctx, e, res)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/stagepath"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -82,10 +83,10 @@ type appProc struct {
 	done chan struct{} // closed when it has exited and its output is drained
 
 	mu   sync.Mutex
-	exit *action.Exit
+	exit *observe.Exit
 }
 
-func (p *appProc) status() (running bool, exit *action.Exit) {
+func (p *appProc) status() (running bool, exit *observe.Exit) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.exit == nil, p.exit
@@ -93,7 +94,7 @@ func (p *appProc) status() (running bool, exit *action.Exit) {
 
 // terminate sends SIGTERM to the app's process group, then SIGKILL after
 // grace. It returns the exit, or nil if the app was already gone before.
-func (p *appProc) terminate(grace time.Duration) *action.Exit {
+func (p *appProc) terminate(grace time.Duration) *observe.Exit {
 	select {
 	case <-p.done:
 		return nil
@@ -184,8 +185,8 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	}
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go g.forward(&readers, action.Stdout, outR, logCap)
-	go g.forward(&readers, action.Stderr, errR, logCap)
+	go g.forward(&readers, observe.Stdout, outR, logCap)
+	go g.forward(&readers, observe.Stderr, errR, logCap)
 	go func() {
 		err := cmd.Wait()
 		e := exitOf(cmd.ProcessState, err)
@@ -249,7 +250,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 // it first, and waits briefly until the window manager says it has it: keys
 // typed into a window without focus are lost (a complaint about peer
 // tools). Best effort: an app may refuse focus.
-func (g *Guest) focus(ctx context.Context, w *action.Window) {
+func (g *Guest) focus(ctx context.Context, w *observe.Window) {
 	if w.Focused {
 		return
 	}
@@ -316,7 +317,7 @@ func pathOr(def string) string { return envOr("PATH", def) }
 
 // forward copies one output stream to the host, up to cap bytes; beyond
 // it, output is drained and counted so the app never blocks on a full pipe.
-func (g *Guest) forward(wg *sync.WaitGroup, stream action.Stream, r io.ReadCloser, cap int64) {
+func (g *Guest) forward(wg *sync.WaitGroup, stream observe.Stream, r io.ReadCloser, cap int64) {
 	defer wg.Done()
 	defer r.Close()
 	buf := make([]byte, 32<<10)
@@ -352,14 +353,14 @@ func (g *Guest) forward(wg *sync.WaitGroup, stream action.Stream, r io.ReadClose
 }
 
 // exitOf turns a process state into an Exit.
-func exitOf(ps *os.ProcessState, err error) action.Exit {
+func exitOf(ps *os.ProcessState, err error) observe.Exit {
 	if ps == nil {
-		return action.Exit{Code: -1, Signal: fmt.Sprint(err)}
+		return observe.Exit{Code: -1, Signal: fmt.Sprint(err)}
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return action.Exit{Code: -1, Signal: signalName(ws.Signal())}
+		return observe.Exit{Code: -1, Signal: signalName(ws.Signal())}
 	}
-	return action.Exit{Code: ps.ExitCode()}
+	return observe.Exit{Code: ps.ExitCode()}
 }
 
 func signalName(s syscall.Signal) string {

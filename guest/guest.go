@@ -20,12 +20,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/guest/atspi"
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/internal/fds"
 	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -51,7 +51,7 @@ type Guest struct {
 	server *xserver.Server
 	wm     *xserver.WM
 	x      *x11.Conn
-	screen action.Screen
+	screen observe.Screen
 	home   string
 	appDir string
 

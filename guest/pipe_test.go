@@ -21,6 +21,7 @@ import (
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -49,7 +50,7 @@ type pipeHost struct {
 
 	mu     sync.Mutex
 	events []*wire.Message
-	output map[action.Stream]*bytes.Buffer
+	output map[observe.Stream]*bytes.Buffer
 	more   chan struct{} // signalled on every event
 }
 
@@ -60,7 +61,7 @@ func startGuest(t *testing.T) *pipeHost {
 	guestIn, hostOut := io.Pipe()
 	hostIn, guestOut := io.Pipe()
 	h := &pipeHost{t: t, conn: wire.NewConn(hostIn, hostOut), in: hostOut, done: make(chan int, 1), log: &testenv.Buffer{},
-		output: map[action.Stream]*bytes.Buffer{action.Stdout: {}, action.Stderr: {}}, more: make(chan struct{}, 1)}
+		output: map[observe.Stream]*bytes.Buffer{observe.Stdout: {}, observe.Stderr: {}}, more: make(chan struct{}, 1)}
 	g := newGuest(guestIn, guestOut, h.log, Options{})
 	go func() {
 		code := 1
@@ -140,7 +141,7 @@ func (h *pipeHost) waitFor(what string, ok func(events []*wire.Message, stdout s
 	deadline := time.After(30 * time.Second)
 	for {
 		h.mu.Lock()
-		done := ok(h.events, h.output[action.Stdout].String())
+		done := ok(h.events, h.output[observe.Stdout].String())
 		h.mu.Unlock()
 		if done {
 			return
@@ -150,7 +151,7 @@ func (h *pipeHost) waitFor(what string, ok func(events []*wire.Message, stdout s
 		case <-deadline:
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			h.t.Fatalf("no %s within 30s; stdout so far:\n%s", what, h.output[action.Stdout].String())
+			h.t.Fatalf("no %s within 30s; stdout so far:\n%s", what, h.output[observe.Stdout].String())
 		}
 	}
 }
@@ -182,11 +183,11 @@ func TestGuestOverPipe(t *testing.T) {
 
 	const w, ht = 400, 300
 	var started wire.StartResponse
-	h.must(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: w, Height: ht, Depth: 24}, Home: filepath.Join(dir, "home"), AppDir: appDir, TimeoutMS: 60000}, &started, nil)
+	h.must(wire.MethodStart, wire.StartRequest{Screen: observe.Screen{Width: w, Height: ht, Depth: 24}, Home: filepath.Join(dir, "home"), AppDir: appDir, TimeoutMS: 60000}, &started, nil)
 	if !strings.HasPrefix(started.Display, ":") || !started.WM {
 		t.Fatalf("start: %+v", started)
 	}
-	if _, err := h.call(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: w, Height: ht, Depth: 24}}, nil, nil); !wire.IsCode(err, wire.CodeInvalid) {
+	if _, err := h.call(wire.MethodStart, wire.StartRequest{Screen: observe.Screen{Width: w, Height: ht, Depth: 24}}, nil, nil); !wire.IsCode(err, wire.CodeInvalid) {
 		t.Errorf("a second start: %v, want %s", err, wire.CodeInvalid)
 	}
 
@@ -316,7 +317,7 @@ func TestGuestOverPipe(t *testing.T) {
 	}
 }
 
-func hasWindow(ws []action.Window, id uint32) bool {
+func hasWindow(ws []observe.Window, id uint32) bool {
 	for _, w := range ws {
 		if w.ID == id {
 			return true
@@ -347,7 +348,7 @@ func TestGuestLaunchFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := startGuest(t)
 			dir := t.TempDir()
-			h.must(wire.MethodStart, wire.StartRequest{Screen: action.Screen{Width: 200, Height: 100, Depth: 24}, NoWM: true, Home: filepath.Join(dir, "home"), AppDir: filepath.Join(dir, "app"), TimeoutMS: 60000}, nil, nil)
+			h.must(wire.MethodStart, wire.StartRequest{Screen: observe.Screen{Width: 200, Height: 100, Depth: 24}, NoWM: true, Home: filepath.Join(dir, "home"), AppDir: filepath.Join(dir, "app"), TimeoutMS: 60000}, nil, nil)
 			if tt.script != "" {
 				h.must(wire.MethodWriteFile, wire.WriteFileRequest{Path: "app", Mode: 0o755}, nil, []byte(tt.script))
 			}

@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
 // TestStartRefusesScreens: the guest holds a start request to the same
-// screen bound as the host (action.Screen.Validate), before it starts
+// screen bound as the host (observe.Screen.Validate), before it starts
 // anything; it used to take up to 8192x8192 at any depth.
 func TestStartRefusesScreens(t *testing.T) {
-	for _, s := range []action.Screen{
+	for _, s := range []observe.Screen{
 		{},
 		{Width: 640, Height: 480},
 		{Width: 640, Height: 480, Depth: 16},

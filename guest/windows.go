@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
-type windowInfo = action.Window
+type windowInfo = observe.Window
 
 // watchWindows keeps the window cache current and tells the host about
 // windows appearing, retitling and going away.
@@ -26,12 +26,12 @@ func (g *Guest) refreshWindows() {
 	if err != nil {
 		return
 	}
-	list := make([]action.Window, 0, len(ws))
+	list := make([]observe.Window, 0, len(ws))
 	for _, w := range ws {
 		if !w.Mapped {
 			continue
 		}
-		list = append(list, action.Window{ID: w.ID, Title: w.Title, X: w.X, Y: w.Y, Width: w.Width, Height: w.Height, Focused: w.Focused})
+		list = append(list, observe.Window{ID: w.ID, Title: w.Title, X: w.X, Y: w.Y, Width: w.Width, Height: w.Height, Focused: w.Focused})
 	}
 
 	g.winMu.Lock()
@@ -42,7 +42,7 @@ func (g *Guest) refreshWindows() {
 	g.winMu.Unlock()
 	close(ch)
 
-	byID := map[uint32]action.Window{}
+	byID := map[uint32]observe.Window{}
 	for _, w := range old {
 		byID[w.ID] = w
 	}
@@ -62,15 +62,15 @@ func (g *Guest) refreshWindows() {
 }
 
 // windowList returns the cached windows.
-func (g *Guest) windowList() []action.Window {
+func (g *Guest) windowList() []observe.Window {
 	g.winMu.Lock()
 	defer g.winMu.Unlock()
-	return append([]action.Window(nil), g.windows...)
+	return append([]observe.Window(nil), g.windows...)
 }
 
 // waitWindow waits until a mapped window's title satisfies match, the app
 // exits (appDone), or ctx ends.
-func (g *Guest) waitWindow(ctx context.Context, match func(string) bool, appDone <-chan struct{}) (*action.Window, error) {
+func (g *Guest) waitWindow(ctx context.Context, match func(string) bool, appDone <-chan struct{}) (*observe.Window, error) {
 	for {
 		g.winMu.Lock()
 		for _, w := range g.windows {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/image/draw"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // update is one change of a view's screen: the frame, and the rectangle
@@ -20,7 +21,7 @@ import (
 // not) are made once, when the first page needs them.
 type update struct {
 	seq   int64
-	frame *action.Frame
+	frame *observe.Frame
 	rect  action.Rect // what changed; the whole frame when there was none before
 	full  bool        // rect is the whole frame
 	cur   action.Point
@@ -34,9 +35,9 @@ type update struct {
 	delta, whole        []byte
 }
 
-func newUpdate(seq int64, prev, f *action.Frame, cur action.Point, before, seen time.Time, look time.Duration) *update {
+func newUpdate(seq int64, prev, f *observe.Frame, cur action.Point, before, seen time.Time, look time.Duration) *update {
 	u := &update{seq: seq, frame: f, cur: cur, before: before, seen: seen, look: look}
-	r, _, same := action.ChangedRect(prev, f)
+	r, _, same := observe.ChangedRect(prev, f)
 	if prev == nil || !same || r == (action.Rect{}) {
 		r, u.full = action.Rect{0, 0, f.Width, f.Height}, true
 	}
@@ -104,7 +105,7 @@ func packed(h any, data []byte) []byte {
 const thumbWidth = 320
 
 // thumbnail is the frame scaled to thumbWidth (never up), as PNG.
-func thumbnail(f *action.Frame) []byte {
+func thumbnail(f *observe.Frame) []byte {
 	src := f.Image()
 	w, h := f.Width, f.Height
 	if w > thumbWidth {

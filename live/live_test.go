@@ -22,6 +22,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -56,11 +57,11 @@ type fakeEnv struct {
 func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fake", ID: "f"} }
 
 func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.LaunchResult, error) {
-	e.cfg.Events.Output(action.Stdout, []byte("fake: ready\n"), 0)
+	e.cfg.Events.Output(observe.Stdout, []byte("fake: ready\n"), 0)
 	return environment.LaunchResult{PID: 1}, nil
 }
 
-func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, error) {
+func (e *fakeEnv) Observe(context.Context) (*observe.Frame, environment.State, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	time.Sleep(e.slow)
@@ -75,7 +76,7 @@ func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, er
 			pix[4*(y*w+x)+1] = 255
 		}
 	}
-	return &action.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(e.x) + 1}, environment.State{Running: true, Cursor: action.Point{X: 3, Y: 4}}, nil
+	return &observe.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(e.x) + 1}, environment.State{Running: true, Cursor: action.Point{X: 3, Y: 4}}, nil
 }
 
 func (e *fakeEnv) Act(_ context.Context, a action.Action) (action.Result, error) {
@@ -124,9 +125,9 @@ func start(t *testing.T, o Options, mod func(*session.Config)) *harness {
 	h := &harness{srv: s, addr: ln.Addr().String()}
 	b := &fakeBackend{}
 	h.dir = filepath.Join(t.TempDir(), "trace")
-	v := s.Add(Info{Name: "fake", Task: "watch", Screen: action.Screen{Width: 80, Height: 64, Depth: 24}})
+	v := s.Add(Info{Name: "fake", Task: "watch", Screen: observe.Screen{Width: 80, Height: 64, Depth: 24}})
 	cfg := session.Config{RunID: "live", Backend: b, TraceDir: h.dir, Actor: trace.ActorRemote,
-		Env: environment.Config{Screen: action.Screen{Width: 80, Height: 64, Depth: 24}},
+		Env: environment.Config{Screen: observe.Screen{Width: 80, Height: 64, Depth: 24}},
 		App: &app.Bundle{Target: "fake", Manifest: app.Manifest{Command: "fake"}}, Listener: v.Listen}
 	if mod != nil {
 		mod(&cfg)
@@ -617,7 +618,7 @@ func TestNoAgentRun(t *testing.T) {
 	res := make(chan session.Result, 1)
 	go func() {
 		r, err := session.Run(t.Context(), session.Config{RunID: "demo", Backend: &fakeBackend{}, TraceDir: dir, Timeout: time.Minute,
-			AgentInfo: trace.AgentInfo{Name: "human"}, Env: environment.Config{Screen: action.Screen{Width: 80, Height: 64, Depth: 24}},
+			AgentInfo: trace.AgentInfo{Name: "human"}, Env: environment.Config{Screen: observe.Screen{Width: 80, Height: 64, Depth: 24}},
 			App: &app.Bundle{Target: "fake", Manifest: app.Manifest{Command: "fake"}}, Listener: v.Listen, Opened: v.Open})
 		if err != nil {
 			t.Error(err)
@@ -724,7 +725,7 @@ func TestPageBeforeTheSessionOpens(t *testing.T) {
 		t.Fatalf("hello before the session opened: %v", hello)
 	}
 	sess, err := session.Open(t.Context(), session.Config{RunID: "early", Backend: &fakeBackend{}, TraceDir: filepath.Join(t.TempDir(), "trace"),
-		Env: environment.Config{Screen: action.Screen{Width: 80, Height: 64, Depth: 24}},
+		Env: environment.Config{Screen: observe.Screen{Width: 80, Height: 64, Depth: 24}},
 		App: &app.Bundle{Target: "fake", Manifest: app.Manifest{Command: "fake"}}, Listener: v.Listen})
 	if err != nil {
 		t.Fatal(err)

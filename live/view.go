@@ -10,6 +10,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -17,12 +18,12 @@ import (
 // Info describes what a view shows.
 type Info struct {
 	// Name is the view's title ("mover", "move-right · episode 2").
-	Name   string        `json:"name"`
-	Task   string        `json:"task,omitempty"`
-	Agent  string        `json:"agent,omitempty"`
-	RunID  string        `json:"run_id,omitempty"`
-	Trace  string        `json:"trace,omitempty"`
-	Screen action.Screen `json:"screen"`
+	Name   string         `json:"name"`
+	Task   string         `json:"task,omitempty"`
+	Agent  string         `json:"agent,omitempty"`
+	RunID  string         `json:"run_id,omitempty"`
+	Trace  string         `json:"trace,omitempty"`
+	Screen observe.Screen `json:"screen"`
 }
 
 // States of a view.
@@ -470,7 +471,7 @@ func (v *View) pump(sess *session.Session) {
 		v.pumping = false
 		v.mu.Unlock()
 	}()
-	var prev *action.Frame
+	var prev *observe.Frame
 	var seq int64
 	var cost time.Duration // what a look costs, smoothed
 	lastLook := time.Now()

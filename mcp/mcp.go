@@ -31,7 +31,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -45,7 +45,7 @@ type Episode struct {
 	App    string
 	RunID  string
 	Trace  string // its trace directory
-	Screen action.Screen
+	Screen observe.Screen
 }
 
 // Launch is what a client asks of the launch tool.

@@ -17,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 	"github.com/codegirl-games/agentbox/wire"
@@ -60,7 +61,7 @@ func newFixture(t *testing.T, guest func() *guestenvtest.Guest) *fixture {
 	f.local = NewLocal(LocalOptions{
 		Config: session.Config{
 			Backend: &guestenvtest.Backend{New: guest}, App: stubApp(t), Task: "play",
-			Env: environment.Config{Screen: action.Screen{Width: 320, Height: 240, Depth: 24}},
+			Env: environment.Config{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}},
 		},
 		App: "game", Out: f.out, Context: ctx,
 		RunID: func() string { n++; return "episode-" + string(rune('0'+n)) },
@@ -333,12 +334,12 @@ func TestReadOutput(t *testing.T) {
 	f := newFixture(t, func() *guestenvtest.Guest {
 		return &guestenvtest.Guest{
 			OnLaunch: func(w *Writer) {
-				w.Event(wire.EventOutput, wire.OutputEvent{Stream: action.Stdout}, []byte("hello\n"))
-				w.Event(wire.EventOutput, wire.OutputEvent{Stream: action.Stderr}, []byte("warning: é\n"))
-				w.Event(wire.EventOutput, wire.OutputEvent{Stream: action.Stdout}, []byte(strings.Repeat("x", 100)+"\n"))
+				w.Event(wire.EventOutput, wire.OutputEvent{Stream: observe.Stdout}, []byte("hello\n"))
+				w.Event(wire.EventOutput, wire.OutputEvent{Stream: observe.Stderr}, []byte("warning: é\n"))
+				w.Event(wire.EventOutput, wire.OutputEvent{Stream: observe.Stdout}, []byte(strings.Repeat("x", 100)+"\n"))
 			},
 			OnAct: func(w *Writer) {
-				w.Event(wire.EventOutput, wire.OutputEvent{Stream: action.Stdout}, []byte("acted\n"))
+				w.Event(wire.EventOutput, wire.OutputEvent{Stream: observe.Stdout}, []byte("acted\n"))
 			},
 		}
 	})

@@ -12,10 +12,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -48,7 +48,7 @@ func serveStdio(t *testing.T, input string, until []string) (string, error) {
 	local := NewLocal(LocalOptions{
 		Config: session.Config{
 			Backend: &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}, App: stubApp(t), Task: "play",
-			Env: environment.Config{Screen: action.Screen{Width: 320, Height: 240, Depth: 24}},
+			Env: environment.Config{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}},
 		},
 		App: "game", Out: t.TempDir(), Context: ctx,
 		RunID: func() string { return "episode" },

@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -429,18 +430,18 @@ func (s *Server) act(_ context.Context, c *client, t *tool, args json.RawMessage
 
 // screenAnswer is what a screenshot shows besides its image.
 type screenAnswer struct {
-	Episode int           `json:"episode"`
-	Step    int           `json:"step"`
-	Screen  action.Screen `json:"screen"`
+	Episode int            `json:"episode"`
+	Step    int            `json:"step"`
+	Screen  observe.Screen `json:"screen"`
 	// Image is the size of the image; Region, when the image shows part
 	// of the screen or is scaled, the part it shows (screen pixels).
-	Image   imageSize       `json:"image"`
-	Region  *action.Rect    `json:"region,omitempty"`
-	Cursor  action.Point    `json:"cursor"`
-	Windows []action.Window `json:"windows"`
-	Running bool            `json:"running"`
-	Exit    string          `json:"exit,omitempty"`
-	Ended   *endAnswer      `json:"ended,omitempty"`
+	Image   imageSize        `json:"image"`
+	Region  *action.Rect     `json:"region,omitempty"`
+	Cursor  action.Point     `json:"cursor"`
+	Windows []observe.Window `json:"windows"`
+	Running bool             `json:"running"`
+	Exit    string           `json:"exit,omitempty"`
+	Ended   *endAnswer       `json:"ended,omitempty"`
 }
 
 type imageSize struct {
@@ -474,7 +475,7 @@ func (s *Server) screenshot(_ context.Context, c *client, t *tool, args json.Raw
 		a.Region = &r
 	}
 	if a.Windows == nil {
-		a.Windows = []action.Window{}
+		a.Windows = []observe.Window{}
 	}
 	if obs.Exit != nil {
 		a.Exit = obs.Exit.String()
@@ -492,13 +493,13 @@ const maxTask = 64 << 10
 
 // launchAnswer is the episode a launch started.
 type launchAnswer struct {
-	Env     string          `json:"environment,omitempty"`
-	Episode int             `json:"episode"`
-	App     string          `json:"app"`
-	RunID   string          `json:"run_id"`
-	Trace   string          `json:"trace"`
-	Screen  action.Screen   `json:"screen"`
-	Windows []action.Window `json:"windows"`
+	Env     string           `json:"environment,omitempty"`
+	Episode int              `json:"episode"`
+	App     string           `json:"app"`
+	RunID   string           `json:"run_id"`
+	Trace   string           `json:"trace"`
+	Screen  observe.Screen   `json:"screen"`
+	Windows []observe.Window `json:"windows"`
 }
 
 func (s *Server) launch(ctx context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
@@ -518,7 +519,7 @@ func (s *Server) launch(ctx context.Context, c *client, t *tool, args json.RawMe
 	if err != nil {
 		return toolError("launch: %v", err)
 	}
-	a := launchAnswer{Env: ep.Env, Episode: ep.N, App: ep.App, RunID: ep.RunID, Trace: ep.Trace, Screen: ep.Screen, Windows: []action.Window{}}
+	a := launchAnswer{Env: ep.Env, Episode: ep.N, App: ep.App, RunID: ep.RunID, Trace: ep.Trace, Screen: ep.Screen, Windows: []observe.Window{}}
 	if _, st, err := ep.Session.Peek(ctx); err == nil && st.Windows != nil {
 		a.Windows = st.Windows
 	}
@@ -527,16 +528,16 @@ func (s *Server) launch(ctx context.Context, c *client, t *tool, args json.RawMe
 
 // stateAnswer is the desktop's state.
 type stateAnswer struct {
-	Env     string          `json:"environment,omitempty"`
-	Episode int             `json:"episode"`
-	App     string          `json:"app"`
-	RunID   string          `json:"run_id"`
-	Trace   string          `json:"trace"`
-	Screen  action.Screen   `json:"screen"`
-	Cursor  action.Point    `json:"cursor"`
-	Windows []action.Window `json:"windows"`
-	Running bool            `json:"running"`
-	Exit    string          `json:"exit,omitempty"`
+	Env     string           `json:"environment,omitempty"`
+	Episode int              `json:"episode"`
+	App     string           `json:"app"`
+	RunID   string           `json:"run_id"`
+	Trace   string           `json:"trace"`
+	Screen  observe.Screen   `json:"screen"`
+	Cursor  action.Point     `json:"cursor"`
+	Windows []observe.Window `json:"windows"`
+	Running bool             `json:"running"`
+	Exit    string           `json:"exit,omitempty"`
 }
 
 func (s *Server) state(ctx context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
@@ -554,7 +555,7 @@ func (s *Server) state(ctx context.Context, c *client, t *tool, args json.RawMes
 	a := stateAnswer{Env: ep.Env, Episode: ep.N, App: ep.App, RunID: ep.RunID, Trace: ep.Trace, Screen: ep.Screen,
 		Cursor: st.Cursor, Windows: st.Windows, Running: st.Running}
 	if a.Windows == nil {
-		a.Windows = []action.Window{}
+		a.Windows = []observe.Window{}
 	}
 	if st.Exit != nil {
 		a.Exit = st.Exit.String()
@@ -613,7 +614,7 @@ func (s *Server) readOutput(ctx context.Context, c *client, t *tool, args json.R
 		return toolError("read_output: field \"after\": must not be negative, got %d", in.After)
 	case in.MaxBytes < 0 || in.MaxBytes > maxOutputBytes:
 		return toolError("read_output: field \"max_bytes\": between 1 and %d, got %d", maxOutputBytes, in.MaxBytes)
-	case in.Stream != "" && in.Stream != string(action.Stdout) && in.Stream != string(action.Stderr):
+	case in.Stream != "" && in.Stream != string(observe.Stdout) && in.Stream != string(observe.Stderr):
 		return toolError("read_output: field \"stream\": stdout or stderr, got %q", in.Stream)
 	case in.WaitMS < 0 || in.WaitMS > maxOutputWaitMS:
 		return toolError("read_output: field \"wait_ms\": between 0 and %d, got %d", maxOutputWaitMS, in.WaitMS)

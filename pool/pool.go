@@ -35,8 +35,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -140,7 +140,7 @@ type Key struct {
 	Image       string                `json:"image,omitempty"`
 	Runtime     string                `json:"runtime,omitempty"`
 	GuestBinary string                `json:"guest_binary,omitempty"`
-	Screen      action.Screen         `json:"screen"`
+	Screen      observe.Screen        `json:"screen"`
 	Resources   environment.Resources `json:"limits"`
 	NoWM        bool                  `json:"no_wm,omitempty"`
 	A11y        bool                  `json:"a11y,omitempty"`

@@ -12,6 +12,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -119,7 +120,7 @@ func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fa
 func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.LaunchResult, error) {
 	return environment.LaunchResult{}, nil
 }
-func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, error) {
+func (e *fakeEnv) Observe(context.Context) (*observe.Frame, environment.State, error) {
 	return nil, environment.State{}, nil
 }
 func (e *fakeEnv) Act(context.Context, action.Action) (action.Result, error) {
@@ -152,7 +153,7 @@ func (e *fakeEnv) Close(context.Context) error {
 }
 
 func cfgOf(b environment.Backend, w, h int) session.Config {
-	return session.Config{Backend: b, Env: environment.Config{Screen: action.Screen{Width: w, Height: h, Depth: 24}}}
+	return session.Config{Backend: b, Env: environment.Config{Screen: observe.Screen{Width: w, Height: h, Depth: 24}}}
 }
 
 func newPool(t *testing.T, o Options) *Pool {
@@ -288,7 +289,7 @@ func TestKeySeparation(t *testing.T) {
 	}
 	// Zero fields and their defaults are the same key.
 	def := session.Config{Backend: b}
-	expl := session.Config{Backend: b, Env: environment.Config{Screen: action.DefaultScreen, Resources: environment.Resources{}.WithDefaults()}}
+	expl := session.Config{Backend: b, Env: environment.Config{Screen: observe.DefaultScreen, Resources: environment.Resources{}.WithDefaults()}}
 	k1, _, _ := KeyOf(def)
 	k2, _, _ := KeyOf(expl)
 	if k1 != k2 {

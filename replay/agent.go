@@ -11,6 +11,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -98,7 +99,7 @@ type Agent struct {
 	// A person's recorded screen is the one they saw when they acted, not
 	// the one right after the previous action: the replay looks again at
 	// the recorded moment to compare like with like.
-	Peek func(context.Context) (*action.Frame, environment.State, error)
+	Peek func(context.Context) (*observe.Frame, environment.State, error)
 
 	mu sync.Mutex // guards Comparisons
 
@@ -131,7 +132,7 @@ func NewAgent(src *trace.Trace, rules Rules, timing Timing) *Agent {
 }
 
 // Decide implements agent.Agent.
-func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *Agent) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	if a.anchor.IsZero() {
 		a.anchor = time.Now()
 	}
@@ -195,7 +196,7 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 // lookAgain is obs with the screen and the desktop's state as they are
 // now; obs itself when the screen cannot be looked at (the sandbox is
 // busy or going: the comparison then says what it saw).
-func (a *Agent) lookAgain(ctx context.Context, obs *action.Observation) *action.Observation {
+func (a *Agent) lookAgain(ctx context.Context, obs *observe.Observation) *observe.Observation {
 	f, st, err := a.Peek(ctx)
 	if err != nil || f == nil {
 		return obs
@@ -207,7 +208,7 @@ func (a *Agent) lookAgain(ctx context.Context, obs *action.Observation) *action.
 
 // start begins comparing a replayed observation with a recorded one. The
 // app's state is compared at once; the screen in the background.
-func (a *Agent) start(obs *action.Observation, rec *trace.Observation, final bool) {
+func (a *Agent) start(obs *observe.Observation, rec *trace.Observation, final bool) {
 	ch := make(chan *Divergence, 1)
 	a.pending = ch
 	if d := a.checkState(obs, rec, final); d != nil {
@@ -284,7 +285,7 @@ func (a *Agent) wait(ctx context.Context, rec *trace.Step) error {
 
 // checkState compares the app's state (running or not); a difference is a
 // divergence.
-func (a *Agent) checkState(obs *action.Observation, rec *trace.Observation, final bool) *Divergence {
+func (a *Agent) checkState(obs *observe.Observation, rec *trace.Observation, final bool) *Divergence {
 	if rec.Running == obs.Running {
 		return nil
 	}
@@ -312,7 +313,7 @@ func (a *Agent) record(c StepComparison) {
 }
 
 // check compares the observed screen with the recorded one by the rules.
-func (a *Agent) check(obs *action.Observation, rec *trace.Observation, final bool) *Divergence {
+func (a *Agent) check(obs *observe.Observation, rec *trace.Observation, final bool) *Divergence {
 	t0 := time.Now()
 	c := StepComparison{Step: obs.Step, Final: final, Match: true, Recorded: rec.FrameHash}
 	defer func() {
@@ -363,9 +364,9 @@ func (a *Agent) check(obs *action.Observation, rec *trace.Observation, final boo
 
 // regionsOf collects the pointer positions and app windows of a recorded
 // and a replayed observation.
-func regionsOf(rc, pc action.Point, rw, pw []action.Window) Regions {
+func regionsOf(rc, pc action.Point, rw, pw []observe.Window) Regions {
 	at := Regions{Cursors: []image.Point{{rc.X, rc.Y}, {pc.X, pc.Y}}}
-	for _, ws := range [][]action.Window{rw, pw} {
+	for _, ws := range [][]observe.Window{rw, pw} {
 		for _, w := range ws {
 			at.Windows = append(at.Windows, image.Rect(w.X, w.Y, w.X+w.Width, w.Y+w.Height))
 		}

@@ -10,12 +10,13 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
-func frameOf(c color.RGBA, hash uint64) *action.Frame {
+func frameOf(c color.RGBA, hash uint64) *observe.Frame {
 	img := solid(64, 48, c)
-	return &action.Frame{Width: 64, Height: 48, Pix: img.Pix, Hash: hash}
+	return &observe.Frame{Width: 64, Height: 48, Pix: img.Pix, Hash: hash}
 }
 
 // recording writes a 3-step trace: key_down, wait, done, each on its own
@@ -51,8 +52,8 @@ func recordingBy(t *testing.T, actor string) *trace.Trace {
 	return tr
 }
 
-func obs(step int, f *action.Frame) *action.Observation {
-	return &action.Observation{Step: step, Screen: f, Running: true}
+func obs(step int, f *observe.Frame) *observe.Observation {
+	return &observe.Observation{Step: step, Screen: f, Running: true}
 }
 
 func TestAgentMatches(t *testing.T) {
@@ -133,7 +134,7 @@ func TestAgentPersonsScreen(t *testing.T) {
 			a := NewAgent(tr, DefaultRules(), TimingRecorded)
 			step := 0
 			if tc.peek {
-				a.Peek = func(context.Context) (*action.Frame, environment.State, error) {
+				a.Peek = func(context.Context) (*observe.Frame, environment.State, error) {
 					return frameOf(color.RGBA{uint8(50 * step), 0, 0, 255}, uint64(200+step)), environment.State{Running: true}, nil
 				}
 			}

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -297,7 +297,7 @@ func rect(img *image.RGBA, r image.Rectangle, c color.RGBA, width int) {
 // MaxPixels bounds a screenshot read from a trace: the largest screen
 // agentbox makes. A PNG's header names its size before any pixel is
 // decoded, so a crafted one cannot make the decoder allocate more.
-const MaxPixels = action.MaxScreenPixels
+const MaxPixels = observe.MaxScreenPixels
 
 // LoadTracePNG reads a screenshot of a trace as RGBA: rel is the path the
 // trace names, read only if it is a plain file inside dir (trace.OpenFile).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -20,12 +21,12 @@ func TestNetworkInReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	denied := action.NetEvent{Time: start.Add(50 * time.Millisecond), Kind: "http", Method: "GET", Dest: "evil.test:80", Reason: "no --allow-net rule matches evil.test:80 <b>"}
+	denied := observe.NetEvent{Time: start.Add(50 * time.Millisecond), Kind: "http", Method: "GET", Dest: "evil.test:80", Reason: "no --allow-net rule matches evil.test:80 <b>"}
 	tw.Network(denied)
-	f := &action.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
+	f := &observe.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
 	a := action.Action{Kind: action.Wait, MS: 1}
 	tw.Record(trace.Record{Type: trace.TypeStep, Step: 1, TMS: 100,
-		Observation: &trace.Observation{Screenshot: tw.Screenshot(1, f), FrameHash: "1", Width: 8, Height: 8, Running: true, Network: []action.NetEvent{denied}},
+		Observation: &trace.Observation{Screenshot: tw.Screenshot(1, f), FrameHash: "1", Width: 8, Height: 8, Running: true, Network: []observe.NetEvent{denied}},
 		Decision:    &trace.Decision{LatencyMS: 1}, Action: &a})
 	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
 		t.Fatal(err)

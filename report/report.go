@@ -41,6 +41,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -550,7 +551,7 @@ func readTree(p *page, tr *trace.Trace, o *trace.Observation, baseDir string, us
 	}
 	td.URL = relURL(baseDir, tr.Dir, ti.File)
 	p.files = append(p.files, ti.File)
-	var t action.Tree
+	var t observe.Tree
 	if err := json.Unmarshal(data, &t); err != nil {
 		td.Err = clip("the tree file is not a tree: "+err.Error(), maxLineRunes)
 		return td, nil
@@ -666,7 +667,7 @@ func alignOutput(tr *trace.Trace, steps []stepData) {
 		case r.Observation != nil:
 			for _, l := range r.Observation.Output {
 				k := "o"
-				if l.Stream == action.Stderr {
+				if l.Stream == observe.Stderr {
 					k = "e"
 				}
 				lines = append(lines, lineData{K: k, T: float64(l.T.Microseconds()) / 1000, X: clip(l.Text, maxLineRunes)})
@@ -719,7 +720,7 @@ func describeEvent(r trace.Record) string {
 	case "window_mapped", "window_unmapped", "window_title":
 		return fmt.Sprintf("%s %q %vx%v at %v,%v", strings.ReplaceAll(r.Event, "_", " "), r.Data["title"], r.Data["width"], r.Data["height"], r.Data["x"], r.Data["y"])
 	case "app_exited":
-		e := &action.Exit{}
+		e := &observe.Exit{}
 		if code, ok := r.Data["code"].(float64); ok {
 			e.Code = int(code)
 		}

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
 // write makes a small trace with the real writer.
-func write(t *testing.T, n int, msg string, out []action.LogLine) *trace.Trace {
+func write(t *testing.T, n int, msg string, out []observe.LogLine) *trace.Trace {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "run")
 	tw, err := trace.Create(dir, trace.Run{ID: "r1", Task: "task </script><b>"}, trace.Options{})
@@ -27,12 +28,12 @@ func write(t *testing.T, n int, msg string, out []action.LogLine) *trace.Trace {
 		for p := range pix {
 			pix[p] = byte(i)
 		}
-		f := &action.Frame{Width: 8, Height: 8, Pix: pix, Hash: uint64(i)}
+		f := &observe.Frame{Width: 8, Height: 8, Pix: pix, Hash: uint64(i)}
 		a := action.Action{Kind: action.KeyDown, Key: "Right"}
 		if i%2 == 0 {
 			a = action.Action{Kind: action.KeyUp, Key: "Right"}
 		}
-		var lines []action.LogLine
+		var lines []observe.LogLine
 		if i == 1 {
 			lines = out
 		}
@@ -113,11 +114,11 @@ func TestRenderEmbedAndRelative(t *testing.T) {
 
 func TestAlignOutput(t *testing.T) {
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
-	tr := write(t, 3, "", []action.LogLine{
-		{Stream: action.Stdout, Text: "before", T: ms(50)},     // before step 1 → step 1
-		{Stream: action.Stdout, Text: "during 1", T: ms(150)},  // step 1 observed at 99
-		{Stream: action.Stderr, Text: "during 2", T: ms(250)},  // step 2 observed at 199
-		{Stream: action.Stdout, Text: "during 3", T: ms(1000)}, // after the last
+	tr := write(t, 3, "", []observe.LogLine{
+		{Stream: observe.Stdout, Text: "before", T: ms(50)},     // before step 1 → step 1
+		{Stream: observe.Stdout, Text: "during 1", T: ms(150)},  // step 1 observed at 99
+		{Stream: observe.Stderr, Text: "during 2", T: ms(250)},  // step 2 observed at 199
+		{Stream: observe.Stdout, Text: "during 3", T: ms(1000)}, // after the last
 	})
 	p := pageData(t, mustRender(t, tr))
 	got := [][]string{}
@@ -145,9 +146,9 @@ func mustRender(t *testing.T, tr *trace.Trace) []byte {
 
 func TestBounded(t *testing.T) {
 	long := strings.Repeat("x", 5000)
-	var lines []action.LogLine
+	var lines []observe.LogLine
 	for i := 0; i < 1000; i++ {
-		lines = append(lines, action.LogLine{Stream: action.Stdout, Text: long, T: time.Millisecond})
+		lines = append(lines, observe.LogLine{Stream: observe.Stdout, Text: long, T: time.Millisecond})
 	}
 	tr := write(t, 1, long, lines)
 	html := mustRender(t, tr)
@@ -181,19 +182,19 @@ func TestStepSummaryAndTeardownExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &action.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
-	out := []action.LogLine{{Stream: action.Stdout, Text: "a", T: 10 * time.Millisecond}, {Stream: action.Stderr, Text: "b", T: 20 * time.Millisecond}}
+	f := &observe.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
+	out := []observe.LogLine{{Stream: observe.Stdout, Text: "a", T: 10 * time.Millisecond}, {Stream: observe.Stderr, Text: "b", T: 20 * time.Millisecond}}
 	a := action.Action{Kind: action.Wait, MS: 10}
 	tw.Record(trace.Record{Type: trace.TypeStep, Step: 1, TMS: 5, Observation: &trace.Observation{Screenshot: tw.Screenshot(1, f), Width: 8, Height: 8, Running: true, Output: out},
 		Decision: &trace.Decision{}, Action: &a})
 	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 30, Event: "window_mapped", Data: map[string]any{"title": "w"}})
 	tw.Record(trace.Record{Type: trace.TypeStep, Step: 2, TMS: 100, Observation: &trace.Observation{Screenshot: tw.Screenshot(2, f), Width: 8, Height: 8, Running: true,
-		Output: []action.LogLine{{Stream: action.Stdout, Text: "c", T: 110 * time.Millisecond}}}, Decision: &trace.Decision{}, Action: &a})
-	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 120, Event: "app_exited", Data: map[string]any{"code": -1, "signal": "SIGTERM", "stopped": action.StoppedAtEnd}})
+		Output: []observe.LogLine{{Stream: observe.Stdout, Text: "c", T: 110 * time.Millisecond}}}, Decision: &trace.Decision{}, Action: &a})
+	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 120, Event: "app_exited", Data: map[string]any{"code": -1, "signal": "SIGTERM", "stopped": observe.StoppedAtEnd}})
 	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 130, Event: "window_unmapped", Data: map[string]any{"title": "w"}})
 	if err := tw.Finish(func(r *trace.Run) {
 		r.Outcome = trace.Success
-		r.AppExit = &action.Exit{Code: -1, Signal: "SIGTERM", Stopped: action.StoppedAtEnd}
+		r.AppExit = &observe.Exit{Code: -1, Signal: "SIGTERM", Stopped: observe.StoppedAtEnd}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -230,8 +231,8 @@ func TestTreeBesideScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &action.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
-	tree := &action.Tree{Apps: 1, Cut: []string{"nodes: 2 elements were read; 5 more were not (max_nodes)"}, Elements: []action.Element{
+	f := &observe.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
+	tree := &observe.Tree{Apps: 1, Cut: []string{"nodes: 2 elements were read; 5 more were not (max_nodes)"}, Elements: []observe.Element{
 		{ID: "1.2/root", Parent: -1, Role: "application", Name: "zenity"},
 		{ID: "1.2/10", Parent: 0, Depth: 1, Role: "push button", Name: "</script><img src=x>", Bounds: &action.Rect{1, 2, 5, 6}, States: []string{"focused"}},
 	}}
@@ -239,8 +240,8 @@ func TestTreeBesideScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marks := []action.Mark{{N: 1, ID: "1.2/10", Role: "push button", Name: "OK", Bounds: action.Rect{1, 2, 5, 6}}}
-	marked := tw.Marked(1, action.DrawMarks(f, marks))
+	marks := []observe.Mark{{N: 1, ID: "1.2/10", Role: "push button", Name: "OK", Bounds: action.Rect{1, 2, 5, 6}}}
+	marked := tw.Marked(1, observe.DrawMarks(f, marks))
 	a := action.Action{Kind: action.Click, Mark: 1, X: action.Int(3), Y: action.Int(4)}
 	tw.Record(trace.Record{Type: trace.TypeStep, Step: 1, TMS: 100,
 		Observation: &trace.Observation{Screenshot: tw.Screenshot(1, f), Width: 8, Height: 8, Running: true,
@@ -284,8 +285,8 @@ func TestHumanStepsAndTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &action.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
-	step := func(n int, tms float64, actor string, a action.Action, iv *action.Intervention) {
+	f := &observe.Frame{Width: 8, Height: 8, Pix: make([]byte, 8*8*4), Hash: 1}
+	step := func(n int, tms float64, actor string, a action.Action, iv *observe.Intervention) {
 		tw.Record(trace.Record{Type: trace.TypeStep, Step: n, TMS: tms, Actor: actor,
 			Observation: &trace.Observation{Screenshot: tw.Screenshot(n, f), Width: 8, Height: 8, Running: true, Intervention: iv},
 			Decision:    &trace.Decision{}, Action: &a})
@@ -295,7 +296,7 @@ func TestHumanStepsAndTakeover(t *testing.T) {
 	step(2, 30, trace.ActorHuman, action.Action{Kind: action.Type, Text: "hé"}, nil)
 	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 40, Event: trace.EventHandBack, Data: map[string]any{"by": "viewer 1", "reason": "handed back", "steps": 1, "duration_ms": 20}})
 	tw.Record(trace.Record{Type: trace.TypeEvent, TMS: 41, Event: trace.EventNotApplied, Data: map[string]any{"actor": "agent", "action": action.Action{Kind: action.Key, Keys: "Return"}}})
-	step(3, 50, trace.ActorAgent, action.Action{Kind: action.Done}, &action.Intervention{By: "viewer 1", Actions: []action.Action{{Kind: action.Type, Text: "hé"}}, DurationMS: 20})
+	step(3, 50, trace.ActorAgent, action.Action{Kind: action.Done}, &observe.Intervention{By: "viewer 1", Actions: []action.Action{{Kind: action.Type, Text: "hé"}}, DurationMS: 20})
 	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -314,8 +315,8 @@ func TestContractEvents(t *testing.T) {
 	// apiEvent copies each: a session event with every field set comes out
 	// with every field set.
 	ev := session.Event{Seq: 1, Kind: session.EventHandBack, T: time.Second, Episode: 2, RunID: "r", Trace: "d",
-		Stream: action.Stdout, Text: "t", Dropped: 3, Change: "mapped", Window: &action.Window{ID: 1},
-		Exit: &action.Exit{Code: 1}, Step: 4, Actor: "human", Action: &action.Action{Kind: action.Wait},
+		Stream: observe.Stdout, Text: "t", Dropped: 3, Change: "mapped", Window: &observe.Window{ID: 1},
+		Exit: &observe.Exit{Code: 1}, Step: 4, Actor: "human", Action: &action.Action{Kind: action.Wait},
 		Invalid: "no", Result: &action.Result{OK: true}, End: &session.End{Reason: "done"},
 		By: "a person", Reason: "done", Steps: 5}
 	v := reflect.ValueOf(ev)

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -362,10 +362,10 @@ func observation(e *env, episode int, o *session.Observation, image, known strin
 		Last: o.Last, Screenshot: o.Screenshot, Ended: apiEnd(o.Ended),
 	}
 	if obs.Windows == nil {
-		obs.Windows = []action.Window{}
+		obs.Windows = []observe.Window{}
 	}
 	if obs.Output == nil {
-		obs.Output = []action.LogLine{}
+		obs.Output = []observe.LogLine{}
 	}
 	f := o.Screen
 	if f == nil {

@@ -12,8 +12,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/trace"
 	"github.com/codegirl-games/agentbox/wire"
@@ -274,7 +274,7 @@ func TestMCPLease(t *testing.T) {
 		t.Run(fmt.Sprintf("unread output %v", unread), func(t *testing.T) {
 			guest := func() *guestenvtest.Guest {
 				return &guestenvtest.Guest{OnAct: func(w *guestenvtest.Writer) {
-					w.Event(wire.EventOutput, wire.OutputEvent{Stream: action.Stdout}, []byte("acted\n"))
+					w.Event(wire.EventOutput, wire.OutputEvent{Stream: observe.Stdout}, []byte("acted\n"))
 				}}
 			}
 			h := newHarness(t, guest, func(o *Options) { o.Lease = 300 * time.Millisecond })

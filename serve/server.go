@@ -31,12 +31,12 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/connlimit"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
@@ -59,7 +59,7 @@ type Options struct {
 	Env environment.Config
 	// MaxScreen is the largest screen a client may ask for (default
 	// 1920x1080).
-	MaxScreen action.Screen
+	MaxScreen observe.Screen
 
 	MaxEnvironments int // live environments per token (default 4)
 	MaxUploads      int // uploads per token, those being received included (default 4)
@@ -128,7 +128,7 @@ const (
 )
 
 // DefaultMaxScreen is the default MaxScreen.
-var DefaultMaxScreen = action.Screen{Width: 1920, Height: 1080, Depth: action.ScreenDepth}
+var DefaultMaxScreen = observe.Screen{Width: 1920, Height: 1080, Depth: observe.ScreenDepth}
 
 func (o *Options) defaults() error {
 	if len(o.Backends) == 0 {
@@ -137,7 +137,7 @@ func (o *Options) defaults() error {
 	if len(o.Tokens) == 0 {
 		return errors.New("serve: no token")
 	}
-	if o.MaxScreen == (action.Screen{}) {
+	if o.MaxScreen == (observe.Screen{}) {
 		o.MaxScreen = DefaultMaxScreen
 	}
 	if o.MaxEnvironments <= 0 {

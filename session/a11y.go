@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -26,7 +26,7 @@ func (s *Session) wantsTree() bool {
 // a marked copy of the screenshot with the marks' map. A tree that could
 // not be read is recorded with why and the run goes on; only a guest that
 // failed ends it (the error returned).
-func (s *Session) accessibility(ctx context.Context, step int, obs *action.Observation, rec *trace.Record) error {
+func (s *Session) accessibility(ctx context.Context, step int, obs *observe.Observation, rec *trace.Record) error {
 	s.marks = nil
 	if !s.wantsTree() {
 		return nil
@@ -55,8 +55,8 @@ func (s *Session) accessibility(ctx context.Context, step int, obs *action.Obser
 		info.Error = err.Error()
 	}
 	if s.cfg.Marks && obs.Screen != nil {
-		obs.Marks = action.MarksOf(t, obs.Screen.Width, obs.Screen.Height)
-		obs.Screen = action.DrawMarks(obs.Screen, obs.Marks)
+		obs.Marks = observe.MarksOf(t, obs.Screen.Width, obs.Screen.Height)
+		obs.Screen = observe.DrawMarks(obs.Screen, obs.Marks)
 		rec.Observation.Marks = obs.Marks
 		rec.Observation.MarkedScreenshot = s.tw.Marked(step, obs.Screen)
 		obs.ScreenshotRef = rec.Observation.MarkedScreenshot

@@ -10,6 +10,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -34,13 +35,13 @@ func (b *treeBackend) Create(ctx context.Context, cfg environment.Config) (envir
 	return &treeEnv{fakeEnv: e.(*fakeEnv), b: b}, nil
 }
 
-func (e *treeEnv) Tree(context.Context, action.TreeLimits) (*action.Tree, error) {
+func (e *treeEnv) Tree(context.Context, observe.TreeLimits) (*observe.Tree, error) {
 	e.b.reads++
 	if e.b.treeErr != nil {
 		return nil, e.b.treeErr
 	}
 	x := int(e.pos())
-	return &action.Tree{Apps: 1, Elements: []action.Element{
+	return &observe.Tree{Apps: 1, Elements: []observe.Element{
 		{ID: "1.2/root", Parent: -1, Role: "application", Name: "mover"},
 		{ID: "1.2/1", Parent: 0, Depth: 1, Role: "push button", Name: "square", Bounds: &action.Rect{x, 220, x + 40, 260},
 			States: []string{"enabled", "focusable", "showing", "visible"}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -17,7 +18,7 @@ import (
 // the controller is paused: the agent loop waits before it decides, and
 // an action another controller chose is not performed (it was decided on
 // a screen the person is changing); the controller's next observation
-// carries an action.Intervention saying what the person did and what
+// carries an observe.Intervention saying what the person did and what
 // changed on the screen. A frozen app (--freeze-while-thinking) runs
 // while the person drives.
 
@@ -51,7 +52,7 @@ type control struct {
 	back    chan struct{} // closed when control is handed back
 	// before is the screen the controller saw last, when the person took
 	// control; acts, more, first and last what the person did since.
-	before      *action.Frame
+	before      *observe.Frame
 	acts        []action.Action
 	more        int
 	first, last int
@@ -65,8 +66,8 @@ type control struct {
 
 // handedBack is an intervention waiting for the controller's next look.
 type handedBack struct {
-	iv     action.Intervention
-	before *action.Frame
+	iv     observe.Intervention
+	before *observe.Frame
 }
 
 // Control is who drives the session, for a page that shows it.
@@ -156,7 +157,7 @@ func (s *Session) HandBack(reason string) error {
 		return ErrNotControlled
 	}
 	took := time.Since(s.ctl.since)
-	iv := action.Intervention{By: s.ctl.by, Actions: s.ctl.acts, More: s.ctl.more,
+	iv := observe.Intervention{By: s.ctl.by, Actions: s.ctl.acts, More: s.ctl.more,
 		FirstStep: s.ctl.first, LastStep: s.ctl.last, DurationMS: took.Milliseconds()}
 	if iv.Actions == nil {
 		iv.Actions = []action.Action{}
@@ -216,7 +217,7 @@ func (s *Session) noteHuman(step int, a action.Action) {
 		s.ctl.first = step
 	}
 	s.ctl.last = step
-	if len(s.ctl.acts) < action.MaxInterventionActions {
+	if len(s.ctl.acts) < observe.MaxInterventionActions {
 		s.ctl.acts = append(s.ctl.acts, a)
 	} else {
 		s.ctl.more++
@@ -234,7 +235,7 @@ func (s *Session) tookOverAfter(t time.Time) bool {
 // handedBackFor takes the intervention waiting for the controller's look
 // at frame, with what changed on the screen since the controller's
 // previous look.
-func (s *Session) handedBackFor(frame *action.Frame) *action.Intervention {
+func (s *Session) handedBackFor(frame *observe.Frame) *observe.Intervention {
 	s.ctl.mu.Lock()
 	h := s.ctl.handed
 	s.ctl.handed = nil
@@ -244,7 +245,7 @@ func (s *Session) handedBackFor(frame *action.Frame) *action.Intervention {
 	}
 	iv := h.iv
 	if h.before != nil {
-		r, changed, _ := action.ChangedRect(h.before, frame)
+		r, changed, _ := observe.ChangedRect(h.before, frame)
 		iv.ScreenChanged = changed
 		if changed {
 			iv.Changed = &r

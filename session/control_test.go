@@ -11,6 +11,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -24,7 +25,7 @@ type patient struct {
 	release  chan action.Action
 
 	mu   sync.Mutex
-	seen []*action.Observation
+	seen []*observe.Observation
 	n    int
 }
 
@@ -32,7 +33,7 @@ func newPatient() *patient {
 	return &patient{deciding: make(chan int, 1000), release: make(chan action.Action), hold: func(int) bool { return false }}
 }
 
-func (p *patient) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (p *patient) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	p.mu.Lock()
 	p.n++
 	n := p.n
@@ -53,10 +54,10 @@ func (p *patient) Decide(ctx context.Context, obs *action.Observation) (agent.De
 	return agent.Decision{Action: action.Action{Kind: action.Wait, MS: 20}}, nil
 }
 
-func (p *patient) observations() []*action.Observation {
+func (p *patient) observations() []*observe.Observation {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]*action.Observation(nil), p.seen...)
+	return append([]*observe.Observation(nil), p.seen...)
 }
 
 // runWith runs an agent in the background and hands the test the session.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -56,17 +57,17 @@ type Event struct {
 	Trace   string `json:"trace,omitempty"`
 
 	// output
-	Stream action.Stream `json:"stream,omitempty"`
-	Text   string        `json:"text,omitempty"`
+	Stream observe.Stream `json:"stream,omitempty"`
+	Text   string         `json:"text,omitempty"`
 	// output: bytes the cap discarded; dropped: events discarded.
 	Dropped int64 `json:"dropped,omitempty"`
 
 	// window: "mapped", "title", "unmapped"; dropped: the kind.
-	Change string         `json:"change,omitempty"`
-	Window *action.Window `json:"window,omitempty"`
+	Change string          `json:"change,omitempty"`
+	Window *observe.Window `json:"window,omitempty"`
 
 	// exit
-	Exit *action.Exit `json:"exit,omitempty"`
+	Exit *observe.Exit `json:"exit,omitempty"`
 
 	// step and result
 	Step    int            `json:"step,omitempty"`
@@ -226,21 +227,21 @@ var (
 )
 
 // Output implements environment.Events.
-func (r *Relay) Output(stream action.Stream, data []byte, dropped int64) {
+func (r *Relay) Output(stream observe.Stream, data []byte, dropped int64) {
 	if t := r.target(); t != nil {
 		t.Output(stream, data, dropped)
 	}
 }
 
 // Exited implements environment.Events.
-func (r *Relay) Exited(e action.Exit) {
+func (r *Relay) Exited(e observe.Exit) {
 	if t := r.target(); t != nil {
 		t.Exited(e)
 	}
 }
 
 // Window implements environment.Events.
-func (r *Relay) Window(kind string, w action.Window) {
+func (r *Relay) Window(kind string, w observe.Window) {
 	if t := r.target(); t != nil {
 		t.Window(kind, w)
 	}
@@ -256,7 +257,7 @@ func (r *Relay) Dropped(kind string, n int64) {
 // Network implements environment.NetRecorder: a sandbox created ahead
 // with a network (Config.Network) tells its connections to the session
 // that took it over.
-func (r *Relay) Network(ev action.NetEvent) {
+func (r *Relay) Network(ev observe.NetEvent) {
 	if t, ok := r.target().(environment.NetRecorder); ok {
 		t.Network(ev)
 	}

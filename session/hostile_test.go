@@ -20,6 +20,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -81,10 +82,10 @@ func TestHostileGuestFloods(t *testing.T) {
 			repeat(w, guestenvtest.EventFrame(wire.EventOutput, map[string]any{"stream": "stdout"}, chunk), 64<<20/len(chunk))
 		}}, trace.Success},
 		{"20,000 window titles of 4 KB", &guestenvtest.Guest{OnLaunch: func(w *guestenvtest.Writer) {
-			repeat(w, guestenvtest.EventFrame(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: action.Window{ID: 1, Title: title}}, nil), 20000)
+			repeat(w, guestenvtest.EventFrame(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: observe.Window{ID: 1, Title: title}}, nil), 20000)
 		}}, trace.Success},
 		{"100,000 exit events", &guestenvtest.Guest{OnLaunch: func(w *guestenvtest.Writer) {
-			repeat(w, guestenvtest.EventFrame(wire.EventExit, action.Exit{Code: 0}, nil), 100000)
+			repeat(w, guestenvtest.EventFrame(wire.EventExit, observe.Exit{Code: 0}, nil), 100000)
 		}}, trace.Failure}, // the app exited (once)
 		{"2,000 log events of 100 KB", &guestenvtest.Guest{OnLaunch: func(w *guestenvtest.Writer) {
 			repeat(w, guestenvtest.EventFrame(wire.EventLog, wire.LogEvent{Level: "warn", Msg: strings.Repeat("m", 100000)}, nil), 2000)

@@ -6,9 +6,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 	"golang.org/x/time/rate"
 )
@@ -118,7 +118,7 @@ func (s *Session) startAgent(ctx, parent context.Context) *ending {
 // decide asks the agent (with the app frozen meanwhile, given a freezer)
 // and makes the step. A failed decision ends the run: the observation is
 // recorded as the last one, with what the agent returned.
-func (s *Session) decide(ctx, parent context.Context, obs *action.Observation) (Step, *ending) {
+func (s *Session) decide(ctx, parent context.Context, obs *observe.Observation) (Step, *ending) {
 	frozen, err := s.freezeForDecision(ctx)
 	if err != nil {
 		return Step{}, s.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)

@@ -4,9 +4,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -18,7 +18,7 @@ var _ environment.NetRecorder = (*sink)(nil)
 
 // Network implements environment.NetRecorder: the connection goes to
 // network.jsonl and to the next observation.
-func (s *sink) Network(ev action.NetEvent) {
+func (s *sink) Network(ev observe.NetEvent) {
 	s.tw.Network(ev)
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
@@ -31,12 +31,12 @@ func (s *sink) Network(ev action.NetEvent) {
 
 // takeNetwork returns the connections since the previous call, with a
 // limit event first that counts those not shown.
-func (s *sink) takeNetwork() []action.NetEvent {
+func (s *sink) takeNetwork() []observe.NetEvent {
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
 	evs := s.netPending
 	if s.netSkipped > 0 {
-		evs = append([]action.NetEvent{{Time: time.Now(), Kind: "limit",
+		evs = append([]observe.NetEvent{{Time: time.Now(), Kind: "limit",
 			Reason: strconv.Itoa(s.netSkipped) + " earlier connections not shown (network.jsonl has them)"}}, evs...)
 		s.netSkipped = 0
 	}

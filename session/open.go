@@ -14,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -53,7 +54,7 @@ type Session struct {
 	// ctl is who drives (control.go); seen the screen of the controller's
 	// last look (what a person's takeover is compared with).
 	ctl  control
-	seen atomic.Pointer[action.Frame]
+	seen atomic.Pointer[observe.Frame]
 	// stop is closed when the episode ends or Close begins (endSeen then
 	// says how, when it is known): whoever waits for control wakes.
 	stop     chan struct{}
@@ -79,7 +80,7 @@ type Session struct {
 	last      *action.Result      // the previous action's result, shown at the next observation
 	viewReq   *action.Action      // the last screenshot action with options: the next observation's view
 	treeReq   bool                // the controller asked for the tree (accessibility_tree): the next observation has it
-	marks     []action.Mark       // the marks of the pending observation, for an action on a mark
+	marks     []observe.Mark      // the marks of the pending observation, for an action on a mark
 	appGone   bool                // one observation has shown the app gone
 	pending   *trace.Record       // the observation of the next step, not yet recorded
 	pendAt    time.Time           // when it was taken

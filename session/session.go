@@ -23,10 +23,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -71,8 +71,8 @@ type Config struct {
 	// accessibility_tree action, or an agent.TreeWanter.
 	Tree  bool
 	Marks bool
-	// TreeLimits bound each read (zero: action.DefaultTreeLimits).
-	TreeLimits action.TreeLimits
+	// TreeLimits bound each read (zero: observe.DefaultTreeLimits).
+	TreeLimits observe.TreeLimits
 
 	// Settle says how to let the screen settle before each screenshot
 	// after an action (default: take it at once; input is synchronous, so
@@ -254,7 +254,7 @@ type Result struct {
 	TraceDir string
 	Steps    int
 	Duration time.Duration
-	AppExit  *action.Exit
+	AppExit  *observe.Exit
 }
 
 // ExitCode is the process exit code for the outcome.

@@ -16,6 +16,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/demo"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -77,22 +78,22 @@ func (e *fakeEnv) Launch(context.Context, environment.LaunchSpec) (environment.L
 	if e.b.launchErr != nil {
 		return environment.LaunchResult{}, e.b.launchErr
 	}
-	e.cfg.Events.Output(action.Stdout, []byte("mover: ready\npartial"), 0)
-	e.cfg.Events.Window("mapped", action.Window{ID: 1, Title: "mover"})
+	e.cfg.Events.Output(observe.Stdout, []byte("mover: ready\npartial"), 0)
+	e.cfg.Events.Window("mapped", observe.Window{ID: 1, Title: "mover"})
 	if len(e.b.late) > 0 || e.b.lateExit {
 		e.lateDone = make(chan struct{})
 		go func() {
 			defer close(e.lateDone)
 			for _, out := range e.b.late {
 				time.Sleep(30 * time.Millisecond)
-				e.cfg.Events.Output(action.Stdout, []byte(out), 0)
+				e.cfg.Events.Output(observe.Stdout, []byte(out), 0)
 			}
 			if e.b.lateExit {
-				e.cfg.Events.Exited(action.Exit{Code: 2})
+				e.cfg.Events.Exited(observe.Exit{Code: 2})
 			}
 		}()
 	}
-	return environment.LaunchResult{PID: 7, Window: &action.Window{Title: "mover"}}, nil
+	return environment.LaunchResult{PID: 7, Window: &observe.Window{Title: "mover"}}, nil
 }
 
 func (e *fakeEnv) pos() float64 {
@@ -102,13 +103,13 @@ func (e *fakeEnv) pos() float64 {
 	return e.x + 200*time.Since(e.held).Seconds()
 }
 
-func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, error) {
+func (e *fakeEnv) Observe(context.Context) (*observe.Frame, environment.State, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.observed++
 	if e.b.exitAfter > 0 && e.observed > e.b.exitAfter && !e.exited {
 		e.exited = true
-		e.cfg.Events.Exited(action.Exit{Code: -1, Signal: "SIGSEGV", Stopped: e.b.stopped})
+		e.cfg.Events.Exited(observe.Exit{Code: -1, Signal: "SIGSEGV", Stopped: e.b.stopped})
 	}
 	w, h := 640, 480
 	pix := make([]byte, 4*w*h)
@@ -118,7 +119,7 @@ func (e *fakeEnv) Observe(context.Context) (*action.Frame, environment.State, er
 			pix[4*(y*w+x)+1] = 255
 		}
 	}
-	return &action.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(x0) + 1}, environment.State{Running: !e.exited}, nil
+	return &observe.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(x0) + 1}, environment.State{Running: !e.exited}, nil
 }
 
 func (e *fakeEnv) Act(ctx context.Context, a action.Action) (action.Result, error) {
@@ -151,7 +152,7 @@ func (e *fakeEnv) Close(context.Context) error {
 	}
 	if e.b.termOnClose && !e.exited {
 		e.exited = true
-		e.cfg.Events.Exited(action.Exit{Code: -1, Signal: "SIGTERM"})
+		e.cfg.Events.Exited(observe.Exit{Code: -1, Signal: "SIGTERM"})
 	}
 	e.b.mu.Lock()
 	e.b.closed++
@@ -162,11 +163,11 @@ func (e *fakeEnv) Close(context.Context) error {
 // scripted answers with fixed decisions, then waits.
 type scripted struct {
 	steps []agent.Decision
-	seen  []*action.Observation
+	seen  []*observe.Observation
 	panic bool
 }
 
-func (s *scripted) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (s *scripted) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	s.seen = append(s.seen, obs)
 	if s.panic {
 		panic("agent bug")
@@ -488,7 +489,7 @@ func (e *freezingEnv) Act(ctx context.Context, a action.Action) (action.Result, 
 
 type slowAgent struct{ scripted }
 
-func (s *slowAgent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (s *slowAgent) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	time.Sleep(40 * time.Millisecond)
 	d, err := s.scripted.Decide(ctx, obs)
 	d.Files = map[string][]byte{"request.json": []byte(`{"screenshot":"` + obs.ScreenshotRef + `"}`)}
@@ -522,7 +523,7 @@ func TestFreezeWhileThinkingAndFiles(t *testing.T) {
 
 type malformedAgent struct{}
 
-func (malformedAgent) Decide(context.Context, *action.Observation) (agent.Decision, error) {
+func (malformedAgent) Decide(context.Context, *observe.Observation) (agent.Decision, error) {
 	d := agent.Decision{Meta: map[string]any{"attempts": 3}, Files: map[string][]byte{"exchange.json": []byte(`[{"answer":"prose"}]`)}}
 	return d, fmt.Errorf("model: %w: it answered prose three times", agent.ErrMalformed)
 }

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -30,10 +30,10 @@ type sink struct {
 	listen func(Event)
 
 	mu       sync.Mutex
-	partial  map[action.Stream][]byte
-	pending  []action.LogLine
+	partial  map[observe.Stream][]byte
+	pending  []observe.LogLine
 	skipped  int
-	appExit  *action.Exit
+	appExit  *observe.Exit
 	exitedAt time.Time
 	// readyText is the manifest's ready_output until a line (or unfinished
 	// line) containing it arrives; then ready is closed and readyText nil.
@@ -45,12 +45,12 @@ type sink struct {
 	tearingDown bool
 
 	netMu      sync.Mutex
-	netPending []action.NetEvent // for the next observation (network.go)
+	netPending []observe.NetEvent // for the next observation (network.go)
 	netSkipped int
 }
 
 func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {
-	s := &sink{tw: tw, start: start, partial: map[action.Stream][]byte{}, ready: make(chan struct{}), exited: make(chan struct{})}
+	s := &sink{tw: tw, start: start, partial: map[observe.Stream][]byte{}, ready: make(chan struct{}), exited: make(chan struct{})}
 	if readyText == "" {
 		close(s.ready)
 	} else {
@@ -61,7 +61,7 @@ func newSink(tw *trace.Writer, start time.Time, readyText string) *sink {
 
 // errNotReady is returned by waitReady when the app exits before printing
 // the ready text.
-type errNotReady struct{ exit *action.Exit }
+type errNotReady struct{ exit *observe.Exit }
 
 func (e *errNotReady) Error() string { return "the app exited (" + e.exit.String() + ")" }
 
@@ -84,7 +84,7 @@ func (s *sink) waitReady(ctx context.Context) error {
 }
 
 // Output implements environment.Events.
-func (s *sink) Output(stream action.Stream, data []byte, dropped int64) {
+func (s *sink) Output(stream observe.Stream, data []byte, dropped int64) {
 	s.tw.Output(stream, data, dropped)
 	s.tell(Event{Kind: EventOutput, Stream: stream, Text: string(data), Dropped: dropped})
 	s.mu.Lock()
@@ -115,13 +115,13 @@ func (s *sink) matchReady(b []byte) {
 	}
 }
 
-func (s *sink) addLine(stream action.Stream, b []byte) {
+func (s *sink) addLine(stream observe.Stream, b []byte) {
 	s.matchReady(b)
 	text := string(bytes.TrimRight(b, "\r"))
 	if len(text) > maxLineBytes {
 		text = text[:maxLineBytes] + " …[line truncated]"
 	}
-	s.pending = append(s.pending, action.LogLine{Stream: stream, Text: text, T: time.Since(s.start)})
+	s.pending = append(s.pending, observe.LogLine{Stream: stream, Text: text, T: time.Since(s.start)})
 	if len(s.pending) > maxPendingLines {
 		n := len(s.pending) - maxPendingLines
 		s.skipped += n
@@ -131,7 +131,7 @@ func (s *sink) addLine(stream action.Stream, b []byte) {
 
 // takeLines returns the lines since the previous call, flushing partial
 // lines, with a marker if some were dropped.
-func (s *sink) takeLines() []action.LogLine {
+func (s *sink) takeLines() []observe.LogLine {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for stream, buf := range s.partial {
@@ -142,8 +142,8 @@ func (s *sink) takeLines() []action.LogLine {
 	}
 	lines := s.pending
 	if s.skipped > 0 {
-		marker := action.LogLine{Stream: action.Stderr, Text: "[agentbox: " + strconv.Itoa(s.skipped) + " earlier lines not shown]", T: time.Since(s.start)}
-		lines = append([]action.LogLine{marker}, lines...)
+		marker := observe.LogLine{Stream: observe.Stderr, Text: "[agentbox: " + strconv.Itoa(s.skipped) + " earlier lines not shown]", T: time.Since(s.start)}
+		lines = append([]observe.LogLine{marker}, lines...)
 		s.skipped = 0
 	}
 	s.pending = nil
@@ -158,10 +158,10 @@ func (s *sink) teardown() {
 }
 
 // Exited implements environment.Events.
-func (s *sink) Exited(e action.Exit) {
+func (s *sink) Exited(e observe.Exit) {
 	s.mu.Lock()
 	if s.tearingDown && e.Stopped == "" {
-		e.Stopped = action.StoppedAtEnd
+		e.Stopped = observe.StoppedAtEnd
 	}
 	if s.appExit == nil {
 		ex := e
@@ -187,7 +187,7 @@ func (s *sink) tell(e Event) {
 }
 
 // Window implements environment.Events.
-func (s *sink) Window(kind string, w action.Window) {
+func (s *sink) Window(kind string, w observe.Window) {
 	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "window_" + kind, Data: map[string]any{
 		"id": w.ID, "title": w.Title, "x": w.X, "y": w.Y, "width": w.Width, "height": w.Height,
 	}})
@@ -202,7 +202,7 @@ func (s *sink) Dropped(kind string, n int64) {
 	s.tell(Event{Kind: EventDropped, Change: kind, Dropped: n})
 }
 
-func (s *sink) exit() *action.Exit {
+func (s *sink) exit() *observe.Exit {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.appExit
@@ -212,10 +212,10 @@ func (s *sink) exit() *action.Exit {
 // for an error message: "; the app printed: …".
 func (s *sink) tail(n int) string {
 	s.mu.Lock()
-	lines := append([]action.LogLine(nil), s.pending...)
+	lines := append([]observe.LogLine(nil), s.pending...)
 	for stream, buf := range s.partial {
 		if len(buf) > 0 {
-			lines = append(lines, action.LogLine{Stream: stream, Text: string(buf)})
+			lines = append(lines, observe.LogLine{Stream: stream, Text: string(buf)})
 		}
 	}
 	s.mu.Unlock()

@@ -10,13 +10,14 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
 // Observation is what Observe returns: the controller's observation of
 // the next step, and whether the episode ended at this look.
 type Observation struct {
-	*action.Observation
+	*observe.Observation
 	// Screenshot is the screenshot's path in the trace (relative to it).
 	Screenshot string
 	// Ended is set when the episode ended at this look: the steps are used
@@ -152,7 +153,7 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 // after that step's request, if one is running there); while the app is
 // frozen for the agent's decision it returns ErrFrozen at once (the
 // screen cannot change then, and a frozen sandbox does not answer).
-func (s *Session) Peek(ctx context.Context) (*action.Frame, environment.State, error) {
+func (s *Session) Peek(ctx context.Context) (*observe.Frame, environment.State, error) {
 	if err := s.endedEarly(); err != nil {
 		return nil, environment.State{}, err
 	}
@@ -188,7 +189,7 @@ func (s *Session) setEnd(end *End) {
 // deadline; parent is the caller's context. A person's look (human)
 // leaves the app's output and network events for the controller's next
 // observation and does not count as what the controller saw.
-func (s *Session) look(ctx, parent context.Context, human bool) (*action.Observation, *ending) {
+func (s *Session) look(ctx, parent context.Context, human bool) (*observe.Observation, *ending) {
 	step := s.steps + 1
 	how := s.cfg.Settle
 	if step == 1 {
@@ -215,7 +216,7 @@ func (s *Session) look(ctx, parent context.Context, human bool) (*action.Observa
 	}
 	if s.viewReq != nil {
 		req := s.viewReq
-		v, err := action.NewView(obs.Screen, req.Region, req.Scale, req.MaxWidth, 0)
+		v, err := observe.NewView(obs.Screen, req.Region, req.Scale, req.MaxWidth, 0)
 		if err == nil && (v.Scaled() || req.Region != nil) {
 			obs.View = v
 			rec.Observation.View = &trace.ViewInfo{Region: v.Region, Width: v.Frame.Width, Height: v.Frame.Height}
@@ -249,7 +250,7 @@ func (s *Session) look(ctx, parent context.Context, human bool) (*action.Observa
 // when it did (with a nil result when the step has no result).
 func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Record, st Step) (*StepResult, *ending) {
 	a := st.Action
-	verr := action.ResolveMark(&a, s.marks) // recorded with the point it resolved to
+	verr := observe.ResolveMark(&a, s.marks) // recorded with the point it resolved to
 	if verr == nil {
 		verr = action.Validate(a, s.limits)
 	}
@@ -513,7 +514,7 @@ const sleepPing = time.Second
 // observe takes a screenshot and builds the observation and the step's
 // record; consume takes the app's output and network events since the
 // last observation into it (a person's look leaves them).
-func (s *Session) observe(ctx context.Context, step int, consume bool) (*action.Observation, *trace.Record, error) {
+func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe.Observation, *trace.Record, error) {
 	env := s.environment()
 	if env == nil {
 		return nil, nil, environment.ErrClosed
@@ -522,8 +523,8 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*action.
 	if err != nil {
 		return nil, nil, err
 	}
-	var lines []action.LogLine
-	var netEvs []action.NetEvent
+	var lines []observe.LogLine
+	var netEvs []observe.NetEvent
 	if consume {
 		lines = s.events.takeLines()
 		netEvs = s.events.takeNetwork()
@@ -533,7 +534,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*action.
 	if exit == nil && st.Exit != nil {
 		exit = st.Exit
 	}
-	obs := &action.Observation{
+	obs := &observe.Observation{
 		Step: step, Elapsed: time.Since(s.started), Screen: frame,
 		Cursor: st.Cursor, Windows: st.Windows, Output: lines, Network: netEvs,
 		Running: running, Exit: exit,
@@ -565,7 +566,7 @@ func (s *Session) final(rec *trace.Record) {
 
 // finalObservation takes one more screenshot after the last action, for the
 // record; failures here do not change the outcome.
-func (s *Session) finalObservation(ctx context.Context, step int) *action.Observation {
+func (s *Session) finalObservation(ctx context.Context, step int) *observe.Observation {
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	obs, rec, err := s.observe(octx, step, true)

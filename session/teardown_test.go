@@ -7,6 +7,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -20,13 +21,13 @@ func TestTeardownStopIsNotTheAppsExit(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	ex := tr.Run.AppExit
-	if ex == nil || ex.Signal != "SIGTERM" || ex.Stopped != action.StoppedAtEnd {
-		t.Errorf("run.json app_exit = %+v, want SIGTERM %s", ex, action.StoppedAtEnd)
+	if ex == nil || ex.Signal != "SIGTERM" || ex.Stopped != observe.StoppedAtEnd {
+		t.Errorf("run.json app_exit = %+v, want SIGTERM %s", ex, observe.StoppedAtEnd)
 	}
 	found := false
 	for _, r := range tr.Records {
 		if r.Event == "app_exited" {
-			found = r.Data["stopped"] == action.StoppedAtEnd
+			found = r.Data["stopped"] == observe.StoppedAtEnd
 		}
 	}
 	if !found {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Format identifies a trace directory; Version is its schema version.
@@ -44,7 +45,7 @@ const (
 	A11yDir        = "a11y"
 	StdoutFile     = "stdout.log"
 	StderrFile     = "stderr.log"
-	// NetworkFile holds one action.NetEvent per line (with its t_ms), when
+	// NetworkFile holds one observe.NetEvent per line (with its t_ms), when
 	// the sandbox had a network (--allow-net, --forward).
 	NetworkFile = "network.jsonl"
 )
@@ -133,8 +134,8 @@ type Run struct {
 	// the environment (absent in traces written before they were recorded).
 	Settings *Settings `json:"settings,omitempty"`
 
-	AppExit *action.Exit `json:"app_exit,omitempty"`
-	Logs    LogInfo      `json:"logs"`
+	AppExit *observe.Exit `json:"app_exit,omitempty"`
+	Logs    LogInfo       `json:"logs"`
 	// Network is the sandbox's network and what went through it; absent
 	// when it had none.
 	Network *NetworkInfo `json:"network,omitempty"`
@@ -179,7 +180,7 @@ type EnvInfo struct {
 	Image   string           `json:"image,omitempty"`
 	ImageID string           `json:"image_id,omitempty"`
 	Runtime string           `json:"runtime,omitempty"`
-	Screen  action.Screen    `json:"screen"`
+	Screen  observe.Screen   `json:"screen"`
 	Display string           `json:"display,omitempty"`
 	WM      bool             `json:"wm"`
 	SHM     bool             `json:"shm"`
@@ -255,17 +256,17 @@ const (
 
 // Observation is the recorded part of what the agent saw.
 type Observation struct {
-	Screenshot string           `json:"screenshot"` // path relative to the trace
-	FrameHash  string           `json:"frame_hash"`
-	Width      int              `json:"width"`
-	Height     int              `json:"height"`
-	Cursor     action.Point     `json:"cursor"`
-	Windows    []action.Window  `json:"windows,omitempty"`
-	Running    bool             `json:"running"`
-	Output     []action.LogLine `json:"output,omitempty"`
+	Screenshot string            `json:"screenshot"` // path relative to the trace
+	FrameHash  string            `json:"frame_hash"`
+	Width      int               `json:"width"`
+	Height     int               `json:"height"`
+	Cursor     action.Point      `json:"cursor"`
+	Windows    []observe.Window  `json:"windows,omitempty"`
+	Running    bool              `json:"running"`
+	Output     []observe.LogLine `json:"output,omitempty"`
 	// Network is what the agent was shown of the sandbox's connections
 	// since the previous observation (network.jsonl has every one).
-	Network []action.NetEvent `json:"network,omitempty"`
+	Network []observe.NetEvent `json:"network,omitempty"`
 	// View is the region and size the agent was shown, when it asked for
 	// one with a screenshot action.
 	View *ViewInfo `json:"view,omitempty"`
@@ -281,17 +282,17 @@ type Observation struct {
 	Tree *TreeInfo `json:"tree,omitempty"`
 	// Marks are the numbered boxes drawn on the agent's copy of the
 	// screenshot, MarkedScreenshot (Screenshot stays the raw screen).
-	Marks            []action.Mark `json:"marks,omitempty"`
-	MarkedScreenshot string        `json:"marked_screenshot,omitempty"`
+	Marks            []observe.Mark `json:"marks,omitempty"`
+	MarkedScreenshot string         `json:"marked_screenshot,omitempty"`
 	// Intervention is what the controller was told of a person's control
 	// since its previous observation (the live page's takeover); absent
 	// when nobody took control, and in traces written before it was
 	// recorded.
-	Intervention *action.Intervention `json:"intervention,omitempty"`
+	Intervention *observe.Intervention `json:"intervention,omitempty"`
 }
 
 // TreeInfo points to an accessibility tree in the trace
-// (a11y/NNNNNN.json, an action.Tree) and says what it holds.
+// (a11y/NNNNNN.json, an observe.Tree) and says what it holds.
 type TreeInfo struct {
 	File      string   `json:"file,omitempty"`
 	Elements  int      `json:"elements"`

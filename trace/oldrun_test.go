@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // TestOldRunJSONLoads: a run.json written before the screen became
-// action.Screen (agentbox e30ee60, `run examples/mover --screen 800x600
+// observe.Screen (agentbox e30ee60, `run examples/mover --screen 800x600
 // --backend local`) still loads, and writing it again keeps the screen's
 // JSON as it was.
 func TestOldRunJSONLoads(t *testing.T) {
@@ -20,7 +20,7 @@ func TestOldRunJSONLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := action.Screen{Width: 800, Height: 600, Depth: 24}
+	want := observe.Screen{Width: 800, Height: 600, Depth: 24}
 	if run.Env.Screen != want || run.Env.Backend != "local" || run.Outcome != Success {
 		t.Fatalf("environment %+v, outcome %s; want screen %v on local, success", run.Env, run.Outcome, want)
 	}

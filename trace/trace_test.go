@@ -10,14 +10,15 @@ import (
 	"testing"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
-func frame(w, h int, g byte) *action.Frame {
+func frame(w, h int, g byte) *observe.Frame {
 	pix := make([]byte, 4*w*h)
 	for i := 0; i < len(pix); i += 4 {
 		pix[i+1], pix[i+3] = g, 0xff
 	}
-	return &action.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(g) + 1}
+	return &observe.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(g) + 1}
 }
 
 func TestWriteRead(t *testing.T) {
@@ -37,7 +38,7 @@ func TestWriteRead(t *testing.T) {
 
 	f1, f2 := frame(8, 4, 10), frame(8, 4, 20)
 	a := action.Action{Kind: action.KeyDown, Key: "Right"}
-	for step, f := range []*action.Frame{f1, f1, f2} {
+	for step, f := range []*observe.Frame{f1, f1, f2} {
 		shot := w.Screenshot(step+1, f)
 		if err := w.Record(Record{Type: TypeStep, Step: step + 1, Observation: &Observation{Screenshot: shot, FrameHash: FrameHash(f.Hash)}, Action: &a}); err != nil {
 			t.Fatal(err)
@@ -46,7 +47,7 @@ func TestWriteRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w.Output(action.Stdout, []byte("hello\n"), 0)
+	w.Output(observe.Stdout, []byte("hello\n"), 0)
 	if err := w.Finish(func(r *Run) { r.Outcome, r.Reason = Success, ReasonDone }); err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +117,8 @@ func TestLogCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Output(action.Stdout, []byte("0123456789abcdef"), 0)
-	w.Output(action.Stdout, []byte("more"), 100)
+	w.Output(observe.Stdout, []byte("0123456789abcdef"), 0)
+	w.Output(observe.Stdout, []byte("more"), 100)
 	if err := w.Finish(func(r *Run) { r.Outcome = Failure }); err != nil {
 		t.Fatal(err)
 	}

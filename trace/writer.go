@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Options tunes a Writer.
@@ -40,7 +40,7 @@ type Writer struct {
 	run     Run
 	steps   *os.File
 	actions *os.File
-	logs    map[action.Stream]*logFile
+	logs    map[observe.Stream]*logFile
 	network *os.File // network.jsonl, once the first connection is recorded
 	netSize int64
 	err     error // first write error; later writes are skipped
@@ -59,7 +59,7 @@ type Writer struct {
 }
 
 type pngJob struct {
-	frame *action.Frame
+	frame *observe.Frame
 	path  string
 }
 
@@ -94,7 +94,7 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 		start: time.Now(),
 		opts:  opts,
 		run:   run,
-		logs:  map[action.Stream]*logFile{},
+		logs:  map[observe.Stream]*logFile{},
 		shots: map[uint64]string{},
 		names: map[string]bool{},
 		jobs:  make(chan pngJob, opts.Queue),
@@ -114,7 +114,7 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 		w.steps.Close()
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	for stream, name := range map[action.Stream]string{action.Stdout: StdoutFile, action.Stderr: StderrFile} {
+	for stream, name := range map[observe.Stream]string{observe.Stdout: StdoutFile, observe.Stderr: StderrFile} {
 		f, err := open(name)
 		if err != nil {
 			w.closeFiles()
@@ -194,7 +194,7 @@ func writeFileAtomic(path string, data []byte, sync bool) error {
 // Screenshot queues a frame for encoding and returns its path relative to
 // the trace. A frame equal to an earlier one (same hash) is not written
 // again; its first file is reused.
-func (w *Writer) Screenshot(step int, f *action.Frame) string {
+func (w *Writer) Screenshot(step int, f *observe.Frame) string {
 	if f == nil {
 		return ""
 	}
@@ -243,7 +243,7 @@ func (w *Writer) encoder() {
 
 // Marked queues the agent's marked copy of a step's screenshot for
 // encoding, as screenshots/NNNNNN-marks.png, and returns its path.
-func (w *Writer) Marked(step int, f *action.Frame) string {
+func (w *Writer) Marked(step int, f *observe.Frame) string {
 	if f == nil {
 		return ""
 	}
@@ -266,7 +266,7 @@ func (w *Writer) Marked(step int, f *action.Frame) string {
 
 // Tree writes a step's accessibility tree as a11y/NNNNNN.json and returns
 // its path relative to the trace.
-func (w *Writer) Tree(step int, t *action.Tree) (string, error) {
+func (w *Writer) Tree(step int, t *observe.Tree) (string, error) {
 	data, err := json.Marshal(t)
 	if err != nil {
 		return "", fmt.Errorf("trace: tree: %w", err)
@@ -353,7 +353,7 @@ func (w *Writer) Record(r Record) error {
 // Output appends app output to stdout.log or stderr.log, up to the cap;
 // beyond it bytes are counted, not written. dropped adds bytes the guest
 // already discarded.
-func (w *Writer) Output(stream action.Stream, data []byte, dropped int64) {
+func (w *Writer) Output(stream observe.Stream, data []byte, dropped int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	lf := w.logs[stream]
@@ -385,10 +385,10 @@ const maxNetLimits = 10
 // network (which must have been set, with the policy, in the Run given to
 // Create; without it the connection is still written). network.jsonl is
 // bounded by the log cap; beyond it events are counted, not written.
-func (w *Writer) Network(ev action.NetEvent) {
+func (w *Writer) Network(ev observe.NetEvent) {
 	line, err := json.Marshal(struct {
 		TMS float64 `json:"t_ms"`
-		action.NetEvent
+		observe.NetEvent
 	}{w.Since(), ev})
 	if err != nil {
 		return
@@ -479,9 +479,9 @@ func (w *Writer) Finish(update func(r *Run)) error {
 			lf.marked = true
 		}
 		switch stream {
-		case action.Stdout:
+		case observe.Stdout:
 			w.run.Logs.StdoutBytes, w.run.Logs.StdoutDropped = lf.written, lf.dropped
-		case action.Stderr:
+		case observe.Stderr:
 			w.run.Logs.StderrBytes, w.run.Logs.StderrDropped = lf.written, lf.dropped
 		}
 	}

@@ -1,6 +1,9 @@
 package wire
 
-import "github.com/codegirl-games/agentbox/action"
+import (
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
+)
 
 // Request methods (host → guest).
 const (
@@ -12,21 +15,21 @@ const (
 	MethodAct        = "act"        // ActRequest → action.Result
 	MethodStop       = "stop"       // StopRequest → StopResponse
 	MethodPing       = "ping"       // nothing → nothing, answered at once (not queued behind other requests)
-	MethodA11yTree   = "a11y_tree"  // A11yTreeRequest → action.Tree (a sandbox started with A11y)
+	MethodA11yTree   = "a11y_tree"  // A11yTreeRequest → observe.Tree (a sandbox started with A11y)
 )
 
 // Events (guest → host).
 const (
 	EventHello  = "hello"  // Hello
 	EventOutput = "output" // OutputEvent + payload (the bytes)
-	EventExit   = "exit"   // action.Exit
+	EventExit   = "exit"   // observe.Exit
 	EventWindow = "window" // WindowEvent
 	EventLog    = "log"    // LogEvent: the guest's own diagnostics
 )
 
 // StartRequest asks the guest to bring up the desktop.
 type StartRequest struct {
-	Screen action.Screen `json:"screen"`
+	Screen observe.Screen `json:"screen"`
 	// NoWM skips the window manager.
 	NoWM bool `json:"no_wm,omitempty"`
 	// Home is the writable home directory (on tmpfs) for the app.
@@ -70,9 +73,9 @@ type StartResponse struct {
 }
 
 // A11yTreeRequest asks for the accessibility tree, within limits (zero
-// fields take action.DefaultTreeLimits).
+// fields take observe.DefaultTreeLimits).
 type A11yTreeRequest struct {
-	Limits action.TreeLimits `json:"limits"`
+	Limits observe.TreeLimits `json:"limits"`
 }
 
 // WriteFileRequest stores one chunk of a staged file under the app
@@ -107,9 +110,9 @@ type LaunchRequest struct {
 
 // LaunchResponse reports the running app.
 type LaunchResponse struct {
-	PID     int            `json:"pid"`
-	Window  *action.Window `json:"window,omitempty"`
-	ReadyUS int64          `json:"ready_us"`
+	PID     int             `json:"pid"`
+	Window  *observe.Window `json:"window,omitempty"`
+	ReadyUS int64           `json:"ready_us"`
 }
 
 // ScreenshotRequest asks for the current screen.
@@ -143,10 +146,10 @@ type ActRequest struct {
 
 // State is the desktop's state.
 type State struct {
-	Cursor  action.Point    `json:"cursor"`
-	Windows []action.Window `json:"windows"`
-	Running bool            `json:"running"`
-	Exit    *action.Exit    `json:"exit,omitempty"`
+	Cursor  action.Point     `json:"cursor"`
+	Windows []observe.Window `json:"windows"`
+	Running bool             `json:"running"`
+	Exit    *observe.Exit    `json:"exit,omitempty"`
 }
 
 // StopRequest ends the app and the desktop.
@@ -156,12 +159,12 @@ type StopRequest struct {
 
 // StopResponse reports what the stop found.
 type StopResponse struct {
-	Exit *action.Exit `json:"exit,omitempty"`
+	Exit *observe.Exit `json:"exit,omitempty"`
 }
 
 // OutputEvent accompanies app output bytes.
 type OutputEvent struct {
-	Stream action.Stream `json:"stream"`
+	Stream observe.Stream `json:"stream"`
 	// Dropped, when set, says the stream hit its cap and how many bytes
 	// were discarded since the previous event.
 	Dropped int64 `json:"dropped,omitempty"`
@@ -169,8 +172,8 @@ type OutputEvent struct {
 
 // WindowEvent reports a window appearing, changing title or going away.
 type WindowEvent struct {
-	Kind   string        `json:"kind"` // "mapped", "title", "unmapped"
-	Window action.Window `json:"window"`
+	Kind   string         `json:"kind"` // "mapped", "title", "unmapped"
+	Window observe.Window `json:"window"`
 }
 
 // LogEvent is a diagnostic line from the guest itself.

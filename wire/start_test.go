@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
-// TestStartRequestJSON: the start request carries action.Screen under the
+// TestStartRequestJSON: the start request carries observe.Screen under the
 // names the protocol has always used, both ways.
 func TestStartRequestJSON(t *testing.T) {
 	const old = `{"screen":{"width":1280,"height":720,"depth":24},"home":"/tmp/home","app_dir":"/tmp/app","timeout_ms":30000}`
@@ -15,7 +15,7 @@ func TestStartRequestJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(old), &req); err != nil {
 		t.Fatal(err)
 	}
-	if req.Screen != (action.Screen{Width: 1280, Height: 720, Depth: 24}) {
+	if req.Screen != (observe.Screen{Width: 1280, Height: 720, Depth: 24}) {
 		t.Errorf("screen %+v", req.Screen)
 	}
 	b, err := json.Marshal(req)

@@ -34,6 +34,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func init() {
@@ -83,10 +84,10 @@ type Agent struct {
 	pending []*call // tool calls of the last answer not started yet
 	cur     *call   // the tool call being performed
 	results []sdk.BetaContentBlockParamUnion
-	output  []action.LogLine // app output not yet shown to the model
+	output  []observe.LogLine // app output not yet shown to the model
 	// marks are the numbered boxes of the latest screenshot shown (with
 	// them the model also has the click_mark tool).
-	marks []action.Mark
+	marks []observe.Mark
 
 	// The last screenshot sent, by frame hash: an unchanged screen is not
 	// scaled and encoded again.
@@ -187,7 +188,7 @@ answer with a message that starts with "FAILED:" and says why.`
 
 // Decide implements agent.Agent: it performs the next action of the tool
 // call in progress, or asks the model for the next turn.
-func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *Agent) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	if obs.Screen == nil {
 		return agent.Decision{}, errors.New("anthropic: the observation has no screenshot")
 	}
@@ -225,7 +226,7 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 
 // advance returns the call's next action, after taking in the result of
 // its previous one. After a failure only releases (key_up, mouse_up) run.
-func (a *Agent) advance(c *call, obs *action.Observation) (agent.Decision, bool) {
+func (a *Agent) advance(c *call, obs *observe.Observation) (agent.Decision, bool) {
 	if c.failed == "" {
 		switch {
 		case obs.Last != nil && !obs.Last.OK:
@@ -267,7 +268,7 @@ func queuedMeta(model string, c *call) map[string]any {
 
 // finish turns a performed (or skipped) call into its tool_result, with the
 // observation after its last action.
-func (a *Agent) finish(c *call, obs *action.Observation, performed bool) error {
+func (a *Agent) finish(c *call, obs *observe.Observation, performed bool) error {
 	var text strings.Builder
 	if c.failed != "" {
 		fmt.Fprintf(&text, "Error: %s\n", c.failed)
@@ -301,10 +302,10 @@ func (a *Agent) finish(c *call, obs *action.Observation, performed bool) error {
 
 // observationText renders the observation in the model's coordinates with
 // the app output not yet shown, which it then forgets.
-func (a *Agent) observationText(obs *action.Observation) string {
+func (a *Agent) observationText(obs *observe.Observation) string {
 	o := *obs
 	o.Cursor.X, o.Cursor.Y = a.disp.toModel(obs.Cursor.X, obs.Cursor.Y)
-	o.Windows = make([]action.Window, len(obs.Windows))
+	o.Windows = make([]observe.Window, len(obs.Windows))
 	for i, w := range obs.Windows {
 		x0, y0 := a.disp.toModel(w.X, w.Y)
 		x1, y1 := a.disp.toModel(w.X+w.Width, w.Y+w.Height)
@@ -320,7 +321,7 @@ func (a *Agent) observationText(obs *action.Observation) string {
 
 // image is the screenshot as the model sees it: scaled to its display,
 // base64 PNG, registered with the recorder under the trace's screenshot.
-func (a *Agent) image(obs *action.Observation) (*sdk.BetaImageBlockParam, error) {
+func (a *Agent) image(obs *observe.Observation) (*sdk.BetaImageBlockParam, error) {
 	b64 := a.lastB64
 	if h := obs.Screen.Hash; h == 0 || h != a.lastHash {
 		v, err := llm.ModelView(obs.Screen)
@@ -347,7 +348,7 @@ func (a *Agent) image(obs *action.Observation) (*sdk.BetaImageBlockParam, error)
 
 // ask sends the next user turn and interprets the answer, telling
 // malformed answers back up to MaxMalformed times.
-func (a *Agent) ask(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *Agent) ask(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	content := a.results
 	a.results = nil
 	if len(a.msgs) == 0 || len(content) == 0 {
@@ -543,7 +544,7 @@ func (a *Agent) tools() []sdk.BetaToolUnionParam {
 // markInput maps a click_mark call onto a click at the mark's centre
 // (screen pixels: the mark was found on the screen), recorded with the
 // mark.
-func markInput(raw json.RawMessage, marks []action.Mark) (*plan, error) {
+func markInput(raw json.RawMessage, marks []observe.Mark) (*plan, error) {
 	var in struct {
 		Mark *int `json:"mark"`
 	}
@@ -553,7 +554,7 @@ func markInput(raw json.RawMessage, marks []action.Mark) (*plan, error) {
 		return nil, badInput("click_mark takes {\"mark\": N}, got %s", string(raw))
 	}
 	a := action.Action{Kind: action.Click, Mark: *in.Mark}
-	if err := action.ResolveMark(&a, marks); err != nil {
+	if err := observe.ResolveMark(&a, marks); err != nil {
 		return nil, badInput("%v", err)
 	}
 	return &plan{name: llm.MarkTool, actions: []action.Action{a}, releases: []bool{false}}, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	at "github.com/codegirl-games/agentbox/agent/anthropic/anthropictest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // checkRequest asserts what every request must carry: the key, the beta
@@ -449,7 +450,7 @@ func TestCancelled(t *testing.T) {
 	defer cancel()
 	d := newDesk(640, 480)
 	start := time.Now()
-	_, err := ag.Decide(ctx, &action.Observation{Step: 1, Screen: d.frame(), Running: true})
+	_, err := ag.Decide(ctx, &observe.Observation{Step: 1, Screen: d.frame(), Running: true})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
 		t.Fatalf("err = %v after %v", err, time.Since(start))
 	}
@@ -512,7 +513,7 @@ func TestKeyNeverRecorded(t *testing.T) {
 	})
 	ag := newAgent(t, srv, agent.Options{"max_retries": "0"})
 	d := newDesk(640, 480)
-	dec, err := ag.Decide(context.Background(), &action.Observation{Step: 1, Screen: d.frame(), Running: true})
+	dec, err := ag.Decide(context.Background(), &observe.Observation{Step: 1, Screen: d.frame(), Running: true})
 	if err == nil || strings.Contains(err.Error(), testKey) {
 		t.Fatalf("err = %v", err)
 	}
@@ -602,7 +603,7 @@ func BenchmarkDecide(b *testing.B) {
 						frame.Hash = uint64(i + 2)
 						b.StartTimer()
 					}
-					if _, err := ag.Decide(ctx, &action.Observation{Step: i + 1, Screen: frame, Running: true, Last: &action.Result{OK: true}, ScreenshotRef: "s.png"}); err != nil {
+					if _, err := ag.Decide(ctx, &observe.Observation{Step: i + 1, Screen: frame, Running: true, Last: &action.Result{OK: true}, ScreenshotRef: "s.png"}); err != nil {
 						b.Fatal(err)
 					}
 					reqs := srv.Requests()

@@ -10,6 +10,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/anthropic/anthropictest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // desk is a fake environment where a container adds nothing: a screen with
@@ -26,7 +27,7 @@ type desk struct {
 	did     []action.Action
 	clicks  []action.Point
 	running bool
-	output  []action.LogLine
+	output  []observe.LogLine
 	// fail makes actions of a kind fail (result ok=false) with this error.
 	fail map[action.Kind]string
 }
@@ -37,7 +38,7 @@ func newDesk(w, h int) *desk {
 
 // frame draws the screen: dark background, green square. Every call makes
 // a new frame, as every changed screenshot is.
-func (d *desk) frame() *action.Frame {
+func (d *desk) frame() *observe.Frame {
 	img := image.NewRGBA(image.Rect(0, 0, d.w, d.h))
 	bg := color.RGBA{0x20, 0x20, 0x20, 0xff}
 	for i := 0; i < len(img.Pix); i += 4 {
@@ -48,7 +49,7 @@ func (d *desk) frame() *action.Frame {
 			img.SetRGBA(x, y, color.RGBA{0, 0xff, 0, 0xff})
 		}
 	}
-	return &action.Frame{Width: d.w, Height: d.h, Pix: img.Pix}
+	return &observe.Frame{Width: d.w, Height: d.h, Pix: img.Pix}
 }
 
 func (d *desk) act(a action.Action) action.Result {
@@ -60,7 +61,7 @@ func (d *desk) act(a action.Action) action.Result {
 	switch a.Kind {
 	case action.KeyDown:
 		d.held[a.Key] = true
-		d.output = append(d.output, action.LogLine{Stream: action.Stdout, Text: "mover: key " + a.Key + " down"})
+		d.output = append(d.output, observe.LogLine{Stream: observe.Stdout, Text: "mover: key " + a.Key + " down"})
 	case action.KeyUp:
 		delete(d.held, a.Key)
 	case action.Wait:
@@ -100,12 +101,12 @@ func drive(t *testing.T, ag *Agent, d *desk, task string, maxSteps int) ([]agent
 	var last *action.Result
 	limits := action.DefaultLimits(d.w, d.h)
 	for step := 1; step <= maxSteps; step++ {
-		obs := &action.Observation{Step: step, Task: task, Screen: d.frame(), Cursor: d.cursor,
+		obs := &observe.Observation{Step: step, Task: task, Screen: d.frame(), Cursor: d.cursor,
 			Running: d.running, Output: d.output, Last: last,
 			ScreenshotRef: fmt.Sprintf("screenshots/%06d.png", step),
-			Windows:       []action.Window{{ID: 1, Title: "mover", X: 1, Y: 20, Width: 640, Height: 480, Focused: true}}}
+			Windows:       []observe.Window{{ID: 1, Title: "mover", X: 1, Y: 20, Width: 640, Height: 480, Focused: true}}}
 		if d.marks {
-			obs.Marks = []action.Mark{{N: 1, ID: "1.2/3", Role: "push button", Name: "square", Bounds: action.Rect{d.sq.X, d.sq.Y, d.sq.X + 40, d.sq.Y + 40}}}
+			obs.Marks = []observe.Mark{{N: 1, ID: "1.2/3", Role: "push button", Name: "square", Bounds: action.Rect{d.sq.X, d.sq.Y, d.sq.X + 40, d.sq.Y + 40}}}
 		}
 		d.output = nil
 		dec, err := ag.Decide(ctx, obs)

@@ -11,16 +11,16 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	at "github.com/codegirl-games/agentbox/agent/anthropic/anthropictest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // decideOnce makes one decision on a fresh 640x480 desk.
 func decideOnce(t *testing.T, ag *Agent) (agent.Decision, error) {
 	t.Helper()
 	ag.Start(context.Background(), agent.Task{Text: "x", Width: 640, Height: 480})
-	return ag.Decide(context.Background(), &action.Observation{Step: 1, Screen: newDesk(640, 480).frame(), Running: true, ScreenshotRef: "screenshots/000001.png"})
+	return ag.Decide(context.Background(), &observe.Observation{Step: 1, Screen: newDesk(640, 480).frame(), Running: true, ScreenshotRef: "screenshots/000001.png"})
 }
 
 // TestFailedRequestRecorded: a decision whose request failed still hands

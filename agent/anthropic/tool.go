@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // The computer tool's actions (computer_20250124), in the order of
@@ -46,13 +47,13 @@ const MaxDuration = 100
 // display maps between the display the model is shown (Width×Height, the
 // size of the screenshots it receives) and the screen.
 type display struct {
-	view *action.View
+	view *observe.View
 }
 
 // newDisplay describes a screen of sw×sh shown at mw×mh. The view carries
 // sizes only; ToScreen and FromScreen need no pixels.
 func newDisplay(sw, sh, mw, mh int) display {
-	return display{view: &action.View{Frame: &action.Frame{Width: mw, Height: mh}, Region: action.Rect{0, 0, sw, sh}}}
+	return display{view: &observe.View{Frame: &observe.Frame{Width: mw, Height: mh}, Region: action.Rect{0, 0, sw, sh}}}
 }
 
 func (d display) width() int  { return d.view.Frame.Width }
@@ -64,7 +65,7 @@ func (d display) toScreen(x, y int) (int, int) { return d.view.ToScreen(x, y) }
 
 // toModel maps any screen coordinate (also off the screen, as window
 // corners can be) to the model's display: the model pixel containing the
-// screen pixel's centre, as action.View.FromScreen does on the screen.
+// screen pixel's centre, as observe.View.FromScreen does on the screen.
 func (d display) toModel(x, y int) (int, int) {
 	r := d.view.Region
 	return floorDiv((2*x+1)*d.width(), 2*r.Dx()), floorDiv((2*y+1)*d.height(), 2*r.Dy())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent/llm"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func actionsJSON(t *testing.T, as []action.Action) string {
@@ -169,7 +170,7 @@ func TestScalingExact(t *testing.T) {
 			}
 		}
 		// The screenshot the model gets has exactly the display's size.
-		v, err := llm.ModelView(&action.Frame{Width: sw, Height: sh, Pix: make([]byte, 4*sw*sh)})
+		v, err := llm.ModelView(&observe.Frame{Width: sw, Height: sh, Pix: make([]byte, 4*sw*sh)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func init() {
@@ -65,7 +66,7 @@ func New(opts agent.Options) (*Agent, error) {
 
 // Decide implements agent.Agent. An action of its own that failed ends
 // the demo as a failure (after releasing the key, if it was held).
-func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decision, error) {
 	if l := obs.Last; l != nil && !l.OK && a.failed == "" {
 		a.failed = fmt.Sprintf("%s failed: %s", a.lastAction(), l.Error)
 	}
@@ -149,7 +150,7 @@ type Centroid struct {
 func IsGreen(r, g, b uint8) bool { return g > 180 && r < 80 && b < 80 }
 
 // GreenCentroid finds the centroid of the mover's green square.
-func GreenCentroid(f *action.Frame) Centroid {
+func GreenCentroid(f *observe.Frame) Centroid {
 	if f == nil {
 		return Centroid{}
 	}

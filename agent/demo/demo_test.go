@@ -8,6 +8,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func TestOptionsChecked(t *testing.T) {
@@ -30,7 +31,7 @@ func TestOptionsChecked(t *testing.T) {
 }
 
 // square is a frame with the mover's green square at x.
-func square(x int) *action.Frame {
+func square(x int) *observe.Frame {
 	w, h := 640, 480
 	pix := make([]byte, 4*w*h)
 	for y := 220; y < 260; y++ {
@@ -38,7 +39,7 @@ func square(x int) *action.Frame {
 			pix[4*(y*w+i)+1] = 255
 		}
 	}
-	return &action.Frame{Width: w, Height: h, Pix: pix}
+	return &observe.Frame{Width: w, Height: h, Pix: pix}
 }
 
 // TestNoSuccessOverAFailedAction: whichever of the demo's actions fails,
@@ -68,7 +69,7 @@ func TestNoSuccessOverAFailedAction(t *testing.T) {
 				if i >= 3 {
 					x = 260
 				}
-				d, _ = a.Decide(context.Background(), &action.Observation{Step: i, Running: true, Screen: square(x), Last: last})
+				d, _ = a.Decide(context.Background(), &observe.Observation{Step: i, Running: true, Screen: square(x), Last: last})
 				kinds = append(kinds, string(d.Action.Kind))
 				if d.Action.Kind == action.Done {
 					break
@@ -112,7 +113,7 @@ func TestVerdictAddsUp(t *testing.T) {
 				if i >= 3 {
 					x = tt.to
 				}
-				d, _ = a.Decide(context.Background(), &action.Observation{Step: i, Running: true, Screen: square(x), Last: &action.Result{OK: true}})
+				d, _ = a.Decide(context.Background(), &observe.Observation{Step: i, Running: true, Screen: square(x), Last: &action.Result{OK: true}})
 			}
 			if d.Action.Kind != action.Done {
 				t.Fatalf("the fourth action is %s, want done", d.Action.Kind)

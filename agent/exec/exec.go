@@ -37,6 +37,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/llm"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Protocol is the version of the JSON-lines protocol.
@@ -308,32 +309,32 @@ func signalName(s syscall.Signal) string {
 
 // observation is what the program receives each step.
 type observation struct {
-	Type      string            `json:"type"`
-	Step      int               `json:"step"`
-	ElapsedMS int64             `json:"elapsed_ms"`
-	Task      string            `json:"task"`
-	Shot      string            `json:"screenshot,omitempty"`
-	ShotB64   string            `json:"screenshot_base64,omitempty"`
-	Width     int               `json:"width"`
-	Height    int               `json:"height"`
-	Cursor    action.Point      `json:"cursor"`
-	Windows   []action.Window   `json:"windows"`
-	Output    []action.LogLine  `json:"output"`
-	Network   []action.NetEvent `json:"network,omitempty"`
-	Running   bool              `json:"running"`
-	Exit      *action.Exit      `json:"exit,omitempty"`
-	Last      *action.Result    `json:"last,omitempty"`
+	Type      string             `json:"type"`
+	Step      int                `json:"step"`
+	ElapsedMS int64              `json:"elapsed_ms"`
+	Task      string             `json:"task"`
+	Shot      string             `json:"screenshot,omitempty"`
+	ShotB64   string             `json:"screenshot_base64,omitempty"`
+	Width     int                `json:"width"`
+	Height    int                `json:"height"`
+	Cursor    action.Point       `json:"cursor"`
+	Windows   []observe.Window   `json:"windows"`
+	Output    []observe.LogLine  `json:"output"`
+	Network   []observe.NetEvent `json:"network,omitempty"`
+	Running   bool               `json:"running"`
+	Exit      *observe.Exit      `json:"exit,omitempty"`
+	Last      *action.Result     `json:"last,omitempty"`
 	// Tree and Marks, when the run reads the accessibility tree (--a11y-tree,
 	// --marks, or the program's accessibility_tree action).
-	Tree  *action.Tree  `json:"accessibility_tree,omitempty"`
-	Marks []action.Mark `json:"marks,omitempty"`
+	Tree  *observe.Tree  `json:"accessibility_tree,omitempty"`
+	Marks []observe.Mark `json:"marks,omitempty"`
 	// Intervention says a person took control at the live page since the
 	// previous observation (what they did, where the screen changed).
-	Intervention *action.Intervention `json:"intervention,omitempty"`
+	Intervention *observe.Intervention `json:"intervention,omitempty"`
 }
 
 // Decide implements agent.Agent.
-func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *Agent) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	if a.cmd == nil {
 		return agent.Decision{}, errors.New("exec agent: not started")
 	}
@@ -344,10 +345,10 @@ func (a *Agent) Decide(ctx context.Context, obs *action.Observation) (agent.Deci
 		Tree: obs.Tree, Marks: obs.Marks, Intervention: obs.Intervention,
 	}
 	if o.Windows == nil {
-		o.Windows = []action.Window{}
+		o.Windows = []observe.Window{}
 	}
 	if o.Output == nil {
-		o.Output = []action.LogLine{}
+		o.Output = []observe.LogLine{}
 	}
 	switch a.shots {
 	case "file", "base64":

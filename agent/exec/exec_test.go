@@ -17,6 +17,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // TestMain lets the test binary play an agent program (os/exec's
@@ -101,8 +102,8 @@ func newAgent(t *testing.T, mode string, opts agent.Options) *Agent {
 	return a
 }
 
-func obs() *action.Observation {
-	return &action.Observation{Step: 1, Running: true, Screen: &action.Frame{Width: 2, Height: 2, Pix: make([]byte, 16)}}
+func obs() *observe.Observation {
+	return &observe.Observation{Step: 1, Running: true, Screen: &observe.Frame{Width: 2, Height: 2, Pix: make([]byte, 16)}}
 }
 
 func TestExecAgent(t *testing.T) {
@@ -142,7 +143,7 @@ func TestExecAgent(t *testing.T) {
 func TestExecAgentToldOfAPerson(t *testing.T) {
 	a := newAgent(t, "intervention", nil)
 	o := obs()
-	o.Intervention = &action.Intervention{Actions: []action.Action{{Kind: action.Type, Text: "héllo"}}, DurationMS: 10,
+	o.Intervention = &observe.Intervention{Actions: []action.Action{{Kind: action.Type, Text: "héllo"}}, DurationMS: 10,
 		ScreenChanged: true, Changed: &action.Rect{1, 2, 3, 4}}
 	d, err := a.Decide(t.Context(), o)
 	if err != nil {

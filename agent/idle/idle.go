@@ -10,6 +10,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func init() {
@@ -45,7 +46,7 @@ func New(opts agent.Options) (*Agent, error) {
 // Decide implements agent.Agent. It never claims success for an app that
 // exited (it keeps waiting, and the runtime ends the run as app_exited),
 // nor over a wait that failed.
-func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decision, error) {
 	if !obs.Running || (a.waits == 0 && a.ms > 0) {
 		a.waits++
 		return agent.Decision{Action: action.Action{Kind: action.Wait, MS: a.ms}, Message: fmt.Sprintf("watching for %dms", a.ms)}, nil

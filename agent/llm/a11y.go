@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Bounds of the accessibility text a model is shown each step.
@@ -27,7 +27,7 @@ var shownStates = []string{"focused", "checked", "selected", "pressed", "expande
 
 // MarksText lists the marks of a screenshot: number, role and name (from
 // the app: untrusted).
-func MarksText(marks []action.Mark) string {
+func MarksText(marks []observe.Mark) string {
 	if len(marks) == 0 {
 		return ""
 	}
@@ -47,7 +47,7 @@ func MarksText(marks []action.Mark) string {
 // indented by depth, with its bounds mapped by at (the model's
 // coordinates; nil: the screen's) and the states that matter. It is
 // bounded; what is left out is said.
-func TreeText(t *action.Tree, at func(x, y int) (int, int)) string {
+func TreeText(t *observe.Tree, at func(x, y int) (int, int)) string {
 	if t == nil {
 		return ""
 	}
@@ -105,12 +105,12 @@ func TreeText(t *action.Tree, at func(x, y int) (int, int)) string {
 
 // MapTree returns a copy of t with every element's bounds mapped by at
 // (to a model's coordinates); nil stays nil.
-func MapTree(t *action.Tree, at func(x, y int) (int, int)) *action.Tree {
+func MapTree(t *observe.Tree, at func(x, y int) (int, int)) *observe.Tree {
 	if t == nil {
 		return nil
 	}
 	c := *t
-	c.Elements = make([]action.Element, len(t.Elements))
+	c.Elements = make([]observe.Element, len(t.Elements))
 	for i, e := range t.Elements {
 		if e.Bounds != nil {
 			r := *e.Bounds

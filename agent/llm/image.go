@@ -3,12 +3,12 @@ package llm
 import (
 	"encoding/base64"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // PNGBase64 encodes a frame as base64 PNG. The PNG is the frame's cached
 // encoding, shared with the trace.
-func PNGBase64(f *action.Frame) (string, error) {
+func PNGBase64(f *observe.Frame) (string, error) {
 	data, err := f.PNG()
 	if err != nil {
 		return "", err
@@ -55,7 +55,7 @@ func ScaleFor(width, height int) (int, int) {
 
 // ModelView is the view a model is shown: the whole screen scaled to
 // ScaleFor's size. Its ToScreen maps the model's coordinates back exactly.
-func ModelView(f *action.Frame) (*action.View, error) {
+func ModelView(f *observe.Frame) (*observe.View, error) {
 	w, h := ScaleFor(f.Width, f.Height)
-	return action.NewView(f, nil, 0, w, h)
+	return observe.NewView(f, nil, 0, w, h)
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Untrusted marks text that came from outside (the screen, the app's
@@ -40,7 +40,7 @@ say why.
 // ObservationText renders everything but the image of an observation:
 // the step, the app's state, the windows, the cursor, the result of the
 // previous action, and the app's new output (as untrusted data).
-func ObservationText(o *action.Observation) string {
+func ObservationText(o *observe.Observation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Step %d. ", o.Step)
 	if o.Running {

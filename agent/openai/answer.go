@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // chatKinds are the actions the chat agent offers the model (screenshot and
@@ -143,7 +144,7 @@ func kindNames() string {
 // toScreenAction checks a parsed action against the screenshot the model
 // saw and maps its coordinates to the screen exactly (relative motion is
 // scaled; wheel clicks are not). The result is valid against screen.
-func toScreenAction(a action.Action, v *action.View, screen action.Limits) (action.Action, error) {
+func toScreenAction(a action.Action, v *observe.View, screen action.Limits) (action.Action, error) {
 	if err := action.Validate(a, action.DefaultLimits(v.Frame.Width, v.Frame.Height)); err != nil {
 		return a, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Response formats of the chat agent (option response_format).
@@ -112,7 +113,7 @@ func (c *Chat) Preflight(ctx context.Context) error {
 }
 
 // Decide implements agent.Agent.
-func (c *Chat) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (c *Chat) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	s, err := c.screenshot(obs)
 	if err != nil {
 		return agent.Decision{}, err
@@ -148,7 +149,7 @@ func (c *Chat) Decide(ctx context.Context, obs *action.Observation) (agent.Decis
 		switch {
 		case perr == nil && a.Mark > 0 && a.X == nil && a.Y == nil:
 			// A mark is a place on the screen already: its centre.
-			if perr = action.ResolveMark(&a, obs.Marks); perr == nil {
+			if perr = observe.ResolveMark(&a, obs.Marks); perr == nil {
 				perr = action.Validate(a, screen)
 			}
 		case perr == nil:
@@ -196,7 +197,7 @@ func (c *Chat) remember(t chatTurn) {
 // messages builds the request's conversation: the system prompt, the
 // remembered turns (screenshots only for the latest max_screenshots-1 of
 // them, a note for the others) and the current observation.
-func (c *Chat) messages(obs *action.Observation, s shot, cur chatTurn) ([]sdk.ChatCompletionMessageParamUnion, []shot) {
+func (c *Chat) messages(obs *observe.Observation, s shot, cur chatTurn) ([]sdk.ChatCompletionMessageParamUnion, []shot) {
 	var shots []shot
 	system := c.instructions(obs) + "\n\n" + answerFormat(s.view.Frame.Width, s.view.Frame.Height, s.view.Scaled())
 	msgs := []sdk.ChatCompletionMessageParamUnion{sdk.SystemMessage(system)}

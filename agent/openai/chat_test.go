@@ -12,6 +12,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func newChat(t testing.TB, srv *openaitest.Server, opts agent.Options) *Chat {
@@ -304,7 +305,7 @@ func TestChatMarks(t *testing.T) {
 	conv.Turn = func(t openaitest.ChatTurn) string { return answers[min(t.N, len(answers))-1] }
 	ag := newChat(t, srv, nil)
 	obs := newSim(1920, 1080).observe()
-	obs.Marks = []action.Mark{
+	obs.Marks = []observe.Mark{
 		{N: 1, ID: "1.2/9", Role: "push button", Name: "Cancel", Bounds: action.Rect{100, 100, 200, 140}},
 		{N: 2, ID: "1.2/10", Role: "push button", Name: "OK", Bounds: action.Rect{1500, 900, 1600, 940}},
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // cuAction is one action of a computer call, decoded from the raw JSON
@@ -30,11 +31,11 @@ type cuPoint struct {
 
 // mapping holds what the translation needs besides the action.
 type mapping struct {
-	view     *action.View // the screenshot the model saw
+	view     *observe.View // the screenshot the model saw
 	limits   action.Limits
-	waitMS   int           // a wait action waits this long
-	maxShift int           // wheel clicks per axis at most
-	marks    []action.Mark // the screenshot's marks (click_mark's targets)
+	waitMS   int            // a wait action waits this long
+	maxShift int            // wheel clicks per axis at most
+	marks    []observe.Mark // the screenshot's marks (click_mark's targets)
 }
 
 // buttons maps OpenAI's button names onto agentbox's.

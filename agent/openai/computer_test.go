@@ -7,13 +7,14 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func testMapping(w, h, maxWidth int) mapping {
-	f := &action.Frame{Width: w, Height: h, Pix: make([]byte, 4*w*h)}
-	v := action.FullView(f)
+	f := &observe.Frame{Width: w, Height: h, Pix: make([]byte, 4*w*h)}
+	v := observe.FullView(f)
 	if w > maxWidth {
-		v, _ = action.NewView(f, nil, 0, maxWidth, 0)
+		v, _ = observe.NewView(f, nil, 0, maxWidth, 0)
 	}
 	return mapping{view: v, limits: action.DefaultLimits(w, h), waitMS: 1000, maxShift: 10}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // FuzzParseAnswer: whatever a chat model answers, parsing never panics,
@@ -14,8 +15,8 @@ func FuzzParseAnswer(f *testing.F) {
 	f.Add(`{"action":"click","x":639,"y":479,"button":"left","count":2,"keys":"ctrl"}`)
 	f.Add("```json\n{\"action\":\"drag\",\"path\":[[0,0],[10,10]]}\n```")
 	screen := action.DefaultLimits(1920, 1080)
-	f32 := &action.Frame{Width: 1920, Height: 1080, Pix: make([]byte, 4*1920*1080)}
-	view, err := action.NewView(f32, nil, 0, 1280, 0)
+	f32 := &observe.Frame{Width: 1920, Height: 1080, Pix: make([]byte, 4*1920*1080)}
+	view, err := observe.NewView(f32, nil, 0, 1280, 0)
 	if err != nil {
 		f.Fatal(err)
 	}

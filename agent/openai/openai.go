@@ -34,6 +34,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func init() {
@@ -165,7 +166,7 @@ func (c *client) Close() error {
 
 // instructions is the system prompt, from the task given to Start (or the
 // observation, when Start was not called).
-func (c *client) instructions(obs *action.Observation) string {
+func (c *client) instructions(obs *observe.Observation) string {
 	task, w, h := c.task.Text, c.task.Width, c.task.Height
 	if !c.started {
 		task = obs.Task
@@ -181,7 +182,7 @@ func (c *client) instructions(obs *action.Observation) string {
 
 // shot is one screenshot as sent to the model.
 type shot struct {
-	view    *action.View // maps the model's coordinates back to the screen
+	view    *observe.View // maps the model's coordinates back to the screen
 	b64     string
 	dataURL string
 	ref     string // what the recorder writes instead of the image
@@ -190,14 +191,14 @@ type shot struct {
 // screenshot scales the observation's screen to at most max_width (exactly
 // mapped back by the view), encodes it, and registers it with the recorder
 // under the trace's screenshot name.
-func (c *client) screenshot(obs *action.Observation) (shot, error) {
+func (c *client) screenshot(obs *observe.Observation) (shot, error) {
 	if obs.Screen == nil {
 		return shot{}, errors.New("the observation has no screenshot")
 	}
-	v := action.FullView(obs.Screen)
+	v := observe.FullView(obs.Screen)
 	if c.maxWidth > 0 && obs.Screen.Width > c.maxWidth {
 		var err error
-		if v, err = action.NewView(obs.Screen, nil, 0, c.maxWidth, 0); err != nil {
+		if v, err = observe.NewView(obs.Screen, nil, 0, c.maxWidth, 0); err != nil {
 			return shot{}, fmt.Errorf("scale the screenshot: %w", err)
 		}
 	}
@@ -219,7 +220,7 @@ func (c *client) screenshot(obs *action.Observation) (shot, error) {
 // modelObs is the observation as the model is told it: with a scaled
 // screenshot, the pointer and the windows are given in screenshot pixels,
 // the coordinates the model answers in.
-func modelObs(obs *action.Observation, v *action.View) *action.Observation {
+func modelObs(obs *observe.Observation, v *observe.View) *observe.Observation {
 	if !v.Scaled() {
 		return obs
 	}
@@ -229,7 +230,7 @@ func modelObs(obs *action.Observation, v *action.View) *action.Observation {
 		o.Cursor = action.Point{X: x, Y: y}
 	}
 	fw, fh, rw, rh := v.Frame.Width, v.Frame.Height, v.Region.Dx(), v.Region.Dy()
-	o.Windows = make([]action.Window, len(obs.Windows))
+	o.Windows = make([]observe.Window, len(obs.Windows))
 	for i, w := range obs.Windows {
 		w.X, w.Y = scale(w.X-v.Region[0], rw, fw), scale(w.Y-v.Region[1], rh, fh)
 		w.Width, w.Height = scale(w.Width, rw, fw), scale(w.Height, rh, fh)
@@ -280,7 +281,7 @@ func parseMaxWidth(opts agent.Options) (int, error) {
 
 // toScreen maps a point of the image the model saw to the screen, or
 // fails when it lies outside that image.
-func toScreen(v *action.View, x, y int) (int, int, error) {
+func toScreen(v *observe.View, x, y int) (int, int, error) {
 	w, h := v.Frame.Width, v.Frame.Height
 	if x < 0 || y < 0 || x >= w || y >= h {
 		return 0, 0, fmt.Errorf("(%d,%d) is outside the %dx%d screenshot", x, y, w, h)

@@ -13,6 +13,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // DefaultModel is the Responses agent's model.
@@ -143,7 +144,7 @@ type computerCall struct {
 }
 
 // Decide implements agent.Agent.
-func (r *Responses) Decide(ctx context.Context, obs *action.Observation) (agent.Decision, error) {
+func (r *Responses) Decide(ctx context.Context, obs *observe.Observation) (agent.Decision, error) {
 	if len(r.queue) > 0 {
 		// The rest of a batched computer call (or the key_up after a move
 		// with keys held): no model call.
@@ -281,7 +282,7 @@ func interpret(t turn, m mapping) ([]action.Action, string, error) {
 // markCall maps a click_mark function call onto a click at the mark's
 // centre (screen pixels: the marks were found on the screen, not on the
 // scaled screenshot), recorded with the mark.
-func markCall(c computerCall, marks []action.Mark) (action.Action, error) {
+func markCall(c computerCall, marks []observe.Mark) (action.Action, error) {
 	if c.fn != llm.MarkTool || len(marks) == 0 {
 		return action.Action{}, fmt.Errorf("function call %s: unknown function %q: the tools are computer and, while the screenshot has marks, %s", c.id, c.fn, llm.MarkTool)
 	}
@@ -294,7 +295,7 @@ func markCall(c computerCall, marks []action.Mark) (action.Action, error) {
 		return action.Action{}, fmt.Errorf("%s takes {\"mark\": N}, got %s", llm.MarkTool, clip(strings.Join(c.actions, ""), 200))
 	}
 	a := action.Action{Kind: action.Click, Mark: *in.Mark}
-	if err := action.ResolveMark(&a, marks); err != nil {
+	if err := observe.ResolveMark(&a, marks); err != nil {
 		return action.Action{}, err
 	}
 	return a, nil
@@ -344,7 +345,7 @@ func describeChecks(calls []computerCall) string {
 // checks) and a user message with the observation's text — or, on the
 // first turn, a user message with the text and the screenshot. note, if
 // set, says what was wrong with the last answer.
-func (r *Responses) nextInput(obs *action.Observation, s shot, note string) responses.ResponseInputParam {
+func (r *Responses) nextInput(obs *observe.Observation, s shot, note string) responses.ResponseInputParam {
 	var in responses.ResponseInputParam
 	text := llm.ObservationText(modelObs(obs, s.view))
 	if note != "" {
@@ -401,7 +402,7 @@ func (r *Responses) nextInput(obs *action.Observation, s shot, note string) resp
 
 // create sends one request (the SDK retries 429, 5xx and timeouts) and
 // reads the response.
-func (r *Responses) create(ctx context.Context, obs *action.Observation, s shot, input responses.ResponseInputParam) (turn, llm.Usage, error) {
+func (r *Responses) create(ctx context.Context, obs *observe.Observation, s shot, input responses.ResponseInputParam) (turn, llm.Usage, error) {
 	p := responses.ResponseNewParams{
 		Model:        r.cfg.Model,
 		Instructions: param.NewOpt(r.instructions(obs) + "\n\n" + finishRule),

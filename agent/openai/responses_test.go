@@ -11,6 +11,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func newResponses(t testing.TB, srv *openaitest.Server, opts agent.Options) *Responses {
@@ -100,7 +101,7 @@ func TestResponsesScaledScreen(t *testing.T) {
 	s := newSim(1920, 1080)
 	obs := s.observe()
 	obs.Cursor = action.Point{X: 1919, Y: 1079}
-	obs.Windows = []action.Window{{Title: "mover", X: 300, Y: 150, Width: 960, Height: 540}}
+	obs.Windows = []observe.Window{{Title: "mover", X: 300, Y: 150, Width: 960, Height: 540}}
 	d, err := ag.Decide(t.Context(), obs)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +113,7 @@ func TestResponsesScaledScreen(t *testing.T) {
 	}
 	// The square spans x 41..80 on the screen (centre 60.5): in the image
 	// scaled by 2/3 it is centred at ≈40; mapped back that is ≈60.
-	v, _ := action.NewView(s.frame(), nil, 0, 1280, 0)
+	v, _ := observe.NewView(s.frame(), nil, 0, 1280, 0)
 	x, _ := openaitest.GreenX(conv.Turns[0].Image)
 	wx, wy := v.ToScreen(int(x), 173)
 	if d.Action.Kind != action.Click || *d.Action.X != wx || *d.Action.Y != wy {
@@ -461,7 +462,7 @@ func TestResponsesOptions(t *testing.T) {
 // not offered and a call to it is malformed.
 func TestResponsesMarks(t *testing.T) {
 	setKey(t)
-	marks := []action.Mark{
+	marks := []observe.Mark{
 		{N: 1, ID: "1.2/9", Role: "push button", Name: "Cancel", Bounds: action.Rect{100, 100, 200, 140}},
 		{N: 2, ID: "1.2/10", Role: "push button", Name: "OK", Bounds: action.Rect{1500, 900, 1600, 940}},
 	}

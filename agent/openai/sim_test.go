@@ -8,6 +8,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // testKey is the API key of the unit tests; it must never be recorded.
@@ -26,7 +27,7 @@ type sim struct {
 
 func newSim(w, h int) *sim { return &sim{w: w, h: h, x: 41} }
 
-func (s *sim) frame() *action.Frame {
+func (s *sim) frame() *observe.Frame {
 	pix := make([]byte, 4*s.w*s.h)
 	for i := 0; i < len(pix); i += 4 {
 		pix[i], pix[i+1], pix[i+2], pix[i+3] = 0x20, 0x20, 0x20, 0xff
@@ -37,16 +38,16 @@ func (s *sim) frame() *action.Frame {
 			pix[i], pix[i+1], pix[i+2] = 0, 0xff, 0
 		}
 	}
-	return &action.Frame{Width: s.w, Height: s.h, Pix: pix, Hash: uint64(s.x)}
+	return &observe.Frame{Width: s.w, Height: s.h, Pix: pix, Hash: uint64(s.x)}
 }
 
-func (s *sim) observe() *action.Observation {
+func (s *sim) observe() *observe.Observation {
 	s.step++
-	return &action.Observation{
+	return &observe.Observation{
 		Step: s.step, Task: "Move the character right.", Screen: s.frame(),
 		ScreenshotRef: fmt.Sprintf("screenshots/%06d.png", s.step), Running: true, Last: s.last,
-		Output:  []action.LogLine{{Stream: action.Stdout, Text: "mover: ready 640x480"}},
-		Windows: []action.Window{{ID: 1, Title: "mover", Width: 640, Height: 480, Focused: true}},
+		Output:  []observe.LogLine{{Stream: observe.Stdout, Text: "mover: ready 640x480"}},
+		Windows: []observe.Window{{ID: 1, Title: "mover", Width: 640, Height: 480, Focused: true}},
 	}
 }
 

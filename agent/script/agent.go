@@ -8,6 +8,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // pollInterval is how often a wait_for re-checks a condition that cannot be
@@ -30,24 +31,24 @@ const MaxSteps = 100_000
 type Agent struct {
 	s     *Script
 	idx   int
-	named map[string]*action.Frame
-	prev  *action.Frame
-	lines []action.LogLine
+	named map[string]*observe.Frame
+	prev  *observe.Frame
+	lines []observe.LogLine
 	// acted is the action step whose result the next observation carries
 	// (nil after a check's own polling wait).
 	acted *Step
-	net   []action.NetEvent
+	net   []observe.NetEvent
 
 	waiting   bool
 	waitStart time.Time
-	waitRef   *action.Frame
+	waitRef   *observe.Frame
 	passed    int
 	tolerated int // optional actions that failed
 }
 
 // New makes an agent that plays s.
 func New(s *Script) *Agent {
-	return &Agent{s: s, named: map[string]*action.Frame{}}
+	return &Agent{s: s, named: map[string]*observe.Frame{}}
 }
 
 // ActionRecord is how a failed action step is recorded in a decision's
@@ -71,7 +72,7 @@ type CheckRecord struct {
 }
 
 // Decide implements agent.Agent.
-func (a *Agent) Decide(_ context.Context, obs *action.Observation) (agent.Decision, error) {
+func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decision, error) {
 	prev := a.prev
 	a.prev = obs.Screen
 	a.lines = append(a.lines, obs.Output...)

@@ -7,14 +7,15 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // world is what a check looks at.
 type world struct {
-	obs   *action.Observation
-	ref   *action.Frame // the reference screenshot (since, or the previous one)
-	lines []action.LogLine
-	net   []action.NetEvent // the sandbox's connections so far
+	obs   *observe.Observation
+	ref   *observe.Frame // the reference screenshot (since, or the previous one)
+	lines []observe.LogLine
+	net   []observe.NetEvent // the sandbox's connections so far
 }
 
 // Verdict is the outcome of one check.
@@ -160,7 +161,7 @@ func destMatches(glob, dest string) bool {
 	return ok
 }
 
-func describeState(o *action.Observation) string {
+func describeState(o *observe.Observation) string {
 	switch {
 	case o.Running:
 		return "it is running"
@@ -177,7 +178,7 @@ func (c *Check) sinceName() string {
 	return fmt.Sprintf("screenshot %q", c.Since)
 }
 
-func (c *Check) region(f *action.Frame) action.Rect {
+func (c *Check) region(f *observe.Frame) action.Rect {
 	if c.Region != nil {
 		return *c.Region
 	}
@@ -210,14 +211,14 @@ func meets(d float64, min *int) bool {
 }
 
 // centroid of the pixels within tol of col.
-func centroid(f *action.Frame, col [3]uint8, tol int) (float64, float64, int) {
+func centroid(f *observe.Frame, col [3]uint8, tol int) (float64, float64, int) {
 	return f.Centroid(func(r, g, b uint8) bool {
 		return near(r, col[0], tol) && near(g, col[1], tol) && near(b, col[2], tol)
 	})
 }
 
 // differing counts pixels of r that differ by more than tol in any channel.
-func differing(a, b *action.Frame, r action.Rect, tol int) int {
+func differing(a, b *observe.Frame, r action.Rect, tol int) int {
 	if a.Width != b.Width || a.Height != b.Height {
 		return r.Dx() * r.Dy()
 	}
@@ -234,7 +235,7 @@ func differing(a, b *action.Frame, r action.Rect, tol int) int {
 }
 
 // element checks the element the target picks in the tree.
-func (c *Check) element(t *action.Tree) Verdict {
+func (c *Check) element(t *observe.Tree) Verdict {
 	exp := "an element " + c.Target.String()
 	switch {
 	case c.Absent:

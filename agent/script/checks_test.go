@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -130,7 +130,7 @@ func TestCheckParseGolden(t *testing.T) {
 	var out strings.Builder
 	for _, step := range checkCorpus {
 		src := "steps:\n  - screenshot: start\n  - " + step + "\n"
-		s, err := Parse("play.yaml", []byte(src), action.DefaultScreen)
+		s, err := Parse("play.yaml", []byte(src), observe.DefaultScreen)
 		fmt.Fprintf(&out, "%s\n", step)
 		if err != nil {
 			fmt.Fprintf(&out, "  error: %v\n", err)

@@ -3,13 +3,13 @@ package script
 import (
 	"testing"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // TestNetworkCheck: expect network matches a denied or allowed connection
 // by host, host:port or glob, and ignores limit events.
 func TestNetworkCheck(t *testing.T) {
-	evs := []action.NetEvent{
+	evs := []observe.NetEvent{
 		{Kind: "http", Method: "GET", Dest: "evil.test:80", Reason: "no rule"},
 		{Kind: "connect", Method: "CONNECT", Dest: "api.example.com:443", Allowed: true, Rule: "*.example.com"},
 		{Kind: "forward", Dest: "[::1]:8080", Allowed: true},
@@ -32,12 +32,12 @@ func TestNetworkCheck(t *testing.T) {
 		{"other.test", true, false},
 	} {
 		chk := &Check{Kind: CheckNetwork, NetDest: c.dest, NetDenied: c.denied}
-		v := chk.evaluate(world{obs: &action.Observation{}, net: evs})
+		v := chk.evaluate(world{obs: &observe.Observation{}, net: evs})
 		if v.OK != c.ok {
 			t.Errorf("%s denied=%v: %+v, want ok %v", c.dest, c.denied, v, c.ok)
 		}
 	}
-	v := (&Check{Kind: CheckNetwork, NetDest: "x", NetDenied: true}).evaluate(world{obs: &action.Observation{}})
+	v := (&Check{Kind: CheckNetwork, NetDest: "x", NetDenied: true}).evaluate(world{obs: &observe.Observation{}})
 	if v.OK || v.Seen != "0 connections, none matching" {
 		t.Errorf("no connections: %+v", v)
 	}

@@ -32,6 +32,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // ErrInvalid is wrapped by every error about a script.
@@ -41,7 +42,7 @@ var ErrInvalid = errors.New("invalid script")
 type Script struct {
 	File   string
 	Task   string
-	Screen action.Screen // zero: not set
+	Screen observe.Screen // zero: not set
 	Steps  []Step
 }
 
@@ -183,7 +184,7 @@ const DefaultWaitMS = 10_000
 
 // Load reads and validates a script file. screen bounds coordinates when
 // the script does not set one.
-func Load(path string, screen action.Screen) (*Script, error) {
+func Load(path string, screen observe.Screen) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -206,7 +207,7 @@ func (p *parser) errf(line int, format string, args ...any) error {
 
 // Parse validates a script held in memory; path names it in errors and
 // anchors relative file references.
-func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
+func Parse(path string, data []byte, screen observe.Screen) (*Script, error) {
 	p := &parser{file: path, dir: filepath.Dir(path)}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -228,7 +229,7 @@ func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
 			}
 			s.Task = v.Value
 		case "screen":
-			sc, err := action.ParseScreen(v.Value)
+			sc, err := observe.ParseScreen(v.Value)
 			if err != nil {
 				return nil, p.errf(v.Line, "screen %v", err)
 			}
@@ -242,7 +243,7 @@ func Parse(path string, data []byte, screen action.Screen) (*Script, error) {
 	if steps == nil || steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
 		return nil, p.errf(root.Line, "steps: a non-empty list of actions and checks is required")
 	}
-	if s.Screen != (action.Screen{}) {
+	if s.Screen != (observe.Screen{}) {
 		screen = s.Screen
 	}
 	lim := action.DefaultLimits(screen.Width, screen.Height)
@@ -771,7 +772,7 @@ func (p *parser) loadPNG(rel string) (*image.RGBA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a PNG: %v", rel, err)
 	}
-	if cfg.Width*cfg.Height > action.MaxScreenPixels {
+	if cfg.Width*cfg.Height > observe.MaxScreenPixels {
 		return nil, fmt.Errorf("%s is %dx%d, too large", rel, cfg.Width, cfg.Height)
 	}
 	if _, err := f.Seek(0, 0); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -41,7 +42,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse("play.yaml", []byte(tt.in), action.DefaultScreen)
+			_, err := Parse("play.yaml", []byte(tt.in), observe.DefaultScreen)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v\nwant containing %q", err, tt.want)
 			}
@@ -55,7 +56,7 @@ func TestParseErrors(t *testing.T) {
 // TestKeyTakesKey: the key action takes its key as key too, the name
 // key_down and key_up use.
 func TestKeyTakesKey(t *testing.T) {
-	s, err := Parse("play.yaml", []byte("steps:\n  - {action: key, key: Return}\n  - {action: key, key: ctrl+s, repeat: 2}\n"), action.DefaultScreen)
+	s, err := Parse("play.yaml", []byte("steps:\n  - {action: key, key: Return}\n  - {action: key, key: ctrl+s, repeat: 2}\n"), observe.DefaultScreen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +86,11 @@ func TestParseJSONAndAllKinds(t *testing.T) {
 	  {"expect": "running"},
 	  {"wait_for": "exited", "code": 0}
 	]}`
-	s, err := Parse(filepath.Join(dir, "s.json"), []byte(js), action.DefaultScreen)
+	s, err := Parse(filepath.Join(dir, "s.json"), []byte(js), observe.DefaultScreen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Screen != (action.Screen{Width: 320, Height: 240, Depth: 24}) || len(s.Steps) != 11 || s.Task != "t" {
+	if s.Screen != (observe.Screen{Width: 320, Height: 240, Depth: 24}) || len(s.Steps) != 11 || s.Task != "t" {
 		t.Fatalf("script = %+v", s)
 	}
 	if c := s.Steps[5].Check; !c.Wait || c.TimeoutMS != 500 || c.Kind != CheckUnchanged {
@@ -101,7 +102,7 @@ func TestParseJSONAndAllKinds(t *testing.T) {
 }
 
 // frame paints a w×h frame black with a green 4×4 square at (x, y).
-func frame(x, y int) *action.Frame {
+func frame(x, y int) *observe.Frame {
 	w, h := 64, 48
 	pix := make([]byte, 4*w*h)
 	for i := 3; i < len(pix); i += 4 {
@@ -112,12 +113,12 @@ func frame(x, y int) *action.Frame {
 			pix[4*(yy*w+xx)+1] = 255
 		}
 	}
-	return &action.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(x*1000 + y)}
+	return &observe.Frame{Width: w, Height: h, Pix: pix, Hash: uint64(x*1000 + y)}
 }
 
-func play(t *testing.T, src string, obs ...*action.Observation) []agent.Decision {
+func play(t *testing.T, src string, obs ...*observe.Observation) []agent.Decision {
 	t.Helper()
-	s, err := Parse("t.yaml", []byte(src), action.Screen{Width: 64, Height: 48, Depth: 24})
+	s, err := Parse("t.yaml", []byte(src), observe.Screen{Width: 64, Height: 48, Depth: 24})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,10 +134,10 @@ func play(t *testing.T, src string, obs ...*action.Observation) []agent.Decision
 	return ds
 }
 
-func obs(f *action.Frame, out ...string) *action.Observation {
-	o := &action.Observation{Screen: f, Running: true, Windows: []action.Window{{Title: "Calculator"}}}
+func obs(f *observe.Frame, out ...string) *observe.Observation {
+	o := &observe.Observation{Screen: f, Running: true, Windows: []observe.Window{{Title: "Calculator"}}}
 	for _, l := range out {
-		o.Output = append(o.Output, action.LogLine{Stream: action.Stdout, Text: l})
+		o.Output = append(o.Output, observe.LogLine{Stream: observe.Stdout, Text: l})
 	}
 	return o
 }
@@ -145,25 +146,25 @@ func TestChecksPassAndFail(t *testing.T) {
 	tests := []struct {
 		name   string
 		steps  string
-		frames []*action.Observation
+		frames []*observe.Observation
 		ok     bool
 		seen   string
 	}{
-		{"pixel", `{expect: pixel, x: 11, y: 11, color: "#00ff00"}`, []*action.Observation{obs(frame(10, 10))}, true, "#00ff00"},
-		{"pixel fails", `{expect: pixel, x: 0, y: 0, color: "#00ff00", tolerance: 10}`, []*action.Observation{obs(frame(10, 10))}, false, "#000000"},
-		{"moved", "{screenshot: a}\n  - {action: wait, ms: 1}\n  - {expect: moved, color: \"#00ff00\", min_dx: 20, since: a}", []*action.Observation{obs(frame(5, 10)), obs(frame(30, 10))}, true, "dx +25.0"},
-		{"moved fails", "{screenshot: a}\n  - {action: wait, ms: 1}\n  - {expect: moved, color: \"#00ff00\", min_dx: 20, since: a}", []*action.Observation{obs(frame(5, 10)), obs(frame(10, 10))}, false, "dx +5.0"},
-		{"moved left", "{screenshot: a}\n  - {action: wait, ms: 1}\n  - {expect: moved, color: \"#00ff00\", min_dx: -3, since: a}", []*action.Observation{obs(frame(10, 10)), obs(frame(5, 10))}, true, "dx -5.0"},
-		{"changed", "{action: wait, ms: 1}\n  - {expect: changed, min_pixels: 16}", []*action.Observation{obs(frame(5, 5)), obs(frame(20, 20))}, true, "32 changed"},
-		{"changed fails in region", "{action: wait, ms: 1}\n  - {expect: changed, region: [40, 40, 60, 48]}", []*action.Observation{obs(frame(5, 5)), obs(frame(20, 20))}, false, "0 changed"},
-		{"unchanged", "{action: wait, ms: 1}\n  - {expect: unchanged}", []*action.Observation{obs(frame(5, 5)), obs(frame(5, 5))}, true, "0 changed"},
-		{"unchanged fails", "{action: wait, ms: 1}\n  - {expect: unchanged, max_pixels: 3}", []*action.Observation{obs(frame(5, 5)), obs(frame(6, 5))}, false, "8 changed"},
-		{"window", `{expect: window, title: "Calc*"}`, []*action.Observation{obs(frame(0, 0))}, true, `"Calculator"`},
-		{"window fails", `{expect: window, title: xterm}`, []*action.Observation{obs(frame(0, 0))}, false, `windows: ["Calculator"]`},
-		{"log", `{expect: log, contains: ready}`, []*action.Observation{obs(frame(0, 0), "mover: ready 640x480")}, true, "ready"},
-		{"log regex on stderr fails", `{expect: log, stream: stderr, regex: "^ready"}`, []*action.Observation{obs(frame(0, 0), "ready")}, false, "0 lines"},
-		{"running", `{expect: running}`, []*action.Observation{obs(frame(0, 0))}, true, "running"},
-		{"exited fails", `{expect: exited, code: 0}`, []*action.Observation{obs(frame(0, 0))}, false, "it is running"},
+		{"pixel", `{expect: pixel, x: 11, y: 11, color: "#00ff00"}`, []*observe.Observation{obs(frame(10, 10))}, true, "#00ff00"},
+		{"pixel fails", `{expect: pixel, x: 0, y: 0, color: "#00ff00", tolerance: 10}`, []*observe.Observation{obs(frame(10, 10))}, false, "#000000"},
+		{"moved", "{screenshot: a}\n  - {action: wait, ms: 1}\n  - {expect: moved, color: \"#00ff00\", min_dx: 20, since: a}", []*observe.Observation{obs(frame(5, 10)), obs(frame(30, 10))}, true, "dx +25.0"},
+		{"moved fails", "{screenshot: a}\n  - {action: wait, ms: 1}\n  - {expect: moved, color: \"#00ff00\", min_dx: 20, since: a}", []*observe.Observation{obs(frame(5, 10)), obs(frame(10, 10))}, false, "dx +5.0"},
+		{"moved left", "{screenshot: a}\n  - {action: wait, ms: 1}\n  - {expect: moved, color: \"#00ff00\", min_dx: -3, since: a}", []*observe.Observation{obs(frame(10, 10)), obs(frame(5, 10))}, true, "dx -5.0"},
+		{"changed", "{action: wait, ms: 1}\n  - {expect: changed, min_pixels: 16}", []*observe.Observation{obs(frame(5, 5)), obs(frame(20, 20))}, true, "32 changed"},
+		{"changed fails in region", "{action: wait, ms: 1}\n  - {expect: changed, region: [40, 40, 60, 48]}", []*observe.Observation{obs(frame(5, 5)), obs(frame(20, 20))}, false, "0 changed"},
+		{"unchanged", "{action: wait, ms: 1}\n  - {expect: unchanged}", []*observe.Observation{obs(frame(5, 5)), obs(frame(5, 5))}, true, "0 changed"},
+		{"unchanged fails", "{action: wait, ms: 1}\n  - {expect: unchanged, max_pixels: 3}", []*observe.Observation{obs(frame(5, 5)), obs(frame(6, 5))}, false, "8 changed"},
+		{"window", `{expect: window, title: "Calc*"}`, []*observe.Observation{obs(frame(0, 0))}, true, `"Calculator"`},
+		{"window fails", `{expect: window, title: xterm}`, []*observe.Observation{obs(frame(0, 0))}, false, `windows: ["Calculator"]`},
+		{"log", `{expect: log, contains: ready}`, []*observe.Observation{obs(frame(0, 0), "mover: ready 640x480")}, true, "ready"},
+		{"log regex on stderr fails", `{expect: log, stream: stderr, regex: "^ready"}`, []*observe.Observation{obs(frame(0, 0), "ready")}, false, "0 lines"},
+		{"running", `{expect: running}`, []*observe.Observation{obs(frame(0, 0))}, true, "running"},
+		{"exited fails", `{expect: exited, code: 0}`, []*observe.Observation{obs(frame(0, 0))}, false, "it is running"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -214,7 +215,7 @@ func TestWaitFor(t *testing.T) {
 		t.Errorf("after the log line the script goes on; got %v", ds[1].Action)
 	}
 	// Timing out ends the run cleanly with what was expected and seen.
-	s, _ := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Nope, timeout_ms: 30}\n"), action.Screen{Width: 64, Height: 48, Depth: 24})
+	s, _ := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Nope, timeout_ms: 30}\n"), observe.Screen{Width: 64, Height: 48, Depth: 24})
 	a := New(s)
 	d, _ := a.Decide(t.Context(), obs(frame(0, 0)))
 	if d.Action.Kind != action.Wait || d.Action.Until != action.UntilWindow || d.Action.Title != "Nope" {
@@ -232,7 +233,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("task: t\nsteps:\n  - {action: key, keys: Return}\n  - {expect: window, title: x}\n"))
 	f.Add([]byte(`{"steps":[{"screenshot":"a"},{"wait_for":"moved","color":"#00ff00","min_dx":1,"since":"a"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse("f.yaml", data, action.DefaultScreen)
+		s, err := Parse("f.yaml", data, observe.DefaultScreen)
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error does not wrap ErrInvalid: %v", err)
@@ -252,7 +253,7 @@ func FuzzParse(f *testing.F) {
 func TestFailedActionFailsTheRun(t *testing.T) {
 	no := false
 	failed := &action.Result{OK: false, Met: &no, Error: "wait until window: not met within 50ms"}
-	after := func(last *action.Result) *action.Observation {
+	after := func(last *action.Result) *observe.Observation {
 		o := obs(frame(0, 0))
 		o.Last = last
 		return o
@@ -300,7 +301,7 @@ func TestFailedActionFailsTheRun(t *testing.T) {
 // its own is judged by its check, not by the polls' results.
 func TestCheckPollsAreNotActions(t *testing.T) {
 	no := false
-	s, err := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Calc*, timeout_ms: 5000}\n"), action.Screen{Width: 64, Height: 48, Depth: 24})
+	s, err := Parse("t.yaml", []byte("steps:\n  - {wait_for: window, title: Calc*, timeout_ms: 5000}\n"), observe.Screen{Width: 64, Height: 48, Depth: 24})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,11 +325,11 @@ func TestOptionalParse(t *testing.T) {
 		{"steps:\n  - {expect: running, optional: true}\n", "step 1: optional applies to actions only"},
 		{"steps:\n  - {action: key, keys: a, optional: yes please}\n", "step 1: optional must be true or false"},
 	} {
-		if _, err := Parse("play.yaml", []byte(c.in), action.DefaultScreen); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Parse("play.yaml", []byte(c.in), observe.DefaultScreen); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want %q", c.in, err, c.want)
 		}
 	}
-	s, err := Parse("play.yaml", []byte("steps:\n  - {action: key, keys: a, optional: true}\n"), action.DefaultScreen)
+	s, err := Parse("play.yaml", []byte("steps:\n  - {action: key, keys: a, optional: true}\n"), observe.DefaultScreen)
 	if err != nil || !s.Steps[0].Optional || s.Steps[0].Action.Kind != action.Key {
 		t.Errorf("optional action: %+v, %v", s, err)
 	}

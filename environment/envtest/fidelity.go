@@ -11,10 +11,11 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/keysym"
 	"github.com/codegirl-games/agentbox/internal/xevents"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // xevBox starts xev and returns its window (absolute geometry).
-func (s *suite) xevBox(t *testing.T) (*box, action.Window) {
+func (s *suite) xevBox(t *testing.T) (*box, observe.Window) {
 	t.Helper()
 	b := s.newBox(t)
 	lr := b.inImage("xev", []string{"-geometry", "560x400+20+20"}, "Event Tester")

@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // probe is the path of the built isolation probe.
@@ -428,7 +428,7 @@ func (s *suite) testFlood(t *testing.T) {
 	runtime.GC()
 	heap1, avail1 := heapInUse(), memAvailable()
 	b.sink.mu.Lock()
-	got, dropped := int64(b.sink.out[action.Stdout].Len()), b.sink.dropped[action.Stdout]
+	got, dropped := int64(b.sink.out[observe.Stdout].Len()), b.sink.dropped[observe.Stdout]
 	b.sink.mu.Unlock()
 	t.Logf("flood: %d bytes delivered, %d dropped; test heap %+d MiB, host MemAvailable %+d MiB", got, dropped, (heap1-heap0)>>20, (avail1-avail0)>>20)
 	report(t, []check{

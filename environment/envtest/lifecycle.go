@@ -13,6 +13,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // moverDir stages the mover binary with a manifest.
@@ -28,7 +29,7 @@ func (s *suite) moverDir(t *testing.T, args string) string {
 	return writeApp(t, `{"command":"mover","window_title":"mover","args":[`+args+`]}`, map[string]string{"mover": string(data)})
 }
 
-func greenCentroid(f *action.Frame) (float64, int) {
+func greenCentroid(f *observe.Frame) (float64, int) {
 	x, _, n := f.Centroid(func(r, g, b uint8) bool { return g > 180 && r < 80 && b < 80 })
 	return x, n
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/keysym"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // loadRounds is how many times the mixed sequence is sent under load; every
@@ -72,7 +73,7 @@ func (s *suite) testInputUnderLoad(t *testing.T) {
 // mixedSequence returns the actions of one round, the button and key events
 // xev must print for them ("ButtonPress 3 (x,y)", "+Shift_L"), and the
 // drag's middle point, which motion must pass.
-func mixedSequence(w action.Window, round int) (acts []action.Action, buttons, keys []string, mid action.Point) {
+func mixedSequence(w observe.Window, round int) (acts []action.Action, buttons, keys []string, mid action.Point) {
 	at := func(dx, dy int) (int, int) { return w.X + dx, w.Y + dy }
 	btn := func(typ string, n, x, y int) string { return fmt.Sprintf("%s %d (%d,%d)", typ, n, x, y) }
 	click := func(b action.Button, n, count, x, y int, mods string) {

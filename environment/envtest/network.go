@@ -19,32 +19,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/envtest/probeout"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Network records the sandbox's connections (environment.NetRecorder).
-func (s *sink) Network(ev action.NetEvent) {
+func (s *sink) Network(ev observe.NetEvent) {
 	s.mu.Lock()
 	s.net = append(s.net, ev)
 	s.mu.Unlock()
 	s.poke()
 }
 
-func (s *sink) netEvents() []action.NetEvent {
+func (s *sink) netEvents() []observe.NetEvent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]action.NetEvent(nil), s.net...)
+	return append([]observe.NetEvent(nil), s.net...)
 }
 
 // netEvent waits for a recorded connection that f accepts.
-func (b *box) netEvent(what string, f func(action.NetEvent) bool) action.NetEvent {
+func (b *box) netEvent(what string, f func(observe.NetEvent) bool) observe.NetEvent {
 	b.t.Helper()
-	var got action.NetEvent
+	var got observe.NetEvent
 	ok := b.sink.waitFor(30*time.Second, func() bool {
 		for _, ev := range b.sink.netEvents() {
 			if f(ev) {
@@ -193,7 +193,7 @@ func (s *suite) testNetworkNoRule(t *testing.T) {
 		{"names do not resolve", strings.HasPrefix(r["lookup=web.test"], "error:"), r["lookup=web.test"]},
 		{"the host's web server saw nothing", web.hits.Load() == 0, web.hits.Load()},
 	})
-	ev := b.netEvent("the forwarded connection", func(e action.NetEvent) bool { return e.Kind == "forward" })
+	ev := b.netEvent("the forwarded connection", func(e observe.NetEvent) bool { return e.Kind == "forward" })
 	if !ev.Allowed || ev.BytesUp != 4 || ev.BytesDown != 4 || ev.Rule != "--forward 127.0.0.1:"+strconv.Itoa(echo)+":9000" {
 		t.Errorf("forward event: %+v", ev)
 	}
@@ -236,13 +236,13 @@ func (s *suite) testNetworkAllowlist(t *testing.T) {
 		{"the allowed server saw exactly the one request", a.hits.Load() == 1, a.hits.Load()},
 		{"the second server saw nothing", other.hits.Load() == 0, other.hits.Load()},
 	})
-	ev := b.netEvent("the allowed request", func(e action.NetEvent) bool { return e.Allowed && e.Dest == "allowed.test:"+a.port })
+	ev := b.netEvent("the allowed request", func(e observe.NetEvent) bool { return e.Allowed && e.Dest == "allowed.test:"+a.port })
 	if ev.Rule != "allowed.test:"+a.port || ev.Status != 200 || ev.BytesDown == 0 {
 		t.Errorf("allowed event: %+v", ev)
 	}
-	b.netEvent("the second host refused", func(e action.NetEvent) bool { return !e.Allowed && e.Dest == "other.test:"+other.port })
-	b.netEvent("the other port refused", func(e action.NetEvent) bool { return !e.Allowed && e.Dest == "allowed.test:"+other.port })
-	b.netEvent("the tunnel", func(e action.NetEvent) bool {
+	b.netEvent("the second host refused", func(e observe.NetEvent) bool { return !e.Allowed && e.Dest == "other.test:"+other.port })
+	b.netEvent("the other port refused", func(e observe.NetEvent) bool { return !e.Allowed && e.Dest == "allowed.test:"+other.port })
+	b.netEvent("the tunnel", func(e observe.NetEvent) bool {
 		return e.Allowed && e.Kind == "connect" && e.SNI == "secure.test" && e.BytesUp > 0 && e.BytesDown > 0
 	})
 }
@@ -275,7 +275,7 @@ func (s *suite) testNetworkBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chromium: %v\nstderr: %.3000s", err, b.sink.stderr())
 	}
-	var f *action.Frame
+	var f *observe.Frame
 	share := 0.0
 	ok := b.sink.waitFor(2*time.Minute, func() bool {
 		f, _ = b.observe()
@@ -301,7 +301,7 @@ func (s *suite) testNetworkBrowser(t *testing.T) {
 	// way), and Chromium keeps its connection to the page open: the host's
 	// server closes it.
 	page.srv.CloseClientConnections()
-	ev := b.netEvent("the browser's forwarded connection", func(e action.NetEvent) bool { return e.Kind == "forward" && e.Allowed })
+	ev := b.netEvent("the browser's forwarded connection", func(e observe.NetEvent) bool { return e.Kind == "forward" && e.Allowed })
 	t.Logf("the page covers %.0f%% of the screen; %s", 100*share, fmt.Sprint(ev))
 }
 

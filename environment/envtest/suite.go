@@ -32,6 +32,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Options configure the suite.
@@ -119,16 +120,16 @@ type suite struct{ o Options }
 // sink collects an environment's events.
 type sink struct {
 	mu      sync.Mutex
-	out     map[action.Stream]*bytes.Buffer
-	dropped map[action.Stream]int64
-	exit    *action.Exit
+	out     map[observe.Stream]*bytes.Buffer
+	dropped map[observe.Stream]int64
+	exit    *observe.Exit
 	windows []string
-	net     []action.NetEvent
+	net     []observe.NetEvent
 	changed chan struct{}
 }
 
 func newSink() *sink {
-	return &sink{out: map[action.Stream]*bytes.Buffer{action.Stdout: {}, action.Stderr: {}}, dropped: map[action.Stream]int64{}, changed: make(chan struct{}, 1)}
+	return &sink{out: map[observe.Stream]*bytes.Buffer{observe.Stdout: {}, observe.Stderr: {}}, dropped: map[observe.Stream]int64{}, changed: make(chan struct{}, 1)}
 }
 
 func (s *sink) poke() {
@@ -138,7 +139,7 @@ func (s *sink) poke() {
 	}
 }
 
-func (s *sink) Output(st action.Stream, d []byte, dropped int64) {
+func (s *sink) Output(st observe.Stream, d []byte, dropped int64) {
 	s.mu.Lock()
 	s.out[st].Write(d)
 	s.dropped[st] += dropped
@@ -146,14 +147,14 @@ func (s *sink) Output(st action.Stream, d []byte, dropped int64) {
 	s.poke()
 }
 
-func (s *sink) Exited(e action.Exit) {
+func (s *sink) Exited(e observe.Exit) {
 	s.mu.Lock()
 	s.exit = &e
 	s.mu.Unlock()
 	s.poke()
 }
 
-func (s *sink) Window(kind string, w action.Window) {
+func (s *sink) Window(kind string, w observe.Window) {
 	s.mu.Lock()
 	s.windows = append(s.windows, kind+":"+w.Title)
 	s.mu.Unlock()
@@ -163,16 +164,16 @@ func (s *sink) Window(kind string, w action.Window) {
 func (s *sink) stdout() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.out[action.Stdout].String()
+	return s.out[observe.Stdout].String()
 }
 
 func (s *sink) stderr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.out[action.Stderr].String()
+	return s.out[observe.Stderr].String()
 }
 
-func (s *sink) exited() *action.Exit {
+func (s *sink) exited() *observe.Exit {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.exit
@@ -284,7 +285,7 @@ func (b *box) do(acts ...action.Action) []action.Result {
 	return out
 }
 
-func (b *box) observe() (*action.Frame, environment.State) {
+func (b *box) observe() (*observe.Frame, environment.State) {
 	b.t.Helper()
 	f, st, err := b.env.Observe(b.ctx)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/klauspost/compress/s2"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -178,11 +178,11 @@ func (c *Client) checkEvent(h *wire.Header, payload int) error {
 	return nil
 }
 
-func streamIndex(s action.Stream) int {
+func streamIndex(s observe.Stream) int {
 	switch s {
-	case action.Stdout:
+	case observe.Stdout:
 		return 0
-	case action.Stderr:
+	case observe.Stderr:
 		return 1
 	}
 	return -1
@@ -212,7 +212,7 @@ func (c *Client) handle(m *wire.Message) {
 			c.events.Output(e.Stream, data, dropped)
 		}
 	case wire.EventExit:
-		var e action.Exit
+		var e observe.Exit
 		if json.Unmarshal(m.Body, &e) != nil {
 			return
 		}
@@ -276,13 +276,13 @@ func clip(s string, n int) string {
 	return strings.ToValidUTF8(s[:i], "") + mark
 }
 
-func clipWindow(w action.Window) action.Window {
+func clipWindow(w observe.Window) observe.Window {
 	w.Title = clip(w.Title, MaxTitle)
 	return w
 }
 
 // clipWindows keeps the first MaxWindows windows, titles clipped.
-func clipWindows(ws []action.Window) []action.Window {
+func clipWindows(ws []observe.Window) []observe.Window {
 	if len(ws) > MaxWindows {
 		ws = ws[:MaxWindows]
 	}
@@ -292,13 +292,13 @@ func clipWindows(ws []action.Window) []action.Window {
 	return ws
 }
 
-func clipExit(e action.Exit) action.Exit {
+func clipExit(e observe.Exit) observe.Exit {
 	e.Signal = clip(e.Signal, 64)
 	e.Stopped = clip(e.Stopped, MaxText)
 	return e
 }
 
-func clipExitPtr(e *action.Exit) *action.Exit {
+func clipExitPtr(e *observe.Exit) *observe.Exit {
 	if e == nil {
 		return nil
 	}
@@ -319,16 +319,16 @@ const (
 // depths that follow from the parents, names and texts clipped, bounds
 // well formed; cut lines and the note clipped. Elements beyond a bound are
 // dropped and the drop is said in Cut.
-func clipTree(t *action.Tree, maxNodes int) *action.Tree {
+func clipTree(t *observe.Tree, maxNodes int) *observe.Tree {
 	if t == nil {
-		return &action.Tree{Elements: []action.Element{}}
+		return &observe.Tree{Elements: []observe.Element{}}
 	}
 	if len(t.Elements) > maxNodes {
 		t.Cut = append(t.Cut, fmt.Sprintf("host: %d elements beyond the limit of %d were dropped", len(t.Elements)-maxNodes, maxNodes))
 		t.Elements = t.Elements[:maxNodes]
 	}
 	if t.Elements == nil {
-		t.Elements = []action.Element{}
+		t.Elements = []observe.Element{}
 	}
 	for i := range t.Elements {
 		e := &t.Elements[i]
@@ -342,8 +342,8 @@ func clipTree(t *action.Tree, maxNodes int) *action.Tree {
 		}
 		e.ID = clip(e.ID, 256)
 		e.Role = clip(e.Role, 128)
-		e.Name = clip(e.Name, action.MaxElementText)
-		e.Text = clip(e.Text, action.MaxElementText)
+		e.Name = clip(e.Name, observe.MaxElementText)
+		e.Text = clip(e.Text, observe.MaxElementText)
 		if len(e.States) > maxTreeStates {
 			e.States = e.States[:maxTreeStates]
 		}

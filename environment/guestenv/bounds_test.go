@@ -16,16 +16,17 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
 // recorder is an environment.Events that keeps what it was told.
 type recorder struct {
 	mu      sync.Mutex
-	out     map[action.Stream]int64
-	dropped map[action.Stream]int64
-	streams map[action.Stream]bool
-	windows []action.Window
+	out     map[observe.Stream]int64
+	dropped map[observe.Stream]int64
+	streams map[observe.Stream]bool
+	windows []observe.Window
 	exits   int
 	drops   map[string]int64
 	logs    int
@@ -33,10 +34,10 @@ type recorder struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{out: map[action.Stream]int64{}, dropped: map[action.Stream]int64{}, streams: map[action.Stream]bool{}, drops: map[string]int64{}}
+	return &recorder{out: map[observe.Stream]int64{}, dropped: map[observe.Stream]int64{}, streams: map[observe.Stream]bool{}, drops: map[string]int64{}}
 }
 
-func (r *recorder) Output(s action.Stream, data []byte, dropped int64) {
+func (r *recorder) Output(s observe.Stream, data []byte, dropped int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.streams[s] = true
@@ -44,13 +45,13 @@ func (r *recorder) Output(s action.Stream, data []byte, dropped int64) {
 	r.dropped[s] += dropped
 }
 
-func (r *recorder) Exited(action.Exit) {
+func (r *recorder) Exited(observe.Exit) {
 	r.mu.Lock()
 	r.exits++
 	r.mu.Unlock()
 }
 
-func (r *recorder) Window(kind string, w action.Window) {
+func (r *recorder) Window(kind string, w observe.Window) {
 	r.mu.Lock()
 	r.windows = append(r.windows, w)
 	r.mu.Unlock()
@@ -86,7 +87,7 @@ func runSession(t *testing.T, g *guestenvtest.Guest) session {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	b := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return g }}
-	env, err := b.Create(ctx, environment.Config{Screen: action.DefaultScreen, Events: s.rec, GuestLog: s.rec.log})
+	env, err := b.Create(ctx, environment.Config{Screen: observe.DefaultScreen, Events: s.rec, GuestLog: s.rec.log})
 	if err != nil {
 		s.err, s.at = err, "create"
 		return s
@@ -174,7 +175,7 @@ func TestHostileGuestRefused(t *testing.T) {
 			w.Event(wire.EventWindow, wire.WindowEvent{Kind: "title"}, make([]byte, 10))
 		}), "launch", "only output has one"},
 		{"event body too large", onLaunch(func(w *guestenvtest.Writer) {
-			w.Event(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: action.Window{Title: strings.Repeat("t", 300<<10)}}, nil)
+			w.Event(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: observe.Window{Title: strings.Repeat("t", 300<<10)}}, nil)
 		}), "launch", "the event's body is"},
 		{"unknown event", onLaunch(func(w *guestenvtest.Writer) {
 			w.Event("surprise", nil, nil)
@@ -222,15 +223,15 @@ func TestHostileGuestCapped(t *testing.T) {
 			for i := 0; i < 4*logCap/len(chunk); i++ {
 				output(w, "stdout", chunk)
 			}
-			w.Event(wire.EventOutput, wire.OutputEvent{Stream: action.Stdout, Dropped: 5}, nil)
+			w.Event(wire.EventOutput, wire.OutputEvent{Stream: observe.Stdout, Dropped: 5}, nil)
 			output(w, "stderr", []byte("still here"))
 		}))
 		if s.err != nil {
 			t.Fatalf("%s: %v", s.at, s.err)
 		}
 		r := s.rec
-		if r.out[action.Stdout] != logCap || r.dropped[action.Stdout] != 3*logCap+5 || r.out[action.Stderr] != 10 {
-			t.Errorf("stdout %d bytes, %d dropped; stderr %d; want %d, %d, 10", r.out[action.Stdout], r.dropped[action.Stdout], r.out[action.Stderr], logCap, 3*logCap+5)
+		if r.out[observe.Stdout] != logCap || r.dropped[observe.Stdout] != 3*logCap+5 || r.out[observe.Stderr] != 10 {
+			t.Errorf("stdout %d bytes, %d dropped; stderr %d; want %d, %d, 10", r.out[observe.Stdout], r.dropped[observe.Stdout], r.out[observe.Stderr], logCap, 3*logCap+5)
 		}
 	})
 	t.Run("window title flood", func(t *testing.T) {
@@ -238,7 +239,7 @@ func TestHostileGuestCapped(t *testing.T) {
 		title := strings.Repeat("t", 4000)
 		s := runSession(t, onLaunch(func(w *guestenvtest.Writer) {
 			for i := 0; i < n; i++ {
-				w.Event(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: action.Window{ID: 1, Title: fmt.Sprint(i, title)}}, nil)
+				w.Event(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: observe.Window{ID: 1, Title: fmt.Sprint(i, title)}}, nil)
 			}
 		}))
 		if s.err != nil {
@@ -252,13 +253,13 @@ func TestHostileGuestCapped(t *testing.T) {
 	})
 	t.Run("long titles and many windows", func(t *testing.T) {
 		long := strings.Repeat("é", 2500) // 5000 bytes
-		var many []action.Window
+		var many []observe.Window
 		for i := 0; i < 600; i++ { // a 3 MB header, within the 4 MiB a frame may have
-			many = append(many, action.Window{ID: uint32(i), Title: long})
+			many = append(many, observe.Window{ID: uint32(i), Title: long})
 		}
 		g := &guestenvtest.Guest{
 			OnLaunch: func(w *guestenvtest.Writer) {
-				w.Event(wire.EventWindow, wire.WindowEvent{Kind: "mapped", Window: action.Window{ID: 2, Title: long}}, nil)
+				w.Event(wire.EventWindow, wire.WindowEvent{Kind: "mapped", Window: observe.Window{ID: 2, Title: long}}, nil)
 			},
 			OnScreenshot: func(w *guestenvtest.Writer, m *wire.Message, n int) bool {
 				resp, pix := guestenvtest.Blank(640, 480)
@@ -284,7 +285,7 @@ func TestHostileGuestCapped(t *testing.T) {
 	t.Run("exit events after the first", func(t *testing.T) {
 		s := runSession(t, onLaunch(func(w *guestenvtest.Writer) {
 			for i := 0; i < 1000; i++ {
-				w.Event(wire.EventExit, action.Exit{Code: i}, nil)
+				w.Event(wire.EventExit, observe.Exit{Code: i}, nil)
 			}
 		}))
 		if s.err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/version"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -40,7 +41,7 @@ type Client struct {
 	start  wire.StartResponse
 
 	mu       sync.Mutex
-	last     *action.Frame // the newest frame, reused while the screen is unchanged
+	last     *observe.Frame // the newest frame, reused while the screen is unchanged
 	lastHash uint64
 	buf      []byte // decompression buffer
 
@@ -49,7 +50,7 @@ type Client struct {
 
 	// What the guest may send (bounds.go).
 	handshaken atomic.Bool
-	screen     atomic.Pointer[action.Screen]
+	screen     atomic.Pointer[observe.Screen]
 	budgets    budgets
 
 	timing    timing                // deadlines and the liveness check (deadline.go)
@@ -148,9 +149,9 @@ func (c *Client) wrap(what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", environment.ErrGuest, what, err)
 }
 
-// Start brings up the display (the zero Screen is action.DefaultScreen)
+// Start brings up the display (the zero Screen is observe.DefaultScreen)
 // and the window manager, and the accessibility bus with A11y.
-func (c *Client) Start(ctx context.Context, screen action.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
+func (c *Client) Start(ctx context.Context, screen observe.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
 	screen = screen.OrDefault()
 	if err := screen.Validate(); err != nil {
 		return c.start, fmt.Errorf("start display: screen %v: %w", screen, err)
@@ -286,7 +287,7 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 
 // Observe takes a screenshot together with the desktop state. An unchanged
 // screen costs no pixel transfer: the previous frame is returned again.
-func (c *Client) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
+func (c *Client) Observe(ctx context.Context) (*observe.Frame, environment.State, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	req := wire.ScreenshotRequest{IfNot: c.lastHash, WithState: true}
@@ -313,7 +314,7 @@ func (c *Client) Observe(ctx context.Context) (*action.Frame, environment.State,
 	return f, st, nil
 }
 
-func (c *Client) decode(resp *wire.ScreenshotResponse, payload []byte) (*action.Frame, error) {
+func (c *Client) decode(resp *wire.ScreenshotResponse, payload []byte) (*observe.Frame, error) {
 	if resp.Encoding != wire.EncodingBGRXS2 {
 		return nil, fmt.Errorf("unknown pixel encoding %q", resp.Encoding)
 	}
@@ -334,7 +335,7 @@ func (c *Client) decode(resp *wire.ScreenshotResponse, payload []byte) (*action.
 	c.buf = raw
 	pix := make([]byte, 4*w*h)
 	BGRXToRGBA(pix, raw)
-	return &action.Frame{Width: w, Height: h, Pix: pix, Hash: resp.Hash}, nil
+	return &observe.Frame{Width: w, Height: h, Pix: pix, Hash: resp.Hash}, nil
 }
 
 // BGRXToRGBA converts 32-bit BGRX pixels (X11's little-endian ZPixmap) to
@@ -363,9 +364,9 @@ func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error
 // Tree reads the accessibility tree (the sandbox must have been started
 // with its bus). The guest bounds the read by lim's timeout; the host
 // adds its slack, and brings what it gets within lim's bounds.
-func (c *Client) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, error) {
+func (c *Client) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, error) {
 	lim = lim.OrDefault()
-	var t action.Tree
+	var t observe.Tree
 	_, err := c.call(ctx, wire.MethodA11yTree, time.Duration(lim.TimeoutMS)*time.Millisecond+xCall, wire.A11yTreeRequest{Limits: lim}, &t, nil)
 	if err != nil {
 		return nil, c.wrap("accessibility tree", err)
@@ -375,7 +376,7 @@ func (c *Client) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree,
 
 // Stop ends the app, releases held input and stops the display. It returns
 // the app's exit if it was still running.
-func (c *Client) Stop(ctx context.Context, grace time.Duration) (*action.Exit, error) {
+func (c *Client) Stop(ctx context.Context, grace time.Duration) (*observe.Exit, error) {
 	var resp wire.StopResponse
 	// The guest ends the app (grace, then SIGKILL and 2 s), then the
 	// desktop (the same again).

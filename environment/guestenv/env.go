@@ -14,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/netproxy"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -251,7 +252,7 @@ func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 }
 
 // Observe implements environment.Environment.
-func (e *Env) Observe(ctx context.Context) (*action.Frame, environment.State, error) {
+func (e *Env) Observe(ctx context.Context) (*observe.Frame, environment.State, error) {
 	f, st, err := e.guest.Observe(ctx)
 	if errors.Is(err, environment.ErrGuest) {
 		err = e.Explain(ctx, err) // how the sandbox ended (killed, stopped), what the guest said
@@ -270,7 +271,7 @@ func (e *Env) Act(ctx context.Context, a action.Action) (action.Result, error) {
 
 // Tree implements environment.Accessible: the accessibility tree, read by
 // the guest (the sandbox needs Config.A11y).
-func (e *Env) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, error) {
+func (e *Env) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, error) {
 	if !e.opts.Config.A11y {
 		return nil, fmt.Errorf("accessibility tree: %w", environment.ErrNoA11y)
 	}

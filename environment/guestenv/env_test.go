@@ -17,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -134,8 +135,8 @@ func newFixture(t *testing.T, g *guestenvtest.Guest, o guestenv.Options, wrap fu
 	if o.Backend == "" {
 		o.Backend = "test"
 	}
-	if o.Config.Screen == (action.Screen{}) {
-		o.Config.Screen = action.DefaultScreen
+	if o.Config.Screen == (observe.Screen{}) {
+		o.Config.Screen = observe.DefaultScreen
 	}
 	var s guestenv.Sandbox = sb
 	if wrap != nil {

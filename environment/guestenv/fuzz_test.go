@@ -17,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -47,7 +48,7 @@ func sessionFrames(shot []byte, extra ...[]byte) []byte {
 	b.Write(enc(&wire.Header{Type: wire.Event, Method: wire.EventHello}, wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: "fuzz"}, nil))
 	b.Write(res(wire.MethodHello, wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol}, nil))
 	b.Write(res(wire.MethodStart, wire.StartResponse{Display: ":1", WM: true}, nil))
-	b.Write(enc(&wire.Header{Type: wire.Event, Method: wire.EventOutput}, wire.OutputEvent{Stream: action.Stdout}, []byte("ready\n")))
+	b.Write(enc(&wire.Header{Type: wire.Event, Method: wire.EventOutput}, wire.OutputEvent{Stream: observe.Stdout}, []byte("ready\n")))
 	b.Write(enc(&wire.Header{Type: wire.Event, Method: wire.EventWindow}, wire.WindowEvent{Kind: "mapped", Window: guestenvtest.Window}, nil))
 	for _, e := range extra {
 		b.Write(e)
@@ -57,7 +58,7 @@ func sessionFrames(shot []byte, extra ...[]byte) []byte {
 	b.Write(res(wire.MethodAct, action.Result{OK: true}, nil))
 	blank.Unchanged, blank.Encoding = true, ""
 	b.Write(res(wire.MethodScreenshot, blank, nil))
-	b.Write(enc(&wire.Header{Type: wire.Event, Method: wire.EventExit}, action.Exit{Code: 0}, nil))
+	b.Write(enc(&wire.Header{Type: wire.Event, Method: wire.EventExit}, observe.Exit{Code: 0}, nil))
 	b.Write(res(wire.MethodStop, wire.StopResponse{}, nil))
 	return b.Bytes()
 }
@@ -72,8 +73,8 @@ func FuzzGuestStream(f *testing.F) {
 	f.Add(sessionFrames(nil))
 	ev := guestenvtest.EventFrame
 	f.Add(sessionFrames(nil, ev(wire.EventOutput, map[string]string{"stream": "x"}, []byte("y"))))
-	f.Add(sessionFrames(nil, ev(wire.EventExit, action.Exit{}, nil), ev(wire.EventExit, action.Exit{}, nil)))
-	f.Add(sessionFrames(nil, ev(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: action.Window{Title: string(bytes.Repeat([]byte{0xff}, 5000))}}, nil)))
+	f.Add(sessionFrames(nil, ev(wire.EventExit, observe.Exit{}, nil), ev(wire.EventExit, observe.Exit{}, nil)))
+	f.Add(sessionFrames(nil, ev(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: observe.Window{Title: string(bytes.Repeat([]byte{0xff}, 5000))}}, nil)))
 	f.Add(sessionFrames(nil, ev(wire.EventLog, wire.LogEvent{Level: "warn", Msg: "m"}, nil)))
 	body, _ := json.Marshal(wire.ScreenshotResponse{Width: 700, Height: 500, Hash: 3, Encoding: wire.EncodingBGRXS2})
 	big, _ := guestenvtest.Encode(&wire.Header{Type: wire.Response, Method: wire.MethodScreenshot, Body: body},
@@ -95,7 +96,7 @@ func TestGuestStreamSeeds(t *testing.T) {
 	}{
 		{"healthy", sessionFrames(nil), "stop"},
 		{"unknown stream", sessionFrames(nil, ev(wire.EventOutput, map[string]string{"stream": "x"}, []byte("y"))), "start"},
-		{"second exit", sessionFrames(nil, ev(wire.EventExit, action.Exit{}, nil), ev(wire.EventExit, action.Exit{}, nil)), "stop"},
+		{"second exit", sessionFrames(nil, ev(wire.EventExit, observe.Exit{}, nil), ev(wire.EventExit, observe.Exit{}, nil)), "stop"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,8 +104,8 @@ func TestGuestStreamSeeds(t *testing.T) {
 			if reached != tt.reached {
 				t.Errorf("the session reached %q, want %q", reached, tt.reached)
 			}
-			if tt.reached == "stop" && (rec.out[action.Stdout] != 6 || len(rec.windows) != 1 || rec.exits != 1) {
-				t.Errorf("passed on: %d bytes of stdout, %d windows, %d exits", rec.out[action.Stdout], len(rec.windows), rec.exits)
+			if tt.reached == "stop" && (rec.out[observe.Stdout] != 6 || len(rec.windows) != 1 || rec.exits != 1) {
+				t.Errorf("passed on: %d bytes of stdout, %d windows, %d exits", rec.out[observe.Stdout], len(rec.windows), rec.exits)
 			}
 		})
 	}
@@ -174,9 +175,9 @@ func fuzzSession(t *testing.T, data []byte) (*recorder, string) {
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	screen := action.DefaultScreen
+	screen := observe.DefaultScreen
 	const logCap = 1 << 20
-	check := func(fr *action.Frame, st environment.State) {
+	check := func(fr *observe.Frame, st environment.State) {
 		if fr != nil && (fr.Width > screen.Width || fr.Height > screen.Height || len(fr.Pix) != 4*fr.Width*fr.Height) {
 			t.Fatalf("a %d×%d frame of %d bytes on a %d×%d screen", fr.Width, fr.Height, len(fr.Pix), screen.Width, screen.Height)
 		}
@@ -233,7 +234,7 @@ func fuzzSession(t *testing.T, data []byte) (*recorder, string) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for s := range rec.streams {
-		if s != action.Stdout && s != action.Stderr {
+		if s != observe.Stdout && s != observe.Stderr {
 			t.Fatalf("output on stream %q was passed on", s)
 		}
 	}

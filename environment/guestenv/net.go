@@ -5,9 +5,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/netproxy"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -54,7 +54,7 @@ func (e *Env) Network(sandboxUID int) (string, error) {
 		os.RemoveAll(dir)
 		return "", fmt.Errorf("%w: the network's socket directory: %w", environment.ErrUnavailable, perr)
 	}
-	rec := func(action.NetEvent) {}
+	rec := func(observe.NetEvent) {}
 	if nr, ok := e.opts.Config.Events.(environment.NetRecorder); ok {
 		rec = nr.Network
 	}

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Issue 22 (red team, round three), findings 3 and 4. These tests use only
@@ -196,7 +196,7 @@ func TestRateAtAccept(t *testing.T) {
 	if refused < n/2 {
 		t.Errorf("%d of %d unfinished requests opened at once at 1 per second were refused: %q", refused, n, answers)
 	}
-	evs.waitFor(t, "the rate limit", func(e action.NetEvent) bool {
+	evs.waitFor(t, "the rate limit", func(e observe.NetEvent) bool {
 		return e.Kind == "limit" && strings.Contains(e.Reason, "connection rate limit (1 per second")
 	})
 }

@@ -46,9 +46,9 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Resolver looks names up (net.DefaultResolver in production).
@@ -62,7 +62,7 @@ type Options struct {
 	// Record receives every connection when it ends (or is refused), and
 	// every limit when it first bites; it is called from many goroutines.
 	// nil discards.
-	Record func(action.NetEvent)
+	Record func(observe.NetEvent)
 	// Resolver resolves host names; nil is the system's.
 	Resolver Resolver
 	// DialTimeout bounds connecting to a destination (default 10s);
@@ -174,7 +174,7 @@ func Start(dir string, o Options) (_ *Server, retErr error) {
 		o.Resolver = net.DefaultResolver
 	}
 	if o.Record == nil {
-		o.Record = func(action.NetEvent) {}
+		o.Record = func(observe.NetEvent) {}
 	}
 	pol := o.Policy.WithDefaults()
 	if err := pol.Validate(); err != nil {
@@ -446,7 +446,7 @@ func (h *hold) release() {
 	h.n = 0
 }
 
-func (s *Server) record(ev action.NetEvent) { s.o.Record(ev) }
+func (s *Server) record(ev observe.NetEvent) { s.o.Record(ev) }
 
 // admit applies the byte budget and, unless paid (the connection's rate
 // was applied at accept), the connection rate: it returns why a request
@@ -483,7 +483,7 @@ func (s *Server) limitHit(l *limitLog, reason func(n int) string) {
 	l.last = time.Now()
 	l.hits.Add(-n)
 	l.mu.Unlock()
-	s.record(action.NetEvent{Time: time.Now(), Kind: "limit", Reason: reason(int(n))})
+	s.record(observe.NetEvent{Time: time.Now(), Kind: "limit", Reason: reason(int(n))})
 }
 
 // refuseRequest answers a proxy connection that came over the rate: it
@@ -502,7 +502,7 @@ func (s *Server) refuseRequest(c *srvConn) {
 	if err != nil {
 		return // not a request: nothing to record (the limit is)
 	}
-	ev := action.NetEvent{Time: time.Now(), Kind: "http", Method: req.Method, Dest: req.Host, Reason: why, Status: http.StatusTooManyRequests}
+	ev := observe.NetEvent{Time: time.Now(), Kind: "http", Method: req.Method, Dest: req.Host, Reason: why, Status: http.StatusTooManyRequests}
 	defPort := 80
 	if req.Method == http.MethodConnect {
 		ev.Kind, defPort = "connect", 0
@@ -522,7 +522,7 @@ func (s *Server) refuseRequest(c *srvConn) {
 // recorded.
 func (s *Server) refuseForward(f netpolicy.Forward) func(*srvConn) {
 	return func(*srvConn) {
-		s.record(action.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text,
+		s.record(observe.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text,
 			Reason: fmt.Sprintf("over the connection rate limit (%s per second)", strconv.FormatFloat(s.pol.MaxConnRate, 'f', -1, 64))})
 	}
 }
@@ -551,7 +551,7 @@ func (s *Server) exhausted() {
 			c.Close()
 		}
 		s.mu.Unlock()
-		s.record(action.NetEvent{Time: time.Now(), Kind: "limit",
+		s.record(observe.NetEvent{Time: time.Now(), Kind: "limit",
 			Reason: fmt.Sprintf("the run's byte limit (%d bytes, --net-max-bytes) was reached: %s cut, new ones refused", s.pol.MaxBytes, plural.S(n, "connection"))})
 	})
 }
@@ -707,7 +707,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // deny answers a refused request and records it.
-func (s *Server) deny(w http.ResponseWriter, ev action.NetEvent, status int) {
+func (s *Server) deny(w http.ResponseWriter, ev observe.NetEvent, status int) {
 	ev.Allowed, ev.Status = false, status
 	w.Header().Set("X-Agentbox-Denied", ev.Reason)
 	http.Error(w, "agentbox: network access denied: "+ev.Reason, status)
@@ -754,7 +754,7 @@ func (t releasing) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // plain serves an HTTP request in absolute form (GET http://host/…).
 func (s *Server) plain(w http.ResponseWriter, r *http.Request, paid bool) {
-	ev := action.NetEvent{Time: time.Now(), Kind: "http", Method: r.Method, Dest: r.Host}
+	ev := observe.NetEvent{Time: time.Now(), Kind: "http", Method: r.Method, Dest: r.Host}
 	if r.URL.Scheme != "http" || r.URL.Host == "" {
 		ev.Reason = "not a proxy request (want an absolute http:// URL, or CONNECT for https)"
 		s.deny(w, ev, http.StatusBadRequest)
@@ -846,7 +846,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // it has none) against the rate and the policy and resolves it; a refusal
 // is answered and recorded (ev) here, and ok is false. t is the parsed
 // destination; paid: the rate was applied at accept.
-func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *action.NetEvent, hostport string, defPort int, paid bool) (t netpolicy.Target, d decision, ok bool) {
+func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *observe.NetEvent, hostport string, defPort int, paid bool) (t netpolicy.Target, d decision, ok bool) {
 	t, err := netpolicy.ParseTarget(hostport, defPort)
 	if err != nil {
 		ev.Reason = err.Error()
@@ -873,7 +873,7 @@ func (s *Server) admitTarget(w http.ResponseWriter, r *http.Request, ev *action.
 // like a plain request's host; once the tunnel is up, a TLS ClientHello's
 // server name must be that host.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request, paid bool) {
-	ev := action.NetEvent{Time: time.Now(), Kind: "connect", Method: http.MethodConnect, Dest: r.Host}
+	ev := observe.NetEvent{Time: time.Now(), Kind: "connect", Method: http.MethodConnect, Dest: r.Host}
 	t, d, ok := s.admitTarget(w, r, &ev, r.Host, 0, paid)
 	if !ok {
 		return
@@ -1086,7 +1086,7 @@ func (s *Server) serveForward(ln net.Listener, f netpolicy.Forward) {
 		go func() {
 			defer s.wg.Done()
 			defer c.Close()
-			ev := action.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text}
+			ev := observe.NetEvent{Time: time.Now(), Kind: "forward", Dest: f.Target(), Rule: "--forward " + f.Text}
 			if why, _ := s.admit(true); why != "" { // the rate was applied at accept
 				ev.Reason = why
 				s.record(ev)

@@ -19,30 +19,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/netpolicy"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // events collects what a Server records.
 type events struct {
 	mu  sync.Mutex
-	evs []action.NetEvent
+	evs []observe.NetEvent
 }
 
-func (e *events) add(ev action.NetEvent) {
+func (e *events) add(ev observe.NetEvent) {
 	e.mu.Lock()
 	e.evs = append(e.evs, ev)
 	e.mu.Unlock()
 }
 
-func (e *events) all() []action.NetEvent {
+func (e *events) all() []observe.NetEvent {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]action.NetEvent(nil), e.evs...)
+	return append([]observe.NetEvent(nil), e.evs...)
 }
 
 // waitFor waits (generously) until an event satisfying f is recorded.
-func (e *events) waitFor(t *testing.T, what string, f func(action.NetEvent) bool) action.NetEvent {
+func (e *events) waitFor(t *testing.T, what string, f func(observe.NetEvent) bool) observe.NetEvent {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -54,7 +54,7 @@ func (e *events) waitFor(t *testing.T, what string, f func(action.NetEvent) bool
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("no event %s; recorded: %+v", what, e.all())
-	return action.NetEvent{}
+	return observe.NetEvent{}
 }
 
 // fakeResolver answers from a map, as DNS would.
@@ -162,7 +162,7 @@ func TestPlainHTTP(t *testing.T) {
 	if code != 200 || body != "hello from A" {
 		t.Fatalf("allowed server: %d %q", code, body)
 	}
-	ev := evs.waitFor(t, "allowed GET A", func(e action.NetEvent) bool { return e.Allowed && e.Dest == "127.0.0.1:"+portA })
+	ev := evs.waitFor(t, "allowed GET A", func(e observe.NetEvent) bool { return e.Allowed && e.Dest == "127.0.0.1:"+portA })
 	if ev.Kind != "http" || ev.Method != "GET" || ev.Rule != "127.0.0.1:"+portA || ev.Status != 200 || ev.BytesUp == 0 || ev.BytesDown < int64(len("hello from A")) || ev.Addr != "127.0.0.1:"+portA {
 		t.Errorf("allowed event: %+v", ev)
 	}
@@ -171,7 +171,7 @@ func TestPlainHTTP(t *testing.T) {
 	if code != http.StatusForbidden || strings.Contains(body, "hello from B") || !strings.Contains(h.Get("X-Agentbox-Denied"), "no --allow-net rule") {
 		t.Fatalf("second server: %d %q %v", code, body, h)
 	}
-	ev = evs.waitFor(t, "denied GET B", func(e action.NetEvent) bool { return !e.Allowed && e.Dest == "127.0.0.1:"+portB })
+	ev = evs.waitFor(t, "denied GET B", func(e observe.NetEvent) bool { return !e.Allowed && e.Dest == "127.0.0.1:"+portB })
 	if ev.Rule != "" || ev.BytesUp != 0 || ev.BytesDown != 0 || ev.Status != 403 {
 		t.Errorf("denied event: %+v", ev)
 	}
@@ -204,7 +204,7 @@ func TestNamesLeadingToSpecialAddresses(t *testing.T) {
 	if code, body, _ := get(t, c, "http://pinned.test:"+port+"/"); code != 200 || body != "inside" {
 		t.Errorf("pinned name: %d %q", code, body)
 	}
-	ev := evs.waitFor(t, "pinned allowed", func(e action.NetEvent) bool { return e.Allowed })
+	ev := evs.waitFor(t, "pinned allowed", func(e observe.NetEvent) bool { return e.Allowed })
 	if ev.Rule != "pinned.test" || ev.Addr != "127.0.0.1:"+port {
 		t.Errorf("pinned event: %+v", ev)
 	}
@@ -233,7 +233,7 @@ func TestConnectAndSNI(t *testing.T) {
 	if code != 200 || body != "secret page" {
 		t.Fatalf("allowed tunnel: %d %q", code, body)
 	}
-	ev := evs.waitFor(t, "allowed tunnel", func(e action.NetEvent) bool { return e.Kind == "connect" && e.Allowed })
+	ev := evs.waitFor(t, "allowed tunnel", func(e observe.NetEvent) bool { return e.Kind == "connect" && e.Allowed })
 	if ev.SNI != "secure.test" || ev.BytesUp == 0 || ev.BytesDown == 0 || ev.Dest != "secure.test:"+port {
 		t.Errorf("tunnel event: %+v", ev)
 	}
@@ -255,7 +255,7 @@ func TestConnectAndSNI(t *testing.T) {
 	if err := tc.Handshake(); err == nil {
 		t.Fatal("a TLS handshake naming evil.test went through a tunnel to secure.test")
 	}
-	ev = evs.waitFor(t, "fronting refused", func(e action.NetEvent) bool { return e.Kind == "connect" && !e.Allowed && e.SNI == "evil.test" })
+	ev = evs.waitFor(t, "fronting refused", func(e observe.NetEvent) bool { return e.Kind == "connect" && !e.Allowed && e.SNI == "evil.test" })
 	if !strings.Contains(ev.Reason, `"evil.test" is not the tunnel's host secure.test`) || ev.BytesUp != 0 {
 		t.Errorf("fronting event: %+v", ev)
 	}
@@ -267,7 +267,7 @@ func TestConnectAndSNI(t *testing.T) {
 	if code == 200 {
 		t.Fatal("a tunnel to other.test went through")
 	}
-	evs.waitFor(t, "other refused", func(e action.NetEvent) bool {
+	evs.waitFor(t, "other refused", func(e observe.NetEvent) bool {
 		return e.Kind == "connect" && !e.Allowed && e.Dest == "other.test:"+port && strings.Contains(e.Reason, "no --allow-net rule")
 	})
 }
@@ -293,7 +293,7 @@ func TestNotProxyRequests(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("origin-form request: %v %v", resp, err)
 	}
-	evs.waitFor(t, "refused", func(e action.NetEvent) bool { return !e.Allowed && strings.Contains(e.Reason, "not a proxy request") })
+	evs.waitFor(t, "refused", func(e observe.NetEvent) bool { return !e.Allowed && strings.Contains(e.Reason, "not a proxy request") })
 }
 
 // TestByteLimit: the run's bytes stop at the cap, the limit is recorded,
@@ -308,9 +308,9 @@ func TestByteLimit(t *testing.T) {
 	if len(body) >= len(big) {
 		t.Fatalf("got the whole %d bytes past a %d byte limit", len(body), limit)
 	}
-	lim := evs.waitFor(t, "the byte limit", func(e action.NetEvent) bool { return e.Kind == "limit" && strings.Contains(e.Reason, "byte limit") })
+	lim := evs.waitFor(t, "the byte limit", func(e observe.NetEvent) bool { return e.Kind == "limit" && strings.Contains(e.Reason, "byte limit") })
 	t.Logf("limit: %s", lim.Reason)
-	ev := evs.waitFor(t, "the cut request", func(e action.NetEvent) bool { return e.Kind == "http" && e.Allowed })
+	ev := evs.waitFor(t, "the cut request", func(e observe.NetEvent) bool { return e.Kind == "http" && e.Allowed })
 	if ev.BytesUp+ev.BytesDown > limit {
 		t.Errorf("counted %d bytes past the %d limit: %+v", ev.BytesUp+ev.BytesDown, limit, ev)
 	}
@@ -337,7 +337,7 @@ func TestRateLimit(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("no request was refused at 2 per second")
 	}
-	evs.waitFor(t, "the rate limit", func(e action.NetEvent) bool {
+	evs.waitFor(t, "the rate limit", func(e observe.NetEvent) bool {
 		return e.Kind == "limit" && strings.Contains(e.Reason, "connection rate limit (2 per second")
 	})
 }
@@ -387,7 +387,7 @@ func TestForward(t *testing.T) {
 	if string(got) != "ping" {
 		t.Fatalf("echo through the forward: %q", got)
 	}
-	ev := evs.waitFor(t, "the forward", func(e action.NetEvent) bool { return e.Kind == "forward" && e.Allowed })
+	ev := evs.waitFor(t, "the forward", func(e observe.NetEvent) bool { return e.Kind == "forward" && e.Allowed })
 	if ev.BytesUp != 4 || ev.BytesDown != 4 || ev.Dest != "127.0.0.1:"+strconv.Itoa(port) {
 		t.Errorf("forward event: %+v", ev)
 	}
@@ -397,7 +397,7 @@ func TestForward(t *testing.T) {
 	}
 	io.ReadAll(c)
 	c.Close()
-	evs.waitFor(t, "the dead forward", func(e action.NetEvent) bool {
+	evs.waitFor(t, "the dead forward", func(e observe.NetEvent) bool {
 		return e.Kind == "forward" && !e.Allowed && strings.Contains(e.Reason, "does not answer")
 	})
 }
@@ -446,7 +446,7 @@ func TestCloseCutsTunnels(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not return with a tunnel open")
 	}
-	ev := evs.waitFor(t, "the cut tunnel", func(e action.NetEvent) bool { return e.Kind == "connect" })
+	ev := evs.waitFor(t, "the cut tunnel", func(e observe.NetEvent) bool { return e.Kind == "connect" })
 	if !ev.Allowed || ev.BytesUp != int64(len("plain bytes, no TLS")) {
 		t.Errorf("tunnel event: %+v", ev)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/guest/xserver/xservertest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // launcherNeed is the bus launcher, where Debian installs it.
@@ -108,12 +109,12 @@ func (d *desktop) start(t testing.TB, name string, args ...string) (<-chan strin
 }
 
 // waitTree reads the tree until ok accepts it.
-func (d *desktop) waitTree(t testing.TB, what string, ok func(*action.Tree) bool) *action.Tree {
+func (d *desktop) waitTree(t testing.TB, what string, ok func(*observe.Tree) bool) *observe.Tree {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	var last *action.Tree
+	var last *observe.Tree
 	for time.Now().Before(deadline) {
-		tr, err := d.bus.Tree(t.Context(), action.TreeLimits{})
+		tr, err := d.bus.Tree(t.Context(), observe.TreeLimits{})
 		if err != nil {
 			t.Fatalf("read the tree: %v", err)
 		}
@@ -127,7 +128,7 @@ func (d *desktop) waitTree(t testing.TB, what string, ok func(*action.Tree) bool
 	return nil
 }
 
-func dump(t *action.Tree) string {
+func dump(t *observe.Tree) string {
 	if t == nil {
 		return "(none)"
 	}
@@ -143,7 +144,7 @@ func TestZenityEntryTree(t *testing.T) {
 	testenv.Require(t, testenv.Programs("zenity"))
 	d := startDesktop(t)
 	d.app(t, "zenity", "--entry", "--title=Name please", "--text=Your name:")
-	tr := d.waitTree(t, "an OK button", func(tr *action.Tree) bool {
+	tr := d.waitTree(t, "an OK button", func(tr *observe.Tree) bool {
 		_, err := tr.Find(action.Selector{Role: "push button", Name: "OK"})
 		return err == nil
 	})
@@ -173,17 +174,17 @@ func TestTreeBounds(t *testing.T) {
 	testenv.Require(t, testenv.Programs("zenity"))
 	d := startDesktop(t)
 	d.app(t, "zenity", "--entry", "--title=Bounds", "--text=Name:")
-	full := d.waitTree(t, "an OK button", func(tr *action.Tree) bool {
+	full := d.waitTree(t, "an OK button", func(tr *observe.Tree) bool {
 		_, err := tr.Find(action.Selector{Role: "push button", Name: "OK"})
 		return err == nil
 	})
 	tests := []struct {
-		lim     action.TreeLimits
+		lim     observe.TreeLimits
 		max     int
 		wantCut string
 	}{
-		{action.TreeLimits{MaxNodes: 3}, 3, "nodes: 3 elements were read"},
-		{action.TreeLimits{MaxDepth: 2}, len(full.Elements), "depth: elements below depth 2"},
+		{observe.TreeLimits{MaxNodes: 3}, 3, "nodes: 3 elements were read"},
+		{observe.TreeLimits{MaxDepth: 2}, len(full.Elements), "depth: elements below depth 2"},
 	}
 	for _, tt := range tests {
 		tr, err := d.bus.Tree(t.Context(), tt.lim)
@@ -207,7 +208,7 @@ func TestTreeBounds(t *testing.T) {
 	errs := make(chan error, readers)
 	for range readers {
 		go func() {
-			tr, err := d.bus.Tree(t.Context(), action.TreeLimits{})
+			tr, err := d.bus.Tree(t.Context(), observe.TreeLimits{})
 			if err == nil && len(tr.Elements) != len(full.Elements) {
 				err = fmt.Errorf("a concurrent read has %d elements, a lone one %d", len(tr.Elements), len(full.Elements))
 			}
@@ -228,7 +229,7 @@ func TestTreeStoppedApp(t *testing.T) {
 	testenv.Require(t, testenv.Programs("zenity"))
 	d := startDesktop(t)
 	pid := d.appPID(t, "zenity", "--entry", "--title=Stopped", "--text=Name:")
-	d.waitTree(t, "an OK button", func(tr *action.Tree) bool {
+	d.waitTree(t, "an OK button", func(tr *observe.Tree) bool {
 		_, err := tr.Find(action.Selector{Role: "push button", Name: "OK"})
 		return err == nil
 	})
@@ -237,7 +238,7 @@ func TestTreeStoppedApp(t *testing.T) {
 	}
 	defer syscall.Kill(pid, syscall.SIGCONT)
 	t0 := time.Now()
-	tr, err := d.bus.Tree(t.Context(), action.TreeLimits{TimeoutMS: 20000})
+	tr, err := d.bus.Tree(t.Context(), observe.TreeLimits{TimeoutMS: 20000})
 	took := time.Since(t0)
 	if err != nil {
 		t.Fatalf("the read failed: %v", err)

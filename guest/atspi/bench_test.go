@@ -12,6 +12,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // The figures of issue 19: how long a read of the tree takes for a
@@ -42,7 +43,7 @@ func benchTree(b *testing.B, ready action.Selector, name string, args ...string)
 	testenv.Require(b, testenv.Programs(name))
 	d := startDesktop(b)
 	d.app(b, name, args...)
-	d.waitTree(b, "an OK button", func(tr *action.Tree) bool {
+	d.waitTree(b, "an OK button", func(tr *observe.Tree) bool {
 		_, err := tr.Find(ready)
 		return err == nil
 	})
@@ -51,7 +52,7 @@ func benchTree(b *testing.B, ready action.Selector, name string, args ...string)
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		tr, err := d.bus.Tree(b.Context(), action.TreeLimits{})
+		tr, err := d.bus.Tree(b.Context(), observe.TreeLimits{})
 		times = append(times, time.Since(t0))
 		if err != nil {
 			b.Fatal(err)

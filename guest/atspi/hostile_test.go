@@ -10,8 +10,8 @@ import (
 
 	"github.com/godbus/dbus/v5"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/guest/atspi"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // hostileApp is an application on the accessibility bus that says what it
@@ -113,7 +113,7 @@ func TestHostileApp(t *testing.T) {
 	startHostile(t, d, h)
 
 	t0 := time.Now()
-	tr, err := d.bus.Tree(t.Context(), action.TreeLimits{MaxNodes: 500, TimeoutMS: 20000})
+	tr, err := d.bus.Tree(t.Context(), observe.TreeLimits{MaxNodes: 500, TimeoutMS: 20000})
 	took := time.Since(t0)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestHostileApp(t *testing.T) {
 		t.Errorf("%d elements, cut %q", len(tr.Elements), tr.Cut)
 	}
 	for _, e := range tr.Elements {
-		if len(e.Name) > action.MaxElementText || len(e.Text) > action.MaxElementText || !utf8.ValidString(e.Name) || !utf8.ValidString(e.Text) {
+		if len(e.Name) > observe.MaxElementText || len(e.Text) > observe.MaxElementText || !utf8.ValidString(e.Name) || !utf8.ValidString(e.Text) {
 			t.Fatalf("%s: name %d bytes, text %d bytes, valid %v", e.ID, len(e.Name), len(e.Text), utf8.ValidString(e.Name))
 		}
 		if e.Bounds != nil && (e.Bounds[2] < e.Bounds[0] || e.Bounds.Dx() > 1<<20) {
@@ -137,7 +137,7 @@ func TestHostileApp(t *testing.T) {
 	// Many elements with names and texts at the clip: the tree stops at
 	// its size bound, well inside a wire frame.
 	h.name = strings.Repeat("n", 5000)
-	tr, err = d.bus.Tree(t.Context(), action.TreeLimits{MaxNodes: action.MaxTreeNodes, TimeoutMS: action.MaxTreeTimeout})
+	tr, err = d.bus.Tree(t.Context(), observe.TreeLimits{MaxNodes: observe.MaxTreeNodes, TimeoutMS: observe.MaxTreeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestHostileApp(t *testing.T) {
 	h.silent, h.hang = true, make(chan struct{})
 	defer close(h.hang)
 	t0 = time.Now()
-	tr, err = d.bus.Tree(t.Context(), action.TreeLimits{TimeoutMS: 20000})
+	tr, err = d.bus.Tree(t.Context(), observe.TreeLimits{TimeoutMS: 20000})
 	took = time.Since(t0)
 	if err != nil {
 		t.Fatal(err)

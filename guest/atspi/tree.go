@@ -11,6 +11,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // AT-SPI's names on the accessibility bus.
@@ -33,7 +34,7 @@ const MaxTreeBytes = 16 << 20
 
 // elementSize is about what e takes in JSON (strings may grow when
 // escaped; the bound has room for it).
-func elementSize(e *action.Element) int {
+func elementSize(e *observe.Element) int {
 	n := 160 + len(e.ID) + len(e.Role) + 2*len(e.Name) + 2*len(e.Text)
 	for _, s := range e.States {
 		n += len(s) + 3
@@ -56,7 +57,7 @@ type ref struct {
 	path dbus.ObjectPath
 }
 
-// ID is the element ID of r (action.Element.ID).
+// ID is the element ID of r (observe.Element.ID).
 func (r ref) ID() string {
 	b := strings.TrimPrefix(r.bus, ":")
 	p := string(r.path)
@@ -86,7 +87,7 @@ type node struct {
 	ref    ref
 	parent int
 	depth  int
-	el     action.Element
+	el     observe.Element
 	ifaces []string
 	kids   []ref
 	failed bool
@@ -115,7 +116,7 @@ func (r *reader) close() {
 // everything showing below it, breadth first, within the limits. What the
 // limits, a deadline or an application that did not answer left out is
 // said in Tree.Cut; an empty tree has a Note, and is not an error.
-func (b *Bus) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, error) {
+func (b *Bus) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.conn == nil {
@@ -136,8 +137,8 @@ func (b *Bus) Tree(ctx context.Context, lim action.TreeLimits) (*action.Tree, er
 	return tree, nil
 }
 
-func (r *reader) read(lim action.TreeLimits) (*action.Tree, error) {
-	tree := &action.Tree{Elements: []action.Element{}}
+func (r *reader) read(lim observe.TreeLimits) (*observe.Tree, error) {
+	tree := &observe.Tree{Elements: []observe.Element{}}
 	var apps []struct {
 		Bus  string
 		Path dbus.ObjectPath
@@ -235,7 +236,7 @@ func appendOnce(list []string, s string) []string {
 
 // preorder orders the nodes read breadth first as a tree: each parent
 // before its children, siblings in their order, with parents renumbered.
-func preorder(nodes []*node) []action.Element {
+func preorder(nodes []*node) []observe.Element {
 	kids := make([][]int, len(nodes))
 	var roots []int
 	for i, n := range nodes {
@@ -245,7 +246,7 @@ func preorder(nodes []*node) []action.Element {
 			kids[n.parent] = append(kids[n.parent], i)
 		}
 	}
-	out := make([]action.Element, 0, len(nodes))
+	out := make([]observe.Element, 0, len(nodes))
 	var walk func(i, parent int)
 	walk = func(i, parent int) {
 		e := nodes[i].el
@@ -355,7 +356,7 @@ func (r *reader) readLevel(level []*node) {
 					if !readsText(&n.el) {
 						continue
 					}
-					p.text = r.call(n.ref, ifaceText+".GetText", int32(0), int32(action.MaxElementText))
+					p.text = r.call(n.ref, ifaceText+".GetText", int32(0), int32(observe.MaxElementText))
 					p.count = r.call(n.ref, ifaceProps+".Get", ifaceText, "CharacterCount")
 					second = append(second, p.text, p.count)
 				case ifaceValue:
@@ -385,7 +386,7 @@ func (r *reader) readLevel(level []*node) {
 				continue
 			}
 			if n, ok := count.Value().(int32); ok && n > 0 {
-				more[i].text = r.call(p.n.ref, ifaceText+".GetText", int32(0), min(n, int32(action.MaxElementText)))
+				more[i].text = r.call(p.n.ref, ifaceText+".GetText", int32(0), min(n, int32(observe.MaxElementText)))
 				third = append(third, more[i].text)
 			}
 		}
@@ -425,7 +426,7 @@ var textRoles = map[string]bool{
 // editable or text role, or the only words of an element without a name.
 // A label's, a cell's or a button's text is its name: reading it again
 // would double the calls of a large table.
-func readsText(e *action.Element) bool {
+func readsText(e *observe.Element) bool {
 	return textRoles[e.Role] || e.Name == "" || e.Has("editable")
 }
 
@@ -521,8 +522,8 @@ func stateList(words []uint32) []string {
 
 // clip bounds a string from an application and makes it valid UTF-8.
 func clip(s string) string {
-	if len(s) > action.MaxElementText {
-		s = s[:action.MaxElementText]
+	if len(s) > observe.MaxElementText {
+		s = s[:observe.MaxElementText]
 		for len(s) > 0 && !utf8.ValidString(s) {
 			s = s[:len(s)-1]
 		}
@@ -531,9 +532,9 @@ func clip(s string) string {
 }
 
 // Find reads the tree and returns the element sel picks, with the tree
-// it was found in; see action.Tree.Find for the errors.
-func (b *Bus) Find(ctx context.Context, sel action.Selector) (*action.Element, *action.Tree, error) {
-	tr, err := b.Tree(ctx, action.TreeLimits{})
+// it was found in; see observe.Tree.Find for the errors.
+func (b *Bus) Find(ctx context.Context, sel action.Selector) (*observe.Element, *observe.Tree, error) {
+	tr, err := b.Tree(ctx, observe.TreeLimits{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Version is the API's version, the first element of every path.
@@ -163,7 +164,7 @@ type Server struct {
 	// connection of its client.
 	LeaseMS int64 `json:"lease_ms"`
 	// MaxScreen is the largest screen an environment may have.
-	MaxScreen action.Screen `json:"max_screen"`
+	MaxScreen observe.Screen `json:"max_screen"`
 	// Limits are the most an environment may ask for, and its default.
 	Limits         Limits `json:"limits"`
 	MaxUploadBytes int64  `json:"max_upload_bytes"`
@@ -203,12 +204,12 @@ type Pool struct {
 // CreateRequest is POST /v1/envs: a new environment and its first
 // episode. Exactly one of App and Upload names the app.
 type CreateRequest struct {
-	App     string         `json:"app,omitempty"`    // a name registered with --app
-	Upload  string         `json:"upload,omitempty"` // an upload's ID
-	Backend string         `json:"backend,omitempty"`
-	Screen  *action.Screen `json:"screen,omitempty"`
-	Limits  *Limits        `json:"limits,omitempty"`
-	Task    string         `json:"task,omitempty"`
+	App     string          `json:"app,omitempty"`    // a name registered with --app
+	Upload  string          `json:"upload,omitempty"` // an upload's ID
+	Backend string          `json:"backend,omitempty"`
+	Screen  *observe.Screen `json:"screen,omitempty"`
+	Limits  *Limits         `json:"limits,omitempty"`
+	Task    string          `json:"task,omitempty"`
 	// MaxSteps and TimeoutMS bound each episode (default and most: the
 	// server's).
 	MaxSteps  int   `json:"max_steps,omitempty"`
@@ -228,13 +229,13 @@ const (
 
 // Environment describes one environment.
 type Environment struct {
-	ID      string        `json:"id"`
-	App     string        `json:"app"`
-	Backend string        `json:"backend"`
-	Screen  action.Screen `json:"screen"`
-	Limits  Limits        `json:"limits"`
-	Task    string        `json:"task,omitempty"`
-	State   string        `json:"state"`
+	ID      string         `json:"id"`
+	App     string         `json:"app"`
+	Backend string         `json:"backend"`
+	Screen  observe.Screen `json:"screen"`
+	Limits  Limits         `json:"limits"`
+	Task    string         `json:"task,omitempty"`
+	State   string         `json:"state"`
 	// Episode counts the episodes from 1; each has its own run ID and
 	// trace directory.
 	Episode int    `json:"episode"`
@@ -294,10 +295,10 @@ type Observation struct {
 	ElapsedMS float64 `json:"elapsed_ms"`
 	Running   bool    `json:"running"` // the app is running
 	// Exit is how the app ended, once it has.
-	Exit    *action.Exit     `json:"exit,omitempty"`
-	Cursor  action.Point     `json:"cursor"`
-	Windows []action.Window  `json:"windows"`
-	Output  []action.LogLine `json:"output"` // the app's lines since the last observation
+	Exit    *observe.Exit     `json:"exit,omitempty"`
+	Cursor  action.Point      `json:"cursor"`
+	Windows []observe.Window  `json:"windows"`
+	Output  []observe.LogLine `json:"output"` // the app's lines since the last observation
 	// Last is the previous action's result.
 	Last *action.Result `json:"last,omitempty"`
 	// Screenshot is the screenshot's path in the episode's trace.
@@ -344,20 +345,20 @@ type Event struct {
 	Episode int    `json:"episode"`
 	TNS     int64  `json:"t_ns"` // since the episode started
 
-	Stream  string         `json:"stream,omitempty"`
-	Text    string         `json:"text,omitempty"`
-	Dropped int64          `json:"dropped,omitempty"`
-	Change  string         `json:"change,omitempty"`
-	Window  *action.Window `json:"window,omitempty"`
-	Exit    *action.Exit   `json:"exit,omitempty"`
-	Step    int            `json:"step,omitempty"`
-	Actor   string         `json:"actor,omitempty"`
-	Action  *action.Action `json:"action,omitempty"`
-	Invalid string         `json:"invalid,omitempty"`
-	Result  *action.Result `json:"result,omitempty"`
-	End     *End           `json:"end,omitempty"`
-	RunID   string         `json:"run_id,omitempty"` // episode
-	Trace   string         `json:"trace,omitempty"`  // episode
+	Stream  string          `json:"stream,omitempty"`
+	Text    string          `json:"text,omitempty"`
+	Dropped int64           `json:"dropped,omitempty"`
+	Change  string          `json:"change,omitempty"`
+	Window  *observe.Window `json:"window,omitempty"`
+	Exit    *observe.Exit   `json:"exit,omitempty"`
+	Step    int             `json:"step,omitempty"`
+	Actor   string          `json:"actor,omitempty"`
+	Action  *action.Action  `json:"action,omitempty"`
+	Invalid string          `json:"invalid,omitempty"`
+	Result  *action.Result  `json:"result,omitempty"`
+	End     *End            `json:"end,omitempty"`
+	RunID   string          `json:"run_id,omitempty"` // episode
+	Trace   string          `json:"trace,omitempty"`  // episode
 	// By is who took control (takeover, hand_back); Reason why they
 	// handed it back and Steps how many steps they took (hand_back).
 	By     string `json:"by,omitempty"`

@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -48,12 +48,12 @@ func forge(w io.Writer) error {
 		_ = wire.WriteFrame(&buf, h, payload)
 	}
 	body := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
-	write(&wire.Header{Type: wire.Event, Method: wire.EventOutput, Body: body(wire.OutputEvent{Stream: action.Stdout})}, []byte(Forged+" output\n"))
-	write(&wire.Header{Type: wire.Event, Method: wire.EventWindow, Body: body(wire.WindowEvent{Kind: "mapped", Window: action.Window{ID: 4242, Title: Forged + " window", Width: 10, Height: 10}})}, nil)
+	write(&wire.Header{Type: wire.Event, Method: wire.EventOutput, Body: body(wire.OutputEvent{Stream: observe.Stdout})}, []byte(Forged+" output\n"))
+	write(&wire.Header{Type: wire.Event, Method: wire.EventWindow, Body: body(wire.WindowEvent{Kind: "mapped", Window: observe.Window{ID: 4242, Title: Forged + " window", Width: 10, Height: 10}})}, nil)
 	for id := uint32(1); id <= 200; id++ {
 		write(&wire.Header{Type: wire.Response, ID: id, Error: &wire.RemoteError{Code: wire.CodeInternal, Message: Forged + " response"}}, nil)
 	}
-	write(&wire.Header{Type: wire.Event, Method: wire.EventExit, Body: body(action.Exit{Code: -1, Signal: "SIGKILL", OOM: true, Stopped: Forged + " exit"})}, nil)
+	write(&wire.Header{Type: wire.Event, Method: wire.EventExit, Body: body(observe.Exit{Code: -1, Signal: "SIGKILL", OOM: true, Stopped: Forged + " exit"})}, nil)
 	_, err := w.Write(buf.Bytes())
 	return err
 }

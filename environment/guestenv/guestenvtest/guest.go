@@ -23,6 +23,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -141,11 +142,11 @@ func (w *Writer) Reply(id uint32, method string, body any, payload []byte) error
 func Blank(w, h int) (wire.ScreenshotResponse, []byte) {
 	pix := make([]byte, 4*w*h)
 	return wire.ScreenshotResponse{Width: w, Height: h, Hash: 1, Encoding: wire.EncodingBGRXS2,
-		State: &wire.State{Running: true, Windows: []action.Window{Window}}}, bytes.Clone(s2.Encode(nil, pix))
+		State: &wire.State{Running: true, Windows: []observe.Window{Window}}}, bytes.Clone(s2.Encode(nil, pix))
 }
 
 // Window is the app's window.
-var Window = action.Window{ID: 1, Title: "fake", Width: 320, Height: 240, Focused: true}
+var Window = observe.Window{ID: 1, Title: "fake", Width: 320, Height: 240, Focused: true}
 
 // Serve runs the guest on its stdio (stdin from the host, stdout to it)
 // until stdin ends or a write fails.
@@ -154,7 +155,7 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 	if err := w.Event(wire.EventHello, wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: "test"}, nil); err != nil {
 		return err
 	}
-	var screen action.Screen
+	var screen observe.Screen
 	shots := 0
 	var blank []byte
 	var blankResp wire.ScreenshotResponse
@@ -216,7 +217,7 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				}
 				continue
 			}
-			out = wire.StopResponse{Exit: &action.Exit{Signal: "SIGTERM"}}
+			out = wire.StopResponse{Exit: &observe.Exit{Signal: "SIGTERM"}}
 		}
 		if err := w.Reply(m.ID, m.Method, out, payload); err != nil {
 			return err

@@ -1,4 +1,4 @@
-package action
+package observe
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"strconv"
 
+	"github.com/codegirl-games/agentbox/action"
 	"golang.org/x/image/draw"
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -17,16 +18,16 @@ import (
 // may answer `{"action": "click", "mark": 7}`; the mark resolves to the
 // centre of the element's bounds.
 type Mark struct {
-	N      int    `json:"n"`
-	ID     string `json:"id"`
-	Role   string `json:"role"`
-	Name   string `json:"name,omitempty"`
-	Bounds Rect   `json:"bounds"`
+	N      int         `json:"n"`
+	ID     string      `json:"id"`
+	Role   string      `json:"role"`
+	Name   string      `json:"name,omitempty"`
+	Bounds action.Rect `json:"bounds"`
 }
 
 // Center is the middle of the mark's box.
-func (m Mark) Center() Point {
-	return Point{X: m.Bounds[0] + m.Bounds.Dx()/2, Y: m.Bounds[1] + m.Bounds.Dy()/2}
+func (m Mark) Center() action.Point {
+	return action.Point{X: m.Bounds[0] + m.Bounds.Dx()/2, Y: m.Bounds[1] + m.Bounds.Dy()/2}
 }
 
 // MaxMarks bounds the marks of one screenshot: more numbers than this
@@ -72,7 +73,7 @@ func MarksOf(t *Tree, w, h int) []Mark {
 			continue
 		}
 		b := *e.Bounds
-		b = Rect{max(b[0], 0), max(b[1], 0), min(b[2], w), min(b[3], h)}
+		b = action.Rect{max(b[0], 0), max(b[1], 0), min(b[2], w), min(b[3], h)}
 		if b.Dx() <= 0 || b.Dy() <= 0 {
 			continue
 		}
@@ -100,13 +101,13 @@ func FindMark(marks []Mark, n int) (Mark, error) {
 // ResolveMark puts the centre of the mark a names into its X and Y (a
 // click, mouse_move or scroll on a mark); an unknown mark is a validation
 // error. Actions without a mark, or already resolved, are left alone.
-func ResolveMark(a *Action, marks []Mark) error {
+func ResolveMark(a *action.Action, marks []Mark) error {
 	if a.Mark <= 0 || a.X != nil || a.Y != nil {
 		return nil
 	}
 	m, err := FindMark(marks, a.Mark)
 	if err != nil {
-		return errorf(a.Kind, "mark", "%v", err)
+		return &action.Error{Kind: a.Kind, Field: "mark", Msg: err.Error()}
 	}
 	c := m.Center()
 	a.X, a.Y = &c.X, &c.Y

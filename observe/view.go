@@ -1,4 +1,4 @@
-package action
+package observe
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"image"
 	"image/jpeg"
 
+	"github.com/codegirl-games/agentbox/action"
 	"golang.org/x/image/draw"
 )
 
@@ -14,13 +15,13 @@ import (
 // and the screen exactly: every view pixel maps to the screen pixel at the
 // centre of the area it shows, and back to itself.
 type View struct {
-	Frame  *Frame // the pixels shown
-	Region Rect   // the part of the screen shown, in screen pixels
+	Frame  *Frame      // the pixels shown
+	Region action.Rect // the part of the screen shown, in screen pixels
 }
 
 // FullView shows the whole frame unscaled.
 func FullView(f *Frame) *View {
-	return &View{Frame: f, Region: Rect{0, 0, f.Width, f.Height}}
+	return &View{Frame: f, Region: action.Rect{0, 0, f.Width, f.Height}}
 }
 
 // Scaled reports whether the view's pixels differ in size from the screen's.
@@ -62,8 +63,8 @@ func clamp(v, lo, hi int) int {
 // NewView crops f to region (nil: the whole frame) and scales it down to fit
 // maxW×maxH (0: no bound), keeping the aspect ratio; scale, if in (0,1),
 // scales by that factor instead. It never scales up.
-func NewView(f *Frame, region *Rect, scale float64, maxW, maxH int) (*View, error) {
-	r := Rect{0, 0, f.Width, f.Height}
+func NewView(f *Frame, region *action.Rect, scale float64, maxW, maxH int) (*View, error) {
+	r := action.Rect{0, 0, f.Width, f.Height}
 	if region != nil {
 		r = *region
 		if r[0] < 0 || r[1] < 0 || r[2] > f.Width || r[3] > f.Height || r.Dx() <= 0 || r.Dy() <= 0 {

@@ -1,4 +1,4 @@
-package action
+package observe
 
 import (
 	"fmt"

@@ -1,9 +1,11 @@
-package action
+package observe
 
 import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/codegirl-games/agentbox/action"
 )
 
 // MaxInterventionActions bounds the actions an Intervention lists; the
@@ -20,8 +22,8 @@ type Intervention struct {
 	By string `json:"by,omitempty"`
 	// Actions are the person's actions in order (at most
 	// MaxInterventionActions); More counts those not listed.
-	Actions []Action `json:"actions"`
-	More    int      `json:"more,omitempty"`
+	Actions []action.Action `json:"actions"`
+	More    int             `json:"more,omitempty"`
 	// FirstStep and LastStep are the trace's steps the person took (0
 	// when they took none).
 	FirstStep int `json:"first_step,omitempty"`
@@ -32,8 +34,8 @@ type Intervention struct {
 	// controller saw last; Changed is the smallest rectangle holding every
 	// pixel that differs (nil when none does, or when there was no earlier
 	// screen to compare with).
-	ScreenChanged bool  `json:"screen_changed"`
-	Changed       *Rect `json:"changed,omitempty"`
+	ScreenChanged bool         `json:"screen_changed"`
+	Changed       *action.Rect `json:"changed,omitempty"`
 }
 
 // Steps counts the person's actions.
@@ -80,15 +82,15 @@ func (iv *Intervention) String() string {
 // ChangedRect is the smallest rectangle holding every pixel that differs
 // between two frames of the same size; ok is false when they differ in
 // size (every pixel counts as changed then, and r is the whole of b).
-func ChangedRect(a, b *Frame) (r Rect, changed, ok bool) {
+func ChangedRect(a, b *Frame) (r action.Rect, changed, ok bool) {
 	if a == nil || b == nil {
-		return Rect{}, a != b, false
+		return action.Rect{}, a != b, false
 	}
 	if a.Width != b.Width || a.Height != b.Height || len(a.Pix) != len(b.Pix) {
-		return Rect{0, 0, b.Width, b.Height}, true, false
+		return action.Rect{0, 0, b.Width, b.Height}, true, false
 	}
 	if a.Hash != 0 && a.Hash == b.Hash {
-		return Rect{}, false, true
+		return action.Rect{}, false, true
 	}
 	w := a.Width
 	x0, y0, x1, y1 := w, a.Height, -1, -1
@@ -115,7 +117,7 @@ func ChangedRect(a, b *Frame) (r Rect, changed, ok bool) {
 		}
 	}
 	if y1 < 0 {
-		return Rect{}, false, true
+		return action.Rect{}, false, true
 	}
-	return Rect{x0, y0, x1 + 1, y1 + 1}, true, true
+	return action.Rect{x0, y0, x1 + 1, y1 + 1}, true, true
 }

@@ -1,4 +1,4 @@
-package action
+package observe
 
 import (
 	"errors"
@@ -39,6 +39,7 @@ var ErrInvalidScreen = errors.New("invalid screen")
 type screenError string
 
 func (e screenError) Error() string { return string(e) }
+
 func (e screenError) Unwrap() error { return ErrInvalidScreen }
 
 // ParseScreen reads WIDTHxHEIGHT or WIDTHxHEIGHTxDEPTH (depth 24 when not

@@ -1,10 +1,12 @@
-package action
+package observe
 
 import (
 	"bytes"
 	"image/jpeg"
 	"image/png"
 	"testing"
+
+	"github.com/codegirl-games/agentbox/action"
 )
 
 func testFrame(w, h int) *Frame {
@@ -25,7 +27,7 @@ func TestViewMappingIsExact(t *testing.T) {
 	f := testFrame(1920, 1080)
 	tests := []struct {
 		name         string
-		region       *Rect
+		region       *action.Rect
 		scale        float64
 		maxW, maxH   int
 		wantW, wantH int
@@ -35,8 +37,8 @@ func TestViewMappingIsExact(t *testing.T) {
 		{"WXGA width", nil, 0, 1280, 0, 1280, 720},
 		{"half", nil, 0.5, 0, 0, 960, 540},
 		{"odd factor", nil, 0, 1000, 0, 1000, 563},
-		{"region", &Rect{100, 50, 740, 530}, 0, 0, 0, 640, 480},
-		{"region scaled", &Rect{333, 77, 1333, 777}, 0, 640, 0, 640, 448},
+		{"region", &action.Rect{100, 50, 740, 530}, 0, 0, 0, 640, 480},
+		{"region scaled", &action.Rect{333, 77, 1333, 777}, 0, 640, 0, 640, 448},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +73,7 @@ func TestViewMappingIsExact(t *testing.T) {
 
 func TestViewPixels(t *testing.T) {
 	f := testFrame(64, 48)
-	v, err := NewView(f, &Rect{10, 20, 30, 40}, 0, 0, 0)
+	v, err := NewView(f, &action.Rect{10, 20, 30, 40}, 0, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +81,7 @@ func TestViewPixels(t *testing.T) {
 	if r != 10 || g != 20 || v.Frame.Width != 20 {
 		t.Errorf("cropped view starts at (%d,%d), %d wide", r, g, v.Frame.Width)
 	}
-	if _, err := NewView(f, &Rect{0, 0, 65, 10}, 0, 0, 0); err == nil {
+	if _, err := NewView(f, &action.Rect{0, 0, 65, 10}, 0, 0, 0); err == nil {
 		t.Error("a region outside the frame was accepted")
 	}
 	for _, enc := range []struct {

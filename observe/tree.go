@@ -1,10 +1,10 @@
-package action
+package observe
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/plural"
 )
 
@@ -57,7 +57,7 @@ type Element struct {
 	States []string `json:"states,omitempty"`
 	// Bounds is where the element is on the screen, in screen pixels
 	// [x0, y0, x1, y1), when it has a place.
-	Bounds *Rect `json:"bounds,omitempty"`
+	Bounds *action.Rect `json:"bounds,omitempty"`
 }
 
 // MaxElementText bounds an element's name and text.
@@ -74,12 +74,12 @@ func (e *Element) Has(state string) bool {
 }
 
 // Center is the middle of the element's bounds.
-func (e *Element) Center() (Point, bool) {
+func (e *Element) Center() (action.Point, bool) {
 	if e.Bounds == nil || e.Bounds.Dx() <= 0 || e.Bounds.Dy() <= 0 {
-		return Point{}, false
+		return action.Point{}, false
 	}
 	b := *e.Bounds
-	return Point{X: b[0] + b.Dx()/2, Y: b[1] + b.Dy()/2}, true
+	return action.Point{X: b[0] + b.Dx()/2, Y: b[1] + b.Dy()/2}, true
 }
 
 // Describe renders an element for messages: `push button "OK" (1.7/12) at [10 20 90 50]`.
@@ -139,78 +139,6 @@ func (l TreeLimits) OrDefault() TreeLimits {
 	return l
 }
 
-// Selector picks one element of the live tree: by its ID, or by role and
-// name (exact, a glob with * and ?, or /regex/: the rules of window-title
-// patterns, TitleMatcher), optionally below an ancestor that matches a
-// selector of its own. Several matches are an error unless Index picks one
-// (0 is the first in reading order).
-type Selector struct {
-	ID       string    `json:"id,omitempty"`
-	Role     string    `json:"role,omitempty"`
-	Name     string    `json:"name,omitempty"`
-	Index    *int      `json:"index,omitempty"`
-	Ancestor *Selector `json:"ancestor,omitempty"`
-}
-
-// String renders the selector for messages: `{role: "push button", name: "OK"}`.
-func (s Selector) String() string {
-	var parts []string
-	if s.ID != "" {
-		parts = append(parts, fmt.Sprintf("id: %q", s.ID))
-	}
-	if s.Role != "" {
-		parts = append(parts, fmt.Sprintf("role: %q", s.Role))
-	}
-	if s.Name != "" {
-		parts = append(parts, fmt.Sprintf("name: %q", s.Name))
-	}
-	if s.Index != nil {
-		parts = append(parts, fmt.Sprintf("index: %d", *s.Index))
-	}
-	if s.Ancestor != nil {
-		parts = append(parts, "ancestor: "+s.Ancestor.String())
-	}
-	return "{" + strings.Join(parts, ", ") + "}"
-}
-
-// maxSelectorDepth bounds nested ancestors.
-const maxSelectorDepth = 8
-
-// Check reports what is wrong with a selector: it names nothing, a
-// pattern does not compile, an index is negative, ancestors nest too deep.
-func (s Selector) Check() error { return s.check(0) }
-
-func (s Selector) check(depth int) error {
-	if depth > maxSelectorDepth {
-		return fmt.Errorf("ancestors nest deeper than %d", maxSelectorDepth)
-	}
-	if s.ID == "" && s.Role == "" && s.Name == "" {
-		return fmt.Errorf("a selector needs id, role or name")
-	}
-	if s.ID != "" && !validID(s.ID) {
-		return fmt.Errorf("id %q is not an element id (such as 1.7/12)", s.ID)
-	}
-	if _, err := TitleMatcher(s.Name); err != nil {
-		return fmt.Errorf("name: %w", err)
-	}
-	if s.Index != nil && *s.Index < 0 {
-		return fmt.Errorf("index must be 0 or more, got %d", *s.Index)
-	}
-	if s.Ancestor != nil {
-		if err := s.Ancestor.check(depth + 1); err != nil {
-			return fmt.Errorf("ancestor: %w", err)
-		}
-	}
-	return nil
-}
-
-// idPattern is the form of element IDs: "1.7/12" for AT-SPI's usual
-// object paths (/org/a11y/atspi/accessible/12 of the connection :1.7),
-// "1.7:/some/other/path" for any other.
-var idPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+(/[A-Za-z0-9_]+|:(/[A-Za-z0-9_]+)+)$`)
-
-func validID(id string) bool { return len(id) <= 256 && idPattern.MatchString(id) }
-
 // NormRole is the form roles are compared in: lower case, "_" and "-" as
 // spaces ("push_button" and "Push Button" are "push button").
 func NormRole(r string) string {
@@ -219,21 +147,21 @@ func NormRole(r string) string {
 
 // matcher is a compiled selector.
 type matcher struct {
-	sel      Selector
+	sel      action.Selector
 	name     func(string) bool
 	ancestor *matcher
 }
 
-func compile(s Selector) (*matcher, error) {
+func compile(s action.Selector) (*matcher, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
 	return compileChecked(s), nil
 }
 
-func compileChecked(s Selector) *matcher {
+func compileChecked(s action.Selector) *matcher {
 	m := &matcher{sel: s}
-	m.name, _ = TitleMatcher(s.Name)
+	m.name, _ = action.TitleMatcher(s.Name)
 	if s.Ancestor != nil {
 		m.ancestor = compileChecked(*s.Ancestor)
 	}
@@ -270,7 +198,7 @@ func (m *matcher) matches(t *Tree, i int) bool {
 
 // FindAll returns the indices of the elements s matches, in reading
 // order, ignoring Index.
-func (t *Tree) FindAll(s Selector) ([]int, error) {
+func (t *Tree) FindAll(s action.Selector) ([]int, error) {
 	m, err := compile(s)
 	if err != nil {
 		return nil, err
@@ -288,7 +216,7 @@ func (t *Tree) FindAll(s Selector) ([]int, error) {
 // without an index, is an error that names the near misses: elements of
 // the same role with other names, or of the same name with other roles,
 // or the several matches with their places.
-func (t *Tree) Find(s Selector) (*Element, error) {
+func (t *Tree) Find(s action.Selector) (*Element, error) {
 	all, err := t.FindAll(s)
 	if err != nil {
 		return nil, err
@@ -328,7 +256,7 @@ func (t *Tree) list(idx []int) string {
 // nearMisses lists what almost matched s: the same role under other
 // names, the same name under other roles, and, for a selector with an
 // ancestor, the matches outside it.
-func (t *Tree) nearMisses(s Selector) string {
+func (t *Tree) nearMisses(s action.Selector) string {
 	if len(t.Elements) == 0 {
 		note := t.Note
 		if note == "" {
@@ -338,7 +266,7 @@ func (t *Tree) nearMisses(s Selector) string {
 	}
 	var near []int
 	seen := map[int]bool{}
-	add := func(sel Selector) {
+	add := func(sel action.Selector) {
 		if sel.ID == "" && sel.Role == "" && sel.Name == "" {
 			return
 		}
@@ -354,11 +282,11 @@ func (t *Tree) nearMisses(s Selector) string {
 		}
 	}
 	if s.Ancestor != nil {
-		add(Selector{ID: s.ID, Role: s.Role, Name: s.Name})
+		add(action.Selector{ID: s.ID, Role: s.Role, Name: s.Name})
 	}
 	if s.Role != "" && s.Name != "" {
-		add(Selector{Role: s.Role})
-		add(Selector{Name: s.Name})
+		add(action.Selector{Role: s.Role})
+		add(action.Selector{Name: s.Name})
 		// A name that differs in case or spacing only.
 		for i := range t.Elements {
 			e := &t.Elements[i]
@@ -387,22 +315,9 @@ func (t *Tree) nearMisses(s Selector) string {
 	return "; near misses:" + t.list(near)
 }
 
-// Resolved is the element an action's target or mark named, as found at
-// the moment of the action, and the point the action used.
-type Resolved struct {
-	ID     string `json:"id"`
-	Role   string `json:"role"`
-	Name   string `json:"name,omitempty"`
-	Bounds *Rect  `json:"bounds,omitempty"`
-	Point  *Point `json:"point,omitempty"`
-	// Focused says, for type, whether the element had the keyboard focus
-	// before the text was typed, and how it got it ("grab_focus", "click").
-	Focus string `json:"focus,omitempty"`
-}
-
 // ResolvedOf describes an element for a result.
-func ResolvedOf(e *Element) *Resolved {
-	r := &Resolved{ID: e.ID, Role: e.Role, Name: clipText(e.Name, 200)}
+func ResolvedOf(e *Element) *action.Resolved {
+	r := &action.Resolved{ID: e.ID, Role: e.Role, Name: clipText(e.Name, 200)}
 	if e.Bounds != nil {
 		b := *e.Bounds
 		r.Bounds = &b

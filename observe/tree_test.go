@@ -1,14 +1,16 @@
-package action
+package observe
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/codegirl-games/agentbox/action"
 )
 
 // dialogTree is the tree of zenity --entry as the guest reads it (the
 // shape recorded by guest/atspi's test of the real dialog).
 func dialogTree() *Tree {
-	r := func(x0, y0, x1, y1 int) *Rect { return &Rect{x0, y0, x1, y1} }
+	r := func(x0, y0, x1, y1 int) *action.Rect { return &action.Rect{x0, y0, x1, y1} }
 	show := []string{"enabled", "sensitive", "showing", "visible"}
 	focus := []string{"enabled", "focusable", "sensitive", "showing", "visible"}
 	return &Tree{Apps: 1, Elements: []Element{
@@ -30,24 +32,24 @@ func idx(i int) *int { return &i }
 func TestTreeFind(t *testing.T) {
 	tr := dialogTree()
 	tests := []struct {
-		sel     Selector
+		sel     action.Selector
 		want    string // the ID found
 		wantErr string // a part of the error
 	}{
-		{sel: Selector{Role: "push button", Name: "Cancel"}, want: "1.2/9"},
-		{sel: Selector{Role: "Push_Button", Name: "Canc*"}, want: "1.2/9"},
-		{sel: Selector{Role: "push button", Name: "/^C.n/"}, want: "1.2/9"},
-		{sel: Selector{ID: "1.2/8"}, want: "1.2/8"},
-		{sel: Selector{Role: "text"}, want: "1.2/8"},
-		{sel: Selector{Role: "push button", Name: "OK", Ancestor: &Selector{Role: "dialog", Name: "Name*"}}, want: "1.2/10"},
-		{sel: Selector{Role: "push button", Name: "OK", Index: idx(1)}, want: "1.3/4"},
-		{sel: Selector{Role: "push button", Name: "OK"}, wantErr: "2 elements match; add index"},
-		{sel: Selector{Role: "push button", Name: "OK", Index: idx(2)}, wantErr: "index 2, but 2 elements match"},
-		{sel: Selector{Role: "push button", Name: "Ok"}, wantErr: `near misses:`},
-		{sel: Selector{Role: "check box"}, wantErr: "the tree has 10 elements: application ×2"},
-		{sel: Selector{Role: "push button", Name: "Help", Ancestor: &Selector{Role: "dialog"}}, wantErr: `push button "Cancel"`},
-		{sel: Selector{}, wantErr: "needs id, role or name"},
-		{sel: Selector{Name: "/(/"}, wantErr: "bad regular expression"},
+		{sel: action.Selector{Role: "push button", Name: "Cancel"}, want: "1.2/9"},
+		{sel: action.Selector{Role: "Push_Button", Name: "Canc*"}, want: "1.2/9"},
+		{sel: action.Selector{Role: "push button", Name: "/^C.n/"}, want: "1.2/9"},
+		{sel: action.Selector{ID: "1.2/8"}, want: "1.2/8"},
+		{sel: action.Selector{Role: "text"}, want: "1.2/8"},
+		{sel: action.Selector{Role: "push button", Name: "OK", Ancestor: &action.Selector{Role: "dialog", Name: "Name*"}}, want: "1.2/10"},
+		{sel: action.Selector{Role: "push button", Name: "OK", Index: idx(1)}, want: "1.3/4"},
+		{sel: action.Selector{Role: "push button", Name: "OK"}, wantErr: "2 elements match; add index"},
+		{sel: action.Selector{Role: "push button", Name: "OK", Index: idx(2)}, wantErr: "index 2, but 2 elements match"},
+		{sel: action.Selector{Role: "push button", Name: "Ok"}, wantErr: `near misses:`},
+		{sel: action.Selector{Role: "check box"}, wantErr: "the tree has 10 elements: application ×2"},
+		{sel: action.Selector{Role: "push button", Name: "Help", Ancestor: &action.Selector{Role: "dialog"}}, wantErr: `push button "Cancel"`},
+		{sel: action.Selector{}, wantErr: "needs id, role or name"},
+		{sel: action.Selector{Name: "/(/"}, wantErr: "bad regular expression"},
 	}
 	for _, tt := range tests {
 		e, err := tr.Find(tt.sel)
@@ -63,44 +65,14 @@ func TestTreeFind(t *testing.T) {
 		}
 	}
 	// Near misses name the element that almost matched, by name and role.
-	_, err := tr.Find(Selector{Role: "push button", Name: "Ok"})
+	_, err := tr.Find(action.Selector{Role: "push button", Name: "Ok"})
 	if !strings.Contains(err.Error(), `push button "OK" (1.2/10)`) {
 		t.Errorf("near misses do not name the OK button:\n%v", err)
 	}
 	// An empty tree says why it is empty.
 	empty := &Tree{Note: "no application exposes an accessibility tree"}
-	if _, err := empty.Find(Selector{Role: "push button"}); err == nil || !strings.Contains(err.Error(), "no application exposes") {
+	if _, err := empty.Find(action.Selector{Role: "push button"}); err == nil || !strings.Contains(err.Error(), "no application exposes") {
 		t.Errorf("empty tree: %v", err)
-	}
-}
-
-func TestParseTarget(t *testing.T) {
-	tests := []struct {
-		in, wantErr string
-	}{
-		{`{"action":"click","target":{"role":"push button","name":"OK"}}`, ""},
-		{`{"action":"type","text":"x","target":{"role":"text","index":0,"ancestor":{"role":"dialog"}}}`, ""},
-		{`{"action":"click","target":{"role":"push button"},"x":1,"y":2}`, "a target or a position, not both"},
-		{`{"action":"click","target":{"role":"push button"},"mark":3}`, "not resolved"},
-		{`{"action":"click","target":{"colour":"red"}}`, `unknown field "colour"`},
-		{`{"action":"click","target":"OK"}`, "must be an object"},
-		{`{"action":"click","target":{"index":"1","role":"x"}}`, "index must be an integer"},
-		{`{"action":"key","keys":"a","target":{"role":"text"}}`, `unknown field; key takes keys, key, repeat`},
-		{`{"action":"click","mark":-2}`, "positive mark"},
-		{`{"action":"click","mark":2}`, "not resolved"},
-		{`{"action":"accessibility_tree"}`, ""},
-	}
-	for _, tt := range tests {
-		a, err := Parse([]byte(tt.in))
-		if err == nil {
-			err = Validate(a, DefaultLimits(640, 480))
-		}
-		switch {
-		case tt.wantErr == "" && err != nil:
-			t.Errorf("%s: %v", tt.in, err)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("%s: got %v, want an error with %q", tt.in, err, tt.wantErr)
-		}
 	}
 }
 
@@ -116,17 +88,17 @@ func TestMarks(t *testing.T) {
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("marks = %q, want %q", got, want)
 	}
-	a := Action{Kind: Click, Mark: 3}
+	a := action.Action{Kind: action.Click, Mark: 3}
 	if err := ResolveMark(&a, marks); err != nil {
 		t.Fatal(err)
 	}
 	if *a.X != 448 || *a.Y != 355 { // the OK button's centre
 		t.Errorf("mark 3 resolved to %d,%d, want 448,355", *a.X, *a.Y)
 	}
-	if err := Validate(a, DefaultLimits(640, 480)); err != nil {
+	if err := action.Validate(a, action.DefaultLimits(640, 480)); err != nil {
 		t.Errorf("a resolved mark is invalid: %v", err)
 	}
-	if err := ResolveMark(&Action{Kind: Click, Mark: 9}, marks); err == nil || !IsInvalid(err) || !strings.Contains(err.Error(), "1 to 4") {
+	if err := ResolveMark(&action.Action{Kind: action.Click, Mark: 9}, marks); err == nil || !action.IsInvalid(err) || !strings.Contains(err.Error(), "1 to 4") {
 		t.Errorf("unknown mark: %v", err)
 	}
 
