@@ -30,8 +30,6 @@ var builtin = []string{docker.Name, local.Name}
 // is never taken for auto.
 var named = []string{kubernetes.Name}
 
-func init() { environment.AutoOrder = builtin }
-
 // backendUsage is the help text of --backend: the built-in backends (a
 // test may register more; they are not agentbox's to offer).
 func backendUsage() string {
@@ -43,24 +41,39 @@ func backendUsage() string {
 var namespaceCommands = []string{"run", "eval", "bench", "gc", "doctor"}
 
 // addNamespaceFlag adds --namespace, the Kubernetes backend's namespace, to
-// root's namespaceCommands: given, it sets kubernetes.NamespaceEnv before
-// the command runs (the backend reads it when it is made).
+// root's namespaceCommands; backendOptions reads it.
 func addNamespaceFlag(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		if slices.Contains(namespaceCommands, c.Name()) {
 			c.Flags().String("namespace", "", "namespace of the kubernetes backend's Pods (default: $"+kubernetes.NamespaceEnv+", else the kubeconfig context's)")
 		}
 	}
-	prev := root.PersistentPreRunE
-	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
-		if f := c.Flags().Lookup("namespace"); f != nil && f.Changed {
-			os.Setenv(kubernetes.NamespaceEnv, f.Value.String())
-		}
-		if prev != nil {
-			return prev(c, args)
-		}
-		return nil
+}
+
+// backendOptions are the options cmd's backends are made with: --namespace
+// where cmd takes it and it is given, else $AGENTBOX_K8S_NAMESPACE (its
+// default, read here and nowhere else).
+func backendOptions(cmd *cobra.Command) environment.Options {
+	ns := os.Getenv(kubernetes.NamespaceEnv)
+	if f := cmd.Flags().Lookup("namespace"); f != nil && f.Changed {
+		ns = f.Value.String()
 	}
+	return environment.Options{Namespace: ns}
+}
+
+// backendChoice is what makes a command's backend: --backend (a name or
+// auto), the order in which auto considers backends, and the options the
+// backend is made with.
+type backendChoice struct {
+	name string
+	auto []string
+	opts environment.Options
+}
+
+// chooseBackend is cmd's choice of backend: name (--backend) among the
+// built-in backends, made with cmd's backend options.
+func chooseBackend(cmd *cobra.Command, name string) backendChoice {
+	return backendChoice{name: name, auto: builtin, opts: backendOptions(cmd)}
 }
 
 // flagNeed is a sandbox flag that only backends with a capability honour.
@@ -98,12 +111,12 @@ func unmet(b environment.Backend, needs []flagNeed) (flagNeed, string, bool) {
 // autoFor is the backend auto means for flags that need capabilities: the
 // first of its order that has them all, and why; "" when no flag needs one
 // or no backend has them.
-func autoFor(needs []flagNeed) (name, why string) {
+func autoFor(c backendChoice, needs []flagNeed) (name, why string) {
 	if len(needs) == 0 {
 		return "", ""
 	}
-	for _, n := range environment.AutoCandidates() {
-		if b, err := environment.Lookup(n); err == nil {
+	for _, n := range environment.AutoCandidates(c.auto) {
+		if b, err := environment.Lookup(n, c.opts); err == nil {
 			if _, _, lacks := unmet(b, needs); !lacks {
 				var reasons []string
 				for _, f := range needs {
@@ -116,22 +129,23 @@ func autoFor(needs []flagNeed) (name, why string) {
 	return "", ""
 }
 
-// resolveBackend turns --backend into a backend. auto picks Docker when a
+// resolveBackend turns --backend (c) into a backend. auto picks Docker when a
 // daemon answers, else the local backend; note is the line that says which
 // ("agentbox: --backend auto: using docker"), for the caller to print when
 // a sandbox is about to start (announce), not before a usage error. With
 // --image or --runtime, auto means the first backend of its order that has
 // what they need (custom images, OCI runtimes), taken as if named: its own
 // error says best why it cannot run. A backend without it is a usage error.
-func resolveBackend(ctx context.Context, name, image, ociRuntime string) (b environment.Backend, note string, err error) {
+func resolveBackend(ctx context.Context, c backendChoice, image, ociRuntime string) (b environment.Backend, note string, err error) {
 	needs := flagNeeds(image, ociRuntime)
 	why := ""
+	name := c.name
 	if name == environment.Auto {
-		if n, reason := autoFor(needs); n != "" {
+		if n, reason := autoFor(c, needs); n != "" {
 			name, why = n, " ("+reason+")"
 		}
 	}
-	b, autoNote, err := environment.Resolve(ctx, name)
+	b, autoNote, err := environment.Resolve(ctx, name, c.auto, c.opts)
 	switch {
 	case errors.Is(err, environment.ErrUnknownBackend):
 		return nil, "", usageErrorf("--backend: %v", err)

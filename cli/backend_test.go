@@ -3,11 +3,15 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/kubernetes"
 )
 
 // TestBackendCapabilities: each built-in backend declares what it can do,
@@ -18,7 +22,7 @@ import (
 func TestBackendCapabilities(t *testing.T) {
 	for _, name := range builtin {
 		t.Run(name, func(t *testing.T) {
-			b, err := environment.Lookup(name)
+			b, err := environment.Lookup(name, environment.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +71,7 @@ func registerFakeCapable() {
 			{name: "test-images", caps: environment.Capabilities{Images: true}},
 			{name: "test-oci", caps: environment.Capabilities{Images: true, OCIRuntime: true}},
 		} {
-			environment.Register(f.name, func() (environment.Backend, error) { return f, nil })
+			environment.Register(f.name, func(environment.Options) (environment.Backend, error) { return f, nil })
 		}
 	})
 }
@@ -78,9 +82,7 @@ func registerFakeCapable() {
 // backend without it is a usage error.
 func TestResolveBackendCapabilities(t *testing.T) {
 	registerFakeCapable()
-	old := environment.AutoOrder
-	t.Cleanup(func() { environment.AutoOrder = old })
-	environment.AutoOrder = []string{"test-plain", "test-images", "test-oci"}
+	order := []string{"test-plain", "test-images", "test-oci"}
 	for _, c := range []struct {
 		name, backend, image, runtime string
 		want                          string // the backend chosen
@@ -100,7 +102,7 @@ func TestResolveBackendCapabilities(t *testing.T) {
 		{name: "the local backend", backend: "local", image: "agentbox/runtime:bookworm", usage: "--image: the local backend has no custom images"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b, note, err := resolveBackend(context.Background(), c.backend, c.image, c.runtime)
+			b, note, err := resolveBackend(context.Background(), backendChoice{name: c.backend, auto: order}, c.image, c.runtime)
 			if c.usage != "" {
 				var ee *exitError
 				if !errors.As(err, &ee) || ee.code != ExitUsage || !strings.Contains(err.Error(), c.usage) {
@@ -116,6 +118,48 @@ func TestResolveBackendCapabilities(t *testing.T) {
 			}
 			if note != c.stderr {
 				t.Errorf("note %q, want %q", note, c.stderr)
+			}
+		})
+	}
+}
+
+// TestBackendOptions: --namespace reaches the backend as a value of its
+// options, $AGENTBOX_K8S_NAMESPACE being only its default, and giving it
+// changes no environment variable.
+func TestBackendOptions(t *testing.T) {
+	t.Setenv(kubernetes.NamespaceEnv, "from-env")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--namespace", "given"}, "given"},
+		{[]string{"eval", "--namespace", "given"}, "given"},
+		{[]string{"bench", "--namespace", "given"}, "given"},
+		{[]string{"gc", "--namespace", "given"}, "given"},
+		{[]string{"doctor", "--namespace", "given"}, "given"},
+		{[]string{"run", "--namespace", ""}, ""},
+		{[]string{"run"}, "from-env"},
+		{[]string{"mcp"}, "from-env"}, // no --namespace: the default
+		{[]string{"serve"}, "from-env"},
+		{[]string{"replay"}, "from-env"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			root := newRoot(io.Discard, io.Discard)
+			cmd, rest, err := root.Find(c.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.ParseFlags(rest); err != nil {
+				t.Fatal(err)
+			}
+			if got := backendOptions(cmd).Namespace; got != c.want {
+				t.Errorf("Namespace %q, want %q", got, c.want)
+			}
+			if got := chooseBackend(cmd, "auto"); got.opts.Namespace != c.want || !slices.Equal(got.auto, builtin) {
+				t.Errorf("chooseBackend = %+v", got)
+			}
+			if v := os.Getenv(kubernetes.NamespaceEnv); v != "from-env" {
+				t.Errorf("$%s became %q", kubernetes.NamespaceEnv, v)
 			}
 		})
 	}

@@ -62,7 +62,7 @@ It reports figures; it passes or fails nothing.`,
 				if cmd.Flags().Changed("image") {
 					image = f.image
 				}
-				b, note, err := resolveBackend(cmd.Context(), name, image, "")
+				b, note, err := resolveBackend(cmd.Context(), chooseBackend(cmd, name), image, "")
 				if err != nil {
 					return err
 				}

@@ -60,14 +60,15 @@ Exit code 0 when that backend (or the one named) has everything it needs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
+			choice := chooseBackend(cmd, environment.Auto)
 			names := environment.Backends()
 			if only != "" && only != environment.Auto {
-				if _, err := environment.Lookup(only); err != nil {
+				if _, err := environment.Lookup(only, choice.opts); err != nil {
 					return usageErrorf("--backend: %v", err)
 				}
 				names = []string{only}
 			}
-			rep, err := doctor(ctx, names, only, image, ociRuntime)
+			rep, err := doctor(ctx, choice, names, only, image, ociRuntime)
 			if err != nil {
 				return err
 			}
@@ -88,12 +89,12 @@ Exit code 0 when that backend (or the one named) has everything it needs,
 	return cmd
 }
 
-// doctor checks the backends named and finds auto's.
-func doctor(ctx context.Context, names []string, only, image, ociRuntime string) (doctorJSON, error) {
+// doctor checks the backends named, made as choice says, and finds auto's.
+func doctor(ctx context.Context, choice backendChoice, names []string, only, image, ociRuntime string) (doctorJSON, error) {
 	var rep doctorJSON
 	needs := flagNeeds(image, ociRuntime)
 	for _, name := range names {
-		b, err := environment.Lookup(name)
+		b, err := environment.Lookup(name, choice.opts)
 		if err != nil {
 			return rep, failErr(err)
 		}
@@ -114,11 +115,11 @@ func doctor(ctx context.Context, names []string, only, image, ociRuntime string)
 	}
 	target := only
 	if only == "" || only == environment.Auto {
-		if n, why := autoFor(needs); n != "" {
+		if n, why := autoFor(choice, needs); n != "" {
 			// As run would: auto means the first backend that honours
 			// --image and --runtime.
 			rep.Auto, rep.AutoWhy = n, why
-		} else if b, note, err := environment.Resolve(ctx, environment.Auto); err != nil {
+		} else if b, note, err := environment.Resolve(ctx, environment.Auto, choice.auto, choice.opts); err != nil {
 			rep.AutoWhy = err.Error()
 		} else {
 			// note is "local (docker: no daemon answers …)", or the name.

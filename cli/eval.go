@@ -75,17 +75,11 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			case poolMax != 0 && (poolMax < poolSize || poolMax > pool.MaxSize):
 				return usageErrorf("--pool-max must be between --pool (%d) and %d, got %d", poolSize, pool.MaxSize, poolMax)
 			}
-			if err := f.check(); err != nil {
-				return err
-			}
-			envCfg, err := f.config()
+			so, err := f.validate()
 			if err != nil {
 				return err
 			}
-			env, err := f.envVars()
-			if err != nil {
-				return err
-			}
+			envCfg, env := so.env, so.appEnv
 			st, err := session.ParseSettle(settle)
 			if err != nil {
 				return usageErrorf("--settle: %v", err)
@@ -97,7 +91,7 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			backend, note, err := resolveBackend(cmd.Context(), f.backend, f.image, f.ociRuntime)
+			backend, note, err := resolveBackend(cmd.Context(), chooseBackend(cmd, f.backend), f.image, f.ociRuntime)
 			if err != nil {
 				return err
 			}
@@ -164,10 +158,10 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 	}
 	fl := cmd.Flags()
 	f.register(fl, "eval")
-	fl.IntVarP(&parallel, "parallel", "j", 1, "sandboxes at once")
+	fl.IntVarP(&parallel, "parallel", "j", eval.DefaultParallel, "sandboxes at once")
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
-	fl.IntVar(&poolMax, "pool-max", 0, "the most sandboxes the warm pool holds over all tasks (default 4 × --pool)")
+	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	fl.StringVar(&settle, "settle", "none", settleUsage)
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	lv.register(fl, "every episode (a grid, each opening to its own view)")

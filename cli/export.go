@@ -52,8 +52,8 @@ temporary name beside it and appears under FILE only when complete.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.video, "video", "", "the video file to write: .mp4, .webm (ffmpeg), .gif, .apng")
 	fl.Float64Var(&f.fps, "fps", 0, "fixed frame rate (default: real timing, one frame per observation)")
-	fl.Float64Var(&f.speed, "speed", 1, "playback speed (2 is twice as fast)")
-	fl.DurationVar(&f.hold, "hold", time.Second, "how long the last frame stays")
+	fl.Float64Var(&f.speed, "speed", export.DefaultSpeed, "playback speed (2 is twice as fast)")
+	fl.DurationVar(&f.hold, "hold", export.DefaultHold, "how long the last frame stays")
 	fl.StringVar(&f.ffmpeg, "ffmpeg", "", "the ffmpeg binary (default: ffmpeg on PATH)")
 	fl.BoolVar(&f.force, "force", false, "replace FILE if it exists")
 	return cmd

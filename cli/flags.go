@@ -12,8 +12,11 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/docker"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 // sandboxFlags are the flags that choose, size and bound a sandbox and its
@@ -62,41 +65,42 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 	auto := flagUse{environment.Auto, backendUsage()}
 	guest := flagUse{"", "static agentbox binary to run inside the sandbox (default: this one)"}
 	verbose := flagUse{false, "print every step"}
-	startTimeout := flagUse{60 * time.Second, "deadline for creating the sandbox and launching the app"}
+	startTimeout := flagUse{session.DefaultStartTimeout, "deadline for creating the sandbox and launching the app"}
+	cpus, memory, pids, tmpfs := environment.DefaultCPUs, sizeFlag(environment.DefaultMemoryMB<<20), environment.DefaultPIDs, sizeFlag(environment.DefaultTmpfsMB<<20)
 	uses := map[string]map[string]flagUse{
 		"backend": {run: auto, eval: auto,
 			replay: {"", "sandbox backend (default: the recorded one)"},
 			bench:  {environment.Auto, "backend to measure, or several side by side: docker,local"}},
 		"image": {
-			run:    {"", "runtime image (default agentbox/runtime:bookworm; any image with Xvfb works)"},
+			run:    {"", "runtime image (default " + docker.DefaultImage + "; any image with Xvfb works)"},
 			eval:   {"", "runtime image for tasks that name none"},
 			replay: {"", "runtime image (default: the recorded one)"},
-			bench:  {"agentbox/test:bookworm", "image (the seed-style step needs scrot and xdotool: the test image)"}},
+			bench:  {docker.TestImageRef, "image (the seed-style step needs scrot and xdotool: the test image)"}},
 		"runtime": {
 			run:  {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
 			eval: {"", "OCI runtime registered with Docker, e.g. runsc"}},
 		"screen": {
 			run:  {observe.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
 			eval: {observe.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},
-		"cpus":   {run: {1.0, "CPU limit"}, eval: {1.0, "CPU limit per sandbox"}},
-		"memory": {run: {"1g", "memory limit (e.g. 512m, 2g)"}, eval: {"1g", "memory limit per sandbox"}},
-		"pids":   {run: {256, "process limit"}, eval: {256, "process limit per sandbox"}},
-		"tmpfs":  {run: {"256m", "size of the writable /tmp (app files, home)"}, eval: {"256m", "writable /tmp per sandbox"}},
+		"cpus":   {run: {cpus, "CPU limit"}, eval: {cpus, "CPU limit per sandbox"}},
+		"memory": {run: {memory, "memory limit (e.g. 512m, 2g)"}, eval: {memory, "memory limit per sandbox"}},
+		"pids":   {run: {pids, "process limit"}, eval: {pids, "process limit per sandbox"}},
+		"tmpfs":  {run: {tmpfs, "size of the writable /tmp (app files, home)"}, eval: {tmpfs, "writable /tmp per sandbox"}},
 		"no-wm":  {run: {false, "start no window manager"}},
 		"allow-unbounded-limits": {run: {false, allowUnboundedUsage}, eval: {false, allowUnboundedUsage},
 			replay: {false, allowUnboundedUsage}},
 		"guest-binary": {run: guest, replay: guest, eval: {"", "static agentbox binary to run inside the sandboxes"}},
 		"timeout": {
-			run:    {5 * time.Minute, "deadline for the agent loop (outcome failure)"},
-			eval:   {5 * time.Minute, "per-episode deadline for tasks that name none"},
+			run:    {session.DefaultTimeout, "deadline for the agent loop (outcome failure)"},
+			eval:   {session.DefaultTimeout, "per-episode deadline for tasks that name none"},
 			replay: {time.Duration(0), "deadline for the replay's loop (default: the recording's, at least its duration plus a minute)"}},
 		"start-timeout": {run: startTimeout, replay: startTimeout},
 		"max-steps": {
-			run:  {100, "stop after this many agent steps (outcome failure)"},
-			eval: {100, "per-episode step limit for agent tasks that name none"}},
+			run:  {session.DefaultMaxSteps, "stop after this many agent steps (outcome failure)"},
+			eval: {session.DefaultMaxSteps, "per-episode step limit for agent tasks that name none"}},
 		"max-rate": {
-			run:  {1000.0, "at most this many actions per second (0: no bound); waits are recorded as throttled_ms"},
-			eval: {1000.0, "at most this many actions per second per episode (0: no bound)"}},
+			run:  {session.DefaultMaxRate, "at most this many actions per second (0: no bound); waits are recorded as throttled_ms"},
+			eval: {session.DefaultMaxRate, "at most this many actions per second per episode (0: no bound)"}},
 		"freeze-while-thinking": {
 			run:  {false, "freeze the app's processes while the agent decides (the frozen time is recorded apart)"},
 			eval: {false, "freeze each app while its agent decides"}},
@@ -122,7 +126,32 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 	for name, u := range networkFlagUses() {
 		uses[name] = map[string]flagUse{run: u, eval: u}
 	}
+	for name, u := range serveFlagUses() {
+		uses[name]["serve"] = u
+	}
 	return uses
+}
+
+// serveFlagUses are serve's uses of the sandbox flags: its sandboxes'
+// defaults, which are also the most a client may ask for.
+func serveFlagUses() map[string]flagUse {
+	return map[string]flagUse{
+		"backend":                {environment.Auto, backendUsage() + "; several comma-separated, the first the default"},
+		"image":                  {"", "runtime image (default " + docker.DefaultImage + ")"},
+		"runtime":                {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
+		"guest-binary":           {"", "static agentbox binary to run inside the sandboxes (default: this one)"},
+		"screen":                 {observe.DefaultScreen.String(), "the screen of an environment that names none"},
+		"cpus":                   {environment.DefaultCPUs, "CPU limit per sandbox (the default and the most a client may ask for)"},
+		"memory":                 {sizeFlag(environment.DefaultMemoryMB << 20), "memory limit per sandbox (the default and the most)"},
+		"pids":                   {environment.DefaultPIDs, "process limit per sandbox (the default and the most)"},
+		"tmpfs":                  {sizeFlag(environment.DefaultTmpfsMB << 20), "writable /tmp per sandbox (the default and the most)"},
+		"no-wm":                  {false, "start no window manager"},
+		"allow-unbounded-limits": {false, allowUnboundedUsage},
+		"timeout":                {serve.DefaultTimeout, "deadline of an episode (the default and the most a client may ask for)"},
+		"start-timeout":          {session.DefaultStartTimeout, "deadline for creating a sandbox and starting its app"},
+		"max-steps":              {serve.DefaultMaxSteps, "steps per episode (the default and the most)"},
+		"max-rate":               {session.DefaultMaxRate, "at most this many actions per second per environment (0: no bound)"},
+	}
 }
 
 // register adds the flags cmd takes to fl.
@@ -237,6 +266,33 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 	return cfg, nil
 }
 
+// sandboxOptions are the sandbox flags completed and checked.
+type sandboxOptions struct {
+	env    environment.Config // the sandbox (config)
+	appEnv map[string]string  // --env (envVars)
+}
+
+// validate completes and checks the sandbox flags the command took, in the
+// one order every command (run, eval, replay, mcp, serve) checks them: the
+// run's bounds (check), the sandbox (config), --env (envVars). The same
+// mistake is the same error from each; a command's own flags are checked
+// before these, the backend after.
+func (f *sandboxFlags) validate() (sandboxOptions, error) {
+	var o sandboxOptions
+	if err := f.check(); err != nil {
+		return o, err
+	}
+	env, err := f.config()
+	if err != nil {
+		return o, err
+	}
+	appEnv, err := f.envVars()
+	if err != nil {
+		return o, err
+	}
+	return sandboxOptions{env: env, appEnv: appEnv}, nil
+}
+
 // envVars is --env, each variable held to the rule of a manifest's env
 // (app.CheckEnv).
 func (f *sandboxFlags) envVars() (map[string]string, error) {
@@ -256,6 +312,18 @@ func (f *sandboxFlags) envVars() (map[string]string, error) {
 // and its cap are session's.
 var settleUsage = fmt.Sprintf("before each screenshot after an action: none, fixed:DURATION (wait that long), or stable[:DURATION] (until the screen is unchanged that long, default %v, at most %v: a settle that hit the cap is flagged in the trace and the report)",
 	session.DefaultStable, session.StableCap)
+
+// sizeFlag is a size in bytes as a flag's default is written: in GiB or
+// MiB where whole ("1g", "256m"), else in bytes.
+func sizeFlag(b int64) string {
+	switch {
+	case b > 0 && b%(1<<30) == 0:
+		return fmt.Sprintf("%dg", b>>30)
+	case b > 0 && b%(1<<20) == 0:
+		return fmt.Sprintf("%dm", b>>20)
+	}
+	return fmt.Sprint(b)
+}
 
 // parseSize reads a size in bytes with an optional binary unit (go-units'
 // RAMInBytes: "512m", "2g", "64k", "1.5GiB") or a plain number of bytes.
@@ -278,8 +346,8 @@ type launchFlags struct {
 
 // registerLaunch adds them; logs names the logs --log-cap caps.
 func (f *launchFlags) registerLaunch(fl *pflag.FlagSet, logs string) {
-	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else 30s)")
-	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of "+logs+", and on the window events recorded")
+	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else "+app.DefaultReadyTimeout.String()+")")
+	fl.StringVar(&f.logCap, "log-cap", sizeFlag(trace.DefaultLogCap), "cap on each of "+logs+", and on the window events recorded")
 	fl.StringVar(&f.settle, "settle", "none", settleUsage)
 }
 

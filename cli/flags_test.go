@@ -118,3 +118,26 @@ func TestRunBoundChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestSizeFlag: a default size is written as a person writes it, and
+// parseSize reads it back to the same bytes.
+func TestSizeFlag(t *testing.T) {
+	for _, c := range []struct {
+		b    int64
+		want string
+	}{
+		{1 << 30, "1g"},
+		{256 << 20, "256m"},
+		{192 << 20, "192m"},
+		{1536 << 20, "1536m"},
+		{1000, "1000"},
+	} {
+		got := sizeFlag(c.b)
+		if got != c.want {
+			t.Errorf("sizeFlag(%d) = %q, want %q", c.b, got, c.want)
+		}
+		if back, err := parseSize("--x", got); err != nil || back != c.b {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", got, back, err, c.b)
+		}
+	}
+}

@@ -33,7 +33,7 @@ sandbox, including those of runs still in progress.`,
 			defer cancel()
 			var reaped []environment.Reaped
 			for _, name := range names {
-				b, err := environment.Lookup(name)
+				b, err := environment.Lookup(name, backendOptions(cmd))
 				if err != nil {
 					return usageErrorf("--backend: %v", err)
 				}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
+	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -64,16 +64,16 @@ sandbox is removed and its trace finalised; a signal does the same and exits
 // mcpFlagUse is mcp's use of a sandbox flag: run's, where the meaning is
 // the same; its own where an episode differs from a run (--out is the
 // directory of every episode's trace; an assistant's session takes longer
-// than an agent's run); none for --freeze-while-thinking (an MCP client
+// than an agent's run: serve's defaults, as at its /v1/mcp); none for --freeze-while-thinking (an MCP client
 // thinks between calls, outside any loop of agentbox's).
 func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 	switch name {
 	case "out":
-		return flagUse{"agentbox-runs", "directory of the episodes' traces, one per run ID"}, true
+		return flagUse{serve.DefaultOut, "directory of the episodes' traces, one per run ID"}, true
 	case "timeout":
-		return flagUse{time.Hour, "deadline of an episode (then its steps are refused; launch starts another)"}, true
+		return flagUse{serve.DefaultTimeout, "deadline of an episode (then its steps are refused; launch starts another)"}, true
 	case "max-steps":
-		return flagUse{10000, "steps per episode (then they are refused; launch starts another)"}, true
+		return flagUse{serve.DefaultMaxSteps, "steps per episode (then they are refused; launch starts another)"}, true
 	case "freeze-while-thinking":
 		return flagUse{}, false
 	}
@@ -84,18 +84,12 @@ func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 // serves the client on stdin and stdout until it closes stdin.
 func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, argsGiven bool) error {
 	stderr := cmd.ErrOrStderr()
-	envCfg, err := f.config()
+	so, err := f.validate()
 	if err != nil {
 		return err
 	}
-	if err := f.check(); err != nil {
-		return err
-	}
+	envCfg, env := so.env, so.appEnv
 	logCap, settle, err := f.parseLaunch()
-	if err != nil {
-		return err
-	}
-	env, err := f.envVars()
 	if err != nil {
 		return err
 	}
@@ -104,7 +98,7 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return usageErrorf("--out %s: %v", f.out, err)
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime, f.allowUnbounded)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ trace, a newer trace format, bad flags), 3 the replay could not run,
 	fl.StringVar(&f.target, "target", "", "replay against this app instead of the recorded one (another build)")
 	fl.StringVar(&f.area, "area", replay.AreaWindows, "what is compared: windows (the app's windows, not the window manager's decorations or the desktop) or screen (every pixel)")
 	fl.IntVar(&f.tolerance, "tolerance", replay.DefaultTolerance, "per-channel colour difference (0–255) below which a pixel still matches")
-	fl.StringVar(&f.maxDiff, "max-diff", "0.5%", "share of compared pixels that may differ before a screen diverges (e.g. 0.5%, 0.005, or 0 for exact)")
+	fl.StringVar(&f.maxDiff, "max-diff", pct(replay.DefaultMaxDiff), "share of compared pixels that may differ before a screen diverges (e.g. 0.5%, 0.005, or 0 for exact)")
 	fl.IntVar(&f.cursorArea, "cursor-area", replay.DefaultCursorArea, "side in pixels of the square at the pointer that is not compared (0 compares it)")
 	fl.StringArrayVar(&f.ignore, "ignore", nil, "region X0,Y0,X1,Y1 that is not compared (repeatable; X1,Y1 exclusive)")
 	fl.StringVar(&f.timing, "timing", string(replay.TimingRecorded), "when to send each action: recorded (same offsets as the recording) or fast")
@@ -136,13 +136,12 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return usageErrorf("--timing: %v", err)
 	}
-	env, err := f.envVars()
+	// The sandbox itself is the recording's (recordedEnv, below).
+	so, err := f.validate()
 	if err != nil {
 		return err
 	}
-	if err := f.check(); err != nil {
-		return err
-	}
+	env := so.appEnv
 	if err := checkOut(f.out); err != nil {
 		return err
 	}
@@ -165,7 +164,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if backendName == "" {
 		backendName = src.Run.Env.Backend
 	}
-	backend, err := environment.Lookup(backendName)
+	backend, err := environment.Lookup(backendName, backendOptions(cmd))
 	if err != nil {
 		return usageErrorf("backend: %v", err)
 	}

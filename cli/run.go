@@ -97,18 +97,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
-	envCfg, err := f.config()
+	so, err := f.validate()
 	if err != nil {
 		return err
 	}
-	if err := f.check(); err != nil {
-		return err
-	}
+	envCfg, env := so.env, so.appEnv
 	logCap, settle, err := f.parseLaunch()
-	if err != nil {
-		return err
-	}
-	env, err := f.envVars()
 	if err != nil {
 		return err
 	}
@@ -131,7 +125,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		// A script that names elements needs the accessibility bus.
 		envCfg.A11y = envCfg.A11y || sc.NeedsA11y()
 		if !cmd.Flags().Changed("max-steps") {
-			f.maxSteps = scriptMaxSteps // waits poll; --timeout bounds the run
+			f.maxSteps = script.MaxSteps // waits poll; --timeout bounds the run
 		}
 	}
 	if err := checkOut(f.out); err != nil {
@@ -168,7 +162,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, f.backend, f.image, f.ociRuntime, f.allowUnbounded)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}
@@ -274,10 +268,6 @@ func preflight(ctx context.Context, name string, ag agent.Agent) error {
 	}
 	return usageErrorf("agent %s: %v; nothing was started", name, err)
 }
-
-// scriptMaxSteps is the step limit of a script run unless --max-steps says
-// otherwise: wait_for polls take steps, so the script's length is no bound.
-const scriptMaxSteps = 100_000
 
 func describeAgent(a trace.AgentInfo) string {
 	switch a.Name {

@@ -28,6 +28,7 @@ import (
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 type serveFlags struct {
@@ -36,21 +37,14 @@ type serveFlags struct {
 	tokenFile, writeToken     string
 	apps, allowHosts          []string
 
-	backend, image, ociRuntime, guestBinary string
-	screen, maxScreen                       string
-	cpus                                    float64
-	memory, tmpfs                           string
-	pids                                    int
-	noWM                                    bool
-	allowUnbounded                          bool
+	// The sandbox flags serve shares with run and eval (serveFlagUses).
+	sandboxFlags
+	maxScreen string
 
 	maxEnvs, maxUploads int
 	uploadsInProgress   int
 	uploadTimeout       time.Duration
-	lease, timeout      time.Duration
-	startTimeout        time.Duration
-	maxSteps            int
-	maxRate             float64
+	lease               time.Duration
 	logCap, maxUpload   string
 	out                 string
 	pool, poolMax       int
@@ -96,7 +90,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.listen, "listen", "127.0.0.1:8470", "address to listen on (beyond loopback only with TLS or --insecure)")
+	fl.StringVar(&f.listen, "listen", serve.DefaultAddr, "address to listen on (beyond loopback only with TLS or --insecure)")
 	fl.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (PEM)")
 	fl.StringVar(&f.keyFile, "tls-key", "", "TLS key file (PEM)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without TLS (the token travels in the clear)")
@@ -104,33 +98,18 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.writeToken, "write-token", api.DefaultTokenFile(), "where a generated token is written (mode 0600) when neither "+tokenEnv+" nor --token-file gives one; an agentbox serve running with the same file shares its token instead")
 	fl.StringArrayVar(&f.apps, "app", nil, "register an app NAME=DIR (or NAME=FILE: an executable or a manifest) clients may create environments of (repeatable)")
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "a host name the Host header may carry besides IP addresses and localhost (repeatable)")
-	fl.StringVar(&f.backend, "backend", environment.Auto, backendUsage()+"; several comma-separated, the first the default")
-	fl.StringVar(&f.image, "image", "", "runtime image (default agentbox/runtime:bookworm)")
-	fl.StringVar(&f.ociRuntime, "runtime", "", "OCI runtime registered with Docker, e.g. runsc (gVisor)")
-	fl.StringVar(&f.guestBinary, "guest-binary", "", "static agentbox binary to run inside the sandboxes (default: this one)")
-	_ = fl.MarkHidden("guest-binary")
-	fl.StringVar(&f.screen, "screen", observe.DefaultScreen.String(), "the screen of an environment that names none")
-	fl.StringVar(&f.maxScreen, "max-screen", "1920x1080", "the largest screen a client may ask for")
-	fl.Float64Var(&f.cpus, "cpus", 1, "CPU limit per sandbox (the default and the most a client may ask for)")
-	fl.StringVar(&f.memory, "memory", "1g", "memory limit per sandbox (the default and the most)")
-	fl.IntVar(&f.pids, "pids", 256, "process limit per sandbox (the default and the most)")
-	fl.StringVar(&f.tmpfs, "tmpfs", "256m", "writable /tmp per sandbox (the default and the most)")
-	fl.BoolVar(&f.noWM, "no-wm", false, "start no window manager")
-	fl.BoolVar(&f.allowUnbounded, "allow-unbounded-limits", false, allowUnboundedUsage)
-	fl.IntVar(&f.maxEnvs, "max-envs", 4, "live environments per token")
-	fl.IntVar(&f.maxUploads, "max-uploads", 4, "uploaded apps per token (those being received count)")
-	fl.IntVar(&f.uploadsInProgress, "max-uploads-in-progress", 4, "uploads received and unpacked at once over all tokens (each may write --max-upload to the disk before it is checked)")
-	fl.DurationVar(&f.uploadTimeout, "upload-timeout", 5*time.Minute, "the most an upload's body may take to arrive")
-	fl.DurationVar(&f.lease, "lease", time.Minute, "close an environment after this long without a request or an open connection of its client")
-	fl.DurationVar(&f.timeout, "timeout", time.Hour, "deadline of an episode (the default and the most a client may ask for)")
-	fl.DurationVar(&f.startTimeout, "start-timeout", time.Minute, "deadline for creating a sandbox and starting its app")
-	fl.IntVar(&f.maxSteps, "max-steps", 10000, "steps per episode (the default and the most)")
-	fl.Float64Var(&f.maxRate, "max-rate", 1000, "at most this many actions per second per environment (0: no bound)")
-	fl.StringVar(&f.logCap, "log-cap", "8m", "cap on each of an episode's stdout.log and stderr.log")
-	fl.StringVar(&f.maxUpload, "max-upload", "192m", "largest total of an uploaded app's files")
-	fl.StringVar(&f.out, "out", "agentbox-runs", "directory of the episodes' traces (one per run ID)")
+	f.register(fl, "serve")
+	fl.StringVar(&f.maxScreen, "max-screen", fmt.Sprintf("%dx%d", serve.DefaultMaxScreen.Width, serve.DefaultMaxScreen.Height), "the largest screen a client may ask for")
+	fl.IntVar(&f.maxEnvs, "max-envs", serve.DefaultMaxEnvironments, "live environments per token")
+	fl.IntVar(&f.maxUploads, "max-uploads", serve.DefaultMaxUploads, "uploaded apps per token (those being received count)")
+	fl.IntVar(&f.uploadsInProgress, "max-uploads-in-progress", serve.DefaultUploadsInProgress, "uploads received and unpacked at once over all tokens (each may write --max-upload to the disk before it is checked)")
+	fl.DurationVar(&f.uploadTimeout, "upload-timeout", serve.DefaultUploadTimeout, "the most an upload's body may take to arrive")
+	fl.DurationVar(&f.lease, "lease", serve.DefaultLease, "close an environment after this long without a request or an open connection of its client")
+	fl.StringVar(&f.logCap, "log-cap", sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log")
+	fl.StringVar(&f.maxUpload, "max-upload", sizeFlag(app.DefaultLimits.MaxBytes), "largest total of an uploaded app's files")
+	fl.StringVar(&f.out, "out", serve.DefaultOut, "directory of the episodes' traces (one per run ID)")
 	fl.IntVar(&f.pool, "pool", 0, "keep this many sandboxes warm (display and window manager up) per backend, image, screen and limits, so an episode only launches its app (0: none)")
-	fl.IntVar(&f.poolMax, "pool-max", 0, "the most sandboxes the warm pool holds over all its keys (default 4 × --pool)")
+	fl.IntVar(&f.poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all its keys (default %d × --pool)", pool.DefaultMaxPerSize))
 	f.live.register(fl, "every environment's episodes (a grid)")
 	return cmd
 }
@@ -168,7 +147,7 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	defer tok.release()
 	o.Tokens = tok.tokens
 	for _, name := range strings.Split(f.backend, ",") {
-		b, note, err := resolveBackend(cmd.Context(), strings.TrimSpace(name), f.image, f.ociRuntime)
+		b, note, err := resolveBackend(cmd.Context(), chooseBackend(cmd, strings.TrimSpace(name)), f.image, f.ociRuntime)
 		if err != nil {
 			return err
 		}
@@ -265,28 +244,18 @@ func shutdown(srv *serve.Server, backends []environment.Backend, sigs <-chan os.
 // options are the server's options from the flags, every value checked.
 func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	var o serve.Options
-	screen, err := observe.ParseScreen(f.screen)
+	// The sandbox flags first, as every command checks them.
+	so, err := f.validate()
 	if err != nil {
-		return o, usageErrorf("--screen %v", err)
+		return o, err
 	}
+	screen, res := so.env.Screen, so.env.Resources
 	maxScreen, err := observe.ParseScreen(f.maxScreen)
 	if err != nil {
 		return o, usageErrorf("--max-screen %v", err)
 	}
 	if screen.Width > maxScreen.Width || screen.Height > maxScreen.Height {
 		return o, usageErrorf("--screen %v is larger than --max-screen %v", screen, maxScreen)
-	}
-	mem, err := parseSize("--memory", f.memory)
-	if err != nil {
-		return o, err
-	}
-	tmpfs, err := parseSize("--tmpfs", f.tmpfs)
-	if err != nil {
-		return o, err
-	}
-	res := environment.Resources{CPUs: f.cpus, MemoryMB: int(mem >> 20), PIDs: f.pids, TmpfsMB: int(tmpfs >> 20)}
-	if err := checkResources(res, flagNames); err != nil {
-		return o, err
 	}
 	logCap, err := parseSize("--log-cap", f.logCap)
 	if err != nil {
@@ -329,8 +298,7 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		return o, usageErrorf("--pool-max needs --pool")
 	}
 	o = serve.Options{
-		Env: environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
-			Screen: screen, Resources: res},
+		Env:       so.env,
 		MaxScreen: maxScreen, MaxEnvironments: f.maxEnvs, MaxUploads: f.maxUploads, Lease: f.lease,
 		UploadsInProgress: f.uploadsInProgress, UploadTimeout: f.uploadTimeout,
 		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: logCap,

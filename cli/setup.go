@@ -62,7 +62,7 @@ func loadApp(target string, res environment.Resources, env map[string]string) (*
 // resolve the backend, and check the host's limits and the network (the
 // flags' rules and the manifest's allow_net, which it adds to
 // envCfg.Network) against that backend. The caller closes the bundle.
-func loadTarget(ctx context.Context, target string, envCfg *environment.Config, env map[string]string, backendName, image, ociRuntime string, allowUnbounded bool) (_ *app.Bundle, _ environment.Backend, note string, err error) {
+func loadTarget(ctx context.Context, target string, envCfg *environment.Config, env map[string]string, choice backendChoice, image, ociRuntime string, allowUnbounded bool) (_ *app.Bundle, _ environment.Backend, note string, err error) {
 	bundle, err := loadApp(target, envCfg.Resources, env)
 	if err != nil {
 		return nil, nil, "", err
@@ -72,7 +72,7 @@ func loadTarget(ctx context.Context, target string, envCfg *environment.Config, 
 			bundle.Close()
 		}
 	}()
-	backend, note, err := resolveBackend(ctx, backendName, image, ociRuntime)
+	backend, note, err := resolveBackend(ctx, choice, image, ociRuntime)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -51,7 +51,7 @@ func moverDir(t *testing.T) string {
 func server(t *testing.T) (*client.Client, string) {
 	t.Helper()
 	testenv.Require(t, testenv.Docker(), testenv.Image(testenv.RuntimeImage))
-	b, err := environment.Lookup(docker.Name)
+	b, err := environment.Lookup(docker.Name, environment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,18 +8,16 @@ import (
 )
 
 // Auto is the backend name that picks a backend for this machine: the first
-// of AutoCandidates that is registered and whose probe passes.
+// of the order given to Resolve that is registered and whose probe passes.
 const Auto = "auto"
 
-// AutoOrder is the preference of Auto, set where the backends are
-// registered (the CLI: Docker when a daemon answers, else the local
-// backend). Empty means every registered backend, by name.
-var AutoOrder []string
-
-// AutoCandidates is the order in which Auto considers backends.
-func AutoCandidates() []string {
-	if len(AutoOrder) > 0 {
-		return AutoOrder
+// AutoCandidates is the order in which Auto considers backends: order,
+// the preference of whoever resolves Auto (the CLI: Docker when a daemon
+// answers, else the local backend); empty, every registered backend, by
+// name.
+func AutoCandidates(order []string) []string {
+	if len(order) > 0 {
+		return order
 	}
 	return Backends()
 }
@@ -34,20 +32,20 @@ type Prober interface {
 	Probe(ctx context.Context) error
 }
 
-// Resolve makes the backend named name. For Auto it probes the backends of
-// AutoCandidates in turn and returns the first available one; note then says
-// what was chosen and why ("local (docker: no daemon answers …)"). An
-// unknown name is an error that does not wrap ErrUnavailable; no available
-// backend is one that does.
-func Resolve(ctx context.Context, name string) (b Backend, note string, err error) {
+// Resolve makes the backend named name with opts. For Auto it probes the
+// backends of AutoCandidates(order) in turn and returns the first available
+// one; note then says what was chosen and why ("local (docker: no daemon
+// answers …)"). An unknown name is an error that does not wrap
+// ErrUnavailable; no available backend is one that does.
+func Resolve(ctx context.Context, name string, order []string, opts Options) (b Backend, note string, err error) {
 	if name != Auto {
-		b, err := Lookup(name)
+		b, err := Lookup(name, opts)
 		return b, "", err
 	}
 	var skipped []string
-	order := AutoCandidates()
+	order = AutoCandidates(order)
 	for _, n := range order {
-		b, err := Lookup(n)
+		b, err := Lookup(n, opts)
 		if err != nil {
 			continue // not compiled in
 		}

@@ -38,18 +38,16 @@ var fakes = map[string]*fakeBackend{
 
 func init() {
 	for name, f := range fakes {
-		environment.Register(name, func() (environment.Backend, error) { return f, nil })
+		environment.Register(name, func(environment.Options) (environment.Backend, error) { return f, nil })
 	}
 }
 
 func TestResolveAuto(t *testing.T) {
-	old := environment.AutoOrder
-	t.Cleanup(func() { environment.AutoOrder = old })
 	ctx := t.Context()
 
-	environment.AutoOrder = []string{"not-built-in", "fake-down", "fake-slow", "fake-up"}
+	order := []string{"not-built-in", "fake-down", "fake-slow", "fake-up"}
 	start := time.Now()
-	b, note, err := environment.Resolve(ctx, environment.Auto)
+	b, note, err := environment.Resolve(ctx, environment.Auto, order, environment.Options{})
 	if err != nil || b.Name() != "fake-up" {
 		t.Fatalf("Resolve(auto) = %v, %q, %v", b, note, err)
 	}
@@ -61,16 +59,15 @@ func TestResolveAuto(t *testing.T) {
 		t.Errorf("note\n got %q\nwant %q", note, want)
 	}
 
-	environment.AutoOrder = []string{"fake-down"}
-	if _, _, err := environment.Resolve(ctx, environment.Auto); !errors.Is(err, environment.ErrUnavailable) || !strings.Contains(err.Error(), "agentbox doctor") {
+	if _, _, err := environment.Resolve(ctx, environment.Auto, []string{"fake-down"}, environment.Options{}); !errors.Is(err, environment.ErrUnavailable) || !strings.Contains(err.Error(), "agentbox doctor") {
 		t.Errorf("nothing available: %v", err)
 	}
 
 	// A named backend is taken as it is, probe or not.
-	if b, note, err := environment.Resolve(ctx, "fake-down"); err != nil || b.Name() != "fake-down" || note != "" {
+	if b, note, err := environment.Resolve(ctx, "fake-down", nil, environment.Options{}); err != nil || b.Name() != "fake-down" || note != "" {
 		t.Errorf("Resolve(fake-down) = %v, %q, %v", b, note, err)
 	}
-	_, _, err = environment.Resolve(ctx, "nope")
+	_, _, err = environment.Resolve(ctx, "nope", nil, environment.Options{})
 	if !errors.Is(err, environment.ErrUnknownBackend) || errors.Is(err, environment.ErrUnavailable) || !strings.Contains(err.Error(), "auto") {
 		t.Errorf("unknown name: %v", err)
 	}

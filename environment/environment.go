@@ -5,7 +5,7 @@
 //
 // A typical life:
 //
-//	b, _ := environment.Lookup("docker")
+//	b, _ := environment.Lookup("docker", environment.Options{})
 //	env, err := b.Create(ctx, cfg)      // sandbox up, display up
 //	if err != nil { … }
 //	defer env.Close(context.WithoutCancel(ctx))
@@ -40,22 +40,33 @@ type Resources struct {
 // WithDefaults fills zero fields.
 func (r Resources) WithDefaults() Resources {
 	if r.CPUs == 0 {
-		r.CPUs = 1
+		r.CPUs = DefaultCPUs
 	}
 	if r.MemoryMB == 0 {
-		r.MemoryMB = 1024
+		r.MemoryMB = DefaultMemoryMB
 	}
 	if r.PIDs == 0 {
-		r.PIDs = 256
+		r.PIDs = DefaultPIDs
 	}
 	if r.TmpfsMB == 0 {
-		r.TmpfsMB = 256
+		r.TmpfsMB = DefaultTmpfsMB
 	}
 	if r.ShmMB == 0 {
-		r.ShmMB = 64
+		r.ShmMB = DefaultShmMB
 	}
 	return r
 }
+
+// The defaults of Resources, which WithDefaults fills in: also the
+// defaults of the CLI's flags that set them (--cpus, --memory, --pids,
+// --tmpfs).
+const (
+	DefaultCPUs     = 1.0
+	DefaultMemoryMB = 1024
+	DefaultPIDs     = 256
+	DefaultTmpfsMB  = 256
+	DefaultShmMB    = 64
+)
 
 // MinPIDs is the smallest process limit a sandbox can start with. The
 // limit counts threads as well as processes, and before the app runs any

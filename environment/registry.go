@@ -8,9 +8,20 @@ import (
 	"sync"
 )
 
-// Factory makes a backend. It should be cheap and must not contact a daemon;
-// Create does that.
-type Factory func() (Backend, error)
+// Options configure a backend as it is made: settings of the backend
+// itself, not of one sandbox (those are Config's: image, OCI runtime,
+// screen, limits). Each backend reads the fields that concern it and
+// ignores the others; the zero value is every backend's default.
+type Options struct {
+	// Namespace is the namespace of the kubernetes backend's Pods; empty:
+	// the kubeconfig context's (or the Pod's own in a cluster), else
+	// "default".
+	Namespace string
+}
+
+// Factory makes a backend from opts. It should be cheap and must not
+// contact a daemon; Create does that.
+type Factory func(opts Options) (Backend, error)
 
 var (
 	regMu    sync.RWMutex
@@ -47,13 +58,13 @@ func Backends() []string {
 // registered.
 var ErrUnknownBackend = errors.New("unknown backend")
 
-// Lookup makes the named backend.
-func Lookup(name string) (Backend, error) {
+// Lookup makes the named backend with opts.
+func Lookup(name string, opts Options) (Backend, error) {
 	regMu.RLock()
 	f, ok := registry[name]
 	regMu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownBackend, name, strings.Join(append(Backends(), Auto), ", "))
 	}
-	return f()
+	return f(opts)
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/plural"
@@ -158,12 +159,15 @@ func categorize(r session.Result) string {
 	return Infrastructure
 }
 
+// DefaultParallel is Options.Parallel's default, and eval's --parallel's.
+const DefaultParallel = 1
+
 // Run runs every episode of the suite and writes the summary. Cancelling
 // ctx with session.ErrInterrupted stops scheduling, interrupts running
 // episodes (their sandboxes are removed) and still writes the summary.
 func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 	if o.Parallel <= 0 {
-		o.Parallel = 1
+		o.Parallel = DefaultParallel
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -388,7 +392,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	if maxSteps == 0 {
 		maxSteps = o.MaxSteps
 		if t.script != nil {
-			maxSteps = 100_000 // wait_for polls take steps; the timeout bounds the run
+			maxSteps = script.MaxSteps
 		}
 	}
 	name, actor := "script", trace.ActorScript

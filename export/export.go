@@ -67,12 +67,18 @@ type Options struct {
 	Overwrite bool
 }
 
+// The defaults of Options, and of agentbox export's flags.
+const (
+	DefaultSpeed = 1.0
+	DefaultHold  = time.Second
+)
+
 func (o *Options) defaults() {
 	if o.Speed <= 0 {
-		o.Speed = 1
+		o.Speed = DefaultSpeed
 	}
 	if o.Hold <= 0 {
-		o.Hold = time.Second
+		o.Hold = DefaultHold
 	}
 }
 

@@ -85,6 +85,9 @@ const (
 	DefaultCheckEvery    = 10 * time.Second
 	DefaultKeyIdle       = 10 * time.Minute
 	DefaultRefillDelay   = 500 * time.Millisecond
+	// DefaultMaxPerSize is the default Max: this many times Size (at
+	// most MaxSize).
+	DefaultMaxPerSize = 4
 	// MaxSize is the largest Size and Max accepted.
 	MaxSize = 4096
 )
@@ -94,7 +97,7 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("pool: a size of %d: want 1 to %d sandboxes per key", o.Size, MaxSize)
 	}
 	if o.Max == 0 {
-		o.Max = min(4*o.Size, MaxSize)
+		o.Max = min(DefaultMaxPerSize*o.Size, MaxSize)
 	}
 	if o.Max < o.Size || o.Max > MaxSize {
 		return fmt.Errorf("pool: a total of %d: want %d (the size) to %d", o.Max, o.Size, MaxSize)

@@ -112,6 +112,24 @@ type Options struct {
 	Watch func(env string, episode int, cfg *session.Config)
 }
 
+// The defaults of Options: also those of agentbox serve's flags that set
+// them. An episode a client drives (here, or agentbox mcp's) is given
+// longer and more steps than an agent's run (session's defaults).
+const (
+	DefaultAddr              = "127.0.0.1:8470"
+	DefaultMaxEnvironments   = 4
+	DefaultMaxUploads        = 4
+	DefaultUploadsInProgress = 4
+	DefaultUploadTimeout     = 5 * time.Minute
+	DefaultLease             = time.Minute
+	DefaultMaxSteps          = 10000
+	DefaultTimeout           = time.Hour
+	DefaultOut               = "agentbox-runs"
+)
+
+// DefaultMaxScreen is the default MaxScreen.
+var DefaultMaxScreen = observe.Screen{Width: 1920, Height: 1080, Depth: observe.ScreenDepth}
+
 func (o *Options) defaults() error {
 	if len(o.Backends) == 0 {
 		return errors.New("serve: no backend")
@@ -120,34 +138,34 @@ func (o *Options) defaults() error {
 		return errors.New("serve: no token")
 	}
 	if o.MaxScreen == (observe.Screen{}) {
-		o.MaxScreen = observe.Screen{Width: 1920, Height: 1080, Depth: 24}
+		o.MaxScreen = DefaultMaxScreen
 	}
 	if o.MaxEnvironments <= 0 {
-		o.MaxEnvironments = 4
+		o.MaxEnvironments = DefaultMaxEnvironments
 	}
 	if o.MaxUploads <= 0 {
-		o.MaxUploads = 4
+		o.MaxUploads = DefaultMaxUploads
 	}
 	if o.UploadsInProgress <= 0 {
-		o.UploadsInProgress = 4
+		o.UploadsInProgress = DefaultUploadsInProgress
 	}
 	if o.UploadTimeout <= 0 {
-		o.UploadTimeout = 5 * time.Minute
+		o.UploadTimeout = DefaultUploadTimeout
 	}
 	if o.Lease <= 0 {
-		o.Lease = 60 * time.Second
+		o.Lease = DefaultLease
 	}
 	if o.MaxSteps <= 0 {
-		o.MaxSteps = 10000
+		o.MaxSteps = DefaultMaxSteps
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = time.Hour
+		o.Timeout = DefaultTimeout
 	}
 	if o.StartTimeout <= 0 {
-		o.StartTimeout = 60 * time.Second
+		o.StartTimeout = session.DefaultStartTimeout
 	}
 	if o.MaxRate == 0 {
-		o.MaxRate = 1000
+		o.MaxRate = session.DefaultMaxRate
 	}
 	if o.LogCap <= 0 {
 		o.LogCap = trace.DefaultLogCap
@@ -156,7 +174,7 @@ func (o *Options) defaults() error {
 		o.UploadLimits = app.DefaultLimits
 	}
 	if o.Out == "" {
-		o.Out = "agentbox-runs"
+		o.Out = DefaultOut
 	}
 	if abs, err := filepath.Abs(o.Out); err == nil {
 		o.Out = abs // the traces' paths in answers mean the same wherever the client runs

@@ -41,7 +41,7 @@ func TestPreparedRealSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bundle.Close()
-	b, err := environment.Lookup(docker.Name)
+	b, err := environment.Lookup(docker.Name, environment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,18 +117,32 @@ type Config struct {
 	Verbose  bool
 }
 
+// The defaults of Config: also those of the CLI's flags that set them
+// (run's and eval's --max-steps, --timeout, --start-timeout).
+const (
+	DefaultMaxSteps        = 100
+	DefaultTimeout         = 5 * time.Minute
+	DefaultStartTimeout    = 60 * time.Second
+	DefaultTeardownTimeout = 30 * time.Second
+)
+
+// DefaultMaxRate is the bound on actions per second that agentbox's
+// commands and its server give an episode unless told otherwise (a
+// Config's zero MaxRate means no bound).
+const DefaultMaxRate float64 = 1000
+
 func (c *Config) defaults() {
 	if c.MaxSteps <= 0 {
-		c.MaxSteps = 100
+		c.MaxSteps = DefaultMaxSteps
 	}
 	if c.Timeout <= 0 {
-		c.Timeout = 5 * time.Minute
+		c.Timeout = DefaultTimeout
 	}
 	if c.StartTimeout <= 0 {
-		c.StartTimeout = 60 * time.Second
+		c.StartTimeout = DefaultStartTimeout
 	}
 	if c.TeardownTimeout <= 0 {
-		c.TeardownTimeout = 30 * time.Second
+		c.TeardownTimeout = DefaultTeardownTimeout
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = time.Duration(c.App.Manifest.ReadyTimeout)

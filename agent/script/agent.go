@@ -18,6 +18,11 @@ const pollInterval = 100 * time.Millisecond
 // maxLines bounds the app output a script keeps for log checks.
 const maxLines = 20000
 
+// MaxSteps is the step limit of a script's run unless one is given:
+// wait_for polls take steps, so the script's length is no bound; the
+// run's timeout is.
+const MaxSteps = 100_000
+
 // Agent plays a script: it performs the actions in order and evaluates the
 // checks between them; the first failing check ends the run with outcome
 // failure and reason check_failed, and an action that failed (a wait

@@ -32,7 +32,7 @@ const DefaultImage = RuntimeImageRef
 const guestPath = "/opt/agentbox/agentbox"
 
 func init() {
-	environment.Register(Name, func() (environment.Backend, error) { return &Backend{}, nil })
+	environment.Register(Name, func(environment.Options) (environment.Backend, error) { return &Backend{}, nil })
 }
 
 // Backend creates Docker environments.

@@ -37,9 +37,11 @@ const Name = "kubernetes"
 // DefaultImage is the image whose guest-carrying variant runs by default.
 const DefaultImage = "agentbox/runtime:bookworm"
 
-// NamespaceEnv names the namespace agentbox's pods go to (the CLI's
-// --namespace sets it); empty means the kubeconfig context's namespace
-// (or the Pod's own namespace in a cluster), else "default".
+// NamespaceEnv names the namespace agentbox's pods go to when the CLI's
+// --namespace is not given: the CLI reads it as that flag's default and
+// passes the namespace in environment.Options; the backend never reads it.
+// Empty means the kubeconfig context's namespace (or the Pod's own
+// namespace in a cluster), else "default".
 const NamespaceEnv = "AGENTBOX_K8S_NAMESPACE"
 
 // DeadlineEnv overrides the Pods' activeDeadlineSeconds (a Go duration).
@@ -55,14 +57,14 @@ func init() {
 	// client-go reports a broken stream on klog ("Copying stdout failed")
 	// besides returning it; agentbox says it once, in the run's error.
 	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) {}}
-	environment.Register(Name, func() (environment.Backend, error) {
-		return &Backend{Namespace: os.Getenv(NamespaceEnv)}, nil
+	environment.Register(Name, func(opts environment.Options) (environment.Backend, error) {
+		return &Backend{Namespace: opts.Namespace}, nil
 	})
 }
 
 // Backend creates Kubernetes environments.
 type Backend struct {
-	// Namespace of the Pods; empty: NamespaceEnv, then the kubeconfig's.
+	// Namespace of the Pods; empty: the kubeconfig context's.
 	Namespace string
 	// Deadline is the Pods' activeDeadlineSeconds; zero: DeadlineEnv,
 	// then DefaultDeadline.

@@ -40,7 +40,7 @@ import (
 const Name = "local"
 
 func init() {
-	environment.Register(Name, func() (environment.Backend, error) { return &Backend{}, nil })
+	environment.Register(Name, func(environment.Options) (environment.Backend, error) { return &Backend{}, nil })
 	// Inside a sandbox: the guest (this same binary) sets its own limits
 	// before main, so everything it starts inherits them.
 	if spec, ok := os.LookupEnv(rlimitEnv); ok {
