@@ -24,7 +24,7 @@ deps-demo deps-images deps-test deps-lint deps-k8s:
 
 build: bin/agentbox examples/mover/mover ## build agentbox (static) and the mover demo
 
-bin/agentbox: $(GOFILES) images/Dockerfile images/Dockerfile.test
+bin/agentbox: $(GOFILES) images/Dockerfile images/Dockerfile.test images/Dockerfile.office
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/agentbox
 
 examples/mover/mover: $(wildcard examples/mover/*.go)
