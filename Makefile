@@ -6,7 +6,7 @@ export CGO_ENABLED = 0
 
 GOFILES := $(shell find . -name '*.go' -not -path './examples/*' 2>/dev/null) go.mod go.sum
 
-.PHONY: help deps deps-demo deps-images deps-test deps-lint deps-k8s test-k8s k8s-up k8s-down build images demo test test-race test-short test-disruptive fuzz lint bench clean docs-report
+.PHONY: help deps deps-demo deps-images deps-test deps-lint deps-k8s deps-office test-k8s k8s-up k8s-down build images demo test test-race test-short test-disruptive fuzz lint bench clean docs-report
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -19,20 +19,21 @@ help: ## list the targets
 deps: ## install and start what every target needs (as root; else prints the command)
 	@scripts/deps.sh all
 
-deps-demo deps-images deps-test deps-lint deps-k8s:
+deps-demo deps-images deps-test deps-lint deps-k8s deps-office:
 	@$(if $(SKIP_DEPS),:,scripts/deps.sh $(@:deps-%=%))
 
 build: bin/agentbox examples/mover/mover ## build agentbox (static) and the mover demo
 
-bin/agentbox: $(GOFILES) images/Dockerfile images/Dockerfile.test
+bin/agentbox: $(GOFILES) images/Dockerfile images/Dockerfile.test images/Dockerfile.office
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/agentbox
 
 examples/mover/mover: $(wildcard examples/mover/*.go)
 	$(GO) build -trimpath -o $@ ./examples/mover
 
-images: deps-images bin/agentbox ## build the runtime and test images (instant when up to date)
+images: deps-images bin/agentbox ## build the runtime, test and office images (instant when up to date)
 	bin/agentbox image build
 	bin/agentbox image build --test
+	bin/agentbox image build --office
 
 demo: deps-demo build ## set up and build what is missing, and run the mover demo
 	bin/agentbox image build

@@ -53,7 +53,7 @@ func newImageLsCmd() *cobra.Command {
 		Use:   "ls",
 		Short: "List the images agentbox built: tags, sizes, status and the X11 apps each carries",
 		Long: `ls lists the images agentbox built (labelled dev.agentbox.image): the offline
-base, the runtime image and the test image, one line per tag, with the image's
+base, the runtime image, the test image and the office image, one line per tag, with the image's
 ID, size, when it was made, whether it is current (built from this agentbox's
 Dockerfile on its base as it is now) and the X11 apps it carries, which
 ` + "`agentbox run NAME`" + ` and a manifest's bare command find on its PATH.`,
@@ -208,6 +208,7 @@ func newImageBuildCmd() *cobra.Command {
 	var (
 		offlineMode                   string
 		offline, test, force, noCache bool
+		office                        bool
 		o                             docker.BuildOptions
 		guest                         bool
 		g                             docker.GuestImageOptions
@@ -223,6 +224,12 @@ debootstrap). A second call with nothing changed returns at once.
 
 --test builds agentbox/test:bookworm on top, adding xev, xcalc, xterm, xdotool
 and scrot for the test suites and the seed-style benchmark.
+
+--office builds agentbox/office:bookworm on top of the runtime image instead:
+LibreOffice (localc, lowriter, loimpress, soffice) with its GTK3 plugin and
+accessibility on, Mousepad, GIMP, Chromium and the fonts office documents
+name (Liberation, Carlito, Caladea, DejaVu), for tasks on real applications
+(agentbox run localc --image agentbox/office:bookworm).
 
 --guest then layers this agentbox binary (or --guest-binary) onto that image,
 tagged IMAGE-guest-HASH by the binary's hash: the image the kubernetes backend
@@ -242,14 +249,20 @@ pushes it (then run with --image REPO:TAG).`,
 			}
 			o.Offline, o.Force, o.NoCache = mode, force, noCache
 			o.Progress = cmd.ErrOrStderr()
-			if test {
+			if test && office {
+				return usageErrorf("--test and --office build two different images: give one")
+			}
+			switch {
+			case test:
 				o.Variant = images.VariantTest
+			case office:
+				o.Variant = images.VariantOffice
 			}
 			if !guest && (g.Base != "" || g.Save != "" || g.Push != "" || g.Binary != "") {
 				return usageErrorf("--from, --save, --push and --guest-binary go with --guest")
 			}
-			if g.Base != "" && (test || o.Tag != "" || o.Base != "") {
-				return usageErrorf("--from layers the guest onto an existing image: it does not go with --test, --tag or --base")
+			if g.Base != "" && (test || office || o.Tag != "" || o.Base != "") {
+				return usageErrorf("--from layers the guest onto an existing image: it does not go with --test, --office, --tag or --base")
 			}
 			ctx := cmd.Context()
 			cli, err := docker.NewClient(ctx)
@@ -297,9 +310,10 @@ pushes it (then run with --image REPO:TAG).`,
 	fl.BoolVar(&offline, "offline", false, "never contact a registry: make the base with debootstrap (same as --offline-mode always)")
 	fl.StringVar(&offlineMode, "offline-mode", "auto", "auto (registry if it answers, else offline), always, never")
 	fl.BoolVar(&test, "test", false, "build the test image (runtime + xev, xcalc, xterm, xdotool, scrot)")
+	fl.BoolVar(&office, "office", false, "build the office image (runtime + LibreOffice, Mousepad, GIMP, Chromium, fonts)")
 	fl.BoolVar(&force, "force", false, "rebuild even when up to date")
 	fl.BoolVar(&noCache, "no-cache", false, "build without the layer cache")
-	fl.StringVar(&o.Tag, "tag", "", "image tag (default agentbox/runtime:bookworm or agentbox/test:bookworm)")
+	fl.StringVar(&o.Tag, "tag", "", "image tag (default agentbox/runtime:bookworm, agentbox/test:bookworm or agentbox/office:bookworm)")
 	fl.StringVar(&o.Base, "base", "", "base image (default debian:bookworm-slim, or the offline base)")
 	fl.StringVar(&o.Mirror, "mirror", "", "Debian mirror for debootstrap (default: the host's apt sources)")
 	fl.BoolVar(&guest, "guest", false, "also layer the agentbox binary onto the image (IMAGE-guest-HASH), for the kubernetes backend")

@@ -23,6 +23,8 @@ func TestImageUsage(t *testing.T) {
 		{[]string{"image", "ls", "extra"}, ExitUsage, []string{"unknown command \"extra\""}},
 		{[]string{"image", "inspect", "a", "b"}, ExitUsage, []string{"accepts at most 1 arg"}},
 		{[]string{"image", "ls", "--bogus"}, ExitUsage, []string{"unknown flag: --bogus"}},
+		{[]string{"image", "build", "--test", "--office"}, ExitUsage, []string{"--test and --office build two different images"}},
+		{[]string{"image", "build", "--office", "--guest", "--from", "x"}, ExitUsage, []string{"does not go with --test, --office"}},
 		{[]string{"image"}, ExitSuccess, []string{"Available Commands:", "build", "inspect", "ls"}},
 	}
 	for _, tt := range tests {

@@ -1,6 +1,8 @@
 // Package images holds the definition of agentbox's container images: the
 // runtime Dockerfile, the test Dockerfile (runtime + X11 tools and real apps
-// used as test oracles), and the offline base: a minimal Debian root made
+// used as test oracles), the office Dockerfile (runtime + LibreOffice,
+// Mousepad, GIMP, Chromium and fonts, for tasks on real applications), and
+// the offline base: a minimal Debian root made
 // with debootstrap, streamed as a tar for `docker import` where no registry is
 // reachable.
 //
@@ -18,9 +20,10 @@ import (
 const (
 	VariantRuntime = "runtime"
 	VariantTest    = "test"
+	VariantOffice  = "office"
 )
 
-// LabelImage names an image's role: "base", "runtime" or "test".
+// LabelImage names an image's role: "base", "runtime", "test" or "office".
 const LabelImage = "dev.agentbox.image"
 
 // DefaultBase is the registry base image of the runtime variant.
@@ -35,10 +38,17 @@ var runtimeDockerfile []byte
 //go:embed Dockerfile.test
 var testDockerfile []byte
 
-// Variants lists the known variants, the runtime first.
-func Variants() []string { return []string{VariantRuntime, VariantTest} }
+//go:embed Dockerfile.office
+var officeDockerfile []byte
 
-// Dockerfile returns (a copy of) the Dockerfile of a variant. Both take the
+// Variants lists the known variants, the runtime first.
+func Variants() []string { return []string{VariantRuntime, VariantTest, VariantOffice} }
+
+// Layered reports whether a variant is built on the runtime image (the
+// test and office images) rather than on a Debian base.
+func Layered(variant string) bool { return variant == VariantTest || variant == VariantOffice }
+
+// Dockerfile returns (a copy of) the Dockerfile of a variant. All take the
 // base image as the build argument BASE.
 func Dockerfile(variant string) ([]byte, error) {
 	switch variant {
@@ -46,6 +56,8 @@ func Dockerfile(variant string) ([]byte, error) {
 		return slices.Clone(runtimeDockerfile), nil
 	case VariantTest:
 		return slices.Clone(testDockerfile), nil
+	case VariantOffice:
+		return slices.Clone(officeDockerfile), nil
 	}
-	return nil, fmt.Errorf("image: unknown variant %q (want %q or %q)", variant, VariantRuntime, VariantTest)
+	return nil, fmt.Errorf("image: unknown variant %q (want %q, %q or %q)", variant, VariantRuntime, VariantTest, VariantOffice)
 }

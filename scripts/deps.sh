@@ -18,6 +18,12 @@
 #   k8s           test, and what scripts/k8s-cluster.sh needs for its
 #                 one-node cluster: etcd, containerd and runc, the CNI
 #                 plugins, gcc and a static libc (its pause binary), openssl
+#   office        the office image's applications on the host, for the
+#                 local backend (opt-in, not in test: about 1 GB):
+#                 LibreOffice Calc, Writer and Impress with its GTK3 plugin
+#                 (libreoffice-gtk3: the only one with an accessibility
+#                 tree), Mousepad, GIMP with GTK2's accessibility modules,
+#                 Chromium, and the fonts of images/Dockerfile.office
 #   all           test and lint
 #
 # As root it installs the missing Debian packages (apt-get), starts dockerd
@@ -38,7 +44,7 @@ DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 me=$0
 say() { printf '%s: %s\n' "$me" "$*" >&2; }
 usage() {
-	say "usage: $me [--check] demo|images|test|lint|k8s|all"
+	say "usage: $me [--check] demo|images|test|lint|k8s|office|all"
 	exit 2
 }
 
@@ -51,7 +57,7 @@ for a in "$@"; do
 		awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 		exit 0
 		;;
-	demo | images | test | lint | k8s | all)
+	demo | images | test | lint | k8s | office | all)
 		[ -z "$profile" ] || usage
 		profile=$a
 		;;
@@ -60,8 +66,9 @@ for a in "$@"; do
 done
 [ -n "$profile" ] || usage
 
-want_docker=false want_host=false want_lint=false want_k8s=false
+want_docker=false want_host=false want_lint=false want_k8s=false want_office=false
 case $profile in
+office) want_office=true ;;
 demo | images) want_docker=true ;;
 test) want_docker=true want_host=true ;;
 k8s) want_docker=true want_host=true want_k8s=true ;;
@@ -127,6 +134,23 @@ if $want_host; then
 	need_pymod numpy python3-numpy
 	need_pymod pip python3-pip
 	need_tool git git
+fi
+
+if $want_office; then
+	# The packages of images/Dockerfile.office (keep the two lists alike).
+	need_tool localc libreoffice-calc
+	need_tool lowriter libreoffice-writer
+	need_tool loimpress libreoffice-impress
+	need_file /usr/lib/libreoffice/program/libvclplug_gtk3lo.so libreoffice-gtk3
+	need_tool mousepad mousepad
+	need_tool gimp gimp
+	need_tool chromium chromium
+	need_file /usr/lib/x86_64-linux-gnu/gtk-2.0/modules/libatk-bridge.so libatk-adaptor
+	need_file /usr/lib/x86_64-linux-gnu/gtk-2.0/modules/libgail.so libgail-common
+	need_file /usr/share/fonts/truetype/liberation2 fonts-liberation2
+	need_file /usr/share/fonts/truetype/crosextra/Carlito-Regular.ttf fonts-crosextra-carlito
+	need_file /usr/share/fonts/truetype/crosextra/Caladea-Regular.ttf fonts-crosextra-caladea
+	need_file /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf fonts-dejavu-extra
 fi
 
 if $want_k8s; then

@@ -23,6 +23,7 @@ import (
 const (
 	RuntimeImageRef = "agentbox/runtime:bookworm"
 	TestImageRef    = "agentbox/test:bookworm"
+	OfficeImageRef  = "agentbox/office:bookworm"
 	// OfflineBaseRef is the base made without a registry: a debootstrap
 	// root imported with ImageImport. It is reused once present.
 	OfflineBaseRef = "agentbox/base:bookworm"
@@ -90,14 +91,15 @@ func ParseOfflineMode(s string) (OfflineMode, error) {
 
 // BuildOptions configure BuildImage.
 type BuildOptions struct {
-	// Variant is images.VariantRuntime (default) or images.VariantTest.
+	// Variant is images.VariantRuntime (default), images.VariantTest or
+	// images.VariantOffice.
 	Variant string
-	// Tag defaults to RuntimeImageRef or TestImageRef.
+	// Tag defaults to RuntimeImageRef, TestImageRef or OfficeImageRef.
 	Tag string
 	// Base is the base image. For the runtime variant, empty means
 	// debian:bookworm-slim if it can be had, else the offline base (see
-	// Offline). For the test variant it is the runtime image (default
-	// RuntimeImageRef), built first when missing.
+	// Offline). For the test and office variants it is the runtime image
+	// (default RuntimeImageRef), built first when missing.
 	Base string
 	// Offline chooses between the registry and the offline base.
 	Offline OfflineMode
@@ -142,14 +144,14 @@ func BuildHash(dockerfile []byte, baseID, variant string) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// BuildImage builds the runtime or test image with the Engine API's classic
+// BuildImage builds the runtime, test or office image with the Engine API's classic
 // builder (BuilderV1), from the Dockerfiles of package image, with the base
 // as the build argument BASE. A tag whose LabelBuildHash matches the inputs
 // is up to date and returned at once without touching the builder (unless
 // Force). The runtime image's base is debian:bookworm-slim or, where no
 // registry answers, OfflineBaseRef, made with debootstrap (as root) and
-// ImageImport. The test image builds on the runtime image, building it
-// first when missing.
+// ImageImport. The test and office images build on the runtime image,
+// building it first when missing.
 func BuildImage(ctx context.Context, cli BuildClient, opts BuildOptions) (BuildResult, error) {
 	start := time.Now()
 	o, err := opts.normalized()
@@ -269,8 +271,12 @@ func (o BuildOptions) normalized() (BuildOptions, error) {
 		if o.Tag == "" {
 			o.Tag = TestImageRef
 		}
+	case images.VariantOffice:
+		if o.Tag == "" {
+			o.Tag = OfficeImageRef
+		}
 	default:
-		return o, fmt.Errorf("unknown variant %q (want %q or %q)", o.Variant, images.VariantRuntime, images.VariantTest)
+		return o, fmt.Errorf("unknown variant %q (want %q, %q or %q)", o.Variant, images.VariantRuntime, images.VariantTest, images.VariantOffice)
 	}
 	if o.Offline < OfflineAuto || o.Offline > OfflineNever {
 		return o, fmt.Errorf("unknown offline mode %d", int(o.Offline))
@@ -301,7 +307,7 @@ func resolveBuildBase(ctx context.Context, cli BuildClient, o BuildOptions, crea
 		return buildBase{ref: ref, id: img.id}, true, nil
 	}
 
-	if o.Variant == images.VariantTest {
+	if images.Layered(o.Variant) {
 		ref := o.Base
 		if ref == "" {
 			ref = RuntimeImageRef
@@ -310,7 +316,7 @@ func resolveBuildBase(ctx context.Context, cli BuildClient, o BuildOptions, crea
 		if err != nil || ok || !create {
 			return b, err
 		}
-		p := buildProgress{w: o.Progress, prefix: "[test]"}
+		p := buildProgress{w: o.Progress, prefix: "[" + o.Variant + "]"}
 		p.printf("runtime image %s is missing; building it first", ref)
 		r, err := BuildImage(ctx, cli, BuildOptions{
 			Variant: images.VariantRuntime, Tag: ref, Offline: o.Offline,

@@ -308,28 +308,35 @@ func TestBuildImageFake(t *testing.T) {
 	}
 }
 
-func TestBuildImageFakeTestVariant(t *testing.T) {
-	ctx := t.Context()
-	f := newFakeBuildClient()
-	f.add(OfflineBaseRef, nil)
-	if ok, err := ImageUpToDate(ctx, f, BuildOptions{Variant: images.VariantTest}); ok || err != nil {
-		t.Errorf("ImageUpToDate without runtime = %v, %v", ok, err)
-	}
-	res, err := BuildImage(ctx, f, BuildOptions{Variant: images.VariantTest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(f.builds) != 2 || f.builds[0].Tags[0] != RuntimeImageRef || f.builds[1].Tags[0] != TestImageRef {
-		t.Fatalf("builds %+v", f.builds)
-	}
-	rtID := f.images[RuntimeImageRef].ID
-	df, _ := images.Dockerfile(images.VariantTest)
-	if *f.builds[1].BuildArgs["BASE"] != RuntimeImageRef || res.BaseID != rtID ||
-		f.builds[1].Labels[LabelBuildHash] != BuildHash(df, rtID, images.VariantTest) {
-		t.Errorf("test build %+v, result %+v", f.builds[1], res)
-	}
-	if res, err = BuildImage(ctx, f, BuildOptions{Variant: images.VariantTest}); err != nil || !res.UpToDate || len(f.builds) != 2 {
-		t.Errorf("second call: %+v, %v", res, err)
+func TestBuildImageFakeLayeredVariants(t *testing.T) {
+	for _, c := range []struct{ variant, tag string }{
+		{images.VariantTest, TestImageRef},
+		{images.VariantOffice, OfficeImageRef},
+	} {
+		t.Run(c.variant, func(t *testing.T) {
+			ctx := t.Context()
+			f := newFakeBuildClient()
+			f.add(OfflineBaseRef, nil)
+			if ok, err := ImageUpToDate(ctx, f, BuildOptions{Variant: c.variant}); ok || err != nil {
+				t.Errorf("ImageUpToDate without runtime = %v, %v", ok, err)
+			}
+			res, err := BuildImage(ctx, f, BuildOptions{Variant: c.variant})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.builds) != 2 || f.builds[0].Tags[0] != RuntimeImageRef || f.builds[1].Tags[0] != c.tag {
+				t.Fatalf("builds %+v", f.builds)
+			}
+			rtID := f.images[RuntimeImageRef].ID
+			df, _ := images.Dockerfile(c.variant)
+			if *f.builds[1].BuildArgs["BASE"] != RuntimeImageRef || res.BaseID != rtID || res.Ref != c.tag ||
+				f.builds[1].Labels[LabelBuildHash] != BuildHash(df, rtID, c.variant) {
+				t.Errorf("%s build %+v, result %+v", c.variant, f.builds[1], res)
+			}
+			if res, err = BuildImage(ctx, f, BuildOptions{Variant: c.variant}); err != nil || !res.UpToDate || len(f.builds) != 2 {
+				t.Errorf("second call: %+v, %v", res, err)
+			}
+		})
 	}
 }
 

@@ -87,6 +87,8 @@ func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOption
 			hint = "run `agentbox image build`"
 		case TestImageRef:
 			hint = "run `agentbox image build --test`"
+		case OfficeImageRef:
+			hint = "run `agentbox image build --office`"
 		}
 		return fail("base", fmt.Errorf("%s is not present: %s", o.Base, hint))
 	}

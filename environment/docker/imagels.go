@@ -64,8 +64,8 @@ type ImageClient interface {
 var ErrNoImage = errors.New("no such image")
 
 // ListImages lists the images agentbox built (those labelled
-// images.LabelImage), one entry per tag: the base first, then the runtime
-// and test images, each sorted by tag. Untagged ones (replaced by a
+// images.LabelImage), one entry per tag: the base first, then the runtime,
+// test and office images, each sorted by tag. Untagged ones (replaced by a
 // rebuild) are left out.
 func ListImages(ctx context.Context, cli ImageClient) ([]ImageInfo, error) {
 	res, err := cli.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("label", images.LabelImage)})
@@ -89,7 +89,7 @@ func ListImages(ctx context.Context, cli ImageClient) ([]ImageInfo, error) {
 			out = append(out, info)
 		}
 	}
-	rank := map[string]int{"base": 0, images.VariantRuntime: 1, images.VariantTest: 2, images.RoleGuest: 3}
+	rank := map[string]int{"base": 0, images.VariantRuntime: 1, images.VariantTest: 2, images.VariantOffice: 3, images.RoleGuest: 4}
 	sort.SliceStable(out, func(i, j int) bool {
 		ri, oki := rank[out[i].Role]
 		rj, okj := rank[out[j].Role]
@@ -191,8 +191,8 @@ func (s statusOf) baseID(base string) (string, bool) {
 }
 
 func dockerfileName(role string) string {
-	if role == images.VariantTest {
-		return "images/Dockerfile.test"
+	if images.Layered(role) {
+		return "images/Dockerfile." + role
 	}
 	return "images/Dockerfile"
 }
@@ -203,10 +203,10 @@ func RebuildCommand(i ImageInfo) string {
 	if i.Role == images.RoleGuest {
 		return cmd + " --guest --from " + i.Base
 	}
-	if i.Role == images.VariantTest {
-		cmd += " --test"
+	if images.Layered(i.Role) {
+		cmd += " --" + i.Role
 	}
-	if def := map[string]string{images.VariantRuntime: RuntimeImageRef, images.VariantTest: TestImageRef}[i.Role]; i.Ref != def {
+	if def := map[string]string{images.VariantRuntime: RuntimeImageRef, images.VariantTest: TestImageRef, images.VariantOffice: OfficeImageRef}[i.Role]; i.Ref != def {
 		cmd += " --tag " + i.Ref
 	}
 	return cmd

@@ -64,6 +64,7 @@ func TestListImages(t *testing.T) {
 	baseID := f.add(OfflineBaseRef, map[string]string{images.LabelImage: "base"})
 	rtID := f.add(RuntimeImageRef, builtLabels(t, images.VariantRuntime, OfflineBaseRef, baseID, "xterm"))
 	f.add(TestImageRef, builtLabels(t, images.VariantTest, RuntimeImageRef, rtID, "xterm xcalc"))
+	f.add(OfficeImageRef, builtLabels(t, images.VariantOffice, RuntimeImageRef, rtID, "localc gimp"))
 	// Built on a runtime image that was rebuilt since.
 	f.add("agentbox/test:old-base", builtLabels(t, images.VariantTest, RuntimeImageRef, "sha256:gone", "xterm xcalc"))
 	// Built by an older agentbox: another Dockerfile, no apps label.
@@ -102,6 +103,7 @@ func TestListImages(t *testing.T) {
 		{"agentbox/runtime:old", "runtime", StatusOutdated, "built from another images/Dockerfile", "nil"},
 		{"agentbox/test:bookworm", "test", StatusCurrent, "", "[xterm xcalc]"},
 		{"agentbox/test:old-base", "test", StatusOutdated, "its base agentbox/runtime:bookworm was rebuilt since", "[xterm xcalc]"},
+		{"agentbox/office:bookworm", "office", StatusCurrent, "", "[localc gimp]"},
 		{"agentbox/test:bookworm-guest-0123456789abcdef", "guest", StatusCurrent, "", "[xterm xcalc]"},
 		{"agentbox/test:bookworm-guest-fedcba9876543210", "guest", StatusOutdated, "its base agentbox/test:bookworm was rebuilt since", "[xterm xcalc]"},
 	}
@@ -113,14 +115,18 @@ func TestListImages(t *testing.T) {
 	if err != nil || !slices.Equal(refs, []string{"agentbox/test:bookworm", "agentbox/test:old-base"}) {
 		t.Errorf("ImagesWithApp(xcalc) = %q, %v", refs, err)
 	}
-	if refs, _ := ImagesWithApp(context.Background(), f, "gimp"); len(refs) != 0 {
+	if refs, _ := ImagesWithApp(context.Background(), f, "gimp"); !slices.Equal(refs, []string{OfficeImageRef}) {
 		t.Errorf("ImagesWithApp(gimp) = %q", refs)
+	}
+	if refs, _ := ImagesWithApp(context.Background(), f, "inkscape"); len(refs) != 0 {
+		t.Errorf("ImagesWithApp(inkscape) = %q", refs)
 	}
 
 	for _, c := range []struct{ ref, want string }{
 		{RuntimeImageRef, "agentbox image build"},
 		{TestImageRef, "agentbox image build --test"},
 		{"agentbox/test:old-base", "agentbox image build --test --tag agentbox/test:old-base"},
+		{OfficeImageRef, "agentbox image build --office"},
 		{"agentbox/test:bookworm-guest-fedcba9876543210", "agentbox image build --guest --from agentbox/test:bookworm"},
 	} {
 		i, err := InspectImage(context.Background(), f, c.ref)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ const (
 	nullPath        = "/org/a11y/atspi/null"
 	ifaceAccessible = "org.a11y.atspi.Accessible"
 	ifaceComponent  = "org.a11y.atspi.Component"
+	ifaceTable      = "org.a11y.atspi.Table"
 	ifaceText       = "org.a11y.atspi.Text"
 	ifaceValue      = "org.a11y.atspi.Value"
 	ifaceProps      = "org.freedesktop.DBus.Properties"
@@ -104,6 +106,8 @@ type reader struct {
 	// bytes is about the size of what was read; past MaxTreeBytes the
 	// read stops.
 	bytes int
+	// cut says what the read of managed descendants left out.
+	cut []string
 }
 
 func (r *reader) close() {
@@ -209,6 +213,7 @@ func (r *reader) read(lim observe.TreeLimits) (*observe.Tree, error) {
 	if more > 0 {
 		tree.Cut = append(tree.Cut, fmt.Sprintf("nodes: %d elements were read; %d more references to elements were not followed (max_nodes)", len(nodes), more))
 	}
+	tree.Cut = append(tree.Cut, r.cut...)
 	for bus := range r.slow {
 		tree.Cut = append(tree.Cut, fmt.Sprintf("application %s did not answer within %v; what it did not answer is missing", bus, CallTimeout))
 	}
@@ -290,7 +295,6 @@ const (
 	cRole
 	cState
 	cIfaces
-	cKids
 	cExtents
 	nCalls
 )
@@ -317,7 +321,6 @@ func (r *reader) readLevel(level []*node) {
 				cRole:   r.call(o, ifaceAccessible+".GetRole"),
 				cState:  r.call(o, ifaceAccessible+".GetState"),
 				cIfaces: r.call(o, ifaceAccessible+".GetInterfaces"),
-				cKids:   r.call(o, ifaceAccessible+".GetChildren"),
 			}
 			if n.depth > 0 {
 				// An application has no place on the screen (GTK complains
@@ -339,6 +342,8 @@ func (r *reader) readLevel(level []*node) {
 			val   *dbus.Call
 		}
 		var more []pending
+		var kids []*dbus.Call // per node of part; nil: none asked
+		var managed []*node
 		for i, n := range part {
 			r.fill(n, calls[i])
 			for _, c := range calls[i] {
@@ -346,8 +351,19 @@ func (r *reader) readLevel(level []*node) {
 					r.slow[n.ref.bus] = true
 				}
 			}
+			kids = append(kids, nil)
 			if n.failed {
 				continue
+			}
+			// The children are asked for once the state is known: an
+			// element that manages its descendants may have billions
+			// (a LibreOffice Calc sheet has 2^31 cells), and listing
+			// them blocks its application for good.
+			if n.el.Has("manages_descendants") {
+				managed = append(managed, n)
+			} else {
+				kids[i] = r.call(n.ref, ifaceAccessible+".GetChildren")
+				second = append(second, kids[i])
 			}
 			p := pending{n: n}
 			for _, f := range n.ifaces {
@@ -369,6 +385,16 @@ func (r *reader) readLevel(level []*node) {
 			}
 		}
 		_ = r.wait(second)
+		for i, c := range kids {
+			if c == nil {
+				continue
+			}
+			if isTimeout(c.Err) {
+				r.slow[part[i].ref.bus] = true
+			}
+			part[i].kids = refList(c)
+		}
+		r.visibleDescendants(managed)
 		for _, p := range more {
 			for _, c := range []*dbus.Call{p.text, p.count, p.val} {
 				if c != nil && isTimeout(c.Err) {
@@ -455,21 +481,147 @@ func (r *reader) fill(n *node, c [nCalls]*dbus.Call) {
 		return
 	}
 	_ = c[cIfaces].Store(&n.ifaces)
-	var kids []struct {
-		Bus  string
-		Path dbus.ObjectPath
-	}
-	if c[cKids].Store(&kids) == nil {
-		for _, k := range kids {
-			if k.Bus == "" || !k.Path.IsValid() || string(k.Path) == nullPath {
-				continue
-			}
-			n.kids = append(n.kids, ref{k.Bus, k.Path})
-		}
-	}
 	var ext struct{ X, Y, W, H int32 }
 	if c[cExtents] != nil && c[cExtents].Store(&ext) == nil && ext.W > 0 && ext.H > 0 && ext.W < 1<<20 && ext.H < 1<<20 {
 		n.el.Bounds = &action.Rect{int(ext.X), int(ext.Y), int(ext.X) + int(ext.W), int(ext.Y) + int(ext.H)}
+	}
+}
+
+// refList is the references a call answered (GetChildren), without the
+// null and malformed ones.
+func refList(c *dbus.Call) []ref {
+	var list []struct {
+		Bus  string
+		Path dbus.ObjectPath
+	}
+	if c.Store(&list) != nil {
+		return nil
+	}
+	var out []ref
+	for _, k := range list {
+		if k.Bus == "" || !k.Path.IsValid() || string(k.Path) == nullPath {
+			continue
+		}
+		out = append(out, ref{k.Bus, k.Path})
+	}
+	return out
+}
+
+// oneRef is the one reference a call answered, if it is one.
+func oneRef(c *dbus.Call) (ref, bool) {
+	var k struct {
+		Bus  string
+		Path dbus.ObjectPath
+	}
+	if c == nil || c.Store(&k) != nil || k.Bus == "" || !k.Path.IsValid() || string(k.Path) == nullPath {
+		return ref{}, false
+	}
+	return ref{k.Bus, k.Path}, true
+}
+
+func int32Of(c *dbus.Call) (int32, bool) {
+	var v int32
+	if c == nil || c.Store(&v) != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// MaxManagedCells bounds the descendants read of one element that manages
+// its descendants: the cells of the visible part of a table.
+const MaxManagedCells = 4096
+
+// visibleDescendants gives the elements that manage their descendants the
+// descendants on screen as children, where they are tables: the cells
+// from the one at the top left corner of its bounds to the one at the
+// bottom right (Component.GetAccessibleAtPoint, then Table's row and
+// column of each, then Table.GetAccessibleAt for the rectangle), at most
+// MaxManagedCells. Any other is read without children, and said to be.
+func (r *reader) visibleDescendants(managed []*node) {
+	type corner struct {
+		n        *node
+		at       [2]*dbus.Call // top left, bottom right
+		idx      [2]*dbus.Call
+		row, col [2]*dbus.Call
+	}
+	var cs []*corner
+	var calls []*dbus.Call
+	for _, n := range managed {
+		b := n.el.Bounds
+		if b == nil || !slices.Contains(n.ifaces, ifaceTable) || !slices.Contains(n.ifaces, ifaceComponent) {
+			r.cut = appendOnce(r.cut, fmt.Sprintf("descendants: %s %q manages its descendants and is no table: its children were not read", n.el.Role, n.el.Name))
+			continue
+		}
+		c := &corner{n: n}
+		c.at[0] = r.call(n.ref, ifaceComponent+".GetAccessibleAtPoint", int32(b[0]+1), int32(b[1]+1), coordTypeScreen)
+		c.at[1] = r.call(n.ref, ifaceComponent+".GetAccessibleAtPoint", int32(b[2]-2), int32(b[3]-2), coordTypeScreen)
+		cs = append(cs, c)
+		calls = append(calls, c.at[:]...)
+	}
+	_ = r.wait(calls)
+	calls = calls[:0]
+	for _, c := range cs {
+		for k := range 2 {
+			if o, ok := oneRef(c.at[k]); ok {
+				c.idx[k] = r.call(o, ifaceAccessible+".GetIndexInParent")
+				calls = append(calls, c.idx[k])
+			}
+		}
+	}
+	_ = r.wait(calls)
+	calls = calls[:0]
+	for _, c := range cs {
+		for k := range 2 {
+			if i, ok := int32Of(c.idx[k]); ok && i >= 0 {
+				c.row[k] = r.call(c.n.ref, ifaceTable+".GetRowAtIndex", i)
+				c.col[k] = r.call(c.n.ref, ifaceTable+".GetColumnAtIndex", i)
+				calls = append(calls, c.row[k], c.col[k])
+			}
+		}
+	}
+	_ = r.wait(calls)
+	calls = calls[:0]
+	type cell struct {
+		n *node
+		c *dbus.Call
+	}
+	var cells []cell
+	for _, c := range cs {
+		r0, ok0 := int32Of(c.row[0])
+		c0, ok1 := int32Of(c.col[0])
+		r1, ok2 := int32Of(c.row[1])
+		c1, ok3 := int32Of(c.col[1])
+		if !ok0 || !ok1 || !ok2 || !ok3 || r0 < 0 || c0 < 0 || r1 < r0 || c1 < c0 {
+			r.cut = appendOnce(r.cut, fmt.Sprintf("descendants: the visible cells of %s %q could not be told (its application did not say which are at its corners)", c.n.el.Role, c.n.el.Name))
+			continue
+		}
+		cols := int64(c1-c0) + 1
+		rows := int64(r1-r0) + 1
+		if rows*cols > MaxManagedCells {
+			rows = max(1, MaxManagedCells/cols)
+			cols = min(cols, MaxManagedCells)
+			r.cut = appendOnce(r.cut, fmt.Sprintf("descendants: only the first %d cells on screen of %s %q were read", MaxManagedCells, c.n.el.Role, c.n.el.Name))
+		}
+		for row := int64(r0); row < int64(r0)+rows; row++ {
+			for col := int64(c0); col < int64(c0)+cols; col++ {
+				call := r.call(c.n.ref, ifaceTable+".GetAccessibleAt", int32(row), int32(col))
+				cells = append(cells, cell{c.n, call})
+				calls = append(calls, call)
+			}
+			if len(calls) >= batch {
+				_ = r.wait(calls)
+				calls = calls[:0]
+			}
+		}
+	}
+	_ = r.wait(calls)
+	for _, c := range cells {
+		if isTimeout(c.c.Err) {
+			r.slow[c.n.ref.bus] = true
+		}
+		if o, ok := oneRef(c.c); ok {
+			c.n.kids = append(c.n.kids, o)
+		}
 	}
 }
 

@@ -103,6 +103,10 @@ const RuntimeImage = "agentbox/runtime:bookworm"
 // under another tag, tried before it replaces the shared one.
 var TestImage = envOr("AGENTBOX_TEST_IMAGE", "agentbox/test:bookworm")
 
+// OfficeImage is the office image (LibreOffice, Mousepad, GIMP, Chromium):
+// agentbox image build --office.
+const OfficeImage = "agentbox/office:bookworm"
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
