@@ -23,6 +23,7 @@ type boundedBuffer struct {
 	buf   bytes.Buffer
 	limit int
 	over  bool
+	full  func() // called once when it is over its limit
 }
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {
@@ -30,6 +31,9 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 	defer b.mu.Unlock()
 	if room := b.limit - b.buf.Len(); len(p) > room {
 		b.buf.Write(p[:max(room, 0)])
+		if !b.over && b.full != nil {
+			b.full()
+		}
 		b.over = true
 		return len(p), nil
 	}
@@ -66,7 +70,7 @@ func runCommand(ctx context.Context, c *Check, filesDir, traceDir string) result
 	// Its children may hold the pipes open after it is killed: Wait gives
 	// up on them after this.
 	cmd.WaitDelay = 2 * time.Second
-	stdout := &boundedBuffer{limit: MaxCommandOutput}
+	stdout := &boundedBuffer{limit: MaxCommandOutput, full: cancel}
 	stderr := &boundedBuffer{limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
@@ -83,6 +87,8 @@ func runCommand(ctx context.Context, c *Check, filesDir, traceDir string) result
 		return ": " + textcut.Runes(s, 300, "…")
 	}
 	switch {
+	case stdout.over:
+		return infrastructure("the grader command %s printed more than %d bytes and was killed", name, MaxCommandOutput)
 	case ctx.Err() == context.DeadlineExceeded:
 		return infrastructure("the grader command %s timed out after %v and was killed", name, c.Timeout)
 	case ctx.Err() != nil:
@@ -96,8 +102,6 @@ func runCommand(ctx context.Context, c *Check, filesDir, traceDir string) result
 			return infrastructure("the grader command %s left processes holding its output open", name)
 		}
 		return infrastructure("the grader command %s could not run: %v", name, err)
-	case stdout.over:
-		return infrastructure("the grader command %s printed more than %d bytes", name, MaxCommandOutput)
 	}
 	out := bytes.TrimSpace(stdout.buf.Bytes())
 	garbage := func(why string) result {

@@ -281,7 +281,7 @@ func keysOf(n *yaml.Node) []string {
 func kindOf(keys []string, errf func(string, ...any) error) (string, error) {
 	var found []string
 	for _, k := range keys {
-		if slices.Contains(kinds, k) {
+		if slices.Contains(kinds, k) && !slices.Contains(found, k) {
 			found = append(found, k)
 		}
 	}
