@@ -14,6 +14,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
+	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/suggest"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
@@ -29,6 +30,7 @@ type runFlags struct {
 	agentName string
 	agentOpts []string
 	script    string
+	grade     string
 	launchFlags
 	json bool
 	live liveFlag
@@ -70,6 +72,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringVar(&f.agentName, "agent", "", "the agent: "+strings.Join(agent.Names(), ", ")+", or human (none: a person drives at the live page)")
 	fl.StringVar(&f.script, "script", "", "play a script (YAML or JSON: actions and checks) instead of --agent")
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
+	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
 	f.registerLaunch(fl, "stdout.log and stderr.log")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
@@ -97,6 +100,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	var spec *grade.Spec
+	if f.grade != "" {
+		if spec, err = grade.Load(f.grade); err != nil {
+			return usageErrorf("--grade: %v", err)
+		}
+	}
 	so, err := f.validate()
 	if err != nil {
 		return err
@@ -123,6 +132,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 			f.task = sc.Task
 		}
 		// A script that names elements needs the accessibility bus.
+		switch {
+		case sc.Grade != nil && spec != nil:
+			return usageErrorf("--grade and the grade of %s are exclusive; drop one", f.script)
+		case sc.Grade != nil:
+			spec = sc.Grade
+		}
 		envCfg.A11y = envCfg.A11y || sc.NeedsA11y()
 		if !cmd.Flags().Changed("max-steps") {
 			f.maxSteps = script.MaxSteps // waits poll; --timeout bounds the run
@@ -209,6 +224,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Progress:            stderr,
 		Verbose:             f.verbose,
 	}
+	if spec != nil {
+		cfg.Grader = spec
+	}
 	finish := watch(liveSrv, live.Info{Name: target, Task: f.task, Agent: describeAgent(agentInfo), RunID: run.ID, Trace: run.Dir, Screen: envCfg.Screen}, &cfg)
 	res, err := session.Run(ctx, cfg)
 	finish(res)
@@ -243,11 +261,12 @@ type runJSON struct {
 	DurationMS float64       `json:"duration_ms"`
 	Trace      string        `json:"trace"` // absolute
 	Backend    string        `json:"backend"`
+	Grade      *trace.Grade  `json:"grade,omitempty"` // with --grade or a script's grade
 }
 
 func runResultJSON(id, backend string, r session.Result) runJSON {
 	return runJSON{ID: id, Outcome: r.Outcome, Reason: r.Reason, Message: r.Message, ExitCode: r.ExitCode(),
-		Steps: r.Steps, DurationMS: float64(r.Duration.Microseconds()) / 1000, Trace: absOr(r.TraceDir), Backend: backend}
+		Steps: r.Steps, DurationMS: float64(r.Duration.Microseconds()) / 1000, Trace: absOr(r.TraceDir), Backend: backend, Grade: r.Grade}
 }
 
 // preflight lets an agent that depends on a service (a model API) check,
@@ -295,6 +314,10 @@ func report(w io.Writer, r session.Result) {
 		fmt.Fprintf(w, " [%s]", termsafe.Line(r.Reason))
 	}
 	fmt.Fprintf(w, "\n%s in %v · trace: %s\n", plural.S(r.Steps, "step"), r.Duration.Round(10*time.Millisecond), termsafe.Line(r.TraceDir))
+	if g := r.Grade; g != nil {
+		// Details quote the collected files: text agentbox did not write.
+		fmt.Fprintf(w, "grade: %s, score %.3g: %s\n", g.Outcome, g.Score, termsafe.Text(g.Message))
+	}
 }
 
 func shortID(id string) string {

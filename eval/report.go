@@ -137,6 +137,9 @@ func (s *Summary) JUnit() ([]byte, error) {
 			}
 			if ep.Trace != "" && ep.Category != Skipped {
 				c.SystemOut = fmt.Sprintf("outcome: %s (%s)\nsteps: %d\ntrace: %s\n", ep.Outcome, ep.Reason, ep.Steps, ep.Trace)
+				if ep.Grade != "" && ep.Score != nil {
+					c.SystemOut += fmt.Sprintf("grade: %s (score %.3g)\n", ep.Grade, *ep.Score)
+				}
 			}
 			p := &junitProblem{Message: ep.Message, Type: ep.Reason, Text: ep.Message}
 			switch ep.Category {

@@ -17,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/observe"
@@ -92,7 +93,12 @@ type Episode struct {
 	Steps      int           `json:"steps"`
 	DurationMS float64       `json:"duration_ms"`
 	Trace      string        `json:"trace,omitempty"` // relative to Out
-	started    time.Time
+	// Grade and Score are the private grader's outcome class and score
+	// over the episode's files, when its task has a grade (the category
+	// then follows the grade: verified passes).
+	Grade   string   `json:"grade,omitempty"`
+	Score   *float64 `json:"score,omitempty"`
+	started time.Time
 }
 
 // TaskSummary aggregates a task's episodes.
@@ -143,8 +149,20 @@ func (s *Summary) ExitCode() int {
 	return 0
 }
 
-// categorize maps an outcome to a grader's category.
+// categorize maps an outcome to a grader's category. With a grade, the
+// grade decides (docs/tasks.md: a task passes when its grade is
+// verified): incorrect and malformed files fail, a grader that could not
+// judge is infrastructure; an interrupted episode stays interrupted.
 func categorize(r session.Result) string {
+	if r.Grade != nil && r.Outcome != trace.Interrupted {
+		switch r.Grade.Outcome {
+		case trace.GradeVerified:
+			return Passed
+		case trace.GradeIncorrect, trace.GradeMalformed:
+			return Failed
+		}
+		return Infrastructure
+	}
 	switch r.Outcome {
 	case trace.Success:
 		return Passed
@@ -358,6 +376,12 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	ep.Category = categorize(res)
 	ep.Outcome, ep.Reason, ep.Message, ep.Steps = res.Outcome, res.Reason, res.Message, res.Steps
 	ep.DurationMS = float64(res.Duration.Microseconds()) / 1000
+	if g := res.Grade; g != nil {
+		ep.Grade, ep.Score = g.Outcome, &g.Score
+		if g.Outcome != trace.GradeVerified {
+			ep.Reason, ep.Message = "grade_"+g.Outcome, g.Message
+		}
+	}
 	if errors.Is(context.Cause(ctx), session.ErrInterrupted) && res.Outcome == trace.Interrupted {
 		ep.Category = Interrupted
 	}
@@ -416,7 +440,17 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		Marks:               o.Marks,
 		Settle:              o.Settle,
 		Verbose:             o.Verbose,
+		Grader:              grader(t.Grade),
 	}, nil
+}
+
+// grader is a task's grade as the session's Grader (a nil Spec is no
+// grader, not a typed nil).
+func grader(g *grade.Spec) session.Grader {
+	if g == nil {
+		return nil
+	}
+	return g
 }
 
 func (s *Summary) aggregate(suite *Suite) {

@@ -24,6 +24,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/netpolicy"
 	"github.com/codegirl-games/agentbox/observe"
@@ -62,11 +63,15 @@ type Task struct {
 	// --forward (and the app manifest's allow_net) for this task.
 	AllowNet []netpolicy.Rule
 	Forward  []netpolicy.Forward
+	// Grade judges each episode's collected files (docs/tasks.md); nil:
+	// the episode's own outcome decides. A script's header may carry it
+	// instead.
+	Grade *grade.Spec
 
 	script *script.Script
 }
 
-var taskFields = []string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward"}
+var taskFields = []string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade"}
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -203,6 +208,8 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 						err = fail("%v", err)
 					}
 				}
+			case "grade":
+				t.Grade, err = grade.Parse(tw, k, v, grade.Options{Dir: dir})
 			case "timeout":
 				var s string
 				if s, err = str(); err == nil {
@@ -283,6 +290,13 @@ func (t *Task) check(screen observe.Screen) error {
 		t.script = sc
 		if t.Task == "" {
 			t.Task = sc.Task
+		}
+		switch {
+		case sc.Grade == nil:
+		case t.Grade == nil:
+			t.Grade = sc.Grade
+		default:
+			return fmt.Errorf("grade is given both here and in %s; drop one", t.Script)
 		}
 		switch {
 		case sc.Screen == (observe.Screen{}):

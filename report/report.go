@@ -190,7 +190,10 @@ type page struct {
 	Logs       []logData   `json:"logs"`
 	Replay     *replayData `json:"replay,omitempty"`
 	Refused    []string    `json:"refused,omitempty"`
-	Generated  string      `json:"generated"`
+	// Grade is the private grader's verdict (run.json's grade); the page
+	// shows it as data, its details quoting the collected files.
+	Grade     *trace.Grade `json:"grade,omitempty"`
+	Generated string       `json:"generated"`
 
 	files []string // the trace's files the page links to
 }
@@ -339,6 +342,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	if run.AppExit != nil {
 		p.Run.AppExit = run.AppExit.String()
 	}
+	p.Grade = run.Grade
 	if tr.Incomplete {
 		if run.Status != trace.StatusComplete {
 			p.Incomplete = append(p.Incomplete, "the run was never finalised: agentbox was killed, or the run is still going; what is shown is what was on disk")

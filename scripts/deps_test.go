@@ -178,7 +178,7 @@ func TestUsage(t *testing.T) {
 	sh := script(t)
 	for _, args := range [][]string{{}, {"bogus"}, {"demo", "test"}, {"--force", "demo"}} {
 		r := runAs(t, true, strings.Join(stdPath, ":"), sh, args...)
-		if r.code != 2 || !strings.Contains(r.output, "usage: "+sh+" [--check] demo|images|test|lint|k8s|all") {
+		if r.code != 2 || !strings.Contains(r.output, "usage: "+sh+" [--check] demo|images|test|lint|k8s|office|all") {
 			t.Errorf("%q: exit %d, want 2 and the usage", args, r.code)
 		}
 	}

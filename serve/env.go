@@ -172,8 +172,24 @@ func (e *env) ended(episode int, end *session.End) {
 	}
 	go func() {
 		defer done()
-		sess.Close(e.srv.base, *end)
+		r := sess.Close(e.srv.base, *end)
+		e.graded(episode, r.Grade)
 	}()
+}
+
+// graded adds the grade of episode's closed session to its end, if it is
+// still the environment's last (a reset has not begun another).
+func (e *env) graded(episode int, g *trace.Grade) {
+	if g == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.episode == episode && e.end != nil && e.end.Grade == nil {
+		end := *e.end
+		end.Grade = apiGrade(g)
+		e.end = &end
+	}
 }
 
 // stepped counts a recorded step.
@@ -307,6 +323,7 @@ func (e *env) finish(ctx context.Context, end session.End) {
 	e.mu.Lock()
 	if e.end == nil || e.sess == sess {
 		e.end = apiEnd(&session.End{Outcome: r.Outcome, Reason: r.Reason, Message: r.Message})
+		e.end.Grade = apiGrade(r.Grade)
 	}
 	e.mu.Unlock()
 }
@@ -352,6 +369,18 @@ func apiEnd(e *session.End) *api.End {
 		return nil
 	}
 	return &api.End{Outcome: string(e.Outcome), Reason: e.Reason, Message: e.Message, Terminated: e.Terminated()}
+}
+
+// apiGrade is a grade as the API shows it (nil: none).
+func apiGrade(g *trace.Grade) *api.Grade {
+	if g == nil {
+		return nil
+	}
+	a := &api.Grade{Outcome: g.Outcome, Score: g.Score, Message: g.Message, MS: g.MS}
+	for _, c := range g.Checks {
+		a.Checks = append(a.Checks, api.GradeCheck(c))
+	}
+	return a
 }
 
 // prefixWriter writes a session's progress lines to the server's log.

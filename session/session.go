@@ -267,6 +267,9 @@ type Result struct {
 	Steps    int
 	Duration time.Duration
 	AppExit  *observe.Exit
+	// Grade is Config.Grader's verdict over the collected files (nil
+	// without a grader), as run.json records it.
+	Grade *trace.Grade
 }
 
 // ExitCode is the process exit code for the outcome.

@@ -31,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/observe"
 )
@@ -44,6 +45,10 @@ type Script struct {
 	Task   string
 	Screen observe.Screen // zero: not set
 	Steps  []Step
+	// Grade is the header's grade: the private grader of the episode's
+	// collected files (docs/tasks.md); nil when it has none. Its host
+	// paths resolve relative to the script.
+	Grade *grade.Spec
 }
 
 // Step is one line of the script: an action, a check, or remembering the
@@ -216,8 +221,14 @@ func Parse(path string, data []byte, screen observe.Screen) (*Script, error) {
 	}
 	s := &Script{File: path}
 	var steps *yaml.Node
-	err = p.w.Mapping(root, "a script", []string{"task", "screen", "steps"}, func(k, v *yaml.Node) (err error) {
+	err = p.w.Mapping(root, "a script", []string{"task", "screen", "steps", "grade"}, func(k, v *yaml.Node) (err error) {
 		switch k.Value {
+		case "grade":
+			dir := p.dir
+			if abs, aerr := filepath.Abs(dir); aerr == nil {
+				dir = abs
+			}
+			s.Grade, err = grade.Parse(p.w, k, v, grade.Options{Dir: dir})
 		case "task":
 			s.Task, err = p.w.Text(k, v)
 		case "screen":

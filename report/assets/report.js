@@ -144,6 +144,23 @@
     }
     banners.appendChild(b);
   }
+  if (D.grade) {
+    // The private grader's verdict: outcome, score, each check (its detail
+    // quotes the collected files: text, never markup).
+    const g = D.grade;
+    const cls = g.outcome === "verified" ? "matched" : g.outcome === "infrastructure" ? "incomplete" : "diverged";
+    const b = el("div", "banner " + cls, "Grade: " + g.outcome + " · score " + (+g.score).toFixed(2) + (g.message ? " — " + g.message : ""));
+    b.id = "grade";
+    const ul = el("ul");
+    for (const c of g.checks || []) {
+      const what = c.check + (c.file ? " " + c.file : "") + (c.name ? " (" + c.name + ")" : "");
+      const li = el("li", "", (c.ok ? "✓ " : "✗ " + (c.class || "") + " · ") + what + (c.detail ? ": " + c.detail : "") +
+        (c.weight ? " · weight " + c.weight : "") + " · " + dur(c.ms));
+      ul.appendChild(li);
+    }
+    b.appendChild(ul);
+    banners.appendChild(b);
+  }
   document.body.appendChild(banners);
 
   // ---- main: the step list and the selected step ----

@@ -147,6 +147,32 @@ type End struct {
 	// exited); otherwise it was cut short (steps, deadline, closed) or
 	// failed — gymnasium's terminated as against truncated.
 	Terminated bool `json:"terminated"`
+	// Grade is the private grader's verdict over the episode's collected
+	// files (docs/tasks.md), when the environment has a grade; it comes
+	// once the episode's session is closed and its files graded (the
+	// environment's description, a close), not with the step that ends it.
+	Grade *Grade `json:"grade,omitempty"`
+}
+
+// Grade is the private grader's verdict (run.json's grade).
+type Grade struct {
+	Outcome string       `json:"outcome"` // verified, incorrect, malformed, infrastructure
+	Score   float64      `json:"score"`   // the weighted fraction of checks that held, in [0, 1]
+	Message string       `json:"message,omitempty"`
+	Checks  []GradeCheck `json:"checks,omitempty"`
+	MS      float64      `json:"ms"` // how long grading took
+}
+
+// GradeCheck is one check's result.
+type GradeCheck struct {
+	Name   string  `json:"name,omitempty"`
+	Check  string  `json:"check"` // exists, text, json, table, image, command
+	File   string  `json:"file,omitempty"`
+	OK     bool    `json:"ok"`
+	Class  string  `json:"class,omitempty"` // for a check that did not hold: incorrect, malformed or infrastructure
+	Detail string  `json:"detail,omitempty"`
+	Weight float64 `json:"weight,omitempty"`
+	MS     float64 `json:"ms"`
 }
 
 // Limits bound an environment's sandbox; zero fields take the server's.
