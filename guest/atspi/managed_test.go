@@ -20,10 +20,12 @@ import (
 // 2^31 cells do); the cells on screen are found through Component and
 // Table. Cell (r, c) is 50x20 pixels at (50c, 20r), its index r*1000+c.
 type sheetApp struct {
-	bus           string
-	kidsAsked     atomic.Int32 // GetChildren calls on the table
-	hang          chan struct{}
-	width, height int32
+	bus       string
+	kidsAsked atomic.Int32 // GetChildren calls on the table
+	hang      chan struct{}
+	// width and height are the table's size on screen; the test changes
+	// them while the bus's goroutines answer.
+	width, height atomic.Int32
 }
 
 func (s *sheetApp) GetRole(msg dbus.Message) (uint32, *dbus.Error) {
@@ -78,7 +80,7 @@ func (s *sheetApp) GetIndexInParent(msg dbus.Message) (int32, *dbus.Error) {
 
 func (s *sheetApp) GetExtents(msg dbus.Message, _ uint32) (struct{ X, Y, W, H int32 }, *dbus.Error) {
 	if idOf(msg) == "table" {
-		return struct{ X, Y, W, H int32 }{0, 0, s.width, s.height}, nil
+		return struct{ X, Y, W, H int32 }{0, 0, s.width.Load(), s.height.Load()}, nil
 	}
 	r, c := s.rc(msg)
 	return struct{ X, Y, W, H int32 }{50 * c, 20 * r, 50, 20}, nil
@@ -116,7 +118,9 @@ func (s *sheetApp) Get(msg dbus.Message, _, prop string) (dbus.Variant, *dbus.Er
 // by selector, and a table too large for the bound says so in cut.
 func TestManagedDescendants(t *testing.T) {
 	d := startDesktop(t)
-	s := &sheetApp{hang: make(chan struct{}), width: 250, height: 100}
+	s := &sheetApp{hang: make(chan struct{})}
+	s.width.Store(250)
+	s.height.Store(100)
 	defer close(s.hang)
 	startSheet(t, d, s)
 
@@ -148,7 +152,8 @@ func TestManagedDescendants(t *testing.T) {
 	}
 
 	// A table larger on screen than the bound: the first cells, and a cut.
-	s.width, s.height = 50*200, 20*100
+	s.width.Store(50 * 200)
+	s.height.Store(20 * 100)
 	tr, err = d.bus.Tree(t.Context(), observe.TreeLimits{MaxNodes: observe.MaxTreeNodes, TimeoutMS: observe.MaxTreeTimeout})
 	if err != nil {
 		t.Fatal(err)
