@@ -244,9 +244,12 @@ func jsonError(src Source, err error) error {
 	if off < 0 {
 		return fmt.Errorf("%w: %s: %w", ErrInvalid, src.File, err)
 	}
-	if off > int64(len(src.Data)) {
-		off = int64(len(src.Data))
+	// Offset counts the bytes read, the offending one included: the
+	// position is that byte's, or just past the end for a file cut short.
+	if off > 0 && off < int64(len(src.Data)) {
+		off--
 	}
+	off = min(off, int64(len(src.Data)))
 	before := src.Data[:off]
 	line := bytes.Count(before, []byte("\n")) + 1
 	col := int(off) - bytes.LastIndexByte(before, '\n')

@@ -207,11 +207,14 @@ func (r *Result) Write(o WriteOptions) error {
 			}
 		}()
 		for _, name := range sortedKeys(r.Apps) {
-			data, err := json.MarshalIndent(r.Apps[name], "", "  ")
-			if err != nil {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(r.Apps[name]); err != nil {
 				return err
 			}
-			if err := writeNew(filepath.Join(dir, filepath.FromSlash(name)), append(data, '\n')); err != nil {
+			if err := writeNew(filepath.Join(dir, filepath.FromSlash(name)), b.Bytes()); err != nil {
 				return err
 			}
 		}
@@ -234,7 +237,7 @@ func (r *Result) Write(o WriteOptions) error {
 		}
 		done = true
 	}
-	suite := o.Suite
+	suite := filepath.Base(o.Suite)
 	if len(r.Suite.Tasks) == 0 {
 		suite = ""
 	}
