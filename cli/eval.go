@@ -34,6 +34,8 @@ func newEvalCmd() *cobra.Command {
 		settle             string
 		asJSON             bool
 		lv                 liveFlag
+		agentName          string
+		agentOpts          []string
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -57,9 +59,15 @@ its script); --env is added to every task's app (over the task's env).
 --pool N keeps N sandboxes per task warm (display and window manager up,
 no app), so that an episode only starts its app; each serves one episode,
 and the pool is removed when the eval ends.
-agentbox view EVALDIR writes one page for the whole eval.`,
+agentbox view EVALDIR writes one page for the whole eval.
+
+--agent NAME (with --agent-opt K=V) runs every task with that agent,
+replacing the suite's agents and scripts (a script still gives its task's
+text and screen); a suite whose tasks name no agent, such as one made by
+agentbox import osworld, needs it.`,
 		Example: `  agentbox eval examples/suite.yaml --parallel 4 --out /tmp/eval
-  agentbox view /tmp/eval          # one page: every task and episode, linked to its run's report`,
+  agentbox view /tmp/eval          # one page: every task and episode, linked to its run's report
+  agentbox eval osworld.yaml --agent exec --agent-opt command=./my-agent`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -75,6 +83,13 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			case poolMax != 0 && (poolMax < poolSize || poolMax > pool.MaxSize):
 				return usageErrorf("--pool-max must be between --pool (%d) and %d, got %d", poolSize, pool.MaxSize, poolMax)
 			}
+			if agentName == "" && len(agentOpts) > 0 {
+				return usageErrorf("--agent-opt needs --agent")
+			}
+			agentOptions, err := parseKV("--agent-opt", agentOpts)
+			if err != nil {
+				return err
+			}
 			so, err := f.validate()
 			if err != nil {
 				return err
@@ -87,7 +102,7 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 			if err := checkOut(f.out); err != nil {
 				return err
 			}
-			suite, err := eval.LoadWith(args[0], eval.LoadOptions{Screen: envCfg.Screen})
+			suite, err := eval.LoadWith(args[0], eval.LoadOptions{Screen: envCfg.Screen, Agent: agentName, AgentOptions: agentOptions})
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
@@ -163,6 +178,8 @@ agentbox view EVALDIR writes one page for the whole eval.`,
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	fl.StringVar(&settle, "settle", "none", settleUsage)
+	fl.StringVar(&agentName, "agent", "", "run every task with this agent, replacing the suite's agents and scripts")
+	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	lv.register(fl, "every episode (a grid, each opening to its own view)")
 	return cmd

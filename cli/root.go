@@ -140,6 +140,7 @@ the program prints. Every run is recorded in a versioned trace directory.`,
 		newLsCmd(),
 		newServeCmd(),
 		newMCPCmd(),
+		newImportCmd(),
 	)
 	addNamespaceFlag(root)
 	return root

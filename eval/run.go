@@ -397,7 +397,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	if t.Screen != (observe.Screen{}) {
 		env.Screen = t.Screen
 	}
-	env.A11y = env.A11y || t.A11y || t.script != nil && t.script.NeedsA11y()
+	env.A11y = env.A11y || t.A11y || t.scripted() && t.script.NeedsA11y()
 	var err error
 	if env.Network, err = t.network(o.Env.Network, &b.Manifest); err != nil {
 		return session.Config{}, err
@@ -415,13 +415,13 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	}
 	if maxSteps == 0 {
 		maxSteps = o.MaxSteps
-		if t.script != nil {
+		if t.scripted() {
 			maxSteps = script.MaxSteps
 		}
 	}
 	name, actor := "script", trace.ActorScript
 	opts := map[string]string{"file": t.Script}
-	if t.Script == "" {
+	if !t.scripted() {
 		name, actor, opts = t.Agent, trace.ActorAgent, t.Options
 	}
 	return session.Config{

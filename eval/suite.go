@@ -81,6 +81,13 @@ type LoadOptions struct {
 	// nor its script); zero: observe.DefaultScreen. Scripts are checked
 	// against the screen they will run on.
 	Screen observe.Screen
+	// Agent, when set, is every task's agent, with AgentOptions (eval
+	// --agent, --agent-opt): it replaces the suite's agent and options,
+	// and runs a task with a script in the script's place (the script
+	// still gives the task's text and screen). A task with neither script
+	// nor agent needs it.
+	Agent        string
+	AgentOptions map[string]string
 }
 
 // Load reads and validates a suite: every task's target, script or agent
@@ -239,6 +246,9 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		if t.Name != "" {
 			where = fmt.Sprintf("task %q", t.Name)
 		}
+		if o.Agent != "" {
+			t.Agent, t.Options = o.Agent, o.AgentOptions
+		}
 		switch {
 		case t.Name == "":
 			return nil, errf(n.Line, "%s: name is required", where)
@@ -248,9 +258,11 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 			return nil, errf(n.Line, "%s: the name is used twice", where)
 		case t.Target == "":
 			return nil, errf(n.Line, "%s: target is required (an executable, an app directory or a manifest)", where)
-		case (t.Script == "") == (t.Agent == ""):
+		case t.Script == "" && t.Agent == "":
+			return nil, errf(n.Line, "%s: no agent: give the task a script or an agent, or run the suite with --agent NAME", where)
+		case t.Script != "" && t.Agent != "" && o.Agent == "":
 			return nil, errf(n.Line, "%s: give exactly one of script or agent", where)
-		case t.Script != "" && t.Options != nil:
+		case t.Script != "" && t.Options != nil && o.Agent == "":
 			return nil, errf(n.Line, "%s: options belong to an agent, not to a script", where)
 		}
 		seen[t.Name] = true
@@ -306,7 +318,9 @@ func (t *Task) check(screen observe.Screen) error {
 			// The script's coordinates were written for its screen.
 			return fmt.Errorf("screen %v contradicts the screen of %s (%v); drop one", t.Screen, t.Script, sc.Screen)
 		}
-		return nil
+		if t.Agent == "" {
+			return nil
+		}
 	}
 	a, err := agent.New(t.Agent, t.Options)
 	if err != nil {
@@ -343,11 +357,15 @@ func (t *Task) network(base *netpolicy.Policy, m *app.Manifest) (*netpolicy.Poli
 
 // newAgent makes a fresh agent for one episode.
 func (t *Task) newAgent() (agent.Agent, error) {
-	if t.script != nil {
+	if t.scripted() {
 		return script.New(t.script), nil
 	}
 	return agent.New(t.Agent, t.Options)
 }
+
+// scripted reports whether the task's script is its agent (no --agent
+// replaced it).
+func (t *Task) scripted() bool { return t.Agent == "" && t.script != nil }
 
 // Preflight lets the agent of every task that has one check, before any
 // sandbox exists, that what it depends on answers and takes the
@@ -357,7 +375,7 @@ func (t *Task) newAgent() (agent.Agent, error) {
 func (s *Suite) Preflight(ctx context.Context) error {
 	seen := map[string]bool{}
 	for _, t := range s.Tasks {
-		if t.Script != "" {
+		if t.Agent == "" {
 			continue
 		}
 		key, _ := json.Marshal([]any{t.Agent, t.Options})

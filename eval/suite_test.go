@@ -204,7 +204,7 @@ func TestLoadRejects(t *testing.T) {
 		{"name used twice", task + "  - name: a\n    target: app\n    agent: demo\n", `suite.yaml:5: task "a": the name is used twice`, ""},
 		{"no target", "tasks:\n  - name: a\n    agent: idle\n", `suite.yaml:2: task "a": target is required`, ""},
 		{"script and agent", task + "    script: play.yaml\n", `suite.yaml:2: task "a": give exactly one of script or agent`, ""},
-		{"neither script nor agent", "tasks:\n  - name: a\n    target: app\n", `suite.yaml:2: task "a": give exactly one of script or agent`, ""},
+		{"neither script nor agent", "tasks:\n  - name: a\n    target: app\n", `suite.yaml:2: task "a": no agent: give the task a script or an agent, or run the suite with --agent NAME`, ""},
 		{"options for a script", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    options: {a: b}\n", `suite.yaml:2: task "a": options belong to an agent, not to a script`, ""},
 		{"missing target", "tasks:\n  - name: a\n    target: ./nope\n    agent: idle\n", `suite.yaml:2: task "a": `, `nope: no such file or directory`},
 		{"unknown agent", "tasks:\n  - name: a\n    target: app\n    agent: nobody\n", `suite.yaml:2: task "a": `, `nobody`},
@@ -345,5 +345,60 @@ func TestLoadNetwork(t *testing.T) {
 	}
 	if p, _ := (&Task{}).network(nil, &app.Manifest{}); p != nil {
 		t.Errorf("no network anywhere: %+v", p)
+	}
+}
+
+// TestLoadAgentOverride: eval --agent gives every task its agent: a task
+// with none becomes runnable, a task's own agent and options are
+// replaced, and a script's task keeps its text and screen but runs with
+// the agent given.
+func TestLoadAgentOverride(t *testing.T) {
+	path := suiteDir(t, `tasks:
+  - name: bare
+    target: app
+    task: Do it.
+  - name: own
+    target: app
+    agent: demo
+    options: {hold_ms: "800"}
+  - name: scripted
+    target: app
+    script: play.yaml
+`)
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), `task "bare": no agent`) || !strings.Contains(err.Error(), "--agent NAME") {
+		t.Fatalf("without --agent: %v, want the task named and --agent suggested", err)
+	}
+	s, err := LoadWith(path, LoadOptions{Agent: "idle", AgentOptions: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range s.Tasks {
+		if task.Agent != "idle" || len(task.Options) != 0 {
+			t.Errorf("task %s: agent %q options %v, want idle without options", task.Name, task.Agent, task.Options)
+		}
+		a, err := task.newAgent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.scripted() {
+			t.Errorf("task %s still runs its script", task.Name)
+		}
+		if c, ok := a.(agent.Closer); ok {
+			c.Close()
+		}
+	}
+	sc := s.Tasks[2]
+	if sc.Task != "Move the character right." || sc.Screen != (observe.Screen{Width: 800, Height: 600, Depth: 24}) {
+		t.Errorf("the script's task and screen were not kept: %q %v", sc.Task, sc.Screen)
+	}
+	cfg, err := episodeConfig(sc, &app.Bundle{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AgentInfo.Name != "idle" || cfg.Actor == "script" {
+		t.Errorf("the scripted task's episode records agent %q actor %q", cfg.AgentInfo.Name, cfg.Actor)
+	}
+	if _, err := LoadWith(path, LoadOptions{Agent: "no-such-agent"}); err == nil || !strings.Contains(err.Error(), "no-such-agent") {
+		t.Errorf("an unknown --agent: %v", err)
 	}
 }
