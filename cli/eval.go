@@ -86,6 +86,9 @@ agentbox import osworld, needs it.`,
 			if agentName == "" && len(agentOpts) > 0 {
 				return usageErrorf("--agent-opt needs --agent")
 			}
+			if err := checkAgent(agentName, agent.Names()); err != nil {
+				return err
+			}
 			agentOptions, err := parseKV("--agent-opt", agentOpts)
 			if err != nil {
 				return err

@@ -100,3 +100,32 @@ func takesFlags(t *testing.T, verb string, args []string) bool {
 	}
 	return true
 }
+
+// TestAgentFlagOneError: --agent with a name nobody registered is the same
+// usage error from run and eval — with its "did you mean", before anything
+// else is looked at (eval named a task of the suite and its line, though
+// the name came from the flag) — and so is a bad --agent-opt.
+func TestAgentFlagOneError(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		flags       []string
+		want        string
+		notFromEval string
+	}{
+		{name: "a misspelt agent", flags: []string{"--agent", "dmeo"}, want: `unknown agent "dmeo" (did you mean demo?) (known: anthropic, demo, exec, `, notFromEval: "task"},
+		{name: "a bad option", flags: []string{"--agent", "demo", "--agent-opt", "ab"}, want: `--agent-opt "ab": want KEY=VALUE`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, args := range [][]string{
+				{"run", "no-such-target"},
+				{"eval", "examples/no-such-suite.yaml"},
+			} {
+				var se bytes.Buffer
+				code := Main(append(args, c.flags...), io.Discard, &se)
+				if code != ExitUsage || !strings.Contains(se.String(), c.want) || c.notFromEval != "" && strings.Contains(se.String(), c.notFromEval) {
+					t.Errorf("%s %v: exit %d, %q; want exit %d saying %q", args[0], c.flags, code, se.String(), ExitUsage, c.want)
+				}
+			}
+		})
+	}
+}

@@ -88,7 +88,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	case f.agentName != "" && f.script != "":
 		return usageErrorf("--agent and --script are exclusive: a script is its own agent")
 	case f.agentName != "" && !slices.Contains(runAgents(), f.agentName):
-		return usageErrorf("unknown agent %q%s (known: %s)", f.agentName, suggest.Hint(f.agentName, runAgents()), strings.Join(runAgents(), ", "))
+		return checkAgent(f.agentName, runAgents())
 	case f.script != "" && len(f.agentOpts) > 0:
 		return usageErrorf("--agent-opt applies to --agent, not to --script")
 	case f.agentName == humanAgent && f.live.addr == "":
@@ -245,6 +245,15 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 }
 
 // runAgents are the names --agent takes: the registered agents and human.
+// checkAgent is --agent NAME checked against the agents a verb takes: one
+// error, with its "did you mean", for run and eval alike.
+func checkAgent(name string, known []string) error {
+	if name == "" || slices.Contains(known, name) {
+		return nil
+	}
+	return usageErrorf("unknown agent %q%s (known: %s)", name, suggest.Hint(name, known), strings.Join(known, ", "))
+}
+
 func runAgents() []string {
 	return slices.Sorted(slices.Values(append(agent.Names(), humanAgent)))
 }
