@@ -207,7 +207,8 @@ func evalPage(s *eval.Summary) htmlreport.Eval {
 	}
 	for _, e := range s.Episodes {
 		ev.Episodes = append(ev.Episodes, htmlreport.EvalEpisode{Task: e.Task, N: e.N, Category: e.Category,
-			Outcome: string(e.Outcome), Reason: e.Reason, Message: e.Message, Steps: e.Steps, DurationMS: e.DurationMS, Trace: e.Trace})
+			Outcome: string(e.Outcome), Reason: e.Reason, Message: e.Message, Steps: e.Steps, DurationMS: e.DurationMS, Trace: e.Trace,
+			Grade: e.Grade, Score: e.Score})
 	}
 	return ev
 }

@@ -65,6 +65,10 @@ type EvalEpisode struct {
 	Task, Category, Outcome, Reason, Message, Trace string
 	N, Steps                                        int
 	DurationMS                                      float64
+	// Grade and Score are the private grader's outcome class and score
+	// (docs/tasks.md); empty and nil for an episode without a grade.
+	Grade string
+	Score *float64
 }
 
 // EvalStats describes a written eval page.
@@ -161,9 +165,10 @@ func seconds(ms float64) string {
 }
 
 var evalPage = template.Must(template.New("eval").Funcs(template.FuncMap{
-	"pct":  func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
-	"one":  func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
-	"secs": seconds,
+	"pct":   func(f float64) string { return strconv.FormatFloat(100*f, 'f', 0, 64) + "%" },
+	"one":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"secs":  seconds,
+	"score": func(f *float64) string { return strconv.FormatFloat(*f, 'f', 2, 64) },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -196,9 +201,9 @@ var evalPage = template.Must(template.New("eval").Funcs(template.FuncMap{
 </table>
 <h2>Episodes</h2>
 <table id="episodes">
-<thead><tr><th>task</th><th>episode</th><th>result</th><th>outcome</th><th>time</th><th>steps</th><th>message</th><th>run</th></tr></thead>
+<thead><tr><th>task</th><th>episode</th><th>result</th><th>outcome</th><th>grade</th><th>time</th><th>steps</th><th>message</th><th>run</th></tr></thead>
 <tbody>
-{{range .Rows}}<tr class="episode"><td>{{.Task}}</td><td class="num">{{.N}}</td><td><span class="cat {{.Category}}">{{.Category}}</span></td><td>{{.Outcome}}{{if .Reason}} <span class="mono">({{.Reason}})</span>{{end}}</td><td class="num">{{.Duration}}</td><td class="num">{{.Steps}}</td><td class="msg">{{.Message}}</td><td>{{if .Link}}<a class="run" href="{{.Link}}">report</a>{{else}}<span class="none">{{.Note}}</span>{{end}}</td></tr>
+{{range .Rows}}<tr class="episode"><td>{{.Task}}</td><td class="num">{{.N}}</td><td><span class="cat {{.Category}}">{{.Category}}</span></td><td>{{.Outcome}}{{if .Reason}} <span class="mono">({{.Reason}})</span>{{end}}</td><td>{{if .Grade}}{{.Grade}}{{if .Score}} <span class="mono">{{score .Score}}</span>{{end}}{{else}}<span class="none">-</span>{{end}}</td><td class="num">{{.Duration}}</td><td class="num">{{.Steps}}</td><td class="msg">{{.Message}}</td><td>{{if .Link}}<a class="run" href="{{.Link}}">report</a>{{else}}<span class="none">{{.Note}}</span>{{end}}</td></tr>
 {{end}}</tbody>
 </table>
 <p class="none mono">written by agentbox view at {{.Generated}}</p>

@@ -34,11 +34,12 @@ func TestEvalPage(t *testing.T) {
 	if err := os.Symlink(outside.Dir, filepath.Join(dir, "task", "002")); err != nil {
 		t.Fatal(err)
 	}
+	one := 1.0
 	ev := Eval{Suite: "s</title><script>x()</script>", RunID: "id", Started: time.Now(), Parallel: 1,
 		Tasks:  []EvalTask{{Name: "task", Episodes: 3, Passed: 1}},
 		Totals: EvalTask{Name: "total", Episodes: 3, Passed: 1},
 		Episodes: []EvalEpisode{
-			{Task: "task", N: 1, Category: "passed", Trace: "task/001"},
+			{Task: "task", N: 1, Category: "passed", Trace: "task/001", Grade: "verified", Score: &one},
 			{Task: "task", N: 2, Category: "failed", Trace: "task/002", Message: "<img src=x onerror=alert(1)>"},
 			{Task: "task", N: 3, Category: "failed", Trace: "../" + filepath.Base(filepath.Dir(outside.Dir)) + "/run"},
 		}}
@@ -64,6 +65,9 @@ func TestEvalPage(t *testing.T) {
 	meta := regexp.MustCompile(`<meta http-equiv="Content-Security-Policy" content="([^"]*)">`).FindStringSubmatch(page)
 	if meta == nil || html.UnescapeString(meta[1]) != EvalCSP {
 		t.Errorf("the page does not carry the policy: %q", meta)
+	}
+	if !strings.Contains(page, "<td>verified <span class=\"mono\">1.00</span></td>") || strings.Count(page, "<td><span class=\"none\">-</span></td>") < 2 {
+		t.Errorf("the episodes' grades are not on the page (verified 1.00 for the first, - for the others)")
 	}
 	if strings.Contains(page, "<script") || strings.Contains(page, "<img") {
 		t.Errorf("text from the summary reached the page as markup")
