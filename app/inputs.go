@@ -30,14 +30,8 @@ type inputSrc struct {
 }
 
 // Open opens an input file (Rel as in Files) for reading, through the
-// input's os.Root.
+// input's os.Root. It is safe for concurrent use (episodes in parallel).
 func (in *Inputs) Open(rel string) (io.ReadCloser, error) {
-	if in.index == nil {
-		in.index = make(map[string]int, len(in.Files))
-		for i, f := range in.Files {
-			in.index[f.Rel] = i
-		}
-	}
 	if i, ok := in.index[rel]; ok && in.src[i].b != nil {
 		return in.src[i].b.Open(in.src[i].rel)
 	}
@@ -147,6 +141,10 @@ func LoadInputs(t TaskFiles, app *Bundle, lim Limits) (*Inputs, error) {
 		if files > lim.MaxFiles {
 			return nil, fmt.Errorf("%w: inputs[%d] (%s): the app's files and the inputs exceed %d files", ErrInvalid, i, from, lim.MaxFiles)
 		}
+	}
+	in.index = make(map[string]int, len(in.Files))
+	for i, f := range in.Files {
+		in.index[f.Rel] = i
 	}
 	ok = true
 	return in, nil

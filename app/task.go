@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -79,6 +81,22 @@ type TaskFiles struct {
 	Dir string
 }
 
+// FieldError is a bad value of one of TaskFields: Index is the list item
+// it is about, or -1. Its text names the field ("field \"inputs\"[0].to:
+// …"); callers add the file and line.
+type FieldError struct {
+	Field string
+	Index int
+	Msg   string // starts with ": " or ".sub: "
+}
+
+func (e *FieldError) Error() string {
+	if e.Index >= 0 {
+		return fmt.Sprintf("field %q[%d]%s", e.Field, e.Index, e.Msg)
+	}
+	return fmt.Sprintf("field %q%s", e.Field, e.Msg)
+}
+
 // TaskFields are the fields TaskFiles.Set reads.
 var TaskFields = []string{"inputs", "collect", "collect_limits", "before_collect"}
 
@@ -92,17 +110,17 @@ func (t *TaskFiles) Set(field string, raw json.RawMessage) error {
 	case "inputs":
 		var list []json.RawMessage
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return fmt.Errorf("field \"inputs\": want a list of {from, to}")
+			return &FieldError{Field: "inputs", Index: -1, Msg: ": want a list of {from, to}"}
 		}
 		t.Inputs = nil
 		for i, r := range list {
 			in, err := parseInput(r)
 			if err != nil {
-				return fmt.Errorf("field \"inputs\"[%d]%s", i, err)
+				return &FieldError{Field: "inputs", Index: i, Msg: err.Error()}
 			}
 			for j, prev := range t.Inputs {
 				if prev.To == in.To {
-					return fmt.Errorf("field \"inputs\"[%d].to: %s is the to of inputs[%d] as well", i, in.To, j)
+					return &FieldError{Field: "inputs", Index: i, Msg: fmt.Sprintf(".to: %s is the to of inputs[%d] as well", in.To, j)}
 				}
 			}
 			t.Inputs = append(t.Inputs, in)
@@ -112,20 +130,20 @@ func (t *TaskFiles) Set(field string, raw json.RawMessage) error {
 		if err := json.Unmarshal(raw, &list); err != nil {
 			var one string
 			if json.Unmarshal(raw, &one) != nil {
-				return fmt.Errorf("field \"collect\": want a list of paths or globs under ~/")
+				return &FieldError{Field: "collect", Index: -1, Msg: ": want a list of paths or globs under ~/"}
 			}
 			list = []string{one}
 		}
 		for i, p := range list {
 			if _, err := CollectPattern(p); err != nil {
-				return fmt.Errorf("field \"collect\"[%d]: %v", i, err)
+				return &FieldError{Field: "collect", Index: i, Msg: ": " + err.Error()}
 			}
 		}
 		t.Collect.Patterns = list
 	case "collect_limits":
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return fmt.Errorf("field \"collect_limits\": want {files: N, bytes: SIZE}")
+			return &FieldError{Field: "collect_limits", Index: -1, Msg: ": want {files: N, bytes: SIZE}"}
 		}
 		var lim CollectLimits
 		for k, v := range m {
@@ -133,7 +151,7 @@ func (t *TaskFiles) Set(field string, raw json.RawMessage) error {
 			case "files":
 				var n int
 				if err := json.Unmarshal(v, &n); err != nil || n <= 0 || n > MaxCollectFiles {
-					return fmt.Errorf("field \"collect_limits\".files: want a count from 1 to %d, got %s", MaxCollectFiles, v)
+					return &FieldError{Field: "collect_limits", Index: -1, Msg: fmt.Sprintf(".files: want a count from 1 to %d, got %s", MaxCollectFiles, v)}
 				}
 				lim.Files = n
 			case "bytes":
@@ -142,30 +160,30 @@ func (t *TaskFiles) Set(field string, raw json.RawMessage) error {
 					err = fmt.Errorf("want a size from 1 byte to %d (4GiB)", MaxCollectBytes)
 				}
 				if err != nil {
-					return fmt.Errorf("field \"collect_limits\".bytes: %v", err)
+					return &FieldError{Field: "collect_limits", Index: -1, Msg: fmt.Sprintf(".bytes: %v", err)}
 				}
 				lim.Bytes = n
 			default:
-				return fmt.Errorf("field \"collect_limits\": unknown field %q (known: files, bytes)", k)
+				return &FieldError{Field: "collect_limits", Index: -1, Msg: fmt.Sprintf(": unknown field %q (known: files, bytes)", k)}
 			}
 		}
 		t.Collect.Limits = lim
 	case "before_collect":
 		var list []map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return fmt.Errorf("field \"before_collect\": want a list of actions such as {action: key, keys: ctrl+s}")
+			return &FieldError{Field: "before_collect", Index: -1, Msg: ": want a list of actions such as {action: key, keys: ctrl+s}"}
 		}
 		t.Collect.Before = nil
 		for i, m := range list {
 			if _, ok := m["action"]; !ok {
-				return fmt.Errorf("field \"before_collect\"[%d]: want an action step such as {action: key, keys: ctrl+s} (checks are not run here; wait with {action: wait, until: window, title: …})", i)
+				return &FieldError{Field: "before_collect", Index: i, Msg: ": want an action step such as {action: key, keys: ctrl+s} (checks are not run here; wait with {action: wait, until: window, title: …})"}
 			}
 			a, err := action.FromMap(m)
 			if err == nil {
 				err = action.Validate(a, action.DefaultLimits(1<<15, 1<<15))
 			}
 			if err != nil {
-				return fmt.Errorf("field \"before_collect\"[%d]: %v", i, err)
+				return &FieldError{Field: "before_collect", Index: i, Msg: ": " + err.Error()}
 			}
 			t.Collect.Before = append(t.Collect.Before, a)
 		}
@@ -295,4 +313,35 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return n * mult, nil
+}
+
+// Item is the list item the error is about, or -1.
+func (e *FieldError) Item() int { return e.Index }
+
+// resolved is t with every input's From absolute (relative to t.Dir).
+func (t TaskFiles) resolved() []Input {
+	out := make([]Input, len(t.Inputs))
+	for i, in := range t.Inputs {
+		if !filepath.IsAbs(in.From) && t.Dir != "" {
+			in.From = filepath.Join(t.Dir, in.From)
+		}
+		out[i] = in
+	}
+	return out
+}
+
+// Merge is t with u added, as a script's or a suite's task adds to the
+// app manifest's: u's inputs after t's (each From resolved against its
+// own file's directory), u's collect patterns after t's; u's
+// collect_limits and before_collect replace t's when u has them.
+func (t TaskFiles) Merge(u TaskFiles) TaskFiles {
+	out := TaskFiles{Inputs: append(t.resolved(), u.resolved()...), Collect: t.Collect}
+	out.Collect.Patterns = append(slices.Clip(t.Collect.Patterns), u.Collect.Patterns...)
+	if u.Collect.Limits != (CollectLimits{}) {
+		out.Collect.Limits = u.Collect.Limits
+	}
+	if len(u.Collect.Before) > 0 {
+		out.Collect.Before = u.Collect.Before
+	}
+	return out
 }

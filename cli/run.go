@@ -174,6 +174,15 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if argsGiven && !agentArgs {
 		bundle.Manifest.Args = appArgs
 	}
+	taskFiles := bundle.Manifest.Task
+	if sc != nil {
+		taskFiles = taskFiles.Merge(sc.Files)
+	}
+	inputs, err := loadInputs(taskFiles, bundle, envCfg.Resources)
+	if err != nil {
+		return err
+	}
+	defer inputs.Close()
 	if p, ok := ag.(agent.ProgressSetter); ok {
 		p.SetProgress(stderr)
 	}
@@ -198,6 +207,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Agent:               ag,
 		AgentInfo:           agentInfo,
 		Task:                f.task,
+		Inputs:              inputs,
+		Collect:             taskFiles.Collect,
 		MaxSteps:            f.maxSteps,
 		Timeout:             f.timeout,
 		StartTimeout:        f.startTimeout,
