@@ -39,13 +39,13 @@ type env struct {
 	inputs       *app.Inputs
 	inputUploads []*upload
 	collect      app.Collect
-	backend   environment.Backend
-	cfg       environment.Config
-	maxSteps  int
-	timeout   time.Duration
-	settle    session.Settle
-	created   time.Time
-	log       *session.EventLog
+	backend      environment.Backend
+	cfg          environment.Config
+	maxSteps     int
+	timeout      time.Duration
+	settle       session.Settle
+	created      time.Time
+	log          *session.EventLog
 	// actor drives its episodes (trace.ActorRemote, or trace.ActorMCP for
 	// an MCP session's), named client when it said who it is.
 	actor, client string
