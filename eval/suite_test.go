@@ -115,6 +115,7 @@ tasks:
 					}
 				}
 				task.script = nil
+				task.Files.Dir = "" // the suite's directory, where inputs are read from
 			}
 			if !reflect.DeepEqual(s, tt.want) {
 				t.Errorf("got\n%s\nwant\n%s", dump(s), dump(tt.want))

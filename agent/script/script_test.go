@@ -33,7 +33,7 @@ func TestParseErrors(t *testing.T) {
 		{"image missing", "steps:\n  - {expect: image, file: nope.png}\n", `nope.png`},
 		{"image region size", "steps:\n  - {expect: image, file: testdata/red4x2.png, region: [0, 0, 5, 2]}\n", `is 5x2 but testdata/red4x2.png is 4x2`},
 		{"two kinds", "steps:\n  - {action: key, keys: a, expect: running}\n", `exactly one of action, expect, wait_for or screenshot`},
-		{"unknown top field", "taks: x\nsteps:\n  - {expect: running}\n", `play.yaml:1: unknown field "taks" (did you mean task?) (a script has task, screen, steps)`},
+		{"unknown top field", "taks: x\nsteps:\n  - {expect: running}\n", `play.yaml:1: unknown field "taks" (did you mean task?) (a script has task, screen, steps, inputs, collect, collect_limits, before_collect)`},
 		{"top field twice", "task: x\nsteps:\n  - {expect: running}\ntask: y\n", `play.yaml:4: field "task" appears twice`},
 		{"step field twice", "steps:\n  - action: key\n    keys: a\n    keys: b\n", `play.yaml:4: field "keys" appears twice`},
 		{"task not text", "task: [x]\nsteps:\n  - {expect: running}\n", `play.yaml:1: field "task": must be text`},
