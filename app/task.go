@@ -245,11 +245,16 @@ func HomePath(p string) (string, error) {
 		return "", fmt.Errorf("%q is not below the home: write ~/… ($HOME is %s)", p, Home)
 	}
 	rel = strings.TrimRight(rel, "/")
-	if err := stagepath.Check(rel); err != nil {
-		if strings.Contains(err.Error(), "itself") {
-			return "", fmt.Errorf("%q is the home itself; name a path below it (~/…)", p)
+	for _, part := range strings.Split(rel, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("%q leaves the home (..)", p)
 		}
-		return "", fmt.Errorf("%q: %v", p, strings.Replace(err.Error(), "the app directory", "the home", 1))
+	}
+	if rel == "" || path.Clean(rel) == "." {
+		return "", fmt.Errorf("%q is the home itself; name a path below it (~/…)", p)
+	}
+	if err := stagepath.Check(rel); err != nil {
+		return "", fmt.Errorf("%q: %v", p, err)
 	}
 	return path.Clean(rel), nil
 }
