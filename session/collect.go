@@ -121,20 +121,22 @@ func (s *Session) collectFailed(err error) {
 
 // beforeCollect performs the task's before_collect actions, each
 // recorded as a step of the actor collect; a failing one is recorded and
-// the next runs.
+// the next runs. They are numbered after the episode's steps and its final
+// observation (which takes the number after the last step), and are not
+// counted among the episode's steps.
 func (s *Session) beforeCollect(ctx context.Context, env environment.Environment, steps []action.Action) {
 	if len(steps) == 0 {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	step := s.steps + 1 // the final observation's
 	for _, a := range steps {
-		step := s.steps + 1
+		step++
 		rec := trace.Record{Type: trace.TypeStep, Step: step, Actor: trace.ActorCollect, Action: &a}
 		if err := s.tw.Record(rec); err != nil {
 			return
 		}
-		s.steps = step
 		s.tell(Event{Kind: EventStep, Step: step, Actor: trace.ActorCollect, Action: &a})
 		t := time.Now()
 		var res action.Result
