@@ -15,7 +15,7 @@ import (
 )
 
 // taskApp is an app directory whose app is sh: it copies the input
-// ~/docs/in.txt to ~/out/out.txt, adds a line, says "copied", then does
+// ~/docs/in.txt (named in its arguments) to ~/out/out.txt, adds a line, says "copied", then does
 // what then says (sleep on, or crash). The manifest names the input and
 // what to collect.
 func taskApp(t *testing.T, then string) string {
@@ -24,10 +24,12 @@ func taskApp(t *testing.T, then string) string {
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("hello from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	shell := "mkdir -p ~/out && cp ~/docs/in.txt ~/out/out.txt && echo more >> ~/out/out.txt && ln -s /etc/passwd ~/out/link.txt && echo copied && " + then
+	// The input comes in as an argument: "~/docs/in.txt" (args' ~/ is the
+	// home; the shell would not expand it inside "$1").
+	shell := "mkdir -p ~/out && cp \"$1\" ~/out/out.txt && echo more >> ~/out/out.txt && ln -s /etc/passwd ~/out/link.txt && echo copied && " + then
 	m := map[string]any{
 		"command":         "sh",
-		"args":            []string{"-c", shell},
+		"args":            []string{"-c", shell, "sh", "~/docs/in.txt"},
 		"wait_for_window": false,
 		"ready_output":    "copied",
 		"inputs":          []map[string]string{{"from": "in.txt", "to": "~/docs/in.txt"}},
