@@ -159,3 +159,45 @@ func checkTaskFiles(t *testing.T, r result, tr *trace.Trace) {
 		t.Errorf("no collect timing: %v", tr.Run.Timings)
 	}
 }
+
+// TestTaskFilesRefusedUpfront: a bad input or collect pattern, in a
+// manifest or a script's header, is a usage error (exit 2) naming the file
+// and the field, before a trace or a sandbox exists.
+func TestTaskFilesRefusedUpfront(t *testing.T) {
+	testenv.Require(t, testenv.Docker())
+	outside := t.TempDir()
+	linked := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(linked, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	withInputs := func(inputs string) string {
+		return stubApp(t, `{"command": "mover", "window_title": "mover", "inputs": `+inputs+`}`)
+	}
+	script := func(header string) string {
+		p := filepath.Join(t.TempDir(), "play.yaml")
+		if err := os.WriteFile(p, []byte(header+"steps:\n  - {expect: running}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"to leaves the home", []string{"run", withInputs(`[{"from": "mover", "to": "~/../../etc/x"}]`), "--agent", "idle"}, `agentbox.json: field "inputs"[0].to: "~/../../etc/x" leaves the home (..)`},
+		{"missing input", []string{"run", withInputs(`[{"from": "nope.txt", "to": "~/x"}]`), "--agent", "idle"}, "inputs[0].from: lstat "},
+		{"input with a link out", []string{"run", withInputs(`[{"from": "` + linked + `", "to": "~/x"}]`), "--agent", "idle"}, "symbolic link to " + outside + " leaves the app directory"},
+		{"collect outside the home", []string{"run", stubApp(t, ""), "--script", script("collect: [/etc/shadow]\n")}, `play.yaml:1: field "collect"[0]: "/etc/shadow" is not below the home`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := cliMain(t, c.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("want exit 2 and %q:\n%s", c.want, r)
+			}
+			if _, err := os.Stat(r.dir); err == nil {
+				t.Error("a trace was started")
+			}
+		})
+	}
+}
