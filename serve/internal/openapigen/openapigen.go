@@ -484,6 +484,14 @@ func (g *Generator) schema(t reflect.Type) (*Schema, error) {
 		}
 		n := t.Len()
 		return &Schema{Type: "array", Items: items, MinItems: &n, MaxItems: &n}, nil
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("%v: a map's keys must be strings in JSON", t)
+		}
+		if t.Elem().Kind() == reflect.Interface {
+			return &Schema{Type: "object"}, nil // any JSON object
+		}
+		return nil, fmt.Errorf("%v: no JSON schema for a map of %s yet", t, t.Elem().Kind())
 	case reflect.Struct:
 		if t.Name() == "" {
 			return nil, fmt.Errorf("an anonymous struct: give it a name")
