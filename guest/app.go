@@ -308,7 +308,8 @@ func (g *Guest) appEnv(extra []string) []string {
 
 // withClockEnv puts the virtual clock's variables into env: they replace
 // the app's own, except LD_PRELOAD, where libfaketime comes first and the
-// app's libraries after it.
+// app's libraries after it. FAKETIME goes: libfaketime prefers it, even
+// empty, to the clock's file.
 func withClockEnv(env, clock []string) []string {
 	keys := map[string]string{}
 	for _, kv := range clock {
@@ -318,6 +319,9 @@ func withClockEnv(env, clock []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
+		if k == "FAKETIME" {
+			continue
+		}
 		if _, ok := keys[k]; !ok {
 			out = append(out, kv)
 			continue

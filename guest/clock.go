@@ -56,7 +56,6 @@ func newVClock(dir string, startNS int64) (*vclock, []string, error) {
 		"FAKETIME_TIMESTAMP_FILE=" + c.file,
 		"FAKETIME_FMT=%s",
 		"FAKETIME_NO_CACHE=1",
-		"FAKETIME=", // an inherited FAKETIME would take priority over the file
 	}
 	return c, env, nil
 }
