@@ -201,6 +201,7 @@ func loadManifest(target, mpath string, lim Limits) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, dir, err)
 	}
+	m.Task.Dir = dir
 	b := &Bundle{Target: target, Dir: dir, Manifest: *m, root: root}
 	ok := false
 	defer func() {

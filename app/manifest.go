@@ -58,6 +58,10 @@ type Manifest struct {
 	// AllowNet lists the hosts the app needs, as --allow-net rules
 	// ("api.example.com:443"); they add to the command line's.
 	AllowNet []string `json:"allow_net,omitempty"`
+	// Task holds the task's file parts the manifest names (inputs,
+	// collect, collect_limits, before_collect; docs/tasks.md). Its Dir is
+	// the manifest's directory once loaded.
+	Task TaskFiles `json:"-"`
 }
 
 // Rules parses AllowNet (ParseManifest has checked it).
@@ -134,6 +138,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 		return nil, fail("%s", jsonError(data, err))
 	}
 	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y", "allow_net"}
+	known = append(known, TaskFields...)
 	var unknown []string
 	for k := range raw {
 		if !containsString(known, k) {
@@ -148,6 +153,16 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&m); err != nil {
 		return nil, fail("%s", jsonError(data, err))
+	}
+	for _, f := range TaskFields {
+		if v, ok := raw[f]; ok {
+			if err := m.Task.Set(f, v); err != nil {
+				return nil, fail("%v", err)
+			}
+		}
+	}
+	if err := m.Task.Check(); err != nil {
+		return nil, fail("%v", err)
 	}
 	if strings.TrimSpace(m.Command) == "" {
 		return nil, fail("field \"command\" is required: the program to start")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
@@ -106,6 +107,11 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	if argsGiven {
 		bundle.Manifest.Args = appArgs
 	}
+	inputs, err := loadInputs(bundle.Manifest.Task.Merge(app.TaskFiles{}), bundle, envCfg.Resources)
+	if err != nil {
+		return err
+	}
+	defer inputs.Close()
 
 	fmt.Fprint(stderr, note)
 	ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
@@ -116,6 +122,8 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 			Env:          envCfg,
 			App:          bundle,
 			Task:         f.task,
+			Inputs:       inputs,
+			Collect:      bundle.Manifest.Task.Collect,
 			MaxSteps:     f.maxSteps,
 			Timeout:      f.timeout,
 			StartTimeout: f.startTimeout,

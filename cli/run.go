@@ -185,6 +185,15 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if argsGiven && !agentArgs {
 		bundle.Manifest.Args = appArgs
 	}
+	taskFiles := bundle.Manifest.Task
+	if sc != nil {
+		taskFiles = taskFiles.Merge(sc.Files)
+	}
+	inputs, err := loadInputs(taskFiles, bundle, envCfg.Resources)
+	if err != nil {
+		return err
+	}
+	defer inputs.Close()
 	if p, ok := ag.(agent.ProgressSetter); ok {
 		p.SetProgress(stderr)
 	}
@@ -210,6 +219,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		AgentInfo:           agentInfo,
 		Actor:               actor,
 		Task:                f.task,
+		Inputs:              inputs,
+		Collect:             taskFiles.Collect,
 		MaxSteps:            f.maxSteps,
 		Timeout:             f.timeout,
 		StartTimeout:        f.startTimeout,

@@ -44,8 +44,7 @@ func splitArgs(verb, name string, cmd *cobra.Command, args []string) (appArgs []
 // loadApp loads the app run or replay starts, its files bounded by the
 // sandbox's /tmp (three quarters of it: the app needs room to run).
 func loadApp(target string, res environment.Resources, env map[string]string) (*app.Bundle, error) {
-	tmpfs := int64(res.WithDefaults().TmpfsMB) << 20
-	b, err := app.Load(target, app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(app.DefaultLimits.MaxBytes, tmpfs*3/4)})
+	b, err := app.Load(target, stageLimits(res))
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
@@ -56,6 +55,24 @@ func loadApp(target string, res environment.Resources, env map[string]string) (*
 		b.Manifest.Env[k] = v
 	}
 	return b, nil
+}
+
+// stageLimits bound what is staged into the sandbox's /tmp, the app's
+// files and the task's inputs together: three quarters of it (the app
+// needs room to run).
+func stageLimits(res environment.Resources) app.Limits {
+	tmpfs := int64(res.WithDefaults().TmpfsMB) << 20
+	return app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(app.DefaultLimits.MaxBytes, tmpfs*3/4)}
+}
+
+// loadInputs checks and opens the task's inputs before anything starts
+// (a usage error naming the input); the caller closes them.
+func loadInputs(tf app.TaskFiles, b *app.Bundle, res environment.Resources) (*app.Inputs, error) {
+	in, err := app.LoadInputs(tf, b, stageLimits(res))
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return in, nil
 }
 
 // loadTarget is what run and mcp do before a sandbox exists: load the app,

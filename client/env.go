@@ -11,6 +11,7 @@ import (
 	"image"
 	"image/draw"
 	"image/png"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,6 +60,9 @@ type Info struct {
 	Ended *api.End
 	// RunID and Trace name the episode's trace on the server.
 	RunID, Trace string
+	// Files are the files collected when this step ended the episode
+	// (the create request's collect; Env.File reads one).
+	Files []api.File
 }
 
 // Env is one environment on the server. Its methods take turns (one
@@ -140,7 +144,7 @@ func (e *Env) Step(ctx context.Context, a action.Action) (obs *Observation, rewa
 		return nil, 0, false, false, Info{}, err
 	}
 	res := st.Result
-	info = Info{Episode: st.Episode, Step: st.Step, Result: &res, Invalid: st.Invalid, Ended: st.Ended, RunID: e.info.RunID, Trace: e.info.Trace}
+	info = Info{Episode: st.Episode, Step: st.Step, Result: &res, Invalid: st.Invalid, Ended: st.Ended, RunID: e.info.RunID, Trace: e.info.Trace, Files: st.Files}
 	if st.Observation != nil {
 		if obs, err = e.decode(st.Observation, img); err != nil {
 			return nil, 0, false, false, info, err
@@ -179,6 +183,41 @@ func (e *Env) Act(ctx context.Context, a action.Action) (*api.StepResponse, erro
 	e.fresh = false
 	st, _, err := e.step(ctx, a, api.ImageNone)
 	return st, err
+}
+
+// File reads one file collected when the latest episode ended, by its
+// path below the sandbox's home (as Info.Files names it), at most max
+// bytes (0: 64 MiB, collect_limits' default).
+func (e *Env) File(ctx context.Context, path string, max int64) ([]byte, error) {
+	if max <= 0 {
+		max = 64 << 20
+	}
+	u := e.c.base.JoinPath(e.path("/files"), path)
+	req, err := http.NewRequestWithContext(ctx, "GET", u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.c.token)
+	resp, err := e.c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: GET file %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("client: GET file %s: reading the answer: %w", path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb api.ErrorBody
+		if json.Unmarshal(data, &eb) == nil && eb.Error.Code != "" {
+			return nil, &eb.Error
+		}
+		return nil, &api.Error{Code: api.CodeInternal, Status: resp.StatusCode, Message: fmt.Sprintf("GET file %s: %s", path, resp.Status)}
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("client: file %s is larger than %d bytes", path, max)
+	}
+	return data, nil
 }
 
 // Info describes the environment as the server has it now.

@@ -191,6 +191,9 @@ type LaunchSpec struct {
 	ReadyTimeout time.Duration
 	// LogCap bounds the bytes of each output stream the guest forwards.
 	LogCap int64
+	// Inputs, when set, are a task's files, staged below the home after
+	// the app's and before it starts (docs/tasks.md).
+	Inputs *app.Inputs
 }
 
 // LaunchResult reports the started app.
@@ -201,6 +204,42 @@ type LaunchResult struct {
 	// Files maps each staged regular file to its SHA-256 (hex), computed
 	// from the bytes sent into the sandbox.
 	Files map[string]string
+	// Inputs maps each staged input file (its path below the home) to
+	// its SHA-256 (hex).
+	Inputs map[string]string
+}
+
+// Collector is implemented by environments that can copy files out of
+// the sandbox's home when an episode ends (a task's collect; every
+// guest-backed backend).
+type Collector interface {
+	// Collect copies the regular files below the home that the patterns
+	// (relative to the home, checked by app.CollectPattern) name into dir
+	// on the host, by their path below the home, within lim: no link is
+	// followed, devices and FIFOs are refused. Its error means collection
+	// itself failed (the sandbox is gone); what was refused is in the
+	// result.
+	Collect(ctx context.Context, patterns []string, lim app.CollectLimits, dir string) (Collected, error)
+}
+
+// Collected is what Collect copied out and what it refused.
+type Collected struct {
+	Files   []CollectedFile
+	Refused []RefusedFile
+}
+
+// CollectedFile is one file copied out: its path below the home, size and
+// SHA-256 (hex) of the bytes written on the host.
+type CollectedFile struct {
+	Path   string
+	Size   int64
+	SHA256 string
+}
+
+// RefusedFile is a match of a pattern that was not copied out, and why.
+type RefusedFile struct {
+	Path   string
+	Reason string
 }
 
 // State is the desktop's state next to a screenshot.

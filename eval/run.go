@@ -230,6 +230,12 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		}
 		defer b.Close()
 		bundles[t.Name] = b
+		in, err := app.LoadInputs(t.TaskFiles(b), b, app.DefaultLimits)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.Name, err)
+		}
+		defer in.Close()
+		t.inputs = in
 	}
 
 	if o.Pool > 0 {
@@ -431,6 +437,8 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		AgentInfo:           trace.AgentInfo{Name: name, Options: opts},
 		Actor:               actor,
 		Task:                t.Task,
+		Inputs:              t.inputs,
+		Collect:             t.TaskFiles(b).Collect,
 		MaxSteps:            maxSteps,
 		Timeout:             timeout,
 		LogCap:              o.LogCap,

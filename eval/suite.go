@@ -67,11 +67,16 @@ type Task struct {
 	// the episode's own outcome decides. A script's header may carry it
 	// instead.
 	Grade *grade.Spec
+	// Files are the task's file parts (inputs, collect, collect_limits,
+	// before_collect; docs/tasks.md), inputs relative to the suite. They
+	// add to the app manifest's and the script's (TaskFiles).
+	Files app.TaskFiles
 
 	script *script.Script
+	inputs *app.Inputs // loaded for the run (Run)
 }
 
-var taskFields = []string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade"}
+var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade"}, app.TaskFields...)
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -148,9 +153,12 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		if n.Kind != yaml.MappingNode {
 			return nil, errf(n.Line, "task %d: want a mapping", i+1)
 		}
-		t := &Task{Line: n.Line, Episodes: 1}
+		t := &Task{Line: n.Line, Episodes: 1, Files: app.TaskFiles{Dir: dir}}
 		tw := w.In(fmt.Sprintf("task %d", i+1))
 		err := tw.Mapping(n, "a task", taskFields, func(k, v *yaml.Node) (err error) {
+			if app.IsTaskField(k.Value) {
+				return tw.Value(k, v, t.Files.Set)
+			}
 			fail := func(format string, args ...any) error { return tw.Field(k, v, format, args...) }
 			str := func() (string, error) { return tw.Text(k, v) }
 			switch k.Value {
@@ -265,6 +273,9 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		case t.Script != "" && t.Options != nil && o.Agent == "":
 			return nil, errf(n.Line, "%s: options belong to an agent, not to a script", where)
 		}
+		if err := t.Files.Check(); err != nil {
+			return nil, errf(n.Line, "%s: %v", where, err)
+		}
 		seen[t.Name] = true
 		if err := t.check(o.Screen.OrDefault()); err != nil {
 			return nil, fmt.Errorf("%w: %s:%d: %s: %w", ErrInvalid, path, n.Line, where, err)
@@ -318,9 +329,12 @@ func (t *Task) check(screen observe.Screen) error {
 			// The script's coordinates were written for its screen.
 			return fmt.Errorf("screen %v contradicts the screen of %s (%v); drop one", t.Screen, t.Script, sc.Screen)
 		}
-		if t.Agent == "" {
-			return nil
-		}
+	}
+	if err := t.checkInputs(b); err != nil {
+		return err
+	}
+	if t.Script != "" && t.Agent == "" {
+		return nil
 	}
 	a, err := agent.New(t.Agent, t.Options)
 	if err != nil {
@@ -398,4 +412,24 @@ func (s *Suite) Preflight(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// TaskFiles are the task's file parts in all: the app manifest's, then
+// the script's, then the suite's own.
+func (t *Task) TaskFiles(b *app.Bundle) app.TaskFiles {
+	tf := b.Manifest.Task
+	if t.script != nil {
+		tf = tf.Merge(t.script.Files)
+	}
+	return tf.Merge(t.Files)
+}
+
+// checkInputs checks the task's inputs as an episode stages them, with
+// the app's files.
+func (t *Task) checkInputs(b *app.Bundle) error {
+	in, err := app.LoadInputs(t.TaskFiles(b), b, app.DefaultLimits)
+	if err != nil {
+		return err
+	}
+	return in.Close()
 }

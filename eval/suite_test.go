@@ -115,6 +115,7 @@ tasks:
 					}
 				}
 				task.script = nil
+				task.Files.Dir = "" // the suite's directory, where inputs are read from
 			}
 			if !reflect.DeepEqual(s, tt.want) {
 				t.Errorf("got\n%s\nwant\n%s", dump(s), dump(tt.want))
@@ -215,6 +216,9 @@ func TestLoadRejects(t *testing.T) {
 		{"bad screen", task + "    screen: 10x10\n", `suite.yaml:5: task 1: field "screen": `, `10x10`},
 		{"bad a11y", task + "    a11y: maybe\n", `suite.yaml:5: task 1: field "a11y": want true or false`, ""},
 		{"a bad env name", task + "    env: {BAD-NAME: x}\n", `suite.yaml:2: task "a": env: `, `"BAD-NAME" is not a valid variable name`},
+		{"collect outside the home", task + "    collect:\n      - ~/ok.txt\n      - /etc/passwd\n", `suite.yaml:7: task 1: field "collect"[1]: "/etc/passwd" is not below the home`, ""},
+		{"an input that is missing", task + "    inputs: [{from: nope.txt, to: ~/in.txt}]\n", `suite.yaml:2: task "a": `, `inputs[0].from: lstat `},
+		{"an input to outside the home", task + "    inputs:\n      - from: play.yaml\n        to: ~/../x\n", `suite.yaml:6: task 1: field "inputs"[0].to: "~/../x" leaves the home (..)`, ""},
 		{"a screen the script contradicts", "tasks:\n  - name: a\n    target: app\n    script: play.yaml\n    screen: 1024x768\n", `suite.yaml:2: task "a": screen 1024x768x24 contradicts the screen of `, `play.yaml (800x600x24)`},
 	}
 	for _, tt := range tests {

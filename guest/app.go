@@ -34,7 +34,11 @@ func (g *Guest) writeFile(req wire.WriteFileRequest, data []byte) error {
 	if err := stagepath.Check(rel); err != nil {
 		return wire.Errorf(wire.CodeInvalid, "write_file: %v", err)
 	}
-	root, err := os.OpenRoot(g.appDir)
+	dir := g.appDir
+	if req.Home {
+		dir = g.home // a task's input
+	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("write_file: %w", err)
 	}
@@ -144,7 +148,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		}
 	}
 
-	launcher, largv, err := launcherArgv(bin, req.Args)
+	launcher, largv, err := launcherArgv(bin, g.homeArgs(req.Args))
 	if err != nil {
 		return resp, fmt.Errorf("launch: %w", err)
 	}
@@ -368,4 +372,20 @@ func signalName(s syscall.Signal) string {
 		return n
 	}
 	return s.String()
+}
+
+// homeArgs expands a leading ~/ in the app's arguments to the home (an
+// input named in args: ["~/Documents/sales.ods"]).
+func (g *Guest) homeArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.HasPrefix(a, "~/") && g.home != "" {
+			a = filepath.Join(g.home, a[2:])
+			if strings.HasSuffix(args[i], "/") {
+				a += "/"
+			}
+		}
+		out[i] = a
+	}
+	return out
 }

@@ -293,6 +293,16 @@ func (g *Guest) handle(m *wire.Message) {
 		if err = decode(&req); err == nil {
 			out, err = g.tree(ctx, req)
 		}
+	case wire.MethodCollect:
+		var req wire.CollectRequest
+		if err = decode(&req); err == nil {
+			out, err = g.collect(ctx, req)
+		}
+	case wire.MethodReadFile:
+		var req wire.ReadFileRequest
+		if err = decode(&req); err == nil {
+			out, payload, err = g.readFile(req)
+		}
 	case wire.MethodStop:
 		var req wire.StopRequest
 		if err = decode(&req); err == nil {

@@ -163,7 +163,7 @@ type summary struct {
 // written at all.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	t0 := time.Now()
-	src := cfg.Source
+	src := episodeOnly(cfg.Source)
 	ag := NewAgent(src, cfg.Rules, cfg.Timing)
 	timeout := cfg.Timeout
 	if timeout <= 0 {
@@ -227,6 +227,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		r.Notes = append(r.Notes, "could not write "+SummaryFile+": "+err.Error())
 	}
 	return r, nil
+}
+
+// episodeOnly is src without the steps of the actor collect (a task's
+// before_collect, run after the episode ended): they are not the
+// episode's, and a replay plays the episode.
+func episodeOnly(src *trace.Trace) *trace.Trace {
+	if src == nil {
+		return nil
+	}
+	var steps []trace.Step
+	for _, st := range src.Steps {
+		if st.Actor != trace.ActorCollect {
+			steps = append(steps, st)
+		}
+	}
+	if len(steps) == len(src.Steps) {
+		return src
+	}
+	out := *src
+	out.Steps = steps
+	return &out
 }
 
 // verdict decides how the replay compares with the recording.

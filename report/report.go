@@ -29,6 +29,7 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -40,6 +41,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
 	"github.com/codegirl-games/agentbox/internal/plural"
+	"github.com/codegirl-games/agentbox/internal/stagepath"
 	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
@@ -194,6 +196,11 @@ type page struct {
 	// shows it as data, its details quoting the collected files.
 	Grade     *trace.Grade `json:"grade,omitempty"`
 	Generated string       `json:"generated"`
+	// Files are the task's collected files (run.json's files, linked when
+	// each is a plain file under the trace's files/); FilesRefused what
+	// collection left out and why.
+	Files        []fileData          `json:"files,omitempty"`
+	FilesRefused []trace.RefusedFile `json:"files_refused,omitempty"`
 
 	files []string // the trace's files the page links to
 }
@@ -296,6 +303,14 @@ type lineData struct {
 	K string  `json:"k"`
 	T float64 `json:"t"`
 	X string  `json:"x"`
+}
+
+// fileData is one collected file.
+type fileData struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	URL    string `json:"url,omitempty"` // absent when it is not a plain file in the trace
 }
 
 type logData struct {
@@ -515,7 +530,33 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		}
 		p.Logs = append(p.Logs, ld)
 	}
+	collectedFiles(p, tr, baseDir)
 	return p, nil
+}
+
+// collectedFiles lists the task's collected files, each linked when it is
+// a plain file under the trace's files/.
+func collectedFiles(p *page, tr *trace.Trace, baseDir string) {
+	p.FilesRefused = tr.Run.FilesRefused
+	if len(tr.Run.Files) == 0 {
+		return
+	}
+	root, err := os.OpenRoot(tr.Dir)
+	if err != nil {
+		return
+	}
+	defer root.Close()
+	for _, f := range tr.Run.Files {
+		fd := fileData{Path: f.Path, Size: f.Size, SHA256: f.SHA256}
+		rel := trace.FilesDir + "/" + f.Path
+		if stagepath.Check(f.Path) == nil {
+			if fi, err := root.Lstat(filepath.FromSlash(rel)); err == nil && fi.Mode().IsRegular() {
+				fd.URL = relURL(baseDir, tr.Dir, rel)
+				p.files = append(p.files, rel)
+			}
+		}
+		p.Files = append(p.Files, fd)
+	}
 }
 
 // readTree reads a step's accessibility tree (within the page's budget)

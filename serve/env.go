@@ -33,13 +33,19 @@ type env struct {
 	appName   string
 	bundle    *app.Bundle
 	upload    *upload // nil for a registered app
-	backend   environment.Backend
-	cfg       environment.Config
-	maxSteps  int
-	timeout   time.Duration
-	settle    session.Settle
-	created   time.Time
-	log       *session.EventLog
+	// inputs are the task's files, staged into every episode's sandbox;
+	// inputUploads the uploads they come from (held in use); collect what
+	// each episode's end copies out (docs/tasks.md).
+	inputs       *app.Inputs
+	inputUploads []*upload
+	collect      app.Collect
+	backend      environment.Backend
+	cfg          environment.Config
+	maxSteps     int
+	timeout      time.Duration
+	settle       session.Settle
+	created      time.Time
+	log          *session.EventLog
 	// actor drives its episodes (trace.ActorRemote, or trace.ActorMCP for
 	// an MCP session's), named client when it said who it is.
 	actor, client string
@@ -53,6 +59,8 @@ type env struct {
 	trace    string
 	steps    int
 	end      *api.End
+	files    []api.File // collected when the latest episode ended
+	refused  []api.RefusedFile
 	lastSeen time.Time
 	conns    int
 	closed   chan struct{} // closed once the environment is closed
@@ -127,6 +135,7 @@ func (e *env) describe() api.Environment {
 		Limits: api.Limits{CPUs: r.CPUs, MemoryMB: r.MemoryMB, PIDs: r.PIDs, TmpfsMB: r.TmpfsMB},
 		Task:   e.task, State: e.state, Episode: e.episode, RunID: e.runID, Trace: e.trace, Steps: e.steps,
 		End: e.end, Created: e.created, Connections: e.conns,
+		Files: e.files, FilesRefused: e.refused,
 	}
 	if e.conns == 0 && e.state != api.StateClosed {
 		t := e.lastSeen.Add(e.srv.o.Lease)
@@ -170,6 +179,15 @@ func (e *env) ended(episode int, end *session.End) {
 	if !ok { // shutting down: the shutdown closes it (Close waits for the first)
 		return
 	}
+	if !e.collect.Empty() {
+		// The files are collected before the sandbox goes: the step that
+		// ended the episode answers with them, so it waits for the close.
+		defer done()
+		r := sess.Close(e.srv.base, *end)
+		e.sessionClosed(sess, r)
+		e.graded(episode, r.Grade)
+		return
+	}
 	go func() {
 		defer done()
 		r := sess.Close(e.srv.base, *end)
@@ -192,6 +210,30 @@ func (e *env) graded(episode int, g *trace.Grade) {
 	}
 }
 
+// sessionClosed records what the closed session of the latest episode collected.
+func (e *env) sessionClosed(sess *session.Session, r session.Result) {
+	files := make([]api.File, 0, len(r.Files))
+	for _, f := range r.Files {
+		files = append(files, api.File{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
+	}
+	var refused []api.RefusedFile
+	for _, f := range r.FilesRefused {
+		refused = append(refused, api.RefusedFile{Path: f.Path, Reason: f.Reason})
+	}
+	e.mu.Lock()
+	if e.sess == sess {
+		e.files, e.refused = files, refused
+	}
+	e.mu.Unlock()
+}
+
+// collected is what the latest episode's end collected.
+func (e *env) collected() []api.File {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.files
+}
+
 // stepped counts a recorded step.
 func (e *env) stepped(episode, step int) {
 	e.mu.Lock()
@@ -210,6 +252,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 	n := e.episode
 	e.state = api.StateStarting
 	e.end = nil
+	e.files, e.refused = nil, nil
 	e.steps = 0
 	e.runID = e.srv.o.RunID(e.appName)
 	e.trace = filepath.Join(e.srv.o.Out, e.runID)
@@ -227,6 +270,8 @@ func (e *env) open(ctx context.Context) *api.Error {
 		AgentInfo:    e.agentInfo(n),
 		Actor:        e.actor,
 		Task:         task,
+		Inputs:       e.inputs,
+		Collect:      e.collect,
 		MaxSteps:     e.maxSteps,
 		Timeout:      e.timeout,
 		StartTimeout: s.o.StartTimeout,
@@ -320,6 +365,7 @@ func (e *env) finish(ctx context.Context, end session.End) {
 		return
 	}
 	r := sess.Close(ctx, end)
+	e.sessionClosed(sess, r)
 	e.mu.Lock()
 	if e.end == nil || e.sess == sess {
 		e.end = apiEnd(&session.End{Outcome: r.Outcome, Reason: r.Reason, Message: r.Message})

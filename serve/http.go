@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,7 +20,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/stagepath"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -65,6 +69,7 @@ func (s *Server) routeTable() []route {
 		{"POST", "/v1/envs/{id}/reset", s.handleReset},
 		{"GET", "/v1/envs/{id}/events", s.handleEvents},
 		{"GET", "/v1/envs/{id}/ws", s.handleWS},
+		{"GET", "/v1/envs/{id}/files/{path}", s.handleGetFile},
 	}
 }
 
@@ -90,7 +95,9 @@ func (s *Server) routes() http.Handler {
 			allow = append(allow, m)
 		}
 		sort.Strings(allow)
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+		// {path} at the end takes the rest of the path (a file's path
+		// below the home, with its slashes).
+		mux.HandleFunc(strings.Replace(p, "/{path}", "/{path...}", 1), func(w http.ResponseWriter, r *http.Request) {
 			rt, ok := methods[r.Method]
 			if !ok {
 				w.Header().Set("Allow", strings.Join(allow, ", "))
@@ -434,6 +441,10 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 		return nil, aerr
 	}
 	e.task = req.Task
+	tf, aerr := taskFiles(req)
+	if aerr != nil {
+		return nil, aerr
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -468,9 +479,36 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 	if n >= s.o.MaxEnvironments {
 		return nil, apiError(api.CodeTooManyEnvironments, "this token holds %d live environments, the most it may (close one first)", n)
 	}
+	var inputUploads []*upload
+	for i := range tf.Inputs {
+		u, from, aerr := s.inputFrom(owner, i, tf.Inputs[i].From)
+		if aerr != nil {
+			return nil, aerr
+		}
+		tf.Inputs[i].From = from
+		inputUploads = append(inputUploads, u)
+	}
+	tf = e.bundle.Manifest.Task.Merge(tf) // the app manifest's task, then the request's
+	e.collect = tf.Collect
+	if len(tf.Inputs) > 0 {
+		tmpfs := int64(e.cfg.Resources.TmpfsMB) << 20
+		in, err := app.LoadInputs(tf, e.bundle, app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(app.DefaultLimits.MaxBytes, tmpfs*3/4)})
+		if err != nil {
+			msg := err.Error()
+			for _, u := range inputUploads {
+				msg = strings.ReplaceAll(msg, u.dir, "upload:"+u.id)
+			}
+			return nil, apiError(api.CodeInvalidRequest, "%s", msg)
+		}
+		e.inputs = in
+	}
 	if e.upload != nil {
 		e.upload.inUse++
 	}
+	for _, u := range inputUploads {
+		u.inUse++
+	}
+	e.inputUploads = inputUploads
 	s.envs[e.id] = e
 	return e, nil
 }
@@ -524,13 +562,75 @@ func (s *Server) removeEnv(e *env) {
 	}
 	e.removed = true
 	delete(s.envs, e.id)
-	if u := e.upload; u != nil {
+	e.inputs.Close()
+	for _, u := range append([]*upload{e.upload}, e.inputUploads...) {
+		if u == nil {
+			continue
+		}
 		u.inUse--
 		if u.deleted && u.inUse == 0 {
 			u.remove()
 			delete(s.uploads, u.id)
 		}
 	}
+}
+
+// taskFiles reads a create request's task parts with the rules every
+// task has (app.TaskFiles), inputs' from still upload:ID[/PATH].
+func taskFiles(req api.CreateRequest) (app.TaskFiles, *api.Error) {
+	var tf app.TaskFiles
+	set := func(field string, v any, given bool) *api.Error {
+		if !given {
+			return nil
+		}
+		raw, err := json.Marshal(v)
+		if err == nil {
+			err = tf.Set(field, raw)
+		}
+		if err != nil {
+			return apiError(api.CodeInvalidRequest, "%v", err)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name  string
+		v     any
+		given bool
+	}{
+		{"inputs", req.Inputs, len(req.Inputs) > 0},
+		{"collect", req.Collect, len(req.Collect) > 0},
+		{"collect_limits", req.CollectLimits, req.CollectLimits != nil},
+		{"before_collect", req.BeforeCollect, len(req.BeforeCollect) > 0},
+	} {
+		if aerr := set(f.name, f.v, f.given); aerr != nil {
+			return tf, aerr
+		}
+	}
+	if err := tf.Check(); err != nil {
+		return tf, apiError(api.CodeInvalidRequest, "%v", err)
+	}
+	return tf, nil
+}
+
+// inputFrom resolves an input's from, upload:ID or upload:ID/PATH, to the
+// upload of owner and the host path in it. Called with s.mu held.
+func (s *Server) inputFrom(owner string, i int, from string) (*upload, string, *api.Error) {
+	rest, ok := strings.CutPrefix(from, "upload:")
+	if !ok {
+		return nil, "", apiError(api.CodeInvalidRequest, "field \"inputs\"[%d].from: %q: want upload:ID or upload:ID/PATH (an upload of this token)", i, from)
+	}
+	id, p, _ := strings.Cut(rest, "/")
+	u := s.uploads[id]
+	if u == nil || u.owner != owner || u.deleted {
+		return nil, "", apiError(api.CodeNotFound, "field \"inputs\"[%d].from: no upload %q", i, id)
+	}
+	if p == "" {
+		return u, u.dir, nil
+	}
+	if err := stagepath.Check(p); err != nil {
+		return nil, "", apiError(api.CodeInvalidRequest, "field \"inputs\"[%d].from: %v", i, strings.Replace(err.Error(), "the app directory", "the upload", 1))
+	}
+	return u, filepath.Join(u.dir, filepath.FromSlash(p)), nil
 }
 
 // closeEnv ends the environment's episode with end (unless it has ended),
@@ -597,6 +697,46 @@ func (s *Server) handleCloseEnv(w http.ResponseWriter, r *http.Request, owner st
 		return
 	}
 	writeJSON(w, 200, s.closeEnv(e, session.End{Outcome: trace.Interrupted, Reason: trace.ReasonClosed, Message: "the client closed the environment"}))
+}
+
+// handleGetFile sends one file the latest episode's end collected.
+func (s *Server) handleGetFile(w http.ResponseWriter, r *http.Request, owner string) {
+	e, aerr := s.lookup(r, owner)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	rel := r.PathValue("path")
+	e.mu.Lock()
+	dir, files := e.trace, e.files
+	e.mu.Unlock()
+	var want *api.File
+	for i := range files {
+		if files[i].Path == rel {
+			want = &files[i]
+		}
+	}
+	if want == nil || stagepath.Check(rel) != nil {
+		writeError(w, apiError(api.CodeNotFound, "environment %s: no collected file %q (the latest episode's files: GET /v1/envs/%s)", e.id, rel, e.id))
+		return
+	}
+	root, err := os.OpenRoot(filepath.Join(dir, trace.FilesDir))
+	if err != nil {
+		writeError(w, apiError(api.CodeNotFound, "environment %s: %v", e.id, err))
+		return
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(rel))
+	if err != nil {
+		writeError(w, apiError(api.CodeNotFound, "environment %s: %v", e.id, err))
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(want.Size, 10))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(200)
+	_, _ = io.CopyN(w, f, want.Size)
 }
 
 func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request, owner string) {
@@ -683,12 +823,17 @@ func (s *Server) handleAct(w http.ResponseWriter, r *http.Request, owner string)
 
 // step performs one action in the running episode and, unless image is
 // none, observes after it (after a done: the last observation).
-func (s *Server) step(e *env, a action.Action, image, known string) (*api.StepResponse, *api.Error) {
+func (s *Server) step(e *env, a action.Action, image, known string) (_ *api.StepResponse, _ *api.Error) {
 	sess, ep, aerr := e.current()
 	if aerr != nil {
 		return nil, aerr
 	}
 	resp := &api.StepResponse{Env: e.id, Episode: ep}
+	defer func() {
+		if resp.Ended != nil {
+			resp.Files = e.collected() // ended has closed the session when it collects
+		}
+	}()
 	res, err := sess.Act(s.base, session.Step{Actor: trace.ActorRemote, Action: a})
 	if err != nil {
 		var ee *session.EndedError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -91,7 +92,7 @@ func TestSessionSteps(t *testing.T) {
 	if r.Outcome != trace.Success || r.Message != "moved" || r.Steps != 4 {
 		t.Errorf("result = %+v", r)
 	}
-	if again := s.Close(ctx, End{}); again != r {
+	if again := s.Close(ctx, End{}); !reflect.DeepEqual(again, r) {
 		t.Errorf("a second Close returned %+v, want the first's %+v", again, r)
 	}
 	tr, err := trace.Open(dir)

@@ -245,7 +245,10 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 	})
 
 	t1 := time.Now()
-	lr, err := env.Launch(startCtx, environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap})
+	lr, err := env.Launch(startCtx, environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap, Inputs: cfg.Inputs})
+	if cfg.Inputs != nil && lr.Inputs != nil {
+		_ = s.tw.Update(func(run *trace.Run) { run.Inputs = inputInfos(cfg.Inputs, lr.Inputs) })
+	}
 	if err != nil {
 		return s.startFailure(ctx, "launch the app", err)
 	}
@@ -402,8 +405,10 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 	// fail, and the step ends with the closing End. The agent (an agent
 	// program) stops meanwhile, inside the run's time.
 	waitAgent := s.closeAgent()
+	s.collect(ctx) // before_collect and the task's files, before the teardown
 	s.teardown(ctx)
 	waitAgent()
+	grade := s.grade(ctx)
 
 	s.mu.Lock()
 	if s.end == nil {
@@ -434,6 +439,8 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 
 	res := Result{Outcome: final.Outcome, Reason: final.Reason, Message: final.Message, TraceDir: s.cfg.TraceDir, Steps: steps}
 	res.AppExit = s.events.exit()
+	res.Files, res.FilesRefused = s.collected()
+	res.Grade = grade
 	// The timings are copied before Finish: its function runs under the
 	// trace writer's lock, which comes after s.tmu (lockorder.go).
 	s.tmu.Lock()
@@ -450,6 +457,9 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 			run.Timings = map[string]float64{}
 		}
 		maps.Copy(run.Timings, timings)
+		if grade != nil {
+			run.Grade = grade
+		}
 		run.Timings["trace_finish"] = float64(finishing.Microseconds()) / 1000
 	})
 	s.timing("trace_finish", finishing)

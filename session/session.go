@@ -95,6 +95,14 @@ type Config struct {
 	// launches the app. It must match Env (image, screen, limits).
 	Prepared *Prepared
 
+	// Inputs, when set, are the task's files, staged below the sandbox's
+	// home before the app starts (app.LoadInputs checked them before
+	// anything was created; the caller closes them). Collect says what is
+	// copied out into the trace's files/ when the episode ends, whatever
+	// its outcome, before the sandbox is torn down (docs/tasks.md).
+	Inputs  *app.Inputs
+	Collect app.Collect
+
 	// Grader, when set, judges the episode's collected files after the
 	// sandbox is torn down and before the trace is finalised (run.json's
 	// grade; docs/tasks.md). It runs on the host; nothing of it reaches
@@ -267,9 +275,12 @@ type Result struct {
 	Steps    int
 	Duration time.Duration
 	AppExit  *observe.Exit
-	// Grade is Config.Grader's verdict over the collected files (nil
-	// without a grader), as run.json records it.
-	Grade *trace.Grade
+	// Files are the task's collected files (below the trace's files/),
+	// FilesRefused what collection left out; Grade the grader's verdict
+	// (docs/tasks.md). Empty without collect or a grader.
+	Files        []trace.FileInfo
+	FilesRefused []trace.RefusedFile
+	Grade        *trace.Grade
 }
 
 // ExitCode is the process exit code for the outcome.

@@ -390,6 +390,9 @@ const (
 	ActorRemote = "remote" // a client of agentbox serve's API
 	ActorMCP    = "mcp"    // an MCP client
 	ActorHuman  = "human"  // a person at the live page
+	// ActorCollect: a task's before_collect steps, run after the episode
+	// ended and before its files were collected (docs/tasks.md).
+	ActorCollect = "collect"
 )
 
 // Events of the live page's takeover in steps.jsonl (TypeEvent), with

@@ -16,6 +16,8 @@ const (
 	MethodStop       = "stop"       // StopRequest → StopResponse
 	MethodPing       = "ping"       // nothing → nothing, answered at once (not queued behind other requests)
 	MethodA11yTree   = "a11y_tree"  // A11yTreeRequest → observe.Tree (a sandbox started with A11y)
+	MethodCollect    = "collect"    // CollectRequest → CollectResponse: the files to collect below the home
+	MethodReadFile   = "read_file"  // ReadFileRequest → ReadFileResponse + payload (a chunk of a file below the home)
 )
 
 // Events (guest → host).
@@ -87,6 +89,50 @@ type WriteFileRequest struct {
 	Append bool   `json:"append,omitempty"`
 	Dir    bool   `json:"dir,omitempty"`
 	Link   string `json:"link,omitempty"` // a symlink to this relative target
+	// Home writes below the app user's home instead of the app directory
+	// (a task's inputs).
+	Home bool `json:"home,omitempty"`
+}
+
+// CollectRequest asks which files below the home the patterns name
+// (slash-separated, relative to the home; *, ?, […], **), within the
+// limits. Nothing is read yet.
+type CollectRequest struct {
+	Patterns []string `json:"patterns"`
+	MaxFiles int      `json:"max_files"`
+	MaxBytes int64    `json:"max_bytes"`
+}
+
+// CollectResponse lists the files to collect (path order) and what was
+// refused and why.
+type CollectResponse struct {
+	Files   []CollectFile    `json:"files"`
+	Refused []CollectRefused `json:"refused,omitempty"`
+}
+
+// CollectFile is one regular file below the home.
+type CollectFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// CollectRefused is a match left out.
+type CollectRefused struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// ReadFileRequest asks for up to Len bytes of a file below the home from
+// Offset (never through a link).
+type ReadFileRequest struct {
+	Path   string `json:"path"`
+	Offset int64  `json:"offset"`
+	Len    int    `json:"len"`
+}
+
+// ReadFileResponse accompanies the bytes; EOF says the file ends there.
+type ReadFileResponse struct {
+	EOF bool `json:"eof,omitempty"`
 }
 
 // LaunchRequest starts the app.

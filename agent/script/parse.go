@@ -31,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/observe"
@@ -49,6 +50,10 @@ type Script struct {
 	// collected files (docs/tasks.md); nil when it has none. Its host
 	// paths resolve relative to the script.
 	Grade *grade.Spec
+	// Files are the task's file parts the header names (inputs, collect,
+	// collect_limits, before_collect; docs/tasks.md), inputs relative to
+	// the script's directory.
+	Files app.TaskFiles
 }
 
 // Step is one line of the script: an action, a check, or remembering the
@@ -219,9 +224,13 @@ func Parse(path string, data []byte, screen observe.Screen) (*Script, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Script{File: path}
+	s := &Script{File: path, Files: app.TaskFiles{Dir: p.dir}}
 	var steps *yaml.Node
-	err = p.w.Mapping(root, "a script", []string{"task", "screen", "steps", "grade"}, func(k, v *yaml.Node) (err error) {
+	known := append([]string{"task", "screen", "steps", "grade"}, app.TaskFields...)
+	err = p.w.Mapping(root, "a script", known, func(k, v *yaml.Node) (err error) {
+		if app.IsTaskField(k.Value) {
+			return p.w.Value(k, v, s.Files.Set)
+		}
 		switch k.Value {
 		case "grade":
 			dir := p.dir
@@ -245,6 +254,9 @@ func Parse(path string, data []byte, screen observe.Screen) (*Script, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if err := s.Files.Check(); err != nil {
+		return nil, p.errf(root.Line, "%v", err)
 	}
 	if steps == nil || steps.Kind != yaml.SequenceNode || len(steps.Content) == 0 {
 		return nil, p.errf(root.Line, "steps: a non-empty list of actions and checks is required")

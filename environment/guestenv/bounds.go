@@ -97,9 +97,16 @@ func (c *Client) check(h *wire.Header, payload int) error {
 		}
 		return nil
 	}
+	if h.Method == wire.MethodReadFile {
+		// A chunk of a collected file: at most what Collect asks for.
+		if payload > chunk {
+			return fmt.Errorf("a read_file response carries %d bytes, more than the %d asked for", payload, chunk)
+		}
+		return nil
+	}
 	if h.Method != wire.MethodScreenshot {
 		if payload > 0 {
-			return fmt.Errorf("the response carries a %d-byte payload; only screenshots have one", payload)
+			return fmt.Errorf("the response carries a %d-byte payload; only screenshots and file chunks have one", payload)
 		}
 		return nil
 	}

@@ -197,7 +197,7 @@ func (c *Client) Stage(ctx context.Context, b *app.Bundle) (map[string]string, e
 			}
 			continue
 		}
-		sum, err := c.stageFile(ctx, b, f, req, buf)
+		sum, err := c.stageFile(ctx, b, b.Dir, f, req, buf)
 		if err != nil {
 			return nil, err
 		}
@@ -210,7 +210,43 @@ func wireLink(f app.File) wire.WriteFileRequest {
 	return wire.WriteFileRequest{Path: f.Rel, Link: f.Link}
 }
 
-func (c *Client) stageFile(ctx context.Context, b *app.Bundle, f app.File, req wire.WriteFileRequest, buf []byte) (string, error) {
+// StageInputs streams a task's inputs below the home and returns the
+// SHA-256 of each regular file (hex), computed from the bytes sent.
+func (c *Client) StageInputs(ctx context.Context, in *app.Inputs) (map[string]string, error) {
+	buf := make([]byte, chunk)
+	sums := map[string]string{}
+	for _, f := range in.Files {
+		req := wire.WriteFileRequest{Path: f.Rel, Mode: uint32(f.Mode.Perm()), Home: true}
+		switch {
+		case f.Mode.IsDir():
+			req.Dir = true
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, nil); err != nil {
+				return nil, c.wrap("stage input "+f.Rel, err)
+			}
+			continue
+		case f.Link != "":
+			lr := wireLink(f)
+			lr.Home = true
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, lr, nil, nil); err != nil {
+				return nil, c.wrap("stage input "+f.Rel, err)
+			}
+			continue
+		}
+		sum, err := c.stageFile(ctx, in, "~", f, req, buf)
+		if err != nil {
+			return nil, err
+		}
+		sums[f.Rel] = sum
+	}
+	return sums, nil
+}
+
+// opener opens a staged file by its path.
+type opener interface {
+	Open(rel string) (io.ReadCloser, error)
+}
+
+func (c *Client) stageFile(ctx context.Context, b opener, dir string, f app.File, req wire.WriteFileRequest, buf []byte) (string, error) {
 	r, err := b.Open(f.Rel)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", app.ErrInvalid, err)
@@ -232,7 +268,7 @@ func (c *Client) stageFile(ctx context.Context, b *app.Bundle, f app.File, req w
 			break
 		}
 		if rerr != nil {
-			return "", fmt.Errorf("stage %s: %w", path.Join(b.Dir, f.Rel), rerr)
+			return "", fmt.Errorf("stage %s: %w", path.Join(dir, f.Rel), rerr)
 		}
 	}
 	if sent != f.Size {

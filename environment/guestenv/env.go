@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/netproxy"
 	"github.com/codegirl-games/agentbox/observe"
@@ -240,8 +241,14 @@ func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 	if err != nil {
 		return environment.LaunchResult{}, e.Explain(ctx, fmt.Errorf("stage the app: %w", err))
 	}
+	var inputs map[string]string
+	if spec.Inputs != nil {
+		if inputs, err = e.guest.StageInputs(ctx, spec.Inputs); err != nil {
+			return environment.LaunchResult{}, e.Explain(ctx, fmt.Errorf("stage the task's inputs: %w", err))
+		}
+	}
 	r, err := e.guest.Launch(ctx, spec, nil)
-	r.Files = sums
+	r.Files, r.Inputs = sums, inputs
 	if errors.Is(err, environment.ErrGuest) {
 		return r, e.Explain(ctx, err)
 	}
@@ -249,6 +256,20 @@ func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 		err = le.ExplainLaunch(ctx, spec, err)
 	}
 	return r, err // the app's own failure: its output is in the trace
+}
+
+var _ environment.Collector = (*Env)(nil)
+
+// Collect implements environment.Collector.
+func (e *Env) Collect(ctx context.Context, patterns []string, lim app.CollectLimits, dir string) (environment.Collected, error) {
+	if e.guest == nil {
+		return environment.Collected{}, fmt.Errorf("collect: %w", environment.ErrClosed)
+	}
+	c, err := e.guest.Collect(ctx, patterns, lim, dir)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	return c, err
 }
 
 // Observe implements environment.Environment.

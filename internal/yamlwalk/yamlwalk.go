@@ -7,6 +7,7 @@ package yamlwalk
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -98,4 +99,45 @@ func (w Walker) Text(k, v *yaml.Node) (string, error) {
 		return "", w.Field(k, v, "must be text")
 	}
 	return v.Value, nil
+}
+
+// JSON is the value v of field k as JSON (for a reader of JSON values,
+// such as a task's file parts).
+func (w Walker) JSON(k, v *yaml.Node) (json.RawMessage, error) {
+	var val any
+	if err := v.Decode(&val); err != nil {
+		return nil, w.Field(k, v, "%v", err)
+	}
+	b, err := json.Marshal(val)
+	if err != nil {
+		return nil, w.Field(k, v, "%v", err)
+	}
+	return b, nil
+}
+
+// ItemLine is the line of item i of the sequence v, or v's own line.
+func ItemLine(v *yaml.Node, i int) int {
+	if v.Kind == yaml.SequenceNode && i >= 0 && i < len(v.Content) {
+		return v.Content[i].Line
+	}
+	return v.Line
+}
+
+// Value reads the value v of field k as JSON and hands it to set. An
+// error of set is placed at v's line, or at the line of the list item it
+// is about when it has a method Item() int (-1: the field as a whole).
+func (w Walker) Value(k, v *yaml.Node, set func(field string, raw json.RawMessage) error) error {
+	raw, err := w.JSON(k, v)
+	if err != nil {
+		return err
+	}
+	if err := set(k.Value, raw); err != nil {
+		line := v.Line
+		var it interface{ Item() int }
+		if errors.As(err, &it) {
+			line = ItemLine(v, it.Item())
+		}
+		return w.Errorf(line, "%v", err)
+	}
+	return nil
 }

@@ -263,7 +263,7 @@ class Client:
 
     def create(self, app=None, *, upload=None, task=None, backend=None, screen=None, limits=None,
                max_steps=None, timeout=None, settle=None, observation="auto", transport="websocket",
-               reward=None):
+               reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None):
         """Make an environment and start its first episode (the app up and
         ready); returns its Env once it has.
 
@@ -271,12 +271,19 @@ class Client:
         ``upload`` an upload's ID (Client.upload). ``screen``: (width,
         height) or a dict; ``limits``: {"cpus", "memory_mb", "pids",
         "tmpfs_mb"}; ``max_steps`` and ``timeout`` (seconds) bound each
-        episode; ``settle``: "none", "fixed:200ms", "stable:150ms". The rest
-        are the Env's (observation format, transport, reward function).
+        episode; ``settle``: "none", "fixed:200ms", "stable:150ms".
+        ``inputs`` ([{"from": "upload:ID/PATH", "to": "~/PATH"}]),
+        ``collect`` (["~/Documents/*.ods"]), ``collect_limits`` ({"files",
+        "bytes"}) and ``before_collect`` (actions) are the task's files
+        (docs/tasks.md): the step that ends an episode has them in
+        ``info["files"]``, and Env.file reads one. The rest are the Env's
+        (observation format, transport, reward function).
         """
         req = {}
         for key, value in (("app", app), ("upload", upload), ("task", task), ("backend", backend),
-                           ("limits", limits), ("max_steps", max_steps), ("settle", settle)):
+                           ("limits", limits), ("max_steps", max_steps), ("settle", settle),
+                           ("inputs", inputs), ("collect", collect), ("collect_limits", collect_limits),
+                           ("before_collect", before_collect)):
             if value is not None:
                 req[key] = value
         if screen is not None:
@@ -446,6 +453,7 @@ class Env:
             "result": st.get("result"),
             "invalid": bool(st.get("invalid")),
             "ended": st.get("ended"),
+            "files": st.get("files") or [],
             "run_id": self._describe.get("run_id") if self._describe else None,
             "trace": self._describe.get("trace") if self._describe else None,
         }
@@ -489,6 +497,17 @@ class Env:
         self._fresh = False
         st, _ = self._step_raw(action, "none")
         return st
+
+    def file(self, path):
+        """The bytes of one file collected when the latest episode ended, by
+        its path below the sandbox's home as ``info["files"]`` names it
+        (GET /v1/envs/{id}/files/{path})."""
+        self._check_open()
+        target = self._path("/files/" + urllib.parse.quote(path, safe="/"))
+        status, headers, data = self.client._do("GET", target, None, None, None, accept="application/octet-stream")
+        if status >= 300:
+            raise self.client._error("GET", target, status, data)
+        return bytes(data)
 
     def describe(self):
         """The environment as the server has it now (GET /v1/envs/{id}):

@@ -161,6 +161,27 @@
     b.appendChild(ul);
     banners.appendChild(b);
   }
+  if ((D.files && D.files.length) || (D.files_refused && D.files_refused.length)) {
+    // The task's files, collected when the episode ended (docs/tasks.md).
+    const b = el("div", "banner files", "Collected files (~/…, in the trace's files/):");
+    b.id = "files";
+    const ul = el("ul");
+    for (const f of D.files || []) {
+      const li = el("li");
+      if (relative(f.url)) {
+        const a = el("a", "", f.path);
+        a.href = relative(f.url);
+        li.appendChild(a);
+      } else {
+        li.appendChild(document.createTextNode(f.path));
+      }
+      li.appendChild(document.createTextNode(" " + f.size + " B, sha256 " + f.sha256.slice(0, 12)));
+      ul.appendChild(li);
+    }
+    for (const f of D.files_refused || []) ul.appendChild(el("li", "refused", f.path + " — not collected: " + f.reason));
+    b.appendChild(ul);
+    banners.appendChild(b);
+  }
   document.body.appendChild(banners);
 
   // ---- main: the step list and the selected step ----

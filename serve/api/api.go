@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -251,6 +252,35 @@ type CreateRequest struct {
 	// action: none, fixed:DURATION or stable[:DURATION] ("fixed:200ms",
 	// "stable:150ms").
 	Settle string `json:"settle,omitempty"`
+	// Inputs are files placed below the sandbox's home before the app
+	// starts: from is upload:ID (an upload of this token, whole) or
+	// upload:ID/PATH (a file or directory in it), to is ~/PATH
+	// (docs/tasks.md).
+	Inputs []app.Input `json:"inputs,omitempty"`
+	// Collect lists paths or globs below the home (~/…; *, ?, […], **)
+	// copied out when an episode ends, whatever its outcome: the
+	// environment's files, and GET /v1/envs/{id}/files/{path}.
+	Collect []string `json:"collect,omitempty"`
+	// CollectLimits bound collection (default 100 files, 64 MiB).
+	CollectLimits *app.CollectLimits `json:"collect_limits,omitempty"`
+	// BeforeCollect are actions run after an episode ends, before its
+	// files are collected (recorded as steps of the actor collect).
+	BeforeCollect []action.Action `json:"before_collect,omitempty"`
+}
+
+// File is a file collected from the sandbox when an episode ended: its
+// path below the home, size and SHA-256 (hex).
+type File struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// RefusedFile is a match of a collect pattern that was not collected, and
+// why (a link, a device, over the limits, the sandbox had ended).
+type RefusedFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // Environment states.
@@ -281,8 +311,12 @@ type Environment struct {
 	Trace   string `json:"trace"`
 	Steps   int    `json:"steps"`
 	// End is how the latest episode ended, once it has.
-	End     *End      `json:"end,omitempty"`
-	Created time.Time `json:"created"`
+	End *End `json:"end,omitempty"`
+	// Files are the files collected when the latest episode ended (its
+	// collect), FilesRefused what was left out and why.
+	Files        []File        `json:"files,omitempty"`
+	FilesRefused []RefusedFile `json:"files_refused,omitempty"`
+	Created      time.Time     `json:"created"`
 	// Connections counts the client's open WebSockets and event streams:
 	// while there is one, the lease does not run out.
 	Connections int `json:"connections"`
@@ -361,6 +395,9 @@ type StepResponse struct {
 	Invalid bool `json:"invalid,omitempty"`
 	// Ended is set when this step ended the episode.
 	Ended *End `json:"ended,omitempty"`
+	// Files are the files collected when this step ended the episode
+	// (the environment's collect).
+	Files []File `json:"files,omitempty"`
 	// Observation is the next observation, when asked for (observe=…);
 	// after a done, the last one.
 	Observation *Observation `json:"observation,omitempty"`
