@@ -1,0 +1,168 @@
+package e2e
+
+// The example tasks (examples/tasks): real applications of the office
+// image, each task a pair of play-tests graded by the private grader — a
+// solution that must grade verified and a wrong attempt that must grade
+// incorrect.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/internal/testenv"
+	"github.com/codegirl-games/agentbox/trace"
+)
+
+const exampleTasks = "../examples/tasks/suite.yaml"
+
+// exampleTaskPairs loads the suite and returns its tasks by pair name:
+// every task is NAME-solution or NAME-wrong, and every NAME has both.
+func exampleTaskPairs(t *testing.T) (*eval.Suite, map[string][2]*eval.Task) {
+	t.Helper()
+	s, err := eval.Load(exampleTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := map[string][2]*eval.Task{}
+	for _, task := range s.Tasks {
+		name, kind, ok := strings.Cut(task.Name, "-solution")
+		i := 0
+		if !ok || kind != "" {
+			name, kind, ok = strings.Cut(task.Name, "-wrong")
+			i = 1
+		}
+		if !ok || kind != "" {
+			t.Fatalf("task %s: want NAME-solution or NAME-wrong", task.Name)
+		}
+		p := pairs[name]
+		p[i] = task
+		pairs[name] = p
+	}
+	for name, p := range pairs {
+		if p[0] == nil || p[1] == nil {
+			t.Errorf("task %s: want both %s-solution and %s-wrong", name, name, name)
+		}
+	}
+	return s, pairs
+}
+
+// TestExampleTasksSuite: the suite loads, its tasks come in pairs over
+// the six applications, each with a grade, inputs and something to
+// collect, and nothing private (the grade's expected files, the scripts)
+// lies in an app directory, which is staged into the sandbox.
+func TestExampleTasksSuite(t *testing.T) {
+	_, pairs := exampleTaskPairs(t)
+	if len(pairs) < 8 {
+		t.Errorf("%d tasks: want at least 8", len(pairs))
+	}
+	apps := map[string]bool{}
+	for name, p := range pairs {
+		for _, task := range p {
+			if task == nil {
+				continue
+			}
+			if task.Grade == nil {
+				t.Errorf("%s: no grade", task.Name)
+			}
+			b, err := app.Load(task.Target, app.DefaultLimits)
+			if err != nil {
+				t.Fatalf("%s: %v", task.Name, err)
+			}
+			apps[b.Manifest.Command] = true
+			files := task.TaskFiles(b)
+			if len(files.Inputs) == 0 || files.Collect.Empty() {
+				t.Errorf("%s: inputs %v, collect %v: want both", task.Name, files.Inputs, files.Collect.Patterns)
+			}
+			for _, f := range b.Files {
+				if f.Rel != app.ManifestName && f.Rel != "." {
+					t.Errorf("%s: the app directory stages %s: only %s belongs there", name, f.Rel, app.ManifestName)
+				}
+			}
+			b.Close()
+		}
+	}
+	for _, want := range []string{"localc", "lowriter", "loimpress", "mousepad", "gimp", "chromium"} {
+		if !apps[want] {
+			t.Errorf("no task runs %s", want)
+		}
+	}
+}
+
+// TestExampleTasks: `agentbox eval examples/tasks/suite.yaml` on the
+// Docker backend with the office image: every solution grades verified
+// and every wrong attempt incorrect (never malformed or infrastructure).
+// It logs the suite's episodes per minute.
+func TestExampleTasks(t *testing.T) {
+	requireCurrentImage(t, testenv.OfficeImage)
+	testenv.Require(t, testenv.Slow("the example tasks on LibreOffice, GIMP, Mousepad and Chromium"))
+	_, pairs := exampleTaskPairs(t)
+
+	bin := testenv.Build(t, "./cmd/agentbox")
+	out := filepath.Join(t.TempDir(), "eval")
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "eval", exampleTasks, "--backend", "docker", "--memory", "2g",
+		"--parallel", "2", "--out", out)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	start := time.Now()
+	err := cmd.Run()
+	elapsed := time.Since(start)
+	r := result{stdout: so.String(), stderr: se.String(), dir: out}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("agentbox eval: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, r)
+	}
+	var sum eval.Summary
+	if err := json.Unmarshal(data, &sum); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]eval.Episode{}
+	for _, e := range sum.Episodes {
+		got[e.Task] = e
+	}
+	for name := range pairs {
+		for _, c := range []struct {
+			task, grade string
+		}{{name + "-solution", trace.GradeVerified}, {name + "-wrong", trace.GradeIncorrect}} {
+			e, ok := got[c.task]
+			switch {
+			case !ok:
+				t.Errorf("%s: no episode", c.task)
+			case e.Grade != c.grade:
+				t.Errorf("%s: grade %q (%s, %s: %s; trace %s): want %s", c.task, e.Grade, e.Category, e.Reason, e.Message, filepath.Join(out, e.Trace), c.grade)
+			case c.grade == trace.GradeVerified && e.Outcome != trace.Success:
+				t.Errorf("%s: verified, but the solution's script did not pass: %s %s: %s", c.task, e.Outcome, e.Reason, e.Message)
+			}
+		}
+	}
+	// Every wrong attempt fails, so eval exits 1; any other code is a
+	// usage or infrastructure error.
+	if r.code != 1 {
+		t.Errorf("eval exited %d: want 1 (the wrong attempts fail)\n%s", r.code, r)
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range got {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	t.Logf("%d episodes (%s) in %s, 2 at a time: %.2f episodes per minute",
+		len(sum.Episodes), strings.Join(names, " "), elapsed.Round(time.Second), float64(len(sum.Episodes))/elapsed.Minutes())
+}
