@@ -15,7 +15,7 @@ import (
 )
 
 // taskApp is an app directory whose app is sh: it copies the input
-// ~/docs/in.txt to ~/out/out.txt, adds a line, says "copied", then does
+// ~/docs/in.txt (named in its arguments) to ~/out/out.txt, adds a line, says "copied", then does
 // what then says (sleep on, or crash). The manifest names the input and
 // what to collect.
 func taskApp(t *testing.T, then string) string {
@@ -24,10 +24,12 @@ func taskApp(t *testing.T, then string) string {
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("hello from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	shell := "mkdir -p ~/out && cp ~/docs/in.txt ~/out/out.txt && echo more >> ~/out/out.txt && ln -s /etc/passwd ~/out/link.txt && echo copied && " + then
+	// The input comes in as an argument: "~/docs/in.txt" (args' ~/ is the
+	// home; the shell would not expand it inside "$1").
+	shell := "mkdir -p ~/out && cp \"$1\" ~/out/out.txt && echo more >> ~/out/out.txt && ln -s /etc/passwd ~/out/link.txt && echo copied && " + then
 	m := map[string]any{
 		"command":         "sh",
-		"args":            []string{"-c", shell},
+		"args":            []string{"-c", shell, "sh", "~/docs/in.txt"},
 		"wait_for_window": false,
 		"ready_output":    "copied",
 		"inputs":          []map[string]string{{"from": "in.txt", "to": "~/docs/in.txt"}},
@@ -155,5 +157,47 @@ func checkTaskFiles(t *testing.T, r result, tr *trace.Trace) {
 	}
 	if _, ok := tr.Run.Timings["collect"]; !ok {
 		t.Errorf("no collect timing: %v", tr.Run.Timings)
+	}
+}
+
+// TestTaskFilesRefusedUpfront: a bad input or collect pattern, in a
+// manifest or a script's header, is a usage error (exit 2) naming the file
+// and the field, before a trace or a sandbox exists.
+func TestTaskFilesRefusedUpfront(t *testing.T) {
+	testenv.Require(t, testenv.Docker())
+	outside := t.TempDir()
+	linked := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(linked, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	withInputs := func(inputs string) string {
+		return stubApp(t, `{"command": "mover", "window_title": "mover", "inputs": `+inputs+`}`)
+	}
+	script := func(header string) string {
+		p := filepath.Join(t.TempDir(), "play.yaml")
+		if err := os.WriteFile(p, []byte(header+"steps:\n  - {expect: running}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"to leaves the home", []string{"run", withInputs(`[{"from": "mover", "to": "~/../../etc/x"}]`), "--agent", "idle"}, `agentbox.json: field "inputs"[0].to: "~/../../etc/x" leaves the home (..)`},
+		{"missing input", []string{"run", withInputs(`[{"from": "nope.txt", "to": "~/x"}]`), "--agent", "idle"}, "inputs[0].from: lstat "},
+		{"input with a link out", []string{"run", withInputs(`[{"from": "` + linked + `", "to": "~/x"}]`), "--agent", "idle"}, "symbolic link to " + outside + " leaves the app directory"},
+		{"collect outside the home", []string{"run", stubApp(t, ""), "--script", script("collect: [/etc/shadow]\n")}, `play.yaml:1: field "collect"[0]: "/etc/shadow" is not below the home`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := cliMain(t, c.args...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("want exit 2 and %q:\n%s", c.want, r)
+			}
+			if _, err := os.Stat(r.dir); err == nil {
+				t.Error("a trace was started")
+			}
+		})
 	}
 }

@@ -189,6 +189,11 @@ func TestAPIFollowsTheDocument(t *testing.T) {
 	a.decode(t, &up)
 	h.do(req{method: "DELETE", path: "/v1/uploads/" + up.ID})
 
+	// A collected file of no environment (TestTaskFilesServed has them).
+	if a := h.do(req{method: "GET", path: "/v1/envs/env-none/files/x.txt"}); a.status != 404 {
+		t.Errorf("a file of no environment: %d", a.status)
+	}
+
 	doc := loadOpenAPI(t)
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {

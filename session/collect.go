@@ -10,6 +10,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -97,7 +98,7 @@ func (s *Session) collect(ctx context.Context) {
 		run.Files = files
 		run.FilesRefused = append(run.FilesRefused, refused...)
 	})
-	fmt.Fprintf(s.cfg.Progress, "agentbox: collected %d file(s) into %s (%d refused)\n", len(files), filepath.Join(s.tw.Dir(), trace.FilesDir), len(refused))
+	fmt.Fprintf(s.cfg.Progress, "agentbox: collected %s into %s (%d refused)\n", plural.S(len(files), "file"), filepath.Join(s.tw.Dir(), trace.FilesDir), len(refused))
 }
 
 // isFrozen reports whether the app is frozen while the agent decides.

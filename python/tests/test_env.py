@@ -349,3 +349,21 @@ def test_observe_and_act(client):
         wait_for(lambda: green_x(env.observe()[0], env.observation)[0] > green_x(obs, env.observation)[0] + 50,
                  what="the square moving while Right is held")
         env.act({"action": "key_up", "key": "Right"})
+
+
+def test_task_files(client):
+    """An input from an upload is placed in the home, collected back when the
+    episode ends: info["files"] lists it and env.file reads it."""
+    up = client.upload(built().app)
+    with open(os.path.join(built().app, "agentbox.json"), "rb") as f:
+        manifest = f.read()
+    with client.create("mover", inputs=[{"from": "upload:%s/agentbox.json" % up["id"], "to": "~/in/m.json"}],
+                       collect=["~/in/*.json"]) as env:
+        env.reset()
+        obs, reward, terminated, truncated, info = env.step({"action": "done"})
+        assert terminated and [f["path"] for f in info["files"]] == ["in/m.json"], info
+        assert info["files"][0]["size"] == len(manifest)
+        assert env.file("in/m.json") == manifest
+        with pytest.raises(agentbox.NotFound):
+            env.file("in/none.json")
+    client.delete_upload(up["id"])

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -23,6 +25,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/internal/collectfs"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -159,6 +162,7 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 	shots := 0
 	var blank []byte
 	var blankResp wire.ScreenshotResponse
+	home := map[string][]byte{} // the home's files, by path
 	br := bufio.NewReader(stdin)
 	for {
 		m, err := wire.ReadFrame(br)
@@ -210,6 +214,37 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				g.OnAct(w)
 			}
 			out = action.Result{OK: true}
+		case wire.MethodWriteFile:
+			// A task's inputs are kept, in memory, as the home's files:
+			// collect and read_file answer from them.
+			var req wire.WriteFileRequest
+			_ = json.Unmarshal(m.Body, &req)
+			if req.Home && !req.Dir && req.Link == "" {
+				if !req.Append {
+					home[req.Path] = nil
+				}
+				home[req.Path] = append(home[req.Path], m.Payload...)
+			}
+		case wire.MethodCollect:
+			var req wire.CollectRequest
+			_ = json.Unmarshal(m.Body, &req)
+			resp := wire.CollectResponse{Files: []wire.CollectFile{}}
+			for _, p := range slices.Sorted(maps.Keys(home)) {
+				for _, pat := range req.Patterns {
+					if collectfs.Matches(pat, p) {
+						resp.Files = append(resp.Files, wire.CollectFile{Path: p, Size: int64(len(home[p]))})
+						break
+					}
+				}
+			}
+			out = resp
+		case wire.MethodReadFile:
+			var req wire.ReadFileRequest
+			_ = json.Unmarshal(m.Body, &req)
+			data := home[req.Path]
+			end := min(int64(len(data)), req.Offset+int64(req.Len))
+			payload = data[min(req.Offset, end):end]
+			out = wire.ReadFileResponse{EOF: end == int64(len(data))}
 		case wire.MethodStop:
 			if g.OnStop != nil && g.OnStop(w, m) {
 				if w.err != nil {
