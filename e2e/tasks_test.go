@@ -111,7 +111,7 @@ func TestExampleTasks(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "eval")
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "eval", exampleTasks, "--backend", "docker", "--memory", "2g",
+	cmd := exec.CommandContext(ctx, bin, "eval", exampleTasks, "--backend", "docker", "--image", testenv.OfficeImage, "--memory", "2g",
 		"--parallel", "2", "--out", out)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
