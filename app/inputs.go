@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 )
 
 // Inputs are a task's inputs, loaded and checked: the entries to write
@@ -98,7 +99,14 @@ func LoadInputs(t TaskFiles, app *Bundle, lim Limits) (*Inputs, error) {
 		}
 		if err := b.collect(Limits{MaxFiles: lim.MaxFiles - files, MaxBytes: lim.MaxBytes - bytes}); err != nil {
 			b.Close()
-			return nil, fmt.Errorf("inputs[%d] (%s, with the app's files: at most %d files and %d bytes in all): %w", i, from, lim.MaxFiles, lim.MaxBytes, err)
+			msg := strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": ")
+			msg = strings.ReplaceAll(msg, "the app directory", "the input's directory")
+			if strings.Contains(msg, "exceed") || strings.Contains(msg, "more than") {
+				// collect counted what was left after the app's files
+				// and the inputs before: say the whole cap.
+				msg = fmt.Sprintf("too large: the app's files and the inputs together may be at most %d entries and %d bytes (%d entries and %d bytes before this input)", lim.MaxFiles, lim.MaxBytes, files, bytes)
+			}
+			return nil, fmt.Errorf("%w: inputs[%d] (%s): %s", ErrInvalid, i, from, msg)
 		}
 		// The parents of to, made as directories.
 		var parents []string

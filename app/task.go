@@ -42,7 +42,7 @@ const (
 	DefaultCollectBytes int64 = 64 << 20
 	// MaxCollectFiles and MaxCollectBytes bound what collect_limits may
 	// ask for.
-	MaxCollectFiles       = 100_000
+	MaxCollectFiles       = 10_000
 	MaxCollectBytes int64 = 4 << 30
 )
 

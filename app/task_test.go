@@ -138,10 +138,10 @@ func TestLoadInputsRefused(t *testing.T) {
 		want string
 	}{
 		{"missing", Input{From: "nope", To: "~/a"}, nil, DefaultLimits, "inputs[0].from"},
-		{"a link leaves the directory", Input{From: "esc", To: "~/a"}, nil, DefaultLimits, "leaves the app directory"},
+		{"a link leaves the directory", Input{From: "esc", To: "~/a"}, nil, DefaultLimits, "leaves the input's directory"},
 		{"a link as the input", Input{From: "link.txt", To: "~/a"}, nil, DefaultLimits, "not a regular file or a directory"},
 		{"a FIFO", Input{From: "fifo", To: "~/a"}, nil, DefaultLimits, "not a regular file or a directory"},
-		{"bytes with the app's", Input{From: "ok.txt", To: "~/a"}, appB, Limits{MaxFiles: 100, MaxBytes: 12}, "exceed 4 bytes"},
+		{"bytes with the app's", Input{From: "ok.txt", To: "~/a"}, appB, Limits{MaxFiles: 100, MaxBytes: 12}, "at most 100 entries and 12 bytes (3 entries and 8 bytes before this input)"},
 		{"files with the app's", Input{From: "esc/a", To: "~/d/a"}, appB, Limits{MaxFiles: 4, MaxBytes: 100}, "exceed 4 files"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

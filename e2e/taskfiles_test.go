@@ -187,7 +187,7 @@ func TestTaskFilesRefusedUpfront(t *testing.T) {
 	}{
 		{"to leaves the home", []string{"run", withInputs(`[{"from": "mover", "to": "~/../../etc/x"}]`), "--agent", "idle"}, `agentbox.json: field "inputs"[0].to: "~/../../etc/x" leaves the home (..)`},
 		{"missing input", []string{"run", withInputs(`[{"from": "nope.txt", "to": "~/x"}]`), "--agent", "idle"}, "inputs[0].from: lstat "},
-		{"input with a link out", []string{"run", withInputs(`[{"from": "` + linked + `", "to": "~/x"}]`), "--agent", "idle"}, "symbolic link to " + outside + " leaves the app directory"},
+		{"input with a link out", []string{"run", withInputs(`[{"from": "` + linked + `", "to": "~/x"}]`), "--agent", "idle"}, "symbolic link to " + outside + " leaves the input's directory"},
 		{"collect outside the home", []string{"run", stubApp(t, ""), "--script", script("collect: [/etc/shadow]\n")}, `play.yaml:1: field "collect"[0]: "/etc/shadow" is not below the home`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package guest
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/codegirl-games/agentbox/internal/collectfs"
@@ -10,6 +11,10 @@ import (
 
 // maxReadChunk bounds one read_file answer.
 const maxReadChunk = 4 << 20
+
+// maxListing bounds the paths one collect answer lists (well below
+// wire.MaxHeader, with the refusals).
+const maxListing = 2 << 20
 
 // collect finds the files below the home the patterns name (collectfs's
 // rules: no link followed, devices and FIFOs refused, within the limits).
@@ -31,8 +36,18 @@ func (g *Guest) collect(ctx context.Context, req wire.CollectRequest) (wire.Coll
 		return resp, wire.Errorf(wire.CodeInvalid, "collect: %v", err)
 	}
 	resp.Files = make([]wire.CollectFile, 0, len(r.Files))
+	listed, cut := 0, 0
 	for _, f := range r.Files {
+		// The answer is one frame, its header bounded (wire.MaxHeader):
+		// paths beyond maxListing are refused, not sent.
+		if listed += len(f.Path) + 64; listed > maxListing {
+			cut++
+			continue
+		}
 		resp.Files = append(resp.Files, wire.CollectFile{Path: f.Path, Size: f.Size})
+	}
+	if cut > 0 {
+		resp.Refused = append(resp.Refused, wire.CollectRefused{Path: "…", Reason: fmt.Sprintf("%d more: the list of files to collect outgrew %d bytes", cut, maxListing)})
 	}
 	for _, x := range r.Refused {
 		resp.Refused = append(resp.Refused, wire.CollectRefused{Path: x.Path, Reason: x.Reason})
