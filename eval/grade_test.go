@@ -58,24 +58,33 @@ func TestLoadGrade(t *testing.T) {
 func TestCategorizeGrade(t *testing.T) {
 	for _, tt := range []struct {
 		outcome trace.Outcome
+		reason  string
 		grade   string
 		want    string
 	}{
-		{trace.Success, "", Passed},
-		{trace.Failure, "", Failed},
-		{trace.Success, trace.GradeVerified, Passed},
-		{trace.Failure, trace.GradeVerified, Passed},
-		{trace.Success, trace.GradeIncorrect, Failed},
-		{trace.Success, trace.GradeMalformed, Failed},
-		{trace.Success, trace.GradeInfrastructure, Infrastructure},
-		{trace.Interrupted, trace.GradeVerified, Interrupted},
+		{trace.Success, "", "", Passed},
+		{trace.Failure, "", "", Failed},
+		{trace.Success, "", trace.GradeVerified, Passed},
+		{trace.Failure, "", trace.GradeVerified, Passed},
+		{trace.Success, "", trace.GradeIncorrect, Failed},
+		{trace.Success, "", trace.GradeMalformed, Failed},
+		{trace.Success, "", trace.GradeInfrastructure, Infrastructure},
+		{trace.Interrupted, "", trace.GradeVerified, Interrupted},
+		// An episode whose sandbox or app failed (the app never started,
+		// so nothing was collected) is infrastructure, not a wrong answer;
+		// an agent that broke is its own failure (the examples' suite
+		// counted an app_start error as failed: grade_incorrect).
+		{trace.Error, trace.ReasonAppStart, trace.GradeIncorrect, Infrastructure},
+		{trace.Error, trace.ReasonAppStart, trace.GradeMalformed, Infrastructure},
+		{trace.Error, trace.ReasonAppStart, trace.GradeVerified, Passed},
+		{trace.Error, trace.ReasonAgent, trace.GradeIncorrect, Failed},
 	} {
-		r := session.Result{Outcome: tt.outcome}
+		r := session.Result{Outcome: tt.outcome, Reason: tt.reason}
 		if tt.grade != "" {
 			r.Grade = &trace.Grade{Outcome: tt.grade}
 		}
 		if got := categorize(r); got != tt.want {
-			t.Errorf("%s graded %q: %s, want %s", tt.outcome, tt.grade, got, tt.want)
+			t.Errorf("%s (%s) graded %q: %s, want %s", tt.outcome, tt.reason, tt.grade, got, tt.want)
 		}
 	}
 }

@@ -152,14 +152,20 @@ func (s *Summary) ExitCode() int {
 // categorize maps an outcome to a grader's category. With a grade, the
 // grade decides (docs/tasks.md: a task passes when its grade is
 // verified): incorrect and malformed files fail, a grader that could not
-// judge is infrastructure; an interrupted episode stays interrupted.
+// judge is infrastructure; an interrupted episode stays interrupted. An
+// episode the infrastructure ended (the app never started, the sandbox
+// died) whose files do not grade verified is infrastructure too: what
+// the files lack is not the agent's doing (an agent that broke is).
 func categorize(r session.Result) string {
 	if r.Grade != nil && r.Outcome != trace.Interrupted {
+		infra := r.Outcome == trace.Error && r.Reason != trace.ReasonAgent && r.Reason != trace.ReasonMalformed
 		switch r.Grade.Outcome {
 		case trace.GradeVerified:
 			return Passed
 		case trace.GradeIncorrect, trace.GradeMalformed:
-			return Failed
+			if !infra {
+				return Failed
+			}
 		}
 		return Infrastructure
 	}

@@ -314,9 +314,6 @@ func (t *Task) check(screen observe.Screen) error {
 		if t.Task == "" {
 			t.Task = sc.Task
 		}
-		if err := t.checkInputs(b); err != nil {
-			return err
-		}
 		switch {
 		case sc.Grade == nil:
 		case t.Grade == nil:
@@ -332,12 +329,12 @@ func (t *Task) check(screen observe.Screen) error {
 			// The script's coordinates were written for its screen.
 			return fmt.Errorf("screen %v contradicts the screen of %s (%v); drop one", t.Screen, t.Script, sc.Screen)
 		}
-		if t.Agent == "" {
-			return nil
-		}
 	}
 	if err := t.checkInputs(b); err != nil {
 		return err
+	}
+	if t.Script != "" && t.Agent == "" {
+		return nil
 	}
 	a, err := agent.New(t.Agent, t.Options)
 	if err != nil {
