@@ -90,9 +90,9 @@ func TestViewEvalInChromium(t *testing.T) {
 	}
 	rows := jsEval[[]string](t, b, `Array.from(document.querySelectorAll("#episodes tbody tr")).map(r => Array.from(r.cells).map(c => c.textContent.trim()).join("|"))`)
 	want := []string{
-		"mover-script|1|passed|success|3.10 s|6||report",
-		"mover-script|2|failed|failure (check_failed)|2.50 s|4|play.yaml:9: expect moved failed <script>alert(1)</script>|report",
-		"mover-script|3|passed|success|3.00 s|6||report",
+		"mover-script|1|passed|success|-|3.10 s|6||report", // "-": no grade
+		"mover-script|2|failed|failure (check_failed)|-|2.50 s|4|play.yaml:9: expect moved failed <script>alert(1)</script>|report",
+		"mover-script|3|passed|success|-|3.00 s|6||report",
 	}
 	if len(rows) != 5 {
 		t.Fatalf("%d episode rows, want 5: %q", len(rows), rows)
