@@ -292,8 +292,9 @@ func FuzzLoad(f *testing.F) {
 				t.Fatalf("task %s: script %q, agent %q", task.Name, task.Script, task.Agent)
 			case task.Episodes < 1 || task.Episodes > 100000 || task.MaxSteps < 0 || task.Timeout < 0:
 				t.Fatalf("task %s: episodes %d, max_steps %d, timeout %v", task.Name, task.Episodes, task.MaxSteps, task.Timeout)
-			case !filepath.IsAbs(task.Target):
-				t.Fatalf("task %s: target %q is not absolute", task.Name, task.Target)
+			case !filepath.IsAbs(task.Target) && !app.IsProgramName(task.Target):
+				// absolute, or a program of the image (a bare name no file has)
+				t.Fatalf("task %s: target %q is neither absolute nor a program of the image", task.Name, task.Target)
 			}
 			seen[task.Name] = true
 			a, err := task.newAgent()
