@@ -106,9 +106,10 @@ func (h *hostileApp) Get(msg dbus.Message, iface, prop string) (dbus.Variant, *d
 	return dbus.MakeVariant(""), nil
 }
 
-// startHostile connects a hostile application to the bus and registers
-// it with the registry, as an app's bridge does (Socket.Embed).
-func startHostile(t *testing.T, d *desktop, h *hostileApp) {
+// startApp connects an application to the bus, exports obj there under
+// the accessible path with ifaces, and registers it with the registry, as
+// an app's bridge does (Socket.Embed). It returns the app's bus name.
+func startApp(t *testing.T, d *desktop, obj any, ifaces ...string) string {
 	t.Helper()
 	var addr string
 	for _, kv := range d.bus.Env() {
@@ -121,9 +122,9 @@ func startHostile(t *testing.T, d *desktop, h *hostileApp) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	h.bus = conn.Names()[0]
-	for _, iface := range []string{"org.a11y.atspi.Accessible", "org.a11y.atspi.Component", "org.a11y.atspi.Text", "org.freedesktop.DBus.Properties"} {
-		if err := conn.ExportSubtree(h, "/org/a11y/atspi/accessible", iface); err != nil {
+	bus := conn.Names()[0]
+	for _, iface := range ifaces {
+		if err := conn.ExportSubtree(obj, "/org/a11y/atspi/accessible", iface); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,10 +132,17 @@ func startHostile(t *testing.T, d *desktop, h *hostileApp) {
 	defer cancel()
 	var parent ref
 	err = conn.Object("org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root").
-		CallWithContext(ctx, "org.a11y.atspi.Socket.Embed", 0, ref{h.bus, accessible + "root"}).Store(&parent)
+		CallWithContext(ctx, "org.a11y.atspi.Socket.Embed", 0, ref{bus, accessible + "root"}).Store(&parent)
 	if err != nil {
 		t.Fatalf("embed in the registry: %v", err)
 	}
+	return bus
+}
+
+// startHostile starts h on the bus.
+func startHostile(t *testing.T, d *desktop, h *hostileApp) {
+	t.Helper()
+	h.bus = startApp(t, d, h, "org.a11y.atspi.Accessible", "org.a11y.atspi.Component", "org.a11y.atspi.Text", "org.freedesktop.DBus.Properties")
 }
 
 // TestHostileApp: an application that lies without bounds is read within

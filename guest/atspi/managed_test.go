@@ -1,12 +1,10 @@
 package atspi_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -168,29 +166,5 @@ func TestManagedDescendants(t *testing.T) {
 
 func startSheet(t *testing.T, d *desktop, s *sheetApp) {
 	t.Helper()
-	var addr string
-	for _, kv := range d.bus.Env() {
-		if v, ok := strings.CutPrefix(kv, "AT_SPI_BUS_ADDRESS="); ok {
-			addr = v
-		}
-	}
-	conn, err := dbus.Connect(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	s.bus = conn.Names()[0]
-	for _, iface := range []string{"org.a11y.atspi.Accessible", "org.a11y.atspi.Component", "org.a11y.atspi.Table", "org.freedesktop.DBus.Properties"} {
-		if err := conn.ExportSubtree(s, "/org/a11y/atspi/accessible", iface); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	var parent ref
-	err = conn.Object("org.a11y.atspi.Registry", "/org/a11y/atspi/accessible/root").
-		CallWithContext(ctx, "org.a11y.atspi.Socket.Embed", 0, ref{s.bus, accessible + "root"}).Store(&parent)
-	if err != nil {
-		t.Fatalf("embed in the registry: %v", err)
-	}
+	s.bus = startApp(t, d, s, "org.a11y.atspi.Accessible", "org.a11y.atspi.Component", "org.a11y.atspi.Table", "org.freedesktop.DBus.Properties")
 }
