@@ -263,7 +263,8 @@ class Client:
 
     def create(self, app=None, *, upload=None, task=None, backend=None, screen=None, limits=None,
                max_steps=None, timeout=None, settle=None, observation="auto", transport="websocket",
-               reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None):
+               reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None,
+               grade=None):
         """Make an environment and start its first episode (the app up and
         ready); returns its Env once it has.
 
@@ -276,14 +277,17 @@ class Client:
         ``collect`` (["~/Documents/*.ods"]), ``collect_limits`` ({"files",
         "bytes"}) and ``before_collect`` (actions) are the task's files
         (docs/tasks.md): the step that ends an episode has them in
-        ``info["files"]``, and Env.file reads one. The rest are the Env's
+        ``info["files"]``, and Env.file reads one. ``grade`` (a list of
+        checks, never command or expected) grades them on the server: the
+        end's ``info["ended"]["grade"]``, whose score is that step's reward
+        unless ``reward`` is given. The rest are the Env's
         (observation format, transport, reward function).
         """
         req = {}
         for key, value in (("app", app), ("upload", upload), ("task", task), ("backend", backend),
                            ("limits", limits), ("max_steps", max_steps), ("settle", settle),
                            ("inputs", inputs), ("collect", collect), ("collect_limits", collect_limits),
-                           ("before_collect", before_collect)):
+                           ("before_collect", before_collect), ("grade", grade)):
             if value is not None:
                 req[key] = value
         if screen is not None:
