@@ -339,9 +339,9 @@ func fullRun(ctx context.Context, o Options, b *app.Bundle, rep *Report) error {
 	defer os.RemoveAll(dir)
 	res, err := session.Run(ctx, session.Config{
 		RunID: "bench-run", Backend: o.Backend, Env: environment.Config{Image: o.Image},
-		App: b, Agent: &moverAgent{n: o.RunSteps}, AgentInfo: trace.AgentInfo{Name: "bench"},
+		App: b, AgentInfo: trace.AgentInfo{Name: "bench"},
 		MaxSteps: o.RunSteps + 1, TraceDir: filepath.Join(dir, "trace"),
-	})
+	}, session.Loop{Agent: &moverAgent{n: o.RunSteps}})
 	if err != nil {
 		return err
 	}

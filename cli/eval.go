@@ -189,13 +189,15 @@ agentbox import osworld, needs it.`,
 }
 
 // liveEpisodes gives each episode a view on the live page (nil without one).
-func liveEpisodes(srv *live.Server) func(string, int, *session.Config) func(session.Result) {
+func liveEpisodes(srv *live.Server) func(string, int, *session.Config, *session.Loop) func(session.Result) {
 	if srv == nil {
 		return nil
 	}
-	return func(task string, n int, cfg *session.Config) func(session.Result) {
-		return watch(srv, live.Info{Name: fmt.Sprintf("%s · episode %d", task, n), Task: cfg.Task, Agent: describeAgent(cfg.AgentInfo),
+	return func(task string, n int, cfg *session.Config, loop *session.Loop) func(session.Result) {
+		var finish func(session.Result)
+		loop.Opened, finish = watch(srv, live.Info{Name: fmt.Sprintf("%s · episode %d", task, n), Task: cfg.Task, Agent: describeAgent(cfg.AgentInfo),
 			RunID: cfg.RunID, Trace: cfg.TraceDir, Screen: cfg.Env.Screen}, cfg)
+		return finish
 	}
 }
 

@@ -53,17 +53,17 @@ func stopLive(srv *live.Server) {
 	_ = srv.Close(ctx)
 }
 
-// watch makes a view of a session about to run and hooks it to cfg;
-// finish is to be called with the run's result. Without a server it does
-// nothing.
-func watch(srv *live.Server, info live.Info, cfg *session.Config) (finish func(session.Result)) {
+// watch makes a view of a session about to run and hooks it to cfg: the
+// view hears its events; opened is to be given the session once it is
+// open (a Loop's Opened), finish the run's result. Without a server it
+// does nothing.
+func watch(srv *live.Server, info live.Info, cfg *session.Config) (opened func(*session.Session), finish func(session.Result)) {
 	if srv == nil {
-		return func(session.Result) {}
+		return nil, func(session.Result) {}
 	}
 	v := srv.Add(info)
 	cfg.Listener = chain(cfg.Listener, v.Listen)
-	cfg.Opened = v.Open
-	return v.Finish
+	return v.Open, v.Finish
 }
 
 // chain tells both listeners.

@@ -211,35 +211,33 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	defer done()
 	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", run.ID, termsafe.Line(target), termsafe.Line(describeAgent(agentInfo)), backend.Name())
 	cfg := session.Config{
-		RunID:               run.ID,
-		Backend:             backend,
-		Env:                 envCfg,
-		App:                 bundle,
-		Agent:               ag,
-		AgentInfo:           agentInfo,
-		Actor:               actor,
-		Task:                f.task,
-		Inputs:              inputs,
-		Collect:             taskFiles.Collect,
-		MaxSteps:            f.maxSteps,
-		Timeout:             f.timeout,
-		StartTimeout:        f.startTimeout,
-		ReadyTimeout:        f.readyTimeout,
-		Settle:              settle,
-		FreezeWhileThinking: f.freeze,
-		MaxRate:             f.maxRate,
-		Tree:                f.a11yTree,
-		Marks:               f.marks,
-		TraceDir:            run.Dir,
-		LogCap:              logCap,
-		Progress:            stderr,
-		Verbose:             f.verbose,
+		RunID:        run.ID,
+		Backend:      backend,
+		Env:          envCfg,
+		App:          bundle,
+		AgentInfo:    agentInfo,
+		Actor:        actor,
+		Task:         f.task,
+		Inputs:       inputs,
+		Collect:      taskFiles.Collect,
+		MaxSteps:     f.maxSteps,
+		Timeout:      f.timeout,
+		StartTimeout: f.startTimeout,
+		ReadyTimeout: f.readyTimeout,
+		Settle:       settle,
+		MaxRate:      f.maxRate,
+		Tree:         f.a11yTree,
+		Marks:        f.marks,
+		TraceDir:     run.Dir,
+		LogCap:       logCap,
+		Progress:     stderr,
+		Verbose:      f.verbose,
 	}
 	if spec != nil {
 		cfg.Grader = spec
 	}
-	finish := watch(liveSrv, live.Info{Name: target, Task: f.task, Agent: describeAgent(agentInfo), RunID: run.ID, Trace: run.Dir, Screen: envCfg.Screen}, &cfg)
-	res, err := session.Run(ctx, cfg)
+	opened, finish := watch(liveSrv, live.Info{Name: target, Task: f.task, Agent: describeAgent(agentInfo), RunID: run.ID, Trace: run.Dir, Screen: envCfg.Screen}, &cfg)
+	res, err := session.Run(ctx, cfg, session.Loop{Agent: ag, FreezeWhileThinking: f.freeze, Opened: opened})
 	finish(res)
 	stopLive(liveSrv)
 	if err != nil {

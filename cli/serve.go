@@ -168,9 +168,10 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	defer stopLive(liveSrv)
 	if liveSrv != nil {
-		o.Watch = func(env string, n int, cfg *session.Config) {
-			watch(liveSrv, live.Info{Name: fmt.Sprintf("environment %s · episode %d", env, n), Task: cfg.Task,
+		o.Watch = func(env string, n int, cfg *session.Config) func(*session.Session) {
+			opened, _ := watch(liveSrv, live.Info{Name: fmt.Sprintf("environment %s · episode %d", env, n), Task: cfg.Task,
 				Agent: "a client of agentbox serve", RunID: cfg.RunID, Trace: cfg.TraceDir, Screen: cfg.Env.Screen}, cfg)
+			return opened
 		}
 	}
 	srv, err := serve.New(o)

@@ -57,8 +57,9 @@ type Options struct {
 	Verbose bool
 	// Watch, when set, is told of each episode just before it starts (eval
 	// --live: the live page): it may hook the session's configuration
-	// (Listener, Opened), and returns what to call with the result.
-	Watch func(task string, episode int, cfg *session.Config) func(session.Result)
+	// (Listener) and loop (Opened), and returns what to call with the
+	// result.
+	Watch func(task string, episode int, cfg *session.Config, loop *session.Loop) func(session.Result)
 
 	// Pool, when positive, keeps that many sandboxes warm per task's
 	// sandbox (image, screen, limits, …): an episode then only launches its
@@ -366,17 +367,17 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		progress = o.notes(ep)
 	}
 	cfg.RunID = fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N)
-	cfg.Agent = ag
 	cfg.TraceDir = filepath.Join(o.Out, rel)
 	cfg.Progress = progress
 	if o.pool != nil {
 		o.pool.Take(&cfg) // a warm sandbox when the task's key has one; else Run creates one cold
 	}
+	loop := session.Loop{Agent: ag, FreezeWhileThinking: o.FreezeWhileThinking}
 	finished := func(session.Result) {}
 	if o.Watch != nil {
-		finished = o.Watch(t.Name, ep.N, &cfg)
+		finished = o.Watch(t.Name, ep.N, &cfg, &loop)
 	}
-	res, err := session.Run(ctx, cfg)
+	res, err := session.Run(ctx, cfg, loop)
 	finished(res)
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()
@@ -437,24 +438,23 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		name, actor, opts = t.Agent, trace.ActorAgent, t.Options
 	}
 	return session.Config{
-		Backend:             o.Backend,
-		Env:                 env,
-		App:                 &bundle,
-		AgentInfo:           trace.AgentInfo{Name: name, Options: opts},
-		Actor:               actor,
-		Task:                t.Task,
-		Inputs:              t.inputs,
-		Collect:             t.TaskFiles(b).Collect,
-		MaxSteps:            maxSteps,
-		Timeout:             timeout,
-		LogCap:              o.LogCap,
-		FreezeWhileThinking: o.FreezeWhileThinking,
-		MaxRate:             o.MaxRate,
-		Tree:                o.Tree,
-		Marks:               o.Marks,
-		Settle:              o.Settle,
-		Verbose:             o.Verbose,
-		Grader:              grader(t.Grade),
+		Backend:   o.Backend,
+		Env:       env,
+		App:       &bundle,
+		AgentInfo: trace.AgentInfo{Name: name, Options: opts},
+		Actor:     actor,
+		Task:      t.Task,
+		Inputs:    t.inputs,
+		Collect:   t.TaskFiles(b).Collect,
+		MaxSteps:  maxSteps,
+		Timeout:   timeout,
+		LogCap:    o.LogCap,
+		MaxRate:   o.MaxRate,
+		Tree:      o.Tree,
+		Marks:     o.Marks,
+		Settle:    o.Settle,
+		Verbose:   o.Verbose,
+		Grader:    grader(t.Grade),
 	}, nil
 }
 

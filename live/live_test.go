@@ -619,7 +619,7 @@ func TestNoAgentRun(t *testing.T) {
 	go func() {
 		r, err := session.Run(t.Context(), session.Config{RunID: "demo", Backend: &fakeBackend{}, TraceDir: dir, Timeout: time.Minute,
 			AgentInfo: trace.AgentInfo{Name: "human"}, Env: environment.Config{Screen: observe.Screen{Width: 80, Height: 64, Depth: 24}},
-			App: &app.Bundle{Target: "fake", Manifest: app.Manifest{Command: "fake"}}, Listener: v.Listen, Opened: v.Open})
+			App: &app.Bundle{Target: "fake", Manifest: app.Manifest{Command: "fake"}}, Listener: v.Listen}, session.Loop{Opened: v.Open})
 		if err != nil {
 			t.Error(err)
 		}

@@ -40,7 +40,7 @@ const eventLogBytes = 2 << 20
 
 // View is one episode on the live page. Give the session's events to
 // Listen (session.Config.Listener) and the session to Open
-// (session.Config.Opened, or after session.Open).
+// (session.Loop.Opened, or after session.Open).
 type View struct {
 	id   string
 	srv  *Server
@@ -153,7 +153,7 @@ func (v *View) Listen(e session.Event) {
 	}
 }
 
-// Open attaches the running session (session.Config.Opened): the page
+// Open attaches the running session (session.Loop.Opened): the page
 // can now look at its screen and a person take control.
 func (v *View) Open(s *session.Session) {
 	c := s.Control()

@@ -192,7 +192,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Backend:      cfg.Backend,
 		Env:          cfg.Env,
 		App:          cfg.App,
-		Agent:        ag,
 		AgentInfo:    trace.AgentInfo{Name: "replay", Options: opts},
 		Task:         src.Run.Task,
 		MaxSteps:     len(src.Steps) + 1,
@@ -205,8 +204,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		LogCap:       logCap,
 		Progress:     cfg.Progress,
 		Verbose:      cfg.Verbose,
-		Opened:       func(s *session.Session) { ag.Peek = s.Peek },
-	})
+	}, session.Loop{Agent: ag, Opened: func(s *session.Session) { ag.Peek = s.Peek }})
 	_ = ag.Close() // a comparison still in flight when the run ended
 	if err != nil {
 		return Result{}, err

@@ -295,15 +295,16 @@ func (e *env) open(ctx context.Context) *api.Error {
 		Progress:     prefixWriter{s, "environment " + e.id + ": "},
 		Listener:     e.listener(n),
 	}
+	var opened func(*session.Session)
 	if s.o.Watch != nil {
-		s.o.Watch(e.id, n, &cfg)
+		opened = s.o.Watch(e.id, n, &cfg)
 	}
 	if s.pool != nil {
 		s.pool.Take(&cfg) // a warm sandbox when its key has one; else Open creates one cold
 	}
 	sess, err := session.Open(ctx, cfg)
-	if err == nil && cfg.Opened != nil {
-		cfg.Opened(sess)
+	if err == nil && opened != nil {
+		opened(sess)
 	}
 	var se *session.StartError
 	switch {

@@ -107,9 +107,10 @@ type Options struct {
 	Log io.Writer
 
 	// Watch, when set, is told of each episode as it starts (serve --live:
-	// the live page): it may hook the session's configuration — its
-	// Listener, and Opened, which is given the session once it is open.
-	Watch func(env string, episode int, cfg *session.Config)
+	// the live page): it may hook the session's configuration (its
+	// Listener), and returns what is given the session once it is open
+	// (nil: nothing).
+	Watch func(env string, episode int, cfg *session.Config) (opened func(*session.Session))
 }
 
 // The defaults of Options: also those of agentbox serve's flags that set

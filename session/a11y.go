@@ -17,7 +17,7 @@ func (s *Session) wantsTree() bool {
 	if s.cfg.Tree || s.cfg.Marks || s.treeReq {
 		return true
 	}
-	w, ok := s.cfg.Agent.(agent.TreeWanter)
+	w, ok := s.loop.Agent.(agent.TreeWanter)
 	return ok && w.WantsTree()
 }
 

@@ -328,12 +328,12 @@ func TestPrepared(t *testing.T) {
 }
 
 // TestOpenFailure: a start that fails is recorded and finalised; Open's
-// error carries the Result.
+// error carries the Result; Run's agent is closed.
 func TestOpenFailure(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "trace")
 	ag := &closingAgent{}
-	_, err := Open(t.Context(), Config{RunID: "f", Backend: &fakeBackend{launchErr: environment.ErrNoWindow}, TraceDir: dir, Agent: ag,
-		App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}}})
+	_, err := open(t.Context(), Config{RunID: "f", Backend: &fakeBackend{launchErr: environment.ErrNoWindow}, TraceDir: dir,
+		App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}}}, Loop{Agent: ag})
 	var se *StartError
 	if !errors.As(err, &se) || se.Result.Reason != trace.ReasonNoWindow || se.Result.ExitCode() != 3 {
 		t.Fatalf("Open: %v", err)

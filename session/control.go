@@ -44,7 +44,7 @@ const NotAppliedError = "not performed: a person took control of the app before 
 type control struct {
 	mu    lockrank.Mutex[controlLock]
 	human bool // a person has control
-	// noAgent: the session has no other controller (Config.Agent nil in
+	// noAgent: the session has no other controller (Loop.Agent nil in
 	// Run): the person has control from the start and cannot hand it back.
 	noAgent bool
 	by      string

@@ -61,19 +61,22 @@ func (p *patient) observations() []*observe.Observation {
 }
 
 // runWith runs an agent in the background and hands the test the session.
-func runWith(t *testing.T, b environment.Backend, ag agent.Agent, mod func(*Config)) (*Session, <-chan Result, string) {
+func runWith(t *testing.T, b environment.Backend, ag agent.Agent, mod func(*Config), loopMods ...func(*Loop)) (*Session, <-chan Result, string) {
 	t.Helper()
 	dir := t.TempDir() + "/trace"
 	opened := make(chan *Session, 1)
-	cfg := Config{RunID: "control", Backend: b, Agent: ag, TraceDir: dir, Task: "move", Timeout: time.Minute,
-		App:    appBundle(),
-		Opened: func(s *Session) { opened <- s }}
+	cfg := Config{RunID: "control", Backend: b, TraceDir: dir, Task: "move", Timeout: time.Minute,
+		App: appBundle()}
 	if mod != nil {
 		mod(&cfg)
 	}
+	loop := Loop{Agent: ag, Opened: func(s *Session) { opened <- s }}
+	for _, m := range loopMods {
+		m(&loop)
+	}
 	done := make(chan Result, 1)
 	go func() {
-		res, err := Run(t.Context(), cfg)
+		res, err := Run(t.Context(), cfg, loop)
 		if err != nil {
 			t.Errorf("Run: %v", err)
 		}
@@ -317,7 +320,7 @@ func TestTakeOverThawsAFrozenApp(t *testing.T) {
 	b := &freezeBackend{}
 	ag := newPatient()
 	ag.hold = func(n int) bool { return n == 2 }
-	s, done, _ := runWith(t, b, ag, func(c *Config) { c.FreezeWhileThinking = true })
+	s, done, _ := runWith(t, b, ag, nil, freezing)
 	<-ag.deciding
 	<-ag.deciding // held, with the app frozen
 	if f, th := b.counts(); f != 2 || th != 1 {

@@ -57,13 +57,12 @@ steps:
 		Backend:   &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }},
 		Env:       environment.Config{Screen: screen},
 		App:       bundle,
-		Agent:     script.New(play),
 		AgentInfo: trace.AgentInfo{Name: "script"},
 		Actor:     trace.ActorScript, // who the steps are recorded as: the caller says
 		Task:      play.Task,
 		Timeout:   time.Minute,
 		TraceDir:  filepath.Join(dir, "trace"),
-	})
+	}, session.Loop{Agent: script.New(play)})
 	if err != nil {
 		log.Fatal(err)
 	}

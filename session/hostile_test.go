@@ -105,15 +105,14 @@ func TestHostileGuestFloods(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "trace")
 			cfg := Config{
 				RunID: "hostile", Backend: b, TraceDir: dir, Task: "t", LogCap: logCap, Timeout: 2 * time.Minute,
-				Agent: &scripted{steps: []agent.Decision{
-					{Action: action.Action{Kind: action.Wait, MS: 5}},
-					{Action: action.Action{Kind: action.Wait, MS: 5}},
-					{Action: action.Action{Kind: action.Done}},
-				}},
 				App: &app.Bundle{Target: "app", Manifest: app.Manifest{Command: "app"}},
 			}
 			base := resetPeakRSS(t)
-			res, err := Run(t.Context(), cfg)
+			res, err := Run(t.Context(), cfg, Loop{Agent: &scripted{steps: []agent.Decision{
+				{Action: action.Action{Kind: action.Wait, MS: 5}},
+				{Action: action.Action{Kind: action.Wait, MS: 5}},
+				{Action: action.Action{Kind: action.Done}},
+			}}})
 			peak := peakRSS(t)
 			if err != nil {
 				t.Fatal(err)

@@ -38,10 +38,9 @@ func TestLockOrder(t *testing.T) {
 		log := NewEventLog(1 << 20)
 		b := &freezeBackend{}
 		s, done, _ := runWith(t, b, &busyAgent{}, func(c *Config) {
-			c.FreezeWhileThinking = true
 			c.Listener = log.Add
 			c.MaxSteps = 100000
-		})
+		}, freezing)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for range 2 { // watchers

@@ -27,7 +27,7 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 	}()
 	ctx, cancel := context.WithDeadline(parent, s.deadline)
 	defer cancel()
-	if s.cfg.Agent == nil {
+	if s.loop.Agent == nil {
 		return s.personLoop(ctx, parent)
 	}
 	if end := s.startAgent(ctx, parent); end != nil {
@@ -103,7 +103,7 @@ func endOf(err error) *ending {
 
 // startAgent gives the agent its task, if it wants it first.
 func (s *Session) startAgent(ctx, parent context.Context) *ending {
-	st, ok := s.cfg.Agent.(agent.Starter)
+	st, ok := s.loop.Agent.(agent.Starter)
 	if !ok {
 		return nil
 	}
@@ -124,7 +124,7 @@ func (s *Session) decide(ctx, parent context.Context, obs *observe.Observation) 
 		return Step{}, s.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)
 	}
 	t := time.Now()
-	d, err := s.cfg.Agent.Decide(ctx, obs)
+	d, err := s.loop.Agent.Decide(ctx, obs)
 	latency := time.Since(t)
 	if frozen {
 		// (A person who took control meanwhile has thawed it already.)

@@ -36,6 +36,7 @@ import (
 //	result := s.Close(ctx, session.End{…})  // teardown, trace finalised
 type Session struct {
 	cfg     Config
+	loop    Loop // Run's; zero for Open's callers
 	started time.Time
 	tw      *trace.Writer
 	events  *sink
@@ -120,6 +121,11 @@ func (e *EndedError) Unwrap() error { return ErrEnded }
 // sandbox is removed, the trace finalised, and the error is a *StartError
 // with the Result. Any other error means no trace could be written.
 func Open(ctx context.Context, cfg Config) (*Session, error) {
+	return open(ctx, cfg, Loop{})
+}
+
+// open is Open for Run's loop too.
+func open(ctx context.Context, cfg Config, loop Loop) (*Session, error) {
 	if cfg.App == nil {
 		closePrepared(ctx, cfg)
 		return nil, errors.New("session: no app to run")
@@ -129,7 +135,7 @@ func Open(ctx context.Context, cfg Config) (*Session, error) {
 		closePrepared(ctx, cfg)
 		return nil, fmt.Errorf("session: screen %v: %w", cfg.Env.Screen, err)
 	}
-	s := &Session{cfg: cfg, started: time.Now(), closed: make(chan struct{}), stop: make(chan struct{})}
+	s := &Session{cfg: cfg, loop: loop, started: time.Now(), closed: make(chan struct{}), stop: make(chan struct{})}
 	tw, err := trace.Create(cfg.TraceDir, s.initialRecord(), trace.Options{LogCap: cfg.LogCap})
 	if err != nil {
 		closePrepared(ctx, cfg)
@@ -201,7 +207,7 @@ func (s *Session) initialRecord() trace.Run {
 			ReadyTimeoutMS:      msOf(s.cfg.ReadyTimeout),
 			LogCap:              s.cfg.LogCap,
 			NoWM:                s.cfg.Env.NoWM,
-			FreezeWhileThinking: s.cfg.FreezeWhileThinking,
+			FreezeWhileThinking: s.loop.FreezeWhileThinking,
 			MaxRate:             &s.cfg.MaxRate,
 			A11y:                s.cfg.Env.A11y,
 			Tree:                s.cfg.Tree,
@@ -278,7 +284,7 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 	s.deadline = s.readyAt.Add(cfg.Timeout)
 	s.limits = action.DefaultLimits(screen.Width, screen.Height)
 	s.limiter = newRateLimiter(cfg.MaxRate)
-	if cfg.FreezeWhileThinking {
+	if s.loop.FreezeWhileThinking {
 		s.freezer, _ = env.(environment.Freezer)
 	}
 	return nil
@@ -502,7 +508,7 @@ func (s *Session) teardown(ctx context.Context) {
 // while the sandbox is torn down and within the run's time; the function
 // it returns waits for that and records it (timing agent_close).
 func (s *Session) closeAgent() (wait func()) {
-	c, ok := s.cfg.Agent.(agent.Closer)
+	c, ok := s.loop.Agent.(agent.Closer)
 	if !ok {
 		return func() {}
 	}

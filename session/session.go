@@ -35,14 +35,18 @@ import (
 // cancel(session.ErrInterrupted).
 var ErrInterrupted = errors.New("interrupted")
 
-// Config is one run.
+// Config is one episode: the sandbox, the app, the task and its files,
+// the limits and the trace. Whoever decides the steps is not in it: Run's
+// agent is a Loop; Open's caller (a server, an MCP server, a test) acts
+// itself.
 type Config struct {
 	RunID   string
 	Backend environment.Backend
 	Env     environment.Config
 	App     *app.Bundle
 
-	Agent     agent.Agent
+	// AgentInfo names who decides the steps (run.json's agent); Task is
+	// the episode's instruction, given to the agent and recorded.
 	AgentInfo trace.AgentInfo
 	Task      string
 
@@ -58,10 +62,6 @@ type Config struct {
 	// cannot flood the app or the trace faster); 0 means no bound. The time
 	// an action waited is recorded with its result.
 	MaxRate float64
-	// FreezeWhileThinking freezes the app's processes while the agent
-	// decides (when the backend can), so a game does not run on while a
-	// model thinks; the frozen time is recorded apart.
-	FreezeWhileThinking bool
 
 	// Tree reads the accessibility tree with every observation (the
 	// sandbox needs Env.A11y) and records it in the trace; Marks also
@@ -84,10 +84,10 @@ type Config struct {
 	// not differ from its recording at step 1.
 	FirstSettle Settle
 
-	// Actor is recorded with every step Run takes (trace.ActorAgent,
-	// trace.ActorScript, …), set by the caller: the core does not pick
-	// behaviour by an agent's name (default: agent). Controllers that call
-	// Act name their actor with each step instead.
+	// Actor is recorded with every step that names none: each step Run's
+	// agent takes (trace.ActorAgent, trace.ActorScript, …) and a
+	// controller's Act without one. It is set by the caller: the core does
+	// not pick behaviour by an agent's name (default: agent).
 	Actor string
 
 	// Prepared, when set, is an environment created ahead (a warm pool's):
@@ -113,10 +113,6 @@ type Config struct {
 	// called from the environment's and the controller's goroutines and
 	// must not block (an EventLog's Add does not).
 	Listener func(Event)
-	// Opened, when set, is given the session once Open has succeeded,
-	// before Run's loop starts: a live page takes it to watch the run and
-	// to let a person take control (Run only; Open's caller has it).
-	Opened func(*Session)
 
 	TraceDir string
 	LogCap   int64 // per stream; default trace.DefaultLogCap
@@ -311,17 +307,31 @@ func (e *End) Terminated() bool {
 // ending is the loop's name for End.
 type ending = End
 
+// Loop is what Run adds to an episode: who decides its steps and how
+// they are watched.
+type Loop struct {
+	// Agent decides each step. Without one the run is a person's
+	// (agentbox run --agent human): the person has control from the start
+	// (TakeOver is done, HandBack refused) and drives the app with steps of
+	// the actor human, from the live page; the run ends with their done,
+	// the app's exit, the deadline or an interrupt.
+	Agent agent.Agent
+	// FreezeWhileThinking freezes the app's processes while the agent
+	// decides (when the backend can), so a game does not run on while a
+	// model thinks; the frozen time is recorded apart (run.json's
+	// settings record it).
+	FreezeWhileThinking bool
+	// Opened, when set, is given the session once Open has succeeded,
+	// before the loop starts: a live page takes it to watch the run and to
+	// let a person take control.
+	Opened func(*Session)
+}
+
 // Run performs one run: Open, the agent loop over the session, Close. The
 // returned error is non-nil only when no trace could be written at all;
 // every other failure is an outcome in Result.
-//
-// Without an Agent the run is a person's (agentbox run --agent human): the
-// person has control from the start (TakeOver is done, HandBack refused)
-// and drives the app with steps of the actor human, from the live page;
-// the run ends with their done, the app's exit, the deadline or an
-// interrupt.
-func Run(ctx context.Context, cfg Config) (Result, error) {
-	s, err := Open(ctx, cfg)
+func Run(ctx context.Context, cfg Config, loop Loop) (Result, error) {
+	s, err := open(ctx, cfg, loop)
 	var se *StartError
 	switch {
 	case errors.As(err, &se):
@@ -329,11 +339,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	case err != nil:
 		return Result{}, err
 	}
-	if cfg.Agent == nil {
+	if loop.Agent == nil {
 		s.personHasControl()
 	}
-	if cfg.Opened != nil {
-		cfg.Opened(s)
+	if loop.Opened != nil {
+		loop.Opened(s)
 	}
 	end := s.agentLoop(ctx)
 	return s.close(ctx, end), nil

@@ -188,17 +188,24 @@ func newDemo(t *testing.T, key string) agent.Agent {
 	return a
 }
 
-func runFake(t *testing.T, b *fakeBackend, ag agent.Agent, mod func(*Config)) (Result, *trace.Trace) {
+// freezing is a Loop with --freeze-while-thinking.
+func freezing(l *Loop) { l.FreezeWhileThinking = true }
+
+func runFake(t *testing.T, b *fakeBackend, ag agent.Agent, mod func(*Config), loopMods ...func(*Loop)) (Result, *trace.Trace) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "trace")
 	cfg := Config{
-		RunID: "test", Backend: b, Agent: ag, TraceDir: dir, Task: "move",
+		RunID: "test", Backend: b, TraceDir: dir, Task: "move",
 		App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}},
 	}
 	if mod != nil {
 		mod(&cfg)
 	}
-	res, err := Run(t.Context(), cfg)
+	loop := Loop{Agent: ag}
+	for _, m := range loopMods {
+		m(&loop)
+	}
+	res, err := Run(t.Context(), cfg, loop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,9 +394,9 @@ func TestInterrupted(t *testing.T) {
 		cancel(ErrInterrupted)
 	}()
 	res, err := Run(ctx, Config{
-		RunID: "i", Backend: b, Agent: &scripted{}, TraceDir: dir,
+		RunID: "i", Backend: b, TraceDir: dir,
 		App: &app.Bundle{Target: "x", Manifest: app.Manifest{Command: "x"}},
-	})
+	}, Loop{Agent: &scripted{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +509,7 @@ func TestFreezeWhileThinkingAndFiles(t *testing.T) {
 		{Action: action.Action{Kind: action.KeyDown, Key: "Right"}},
 		{Action: action.Action{Kind: action.Done}},
 	}}}
-	res, tr := runFake(t, &b.fakeBackend, ag, func(c *Config) { c.Backend = b; c.FreezeWhileThinking = true })
+	res, tr := runFake(t, &b.fakeBackend, ag, func(c *Config) { c.Backend = b }, freezing)
 	if res.Outcome != trace.Success {
 		t.Fatalf("result = %+v", res)
 	}

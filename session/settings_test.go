@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -22,9 +23,8 @@ func TestSettingsRecorded(t *testing.T) {
 		rate   float64
 	}{{true, 5}, {false, 0}, {false, 1000}} {
 		done := &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Done}}}}
-		_, tr := runFake(t, &fakeBackend{}, done, func(cfg *Config) {
-			cfg.FreezeWhileThinking, cfg.MaxRate = c.freeze, c.rate
-		})
+		_, tr := runFake(t, &fakeBackend{}, done, func(cfg *Config) { cfg.MaxRate = c.rate },
+			func(l *Loop) { l.FreezeWhileThinking = c.freeze })
 		s := tr.Run.Settings
 		if s == nil || s.FreezeWhileThinking != c.freeze || s.MaxRate == nil || *s.MaxRate != c.rate {
 			t.Errorf("freeze %v, rate %v: settings %+v", c.freeze, c.rate, s)
@@ -67,8 +67,8 @@ func TestSettleCapRecorded(t *testing.T) {
 	}{{unsettledBackend{&fakeBackend{}}, true}, {&fakeBackend{}, false}} {
 		dir := filepath.Join(t.TempDir(), "trace")
 		ag := &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Wait, MS: 1}}, {Action: action.Action{Kind: action.Done}}}}
-		if _, err := Run(t.Context(), Config{RunID: "test", Backend: c.backend, Agent: ag, TraceDir: dir, Settle: settle,
-			App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}}}); err != nil {
+		if _, err := Run(t.Context(), Config{RunID: "test", Backend: c.backend, TraceDir: dir, Settle: settle,
+			App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}}}, Loop{Agent: ag}); err != nil {
 			t.Fatal(err)
 		}
 		tr, err := trace.Open(dir)
@@ -77,6 +77,25 @@ func TestSettleCapRecorded(t *testing.T) {
 		}
 		if len(tr.Steps) < 2 || tr.Steps[1].Observation.SettleCapped != c.capped {
 			t.Errorf("%T: the observation after the settle says capped %v, want %v", c.backend, len(tr.Steps) >= 2 && tr.Steps[1].Observation.SettleCapped, c.capped)
+		}
+	}
+}
+
+// TestConfigHasNoLoopFields: the episode's configuration holds nothing
+// only Run's agent loop uses — an agent, the session-opened hook — so
+// that Open's callers (serve, MCP) cannot set one that does nothing. Those
+// are Loop's.
+func TestConfigHasNoLoopFields(t *testing.T) {
+	agentType := reflect.TypeFor[agent.Agent]()
+	hookType := reflect.TypeFor[func(*Session)]()
+	for f := range reflect.TypeFor[Config]().Fields() {
+		if f.Type == agentType || f.Type == hookType || f.Name == "FreezeWhileThinking" {
+			t.Errorf("session.Config.%s (%v) is the agent loop's: it belongs in session.Loop", f.Name, f.Type)
+		}
+	}
+	for _, name := range []string{"Agent", "FreezeWhileThinking", "Opened"} {
+		if _, ok := reflect.TypeFor[Loop]().FieldByName(name); !ok {
+			t.Errorf("session.Loop has no %s", name)
 		}
 	}
 }
