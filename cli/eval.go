@@ -31,7 +31,6 @@ func newEvalCmd() *cobra.Command {
 		f                  sandboxFlags
 		parallel, episodes int
 		poolSize, poolMax  int
-		settle             string
 		asJSON             bool
 		lv                 liveFlag
 		agentName          string
@@ -98,10 +97,6 @@ agentbox import osworld, needs it.`,
 				return err
 			}
 			envCfg, env := so.env, so.appEnv
-			st, err := session.ParseSettle(settle)
-			if err != nil {
-				return usageErrorf("--settle: %v", err)
-			}
 			if err := checkOut(f.out); err != nil {
 				return err
 			}
@@ -142,8 +137,9 @@ agentbox import osworld, needs it.`,
 			defer stop()
 			sum, err := eval.Run(ctx, suite, eval.Options{
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
-				Env: envCfg, AppEnv: env, Settle: st,
-				Timeout: f.timeout, MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
+				Env: envCfg, AppEnv: env, Settle: so.settle, LogCap: so.logCap,
+				Timeout: f.timeout, StartTimeout: f.startTimeout, ReadyTimeout: f.readyTimeout,
+				MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Tree: f.a11yTree, Marks: f.marks,
 				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
 				Pool: poolSize, PoolMax: poolMax, PoolStats: func(st pool.Stats) {
@@ -180,7 +176,6 @@ agentbox import osworld, needs it.`,
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
-	fl.StringVar(&settle, "settle", "none", settleUsage)
 	fl.StringVar(&agentName, "agent", "", "run every task with this agent, replacing the suite's agents and scripts")
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")

@@ -42,6 +42,11 @@ type sandboxFlags struct {
 	maxRate               float64
 	freeze                bool
 
+	// The app's launch: how long its window may take, the cap on its
+	// logs, the settle before each screenshot.
+	readyTimeout   time.Duration
+	logCap, settle string
+
 	out     string
 	env     []string
 	verbose bool
@@ -94,7 +99,15 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			run:    {session.DefaultTimeout, "deadline for the agent loop (outcome failure)"},
 			eval:   {session.DefaultTimeout, "per-episode deadline for tasks that name none"},
 			replay: {time.Duration(0), "deadline for the replay's loop (default: the recording's, at least its duration plus a minute)"}},
-		"start-timeout": {run: startTimeout, replay: startTimeout},
+		"start-timeout": {run: startTimeout, replay: startTimeout,
+			eval: {session.DefaultStartTimeout, "deadline for creating each sandbox and starting its app"}},
+		"ready-timeout": {
+			run:  {time.Duration(0), readyTimeoutUsage},
+			eval: {time.Duration(0), "deadline for each app's window and ready_output (default: the manifest's ready_timeout, else " + app.DefaultReadyTimeout.String() + ")"}},
+		"log-cap": {
+			run:  {sizeFlag(trace.DefaultLogCap), "cap on each of stdout.log and stderr.log, and on the window events recorded"},
+			eval: {sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log, and on the window events recorded"}},
+		"settle": {run: {"none", settleUsage}, eval: {"none", settleUsage}},
 		"max-steps": {
 			run:  {session.DefaultMaxSteps, "stop after this many agent steps (outcome failure)"},
 			eval: {session.DefaultMaxSteps, "per-episode step limit for agent tasks that name none"}},
@@ -149,6 +162,9 @@ func serveFlagUses() map[string]flagUse {
 		"allow-unbounded-limits": {false, allowUnboundedUsage},
 		"timeout":                {serve.DefaultTimeout, "deadline of an episode (the default and the most a client may ask for)"},
 		"start-timeout":          {session.DefaultStartTimeout, "deadline for creating a sandbox and starting its app"},
+		"ready-timeout":          {time.Duration(0), "deadline for an app's window and ready_output (default: the manifest's ready_timeout, else " + app.DefaultReadyTimeout.String() + ")"},
+		"log-cap":                {sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log, and on the window events recorded"},
+		"settle":                 {"none", "the settle of an environment whose create request names none: " + settleChoices},
 		"max-steps":              {serve.DefaultMaxSteps, "steps per episode (the default and the most)"},
 		"max-rate":               {session.DefaultMaxRate, "at most this many actions per second per environment (0: no bound)"},
 	}
@@ -161,6 +177,7 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 		"backend": &f.backend, "image": &f.image, "runtime": &f.ociRuntime, "guest-binary": &f.guestBinary,
 		"screen": &f.screen, "cpus": &f.cpus, "memory": &f.memory, "pids": &f.pids, "tmpfs": &f.tmpfs, "no-wm": &f.noWM,
 		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
+		"ready-timeout": &f.readyTimeout, "log-cap": &f.logCap, "settle": &f.settle,
 		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
 		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks, "allow-unbounded-limits": &f.allowUnbounded,
 		"allow-net": &f.allowNet, "forward": &f.forward, "net-resolve": &f.netResolve,
@@ -225,8 +242,29 @@ func (f *sandboxFlags) check() error {
 		return usageErrorf("--max-steps must be positive, got %d", f.maxSteps)
 	case f.takes("max-rate") && !(f.maxRate >= 0):
 		return usageErrorf("--max-rate must not be negative, got %s", num(f.maxRate))
+	case f.takes("ready-timeout") && f.readyTimeout < 0:
+		return usageErrorf("--ready-timeout must not be negative, got %v", f.readyTimeout)
 	}
 	return nil
+}
+
+// launch is the app's launch the flags ask for: the log cap in bytes and
+// the settle (zero values when the command takes neither).
+func (f *sandboxFlags) launch() (logCap int64, settle session.Settle, err error) {
+	if f.takes("log-cap") {
+		if logCap, err = parseSize("--log-cap", f.logCap); err != nil {
+			return 0, settle, err
+		}
+		if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
+			return 0, settle, err
+		}
+	}
+	if f.takes("settle") {
+		if settle, err = session.ParseSettle(f.settle); err != nil {
+			return 0, settle, usageErrorf("--settle: %v", err)
+		}
+	}
+	return logCap, settle, nil
 }
 
 // config is the sandbox the flags ask for: image, OCI runtime, screen (the
@@ -270,16 +308,23 @@ func (f *sandboxFlags) config() (environment.Config, error) {
 type sandboxOptions struct {
 	env    environment.Config // the sandbox (config)
 	appEnv map[string]string  // --env (envVars)
+	logCap int64              // --log-cap in bytes (launch)
+	settle session.Settle     // --settle (launch)
 }
 
 // validate completes and checks the sandbox flags the command took, in the
 // one order every command (run, eval, replay, mcp, serve) checks them: the
-// run's bounds (check), the sandbox (config), --env (envVars). The same
+// run's bounds (check), the app's launch (launch), the sandbox (config),
+// --env (envVars). The same
 // mistake is the same error from each; a command's own flags are checked
 // before these, the backend after.
 func (f *sandboxFlags) validate() (sandboxOptions, error) {
 	var o sandboxOptions
 	if err := f.check(); err != nil {
+		return o, err
+	}
+	logCap, settle, err := f.launch()
+	if err != nil {
 		return o, err
 	}
 	env, err := f.config()
@@ -290,7 +335,7 @@ func (f *sandboxFlags) validate() (sandboxOptions, error) {
 	if err != nil {
 		return o, err
 	}
-	return sandboxOptions{env: env, appEnv: appEnv}, nil
+	return sandboxOptions{env: env, appEnv: appEnv, logCap: logCap, settle: settle}, nil
 }
 
 // envVars is --env, each variable held to the rule of a manifest's env
@@ -308,10 +353,16 @@ func (f *sandboxFlags) envVars() (map[string]string, error) {
 	return m, nil
 }
 
-// settleUsage is the help of --settle (run, eval): the default of stable
-// and its cap are session's.
-var settleUsage = fmt.Sprintf("before each screenshot after an action: none, fixed:DURATION (wait that long), or stable[:DURATION] (until the screen is unchanged that long, default %v, at most %v: a settle that hit the cap is flagged in the trace and the report)",
+// settleChoices are --settle's values; the default of stable and its cap
+// are session's.
+var settleChoices = fmt.Sprintf("none, fixed:DURATION (wait that long), or stable[:DURATION] (until the screen is unchanged that long, default %v, at most %v: a settle that hit the cap is flagged in the trace and the report)",
 	session.DefaultStable, session.StableCap)
+
+// settleUsage is the help of --settle (run, eval).
+var settleUsage = "before each screenshot after an action: " + settleChoices
+
+// readyTimeoutUsage is the help of run's --ready-timeout.
+var readyTimeoutUsage = "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else " + app.DefaultReadyTimeout.String() + ")"
 
 // sizeFlag is a size in bytes as a flag's default is written: in GiB or
 // MiB where whole ("1g", "256m"), else in bytes.
@@ -335,35 +386,3 @@ func parseSize(flag, s string) (int64, error) {
 	return v, nil
 }
 
-// launchFlags are the flags of one app's launch that run and mcp share:
-// how long its window may take, the cap on its logs, the settle before
-// each screenshot.
-type launchFlags struct {
-	readyTimeout time.Duration
-	logCap       string
-	settle       string
-}
-
-// registerLaunch adds them; logs names the logs --log-cap caps.
-func (f *launchFlags) registerLaunch(fl *pflag.FlagSet, logs string) {
-	fl.DurationVar(&f.readyTimeout, "ready-timeout", 0, "deadline for the app's window and ready_output (default: the manifest's ready_timeout, else "+app.DefaultReadyTimeout.String()+")")
-	fl.StringVar(&f.logCap, "log-cap", sizeFlag(trace.DefaultLogCap), "cap on each of "+logs+", and on the window events recorded")
-	fl.StringVar(&f.settle, "settle", "none", settleUsage)
-}
-
-// parseLaunch checks them: the log cap in bytes and the settle.
-func (f *launchFlags) parseLaunch() (logCap int64, settle session.Settle, err error) {
-	if f.readyTimeout < 0 {
-		return 0, settle, usageErrorf("--ready-timeout must not be negative, got %v", f.readyTimeout)
-	}
-	if logCap, err = parseSize("--log-cap", f.logCap); err != nil {
-		return 0, settle, err
-	}
-	if err := checkRange("--log-cap", float64(logCap), 1, maxLogCap, " bytes"); err != nil {
-		return 0, settle, err
-	}
-	if settle, err = session.ParseSettle(f.settle); err != nil {
-		return 0, settle, usageErrorf("--settle: %v", err)
-	}
-	return logCap, settle, nil
-}

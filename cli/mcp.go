@@ -16,12 +16,12 @@ import (
 	"github.com/codegirl-games/agentbox/mcp"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 type mcpFlags struct {
 	sandboxFlags
 	task string
-	launchFlags
 }
 
 func newMCPCmd() *cobra.Command {
@@ -58,7 +58,6 @@ sandbox is removed and its trace finalised; a signal does the same and exits
 	fl := cmd.Flags()
 	f.register(fl, "mcp")
 	fl.StringVar(&f.task, "task", "", "what the episodes are for (recorded in their traces; launch may change it)")
-	f.registerLaunch(fl, "an episode's stdout.log and stderr.log")
 	return cmd
 }
 
@@ -77,6 +76,8 @@ func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 		return flagUse{serve.DefaultMaxSteps, "steps per episode (then they are refused; launch starts another)"}, true
 	case "freeze-while-thinking":
 		return flagUse{}, false
+	case "log-cap":
+		return flagUse{sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log, and on the window events recorded"}, true
 	}
 	return run, runTakes
 }
@@ -90,10 +91,7 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
-	logCap, settle, err := f.parseLaunch()
-	if err != nil {
-		return err
-	}
+	logCap, settle := so.logCap, so.settle
 	if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
 		return usageErrorf("--out %s is a file; give a directory (each episode's trace is a new directory in it)", f.out)
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -46,6 +46,11 @@ func TestSandboxFlagsOneError(t *testing.T) {
 		{name: "a bad --env", flags: []string{"--env", "NOEQUALS"}, want: `--env "NOEQUALS": want KEY=VALUE`},
 		{name: "bounds before the sandbox", flags: []string{"--screen", "10", "--memory", "lots", "--max-steps", "0"}, want: "--max-steps must be positive, got 0"},
 		{name: "the sandbox before --env", flags: []string{"--env", "NOEQUALS", "--memory", "lots"}, want: `--memory "lots"`},
+		{name: "a negative ready timeout", flags: []string{"--ready-timeout", "-1s"}, want: "--ready-timeout must not be negative, got -1s"},
+		{name: "a bad log cap", flags: []string{"--log-cap", "lots"}, want: `--log-cap "lots": want a size like 512m or 2g`},
+		{name: "a log cap too large", flags: []string{"--log-cap", "2t"}, want: "--log-cap is "},
+		{name: "a bad settle", flags: []string{"--settle", "soon"}, want: "--settle: "},
+		{name: "the launch before the sandbox", flags: []string{"--memory", "lots", "--settle", "soon"}, want: "--settle: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var first, firstVerb string

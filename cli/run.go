@@ -31,9 +31,8 @@ type runFlags struct {
 	agentOpts []string
 	script    string
 	grade     string
-	launchFlags
-	json bool
-	live liveFlag
+	json      bool
+	live      liveFlag
 }
 
 func newRunCmd() *cobra.Command {
@@ -73,7 +72,6 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringVar(&f.script, "script", "", "play a script (YAML or JSON: actions and checks) instead of --agent")
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
-	f.registerLaunch(fl, "stdout.log and stderr.log")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
 	return cmd
@@ -111,10 +109,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
-	logCap, settle, err := f.parseLaunch()
-	if err != nil {
-		return err
-	}
+	logCap, settle := so.logCap, so.settle
 	var sc *script.Script
 	if f.script != "" {
 		if sc, err = script.Load(f.script, envCfg.Screen); err != nil {

@@ -28,7 +28,6 @@ import (
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
-	"github.com/codegirl-games/agentbox/trace"
 )
 
 type serveFlags struct {
@@ -45,7 +44,7 @@ type serveFlags struct {
 	uploadsInProgress   int
 	uploadTimeout       time.Duration
 	lease               time.Duration
-	logCap, maxUpload   string
+	maxUpload           string
 	out                 string
 	pool, poolMax       int
 	live                liveFlag
@@ -105,7 +104,6 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.IntVar(&f.uploadsInProgress, "max-uploads-in-progress", serve.DefaultUploadsInProgress, "uploads received and unpacked at once over all tokens (each may write --max-upload to the disk before it is checked)")
 	fl.DurationVar(&f.uploadTimeout, "upload-timeout", serve.DefaultUploadTimeout, "the most an upload's body may take to arrive")
 	fl.DurationVar(&f.lease, "lease", serve.DefaultLease, "close an environment after this long without a request or an open connection of its client")
-	fl.StringVar(&f.logCap, "log-cap", sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log")
 	fl.StringVar(&f.maxUpload, "max-upload", sizeFlag(app.DefaultLimits.MaxBytes), "largest total of an uploaded app's files")
 	fl.StringVar(&f.out, "out", serve.DefaultOut, "directory of the episodes' traces (one per run ID)")
 	fl.IntVar(&f.pool, "pool", 0, "keep this many sandboxes warm (display and window manager up) per backend, image, screen and limits, so an episode only launches its app (0: none)")
@@ -258,10 +256,6 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	if screen.Width > maxScreen.Width || screen.Height > maxScreen.Height {
 		return o, usageErrorf("--screen %v is larger than --max-screen %v", screen, maxScreen)
 	}
-	logCap, err := parseSize("--log-cap", f.logCap)
-	if err != nil {
-		return o, err
-	}
 	maxUpload, err := parseSize("--max-upload", f.maxUpload)
 	if err != nil {
 		return o, err
@@ -280,7 +274,6 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		{"--start-timeout", f.startTimeout.Seconds(), 0.001, 3600},
 		{"--max-steps", float64(f.maxSteps), 1, 100_000_000},
 		{"--max-rate", f.maxRate, 0, 1e6},
-		{"--log-cap", float64(logCap), 1, maxLogCap},
 		{"--max-upload", float64(maxUpload), 1, 1 << 40},
 		{"--pool", float64(f.pool), 0, pool.MaxSize},
 		{"--pool-max", float64(f.poolMax), 0, pool.MaxSize},
@@ -302,7 +295,7 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		Env:       so.env,
 		MaxScreen: maxScreen, MaxEnvironments: f.maxEnvs, MaxUploads: f.maxUploads, Lease: f.lease,
 		UploadsInProgress: f.uploadsInProgress, UploadTimeout: f.uploadTimeout,
-		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: logCap,
+		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: so.logCap, ReadyTimeout: f.readyTimeout, Settle: so.settle,
 		UploadLimits: app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(maxUpload, int64(res.TmpfsMB)<<20*3/4)},
 		Out:          f.out, AllowedHosts: f.allowHosts, Log: cmd.ErrOrStderr(), Pool: f.pool, PoolMax: f.poolMax,
 		RunID: func(name string) string {

@@ -48,6 +48,10 @@ type Options struct {
 	Tree, Marks bool
 	// AppEnv is added to every task's app environment (over the task's).
 	AppEnv map[string]string
+	// StartTimeout bounds creating each sandbox and launching its app;
+	// ReadyTimeout, each app's window (zero: session's defaults, the
+	// manifest's ready_timeout).
+	StartTimeout, ReadyTimeout time.Duration
 	// Settle is each episode's settle-before-screenshot mode.
 	Settle   session.Settle
 	Progress io.Writer
@@ -438,23 +442,25 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		name, actor, opts = t.Agent, trace.ActorAgent, t.Options
 	}
 	return session.Config{
-		Backend:   o.Backend,
-		Env:       env,
-		App:       &bundle,
-		AgentInfo: trace.AgentInfo{Name: name, Options: opts},
-		Actor:     actor,
-		Task:      t.Task,
-		Inputs:    t.inputs,
-		Collect:   t.TaskFiles(b).Collect,
-		MaxSteps:  maxSteps,
-		Timeout:   timeout,
-		LogCap:    o.LogCap,
-		MaxRate:   o.MaxRate,
-		Tree:      o.Tree,
-		Marks:     o.Marks,
-		Settle:    o.Settle,
-		Verbose:   o.Verbose,
-		Grader:    grader(t.Grade),
+		Backend:      o.Backend,
+		Env:          env,
+		App:          &bundle,
+		AgentInfo:    trace.AgentInfo{Name: name, Options: opts},
+		Actor:        actor,
+		Task:         t.Task,
+		Inputs:       t.inputs,
+		Collect:      t.TaskFiles(b).Collect,
+		MaxSteps:     maxSteps,
+		Timeout:      timeout,
+		LogCap:       o.LogCap,
+		StartTimeout: o.StartTimeout,
+		ReadyTimeout: o.ReadyTimeout,
+		MaxRate:      o.MaxRate,
+		Tree:         o.Tree,
+		Marks:        o.Marks,
+		Settle:       o.Settle,
+		Verbose:      o.Verbose,
+		Grader:       grader(t.Grade),
 	}, nil
 }
 

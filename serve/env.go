@@ -288,6 +288,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 		MaxSteps:     e.maxSteps,
 		Timeout:      e.timeout,
 		StartTimeout: s.o.StartTimeout,
+		ReadyTimeout: s.o.ReadyTimeout,
 		Settle:       e.settle,
 		MaxRate:      s.o.MaxRate,
 		TraceDir:     dir,

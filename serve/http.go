@@ -433,11 +433,14 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 	case req.TimeoutMS > 0:
 		e.timeout = time.Duration(req.TimeoutMS) * time.Millisecond
 	}
-	st, err := session.ParseSettle(req.Settle)
-	if err != nil {
-		return nil, apiError(api.CodeInvalidRequest, "%v", err)
+	e.settle = s.o.Settle
+	if req.Settle != "" {
+		st, err := session.ParseSettle(req.Settle)
+		if err != nil {
+			return nil, apiError(api.CodeInvalidRequest, "%v", err)
+		}
+		e.settle = st
 	}
-	e.settle = st
 	if aerr := checkTask(req.Task); aerr != nil {
 		return nil, aerr
 	}

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codegirl-games/agentbox/session"
+
 	"github.com/coder/websocket"
 
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
@@ -831,5 +833,20 @@ func TestConnectionLimit(t *testing.T) {
 	})
 	for _, c := range conns {
 		c.CloseNow()
+	}
+}
+
+// TestServerSettle: an environment whose create request names no settle
+// has the server's (agentbox serve --settle); one that names it, its own.
+func TestServerSettle(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.Settle = session.Settle{Mode: "fixed", Duration: 5 * time.Millisecond} })
+	for _, c := range []struct{ extra, want string }{{"", "fixed:5ms"}, {`, "settle": "none"`, "none"}} {
+		e := h.create("", c.extra)
+		if a := h.do(req{method: "DELETE", path: "/v1/envs/" + e.ID}); a.status/100 != 2 {
+			t.Fatalf("close: %d %s", a.status, a.body)
+		}
+		if tr := waitComplete(t, e.Trace); tr.Run.Settings == nil || tr.Run.Settings.Settle != c.want {
+			t.Errorf("create {%s}: run.json's settings %+v, want settle %q", c.extra, tr.Run.Settings, c.want)
+		}
 	}
 }

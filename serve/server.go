@@ -77,7 +77,11 @@ type Options struct {
 	StartTimeout  time.Duration // creating the sandbox and starting the app (default 60s)
 	MaxRate       float64       // actions per second per environment (default 1000)
 	LogCap        int64         // per output stream and episode (default trace.DefaultLogCap)
-	UploadLimits  app.Limits    // per upload (default app.DefaultLimits)
+	ReadyTimeout  time.Duration // the app's window (default: the manifest's ready_timeout)
+	// Settle is an environment's settle before each screenshot when its
+	// create request names none (default: none).
+	Settle       session.Settle
+	UploadLimits app.Limits // per upload (default app.DefaultLimits)
 
 	// Out is where the episodes' traces go, one directory per run ID.
 	Out string

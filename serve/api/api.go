@@ -250,7 +250,8 @@ type CreateRequest struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 	// Settle is how the screen settles before each observation after an
 	// action: none, fixed:DURATION or stable[:DURATION] ("fixed:200ms",
-	// "stable:150ms").
+	// "stable:150ms"); absent, the server's (agentbox serve --settle,
+	// default none).
 	Settle string `json:"settle,omitempty"`
 	// Inputs are files placed below the sandbox's home before the app
 	// starts: from is upload:ID (an upload of this token, whole) or
