@@ -385,4 +385,3 @@ func parseSize(flag, s string) (int64, error) {
 	}
 	return v, nil
 }
-
