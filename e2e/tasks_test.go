@@ -155,10 +155,14 @@ func TestExampleTasks(t *testing.T) {
 				t.Errorf("%s: grade %q (%s, %s: %s; trace %s): want %s", c.task, e.Grade, e.Category, e.Reason, e.Message, filepath.Join(out, e.Trace), c.grade)
 			case e.Outcome != trace.Success && c.grade == trace.GradeVerified:
 				t.Errorf("%s: verified, but the solution's script did not pass: %s %s: %s", c.task, e.Outcome, e.Reason, e.Message)
-			case e.Reason != "grade_"+trace.GradeIncorrect && c.grade == trace.GradeIncorrect:
-				// The wrong attempt's script passed (it did all it
-				// meant to); only the grade failed it.
-				t.Errorf("%s: reason %s (%s): want grade_incorrect, its script passing", c.task, e.Reason, e.Message)
+			case c.grade == trace.GradeIncorrect:
+				// The wrong attempt's script passed (it did all it meant
+				// to: an edit that did not land is no wrong answer); only
+				// the grade failed it. Eval's reason is the grade's, so
+				// the script's is read from the trace.
+				if run := openTrace(t, filepath.Join(out, e.Trace)).Run; run.Reason != trace.ReasonDone {
+					t.Errorf("%s: incorrect, but its script did not pass: %s %s: %s", c.task, run.Outcome, run.Reason, run.Message)
+				}
 			}
 		}
 	}
