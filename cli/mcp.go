@@ -11,6 +11,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
@@ -21,7 +22,8 @@ import (
 
 type mcpFlags struct {
 	sandboxFlags
-	task string
+	task  string
+	grade string
 }
 
 func newMCPCmd() *cobra.Command {
@@ -58,6 +60,7 @@ sandbox is removed and its trace finalised; a signal does the same and exits
 	fl := cmd.Flags()
 	f.register(fl, "mcp")
 	fl.StringVar(&f.task, "task", "", "what the episodes are for (recorded in their traces; launch may change it)")
+	fl.StringVar(&f.grade, "grade", "", "grade each episode's collected files with the checks of FILE (docs/tasks.md), on the host after the episode; the step that ends an episode answers with its files and grade")
 	return cmd
 }
 
@@ -86,6 +89,13 @@ func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 // serves the client on stdin and stdout until it closes stdin.
 func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, argsGiven bool) error {
 	stderr := cmd.ErrOrStderr()
+	var spec *grade.Spec
+	if f.grade != "" {
+		var err error
+		if spec, err = grade.Load(f.grade); err != nil {
+			return usageErrorf("--grade: %v", err)
+		}
+	}
 	so, err := f.validate()
 	if err != nil {
 		return err
@@ -111,30 +121,38 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	}
 	defer inputs.Close()
 
+	if spec != nil && bundle.Manifest.Task.Collect.Empty() {
+		return usageErrorf("--grade: %s collects no files (collect in its agentbox.json): there would be nothing to grade", target)
+	}
+
 	fmt.Fprint(stderr, note)
 	ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
 	defer stop()
+	cfg := session.Config{
+		Backend:      backend,
+		Env:          envCfg,
+		App:          bundle,
+		Task:         f.task,
+		Inputs:       inputs,
+		Collect:      bundle.Manifest.Task.Collect,
+		MaxSteps:     f.maxSteps,
+		Timeout:      f.timeout,
+		StartTimeout: f.startTimeout,
+		ReadyTimeout: f.readyTimeout,
+		Settle:       settle,
+		MaxRate:      f.maxRate,
+		Tree:         f.a11yTree,
+		Marks:        f.marks,
+		LogCap:       logCap,
+		Progress:     stderr,
+		Verbose:      f.verbose,
+	}
+	if spec != nil {
+		cfg.Grader = spec
+	}
 	local := mcp.NewLocal(mcp.LocalOptions{
-		Config: session.Config{
-			Backend:      backend,
-			Env:          envCfg,
-			App:          bundle,
-			Task:         f.task,
-			Inputs:       inputs,
-			Collect:      bundle.Manifest.Task.Collect,
-			MaxSteps:     f.maxSteps,
-			Timeout:      f.timeout,
-			StartTimeout: f.startTimeout,
-			ReadyTimeout: f.readyTimeout,
-			Settle:       settle,
-			MaxRate:      f.maxRate,
-			Tree:         f.a11yTree,
-			Marks:        f.marks,
-			LogCap:       logCap,
-			Progress:     stderr,
-			Verbose:      f.verbose,
-		},
-		App: bundleName(bundle), Out: f.out, Context: ctx,
+		Config: cfg,
+		App:    bundleName(bundle), Out: f.out, Context: ctx,
 		RunID: func() string { return newRunID(bundle) },
 	})
 	srv := mcp.New(mcp.Options{Open: func(string) mcp.Episodes { return local }, Version: version.Version})

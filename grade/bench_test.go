@@ -3,6 +3,7 @@ package grade
 import (
 	"context"
 	"image/color"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -10,7 +11,9 @@ import (
 )
 
 // BenchmarkCheck is the grader's time per check kind on small, typical
-// files (a 100-row sheet, a 1280×800 screenshot).
+// files (a 100-row sheet, a 1280×800 screenshot), beside the reference of
+// reading each file alone (read-*: os.ReadFile, what any check costs at
+// least).
 func BenchmarkCheck(b *testing.B) {
 	dir := b.TempDir()
 	var rows [][]odsCell
@@ -49,6 +52,15 @@ func BenchmarkCheck(b *testing.B) {
 			for b.Loop() {
 				if g := s.Grade(context.Background(), filepath.Join(dir, "files"), dir); g.Outcome != "verified" {
 					b.Fatalf("%+v", g)
+				}
+			}
+		})
+	}
+	for _, f := range []string{"a.txt", "s.ods", "s.xlsx", "a.png"} {
+		b.Run("read-"+f, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := os.ReadFile(filepath.Join(dir, "files", f)); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -139,29 +139,41 @@ func (l *Local) Current() (Episode, error) {
 	return Episode{}, errors.New(l.last + " Call launch for a fresh episode.")
 }
 
-// Ended implements Episodes: the episode is closed in the background.
-func (l *Local) Ended(ep Episode, end *session.End) {
+// Ended implements Episodes: an episode that collects files or is
+// graded is closed now (the answer holds its files and grade), any other
+// in the background.
+func (l *Local) Ended(ep Episode, end *session.End) *Closed {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.cur == nil || ep.N != l.ep.N {
-		return
+		l.mu.Unlock()
+		return nil
 	}
 	s := l.cur
 	l.cur = nil
 	l.last = fmt.Sprintf("episode %d has ended (%s, %s): %s; its trace is %s.", ep.N, end.Outcome, end.Reason, end.Message, ep.Trace)
 	l.wg.Add(1)
+	l.mu.Unlock()
+	if !l.o.Config.Collect.Empty() || l.o.Config.Grader != nil {
+		defer l.wg.Done()
+		return closedOf(l.finish(s, ep, *end))
+	}
 	go func() {
 		defer l.wg.Done()
 		l.finish(s, ep, *end)
 	}()
+	return nil
 }
 
 // finish closes an episode's session with end (unless it ended) and says
 // how it ended.
-func (l *Local) finish(s *session.Session, ep Episode, end session.End) {
+func (l *Local) finish(s *session.Session, ep Episode, end session.End) session.Result {
 	r := s.Close(l.o.Context, end)
 	fmt.Fprintf(l.progress, "agentbox mcp: episode %d (%s): %s (%s): %s · trace: %s\n", ep.N, ep.RunID, r.Outcome, r.Reason,
 		termsafe.Line(r.Message), termsafe.Line(r.TraceDir))
+	if r.Grade != nil {
+		fmt.Fprintf(l.progress, "agentbox mcp: episode %d: grade %s (score %g): %s\n", ep.N, r.Grade.Outcome, r.Grade.Score, termsafe.Line(r.Grade.Message))
+	}
+	return r
 }
 
 // Close implements Episodes: the running episode ends, as interrupted

@@ -33,6 +33,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 // Episode is the running episode a client drives.
@@ -46,6 +47,21 @@ type Episode struct {
 	RunID  string
 	Trace  string // its trace directory
 	Screen observe.Screen
+}
+
+// Closed is what an episode's end gave besides how it ended: the files
+// its task collected (below its trace's files/), those left out and why,
+// and the private grader's verdict over them (docs/tasks.md), told to the
+// client only now that the episode has ended.
+type Closed struct {
+	Files        []trace.FileInfo    `json:"files,omitempty"`
+	FilesRefused []trace.RefusedFile `json:"files_refused,omitempty"`
+	Grade        *trace.Grade        `json:"grade,omitempty"`
+}
+
+// closedOf is what a closed session's result says besides its end.
+func closedOf(r session.Result) *Closed {
+	return &Closed{Files: r.Files, FilesRefused: r.FilesRefused, Grade: r.Grade}
 }
 
 // Launch is what a client asks of the launch tool.
@@ -71,9 +87,13 @@ type Episodes interface {
 	// why none runs: ErrNotLaunched when none was launched yet.
 	Current() (Episode, error)
 	// Ended is told when a step ended the episode (done, the app's exit,
-	// the deadline, the steps): the episode is closed in the background,
-	// its sandbox removed and its trace finalised.
-	Ended(ep Episode, end *session.End)
+	// the deadline, the steps): the episode is closed, its sandbox removed
+	// and its trace finalised. An episode that collects files (its task's
+	// collect) is closed before Ended returns, and Ended returns what
+	// collection and the grader gave, for the answer of the step that
+	// ended it (as serve's step does); any other is closed in the
+	// background, and Ended returns nil.
+	Ended(ep Episode, end *session.End) *Closed
 	// Events is where the episodes' events are (the app's output,
 	// windows and exit, the steps).
 	Events() Log

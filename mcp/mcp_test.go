@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -51,6 +53,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, guest func() *guestenvtest.Guest) *fixture {
 	t.Helper()
+	return newFixtureWith(t, guest, nil)
+}
+
+// newFixtureWith is newFixture with the episodes' session configuration
+// changed by config.
+func newFixtureWith(t *testing.T, guest func() *guestenvtest.Guest, config func(*session.Config)) *fixture {
+	t.Helper()
 	if guest == nil {
 		guest = func() *guestenvtest.Guest { return &guestenvtest.Guest{} }
 	}
@@ -58,12 +67,16 @@ func newFixture(t *testing.T, guest func() *guestenvtest.Guest) *fixture {
 	t.Cleanup(func() { cancel(nil) })
 	f := &fixture{out: t.TempDir()}
 	n := 0
+	cfg := session.Config{
+		Backend: &guestenvtest.Backend{New: guest}, App: stubApp(t), Task: "play",
+		Env: environment.Config{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}},
+	}
+	if config != nil {
+		config(&cfg)
+	}
 	f.local = NewLocal(LocalOptions{
-		Config: session.Config{
-			Backend: &guestenvtest.Backend{New: guest}, App: stubApp(t), Task: "play",
-			Env: environment.Config{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}},
-		},
-		App: "game", Out: f.out, Context: ctx,
+		Config: cfg,
+		App:    "game", Out: f.out, Context: ctx,
 		RunID: func() string { n++; return "episode-" + string(rune('0'+n)) },
 	})
 	f.srv = New(Options{Open: func(string) Episodes { return f.local }, Version: "test"})
@@ -241,6 +254,68 @@ func TestEpisodes(t *testing.T) {
 		if tr.Incomplete || tr.Run.Reason != tt.reason || tr.Run.Task != tt.task {
 			t.Errorf("%s: incomplete %v, reason %s, task %q", tt.dir, tr.Incomplete, tr.Run.Reason, tr.Run.Task)
 		}
+	}
+}
+
+// TestEndAnswersWithFilesAndGrade: with files to collect and a grader,
+// the step that ends an episode answers with the files collected and the
+// grade (as serve's step does); without collect, the end has neither.
+func TestEndAnswersWithFilesAndGrade(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		collect bool
+		grade   string // the note's expected text: verified when "hi\n"
+		want    string // the grade's outcome, "" for none
+	}{
+		{"verified", true, "hi\n", trace.GradeVerified},
+		{"incorrect", true, "bye\n", trace.GradeIncorrect},
+		{"nothing collected", false, "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixtureWith(t, nil, func(cfg *session.Config) {
+				if !tt.collect {
+					return
+				}
+				dir := t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, "note.txt"), []byte("hi\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				tf := app.TaskFiles{Dir: dir, Inputs: []app.Input{{From: "note.txt", To: "~/note.txt"}}, Collect: app.Collect{Patterns: []string{"~/note.txt"}}}
+				in, err := app.LoadInputs(tf, cfg.App, app.DefaultLimits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { in.Close() })
+				spec, err := grade.ParseJSON("grade", []byte(`[{"text": "note.txt", "equals": `+strconv.Quote(tt.grade)+`}]`), grade.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Inputs, cfg.Collect, cfg.Grader = in, tf.Collect, spec
+			})
+			var st stepAnswer
+			decode(t, f.call(t, "done", map[string]any{"message": "finished"}), &st)
+			switch {
+			case st.Ended == nil:
+				t.Fatalf("done: no end: %+v", st)
+			case tt.want == "":
+				if st.Ended.Closed != nil {
+					t.Errorf("done: files and grade without collect: %+v", st.Ended.Closed)
+				}
+				return
+			case st.Ended.Closed == nil || len(st.Ended.Files) != 1 || st.Ended.Files[0].Path != "note.txt" || st.Ended.Files[0].Size != 3:
+				t.Fatalf("done: want note.txt collected: %+v", st.Ended)
+			case st.Ended.Grade == nil || st.Ended.Grade.Outcome != tt.want:
+				t.Fatalf("done: grade %+v, want %s", st.Ended.Grade, tt.want)
+			}
+			// The trace agrees: the end's answer is the closed episode's.
+			tr, err := trace.Open(st.Ended.Trace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tr.Run.Grade == nil || tr.Run.Grade.Outcome != tt.want || len(tr.Run.Files) != 1 {
+				t.Errorf("trace: grade %+v, files %+v", tr.Run.Grade, tr.Run.Files)
+			}
+		})
 	}
 }
 

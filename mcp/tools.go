@@ -17,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/textcut"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
@@ -359,18 +360,20 @@ func clientName(ss *sdk.ServerSession) string {
 }
 
 // endAnswer is how an episode ended, in an answer.
+// With files to collect, it has the files and the grade (Closed).
 type endAnswer struct {
 	Outcome trace.Outcome `json:"outcome"`
 	Reason  string        `json:"reason"`
 	Message string        `json:"message"`
 	Trace   string        `json:"trace"`
+	*Closed
 }
 
-func ended(ep Episode, e *session.End) *endAnswer {
+func ended(ep Episode, e *session.End, c *Closed) *endAnswer {
 	if e == nil {
 		return nil
 	}
-	return &endAnswer{Outcome: e.Outcome, Reason: e.Reason, Message: e.Message, Trace: ep.Trace}
+	return &endAnswer{Outcome: e.Outcome, Reason: e.Reason, Message: e.Message, Trace: ep.Trace, Closed: c}
 }
 
 // endedError is the client's error for a step refused because its
@@ -378,8 +381,8 @@ func ended(ep Episode, e *session.End) *endAnswer {
 func endedError(c *client, ep Episode, err error) *sdk.CallToolResult {
 	var ee *session.EndedError
 	if errors.As(err, &ee) {
-		c.eps.Ended(ep, &ee.End)
-		return toolError("episode %d has ended (%s, %s): %s; its trace is %s. Call launch for a fresh episode.", ep.N, ee.End.Outcome, ee.End.Reason, ee.End.Message, ep.Trace)
+		closed := c.eps.Ended(ep, &ee.End)
+		return toolError("episode %d has ended (%s, %s): %s; its trace is %s.%s Call launch for a fresh episode.", ep.N, ee.End.Outcome, ee.End.Reason, ee.End.Message, ep.Trace, closed.sentence())
 	}
 	return toolError("%v", err)
 }
@@ -393,35 +396,50 @@ type stepAnswer struct {
 }
 
 // step performs an action tool's action as a step of the running episode.
-func (s *Server) step(c *client, t *tool, args json.RawMessage) (Episode, *session.StepResult, *sdk.CallToolResult) {
+// When the step ended the episode, closed is what its end collected and
+// graded (nil when nothing was to be collected).
+func (s *Server) step(c *client, t *tool, args json.RawMessage) (ep Episode, res *session.StepResult, closed *Closed, failed *sdk.CallToolResult) {
 	a, err := parseAction(t, args)
 	if err != nil {
-		return Episode{}, nil, toolError("%v", err)
+		return Episode{}, nil, nil, toolError("%v", err)
 	}
-	ep, err := s.episode(c)
+	ep, err = s.episode(c)
 	if err != nil {
-		return ep, nil, toolError("%v", err)
+		return ep, nil, nil, toolError("%v", err)
 	}
-	res, err := ep.Session.Act(c.eps.Context(), session.Step{Actor: trace.ActorMCP, Action: a})
+	r, err := ep.Session.Act(c.eps.Context(), session.Step{Actor: trace.ActorMCP, Action: a})
 	if err != nil {
-		return ep, nil, endedError(c, ep, err)
+		return ep, nil, nil, endedError(c, ep, err)
 	}
-	if res.Ended != nil {
-		c.eps.Ended(ep, res.Ended)
+	if r.Ended != nil {
+		closed = c.eps.Ended(ep, r.Ended)
 	}
-	if res.Invalid {
-		return ep, &res, toolError("%s was not performed (recorded as step %d, invalid): %s", t.name, res.Step, res.Result.Error)
+	if r.Invalid {
+		return ep, &r, closed, toolError("%s was not performed (recorded as step %d, invalid): %s", t.name, r.Step, r.Result.Error)
 	}
-	return ep, &res, nil
+	return ep, &r, closed, nil
+}
+
+// sentence tells what an episode's end collected and graded, for an
+// error's text ("" for nothing).
+func (c *Closed) sentence() string {
+	if c == nil {
+		return ""
+	}
+	msg := fmt.Sprintf(" Collected %s (%d left out).", plural.S(len(c.Files), "file"), len(c.FilesRefused))
+	if g := c.Grade; g != nil {
+		msg += fmt.Sprintf(" Grade: %s (score %g): %s.", g.Outcome, g.Score, strings.TrimSuffix(g.Message, "."))
+	}
+	return msg
 }
 
 // act is the run of an action tool.
 func (s *Server) act(_ context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
-	ep, res, failed := s.step(c, t, args)
+	ep, res, closed, failed := s.step(c, t, args)
 	if failed != nil {
 		return failed
 	}
-	out := answer(stepAnswer{Episode: ep.N, Step: res.Step, Result: res.Result, Ended: ended(ep, res.Ended)})
+	out := answer(stepAnswer{Episode: ep.N, Step: res.Step, Result: res.Result, Ended: ended(ep, res.Ended, closed)})
 	if !res.Result.OK {
 		out.IsError = true
 		out.Content = append([]sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("%s did not succeed (step %d): %s", t.name, res.Step, res.Result.Error)}}, out.Content...)
@@ -453,23 +471,23 @@ type imageSize struct {
 // screenshot takes the screenshot step, then the observation it asked
 // for (a region, scaled), whose image is the answer.
 func (s *Server) screenshot(_ context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
-	ep, res, failed := s.step(c, t, args)
+	ep, res, closed, failed := s.step(c, t, args)
 	if failed != nil {
 		return failed
 	}
 	if res.Ended != nil {
-		return toolError("episode %d has ended (%s, %s): %s. Call launch for a fresh episode.", ep.N, res.Ended.Outcome, res.Ended.Reason, res.Ended.Message)
+		return toolError("episode %d has ended (%s, %s): %s.%s Call launch for a fresh episode.", ep.N, res.Ended.Outcome, res.Ended.Reason, res.Ended.Message, closed.sentence())
 	}
 	obs, err := ep.Session.Observe(c.eps.Context())
 	if err != nil {
 		return endedError(c, ep, err)
 	}
 	if obs.Ended != nil {
-		c.eps.Ended(ep, obs.Ended)
+		closed = c.eps.Ended(ep, obs.Ended)
 	}
 	img := obs.Screen
 	a := screenAnswer{Episode: ep.N, Step: res.Step, Screen: ep.Screen, Cursor: obs.Cursor, Windows: obs.Windows,
-		Running: obs.Running, Ended: ended(ep, obs.Ended)}
+		Running: obs.Running, Ended: ended(ep, obs.Ended, closed)}
 	if obs.View != nil {
 		img = obs.View.Frame
 		r := obs.View.Region

@@ -165,12 +165,14 @@ func (e *env) current() (*session.Session, int, *api.Error) {
 
 // ended records that the episode ended and closes its session in the
 // background (its sandbox removed, its trace finalised); a reset or a
-// close waits for that.
-func (e *env) ended(episode int, end *session.End) {
+// close waits for that. An episode that collects files is closed before
+// ended returns, which returns the closed session's result (nil
+// otherwise, or when another call ended it).
+func (e *env) ended(episode int, end *session.End) *session.Result {
 	e.mu.Lock()
 	if e.episode != episode || e.state != api.StateRunning {
 		e.mu.Unlock()
-		return
+		return nil
 	}
 	e.state = api.StateEnded
 	e.end = apiEnd(end)
@@ -178,7 +180,7 @@ func (e *env) ended(episode int, end *session.End) {
 	e.mu.Unlock()
 	done, ok := e.srv.track()
 	if !ok { // shutting down: the shutdown closes it (Close waits for the first)
-		return
+		return nil
 	}
 	if !e.collect.Empty() {
 		// The files are collected before the sandbox goes: the step that
@@ -187,13 +189,14 @@ func (e *env) ended(episode int, end *session.End) {
 		r := sess.Close(e.srv.base, *end)
 		e.sessionClosed(sess, r)
 		e.graded(episode, r.Grade)
-		return
+		return &r
 	}
 	go func() {
 		defer done()
 		r := sess.Close(e.srv.base, *end)
 		e.graded(episode, r.Grade)
 	}()
+	return nil
 }
 
 // graded adds the grade of episode's closed session to its end, if it is

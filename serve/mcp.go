@@ -175,11 +175,18 @@ func (m *mcpEpisodes) episode(e *env) (mcp.Episode, error) {
 	return mcp.Episode{Session: sess, Env: e.id, N: n, App: e.appName, RunID: e.runID, Trace: e.trace, Screen: e.cfg.Screen}, nil
 }
 
-// Ended implements mcp.Episodes.
-func (m *mcpEpisodes) Ended(ep mcp.Episode, end *session.End) {
-	if e := m.env(); e != nil {
-		e.ended(ep.N, end)
+// Ended implements mcp.Episodes: an environment that collects files
+// closes the episode now, and the step's answer has its files and grade.
+func (m *mcpEpisodes) Ended(ep mcp.Episode, end *session.End) *mcp.Closed {
+	e := m.env()
+	if e == nil {
+		return nil
 	}
+	r := e.ended(ep.N, end)
+	if r == nil {
+		return nil
+	}
+	return &mcp.Closed{Files: r.Files, FilesRefused: r.FilesRefused, Grade: r.Grade}
 }
 
 // Close implements mcp.Episodes: the session ended (the client ended it,

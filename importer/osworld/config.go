@@ -15,7 +15,7 @@ import (
 var relatedPrograms = map[string]string{
 	"libreoffice_calc":    "localc",
 	"libreoffice_writer":  "lowriter",
-	"libreoffice_impress": "limpress",
+	"libreoffice_impress": "loimpress",
 	"gimp":                "gimp",
 	"chrome":              "chromium",
 	"chromium":            "chromium",
@@ -29,7 +29,7 @@ var gnomeApps = map[string]bool{"os": true, "gnome": true, "nautilus": true, "se
 
 // programs maps a program a launch names onto the office image's.
 var programs = map[string]string{
-	"localc": "localc", "lowriter": "lowriter", "limpress": "limpress",
+	"localc": "localc", "lowriter": "lowriter", "loimpress": "loimpress",
 	"soffice": "soffice", "libreoffice": "soffice",
 	"gimp": "gimp", "mousepad": "mousepad", "gedit": "mousepad",
 	"chromium": "chromium", "chromium-browser": "chromium", "chrome": "chromium",
@@ -40,7 +40,7 @@ var programs = map[string]string{
 var byExtension = map[string]string{
 	".xlsx": "localc", ".xls": "localc", ".ods": "localc", ".csv": "localc", ".tsv": "localc",
 	".docx": "lowriter", ".doc": "lowriter", ".odt": "lowriter", ".rtf": "lowriter",
-	".pptx": "limpress", ".ppt": "limpress", ".odp": "limpress",
+	".pptx": "loimpress", ".ppt": "loimpress", ".odp": "loimpress",
 	".png": "gimp", ".jpg": "gimp", ".jpeg": "gimp", ".xcf": "gimp", ".gif": "gimp", ".bmp": "gimp", ".tif": "gimp", ".tiff": "gimp", ".webp": "gimp",
 	".txt": "mousepad", ".md": "mousepad", ".py": "mousepad", ".json": "mousepad", ".xml": "mousepad", ".yaml": "mousepad", ".yml": "mousepad", ".sh": "mousepad", ".c": "mousepad", ".log": "mousepad",
 	".html": "chromium", ".htm": "chromium", ".pdf": "chromium",
@@ -341,9 +341,6 @@ func (c *converter) launch(argv []string) error {
 		default:
 			args = append(args, a)
 		}
-	}
-	if prog == "loimpress" {
-		prog = "limpress"
 	}
 	if err := c.start(prog); err != nil {
 		return err
