@@ -32,6 +32,7 @@ type runFlags struct {
 	script    string
 	grade     string
 	launchFlags
+	clockFlags
 	json bool
 	live liveFlag
 }
@@ -74,6 +75,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
 	f.registerLaunch(fl, "stdout.log and stderr.log")
+	f.registerClock(fl, "the app")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
 	return cmd
@@ -112,6 +114,10 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	envCfg, env := so.env, so.appEnv
 	logCap, settle, err := f.parseLaunch()
+	if err != nil {
+		return err
+	}
+	clock, err := f.parseClock(cmd.Flags())
 	if err != nil {
 		return err
 	}
@@ -194,6 +200,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	defer inputs.Close()
+	if err := checkClock(clock, backend, bundle); err != nil {
+		return err
+	}
 	if p, ok := ag.(agent.ProgressSetter); ok {
 		p.SetProgress(stderr)
 	}
@@ -228,6 +237,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Settle:              settle,
 		FreezeWhileThinking: f.freeze,
 		MaxRate:             f.maxRate,
+		Clock:               clock,
 		Tree:                f.a11yTree,
 		Marks:               f.marks,
 		TraceDir:            run.Dir,
