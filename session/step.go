@@ -425,8 +425,17 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 		res = action.Result{OK: true, ElapsedUS: time.Since(t).Microseconds()}
 	} else {
 		res, err = env.Act(ctx, a)
-		if err == nil {
-			err = s.advanceClock(ctx, advance)
+		if err == nil && advance > 0 {
+			// On a virtual clock the app takes the action in at the
+			// instant it happened: the screen settles (the app idle,
+			// its picture unchanged) before the clock moves on. Moved
+			// at once, the app could draw the next instant before or
+			// after it had handled the action (an xterm's echo of a
+			// key drawn after the app's redraw, or wiped by it): two
+			// runs of the same steps would differ.
+			if _, _, err = s.settle(ctx, s.cfg.Settle); err == nil {
+				err = s.advanceClock(ctx, advance)
+			}
 		}
 	}
 	dur := time.Since(t)
