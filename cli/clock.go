@@ -1,15 +1,13 @@
 package cli
 
 import (
-	"errors"
-	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/internal/faketime"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -40,29 +38,10 @@ func (f *clockFlags) parseClock(fl *pflag.FlagSet) (session.Clock, error) {
 }
 
 // checkClock refuses a virtual clock the backend cannot give or the app
-// cannot read: a backend without the capability, or a staged program
-// that libfaketime cannot be preloaded into (a static executable, a Go
-// program). A program of the image is checked in the sandbox, at launch.
+// cannot read (session.CheckClock), as a usage error.
 func checkClock(c session.Clock, b environment.Backend, bundle *app.Bundle) error {
-	if !c.Virtual {
-		return nil
-	}
-	if !environment.CapabilitiesOf(b).VirtualClock {
-		why := ""
-		if b.Name() == "local" {
-			why = " (it needs libfaketime on this host: apt-get install libfaketime, or scripts/deps.sh test)"
-		}
-		return usageErrorf("--clock virtual: the %s backend has no virtual clock%s", b.Name(), why)
-	}
-	if bundle == nil || bundle.InImage || bundle.Dir == "" {
-		return nil
-	}
-	cmd := filepath.Join(bundle.Dir, filepath.FromSlash(bundle.Manifest.Command))
-	if err := faketime.Check(cmd); err != nil {
-		if errors.Is(err, faketime.ErrNotFakeable) {
-			return usageErrorf("--clock virtual: the app %v", err)
-		}
-		return usageErrorf("--clock virtual: cannot read the app's program: %v", err)
+	if err := session.CheckClock(c, b, bundle); err != nil {
+		return usageErrorf("--clock virtual: %s", strings.TrimPrefix(err.Error(), session.ErrNoClock.Error()+": "))
 	}
 	return nil
 }

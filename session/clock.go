@@ -2,10 +2,15 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
+	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/faketime"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -54,6 +59,61 @@ func ParseClock(mode string, start time.Time, step time.Duration) (Clock, error)
 		return Clock{}, fmt.Errorf("the clock's step must not be negative, got %v", step)
 	}
 	return Clock{Virtual: true, Start: start, Step: step}, nil
+}
+
+// MaxClockStep is the largest step a virtual clock takes per action.
+const MaxClockStep = time.Hour
+
+// ClockOf reads a clock as run, eval, serve and suites name it: a mode
+// ("", wall or virtual) and a step per action (0: DefaultClockStep),
+// which only a virtual clock takes.
+func ClockOf(mode string, step time.Duration) (Clock, error) {
+	c, err := ParseClock(mode, time.Time{}, step)
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case step != 0 && !c.Virtual:
+		return Clock{}, fmt.Errorf("a clock step applies to the virtual clock only (clock %q)", mode)
+	case step < 0 || step > MaxClockStep:
+		return Clock{}, fmt.Errorf("clock step %v: want a duration above 0 and at most %v", step, MaxClockStep)
+	}
+	return c, nil
+}
+
+// ErrNoClock says a virtual clock was asked of what cannot have one: a
+// backend without the capability, or an app libfaketime cannot be
+// preloaded into.
+var ErrNoClock = errors.New("no virtual clock")
+
+// CheckClock refuses, before anything starts, a virtual clock the backend
+// cannot give or the app cannot read: a backend without
+// Capabilities.VirtualClock, or a staged program that libfaketime cannot
+// be preloaded into (a static executable, a Go program). A program of
+// the image (bundle.InImage) is checked in the sandbox, at launch. The
+// error wraps ErrNoClock and names why.
+func CheckClock(c Clock, b environment.Backend, bundle *app.Bundle) error {
+	if !c.Virtual {
+		return nil
+	}
+	if !environment.CapabilitiesOf(b).VirtualClock {
+		why := ""
+		if b.Name() == "local" {
+			why = " (it needs libfaketime on this host: apt-get install libfaketime, or scripts/deps.sh test)"
+		}
+		return fmt.Errorf("%w: the %s backend has no virtual clock%s", ErrNoClock, b.Name(), why)
+	}
+	if bundle == nil || bundle.InImage || bundle.Dir == "" {
+		return nil
+	}
+	cmd := filepath.Join(bundle.Dir, filepath.FromSlash(bundle.Manifest.Command))
+	if err := faketime.Check(cmd); err != nil {
+		if errors.Is(err, faketime.ErrNotFakeable) {
+			return fmt.Errorf("%w: the app %w", ErrNoClock, err)
+		}
+		return fmt.Errorf("%w: cannot read the app's program: %w", ErrNoClock, err)
+	}
+	return nil
 }
 
 // withDefaults fills a virtual clock's zero fields.
