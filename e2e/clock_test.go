@@ -193,6 +193,26 @@ func TestVirtualClockReplay(t *testing.T) {
 // one is a usage error (exit 2) naming why, before any sandbox starts.
 func TestVirtualClockRefusals(t *testing.T) {
 	static := testenv.Build(t, "./cmd/agentbox") // a static Go program
+	// An eval suite whose task's app is that program: refused before the
+	// first episode.
+	appDir := filepath.Join(t.TempDir(), "static")
+	if err := os.MkdirAll(appDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(appDir, "prog"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(appDir, "agentbox.json"), `{"command":"prog","wait_for_window":false}`)
+	suite := filepath.Join(t.TempDir(), "suite.yaml")
+	writeFile(t, suite, "name: static\ntasks:\n  - name: t\n    target: "+appDir+"\n    task: nothing\n    agent: idle\n    timeout: 30s\n")
+	evalWant := "statically linked"
+	if !environment.CapabilitiesOf(mustLookup(t, "local")).VirtualClock {
+		evalWant = "no virtual clock"
+	}
 	for _, c := range []struct {
 		name string
 		args []string
@@ -201,6 +221,9 @@ func TestVirtualClockRefusals(t *testing.T) {
 		{"static binary", []string{"run", static, "--agent", "idle", "--clock", "virtual", "--backend", "local"}, "statically linked"},
 		{"bad mode", []string{"run", "xterm", "--agent", "idle", "--clock", "fast"}, `clock "fast": want wall or virtual`},
 		{"step without virtual", []string{"run", "xterm", "--agent", "idle", "--clock-step", "1s"}, "--clock-step applies to --clock virtual"},
+		{"eval of a static binary", []string{"eval", suite, "--clock", "virtual", "--backend", "local", "--out", filepath.Join(t.TempDir(), "eval")}, evalWant},
+		{"eval step without virtual", []string{"eval", suite, "--clock-step", "1s"}, "--clock-step applies to --clock virtual"},
+		{"eval bad mode", []string{"eval", suite, "--clock", "fast"}, `clock "fast": want wall or virtual`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := cliMain(t, c.args...)

@@ -49,7 +49,11 @@ type Options struct {
 	// AppEnv is added to every task's app environment (over the task's).
 	AppEnv map[string]string
 	// Settle is each episode's settle-before-screenshot mode.
-	Settle   session.Settle
+	Settle session.Settle
+	// Clock is each episode's app clock (eval --clock): a virtual clock
+	// is checked against the backend and every task's app before the
+	// first episode (an error wrapping session.ErrNoClock).
+	Clock    session.Clock
 	Progress io.Writer
 	Terminal bool // live status line instead of one line per episode
 	// Verbose prints every step of every episode to Progress, under the
@@ -236,6 +240,9 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		}
 		defer b.Close()
 		bundles[t.Name] = b
+		if err := session.CheckClock(o.Clock, o.Backend, b); err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.Name, err)
+		}
 		in, err := app.LoadInputs(t.TaskFiles(b), b, app.DefaultLimits)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.Name, err)
@@ -453,6 +460,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		Tree:                o.Tree,
 		Marks:               o.Marks,
 		Settle:              o.Settle,
+		Clock:               o.Clock,
 		Verbose:             o.Verbose,
 		Grader:              grader(t.Grade),
 	}, nil
