@@ -35,6 +35,7 @@ func newEvalCmd() *cobra.Command {
 		lv                 liveFlag
 		agentName          string
 		agentOpts          []string
+		cf                 clockFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -97,6 +98,10 @@ agentbox import osworld, needs it.`,
 				return err
 			}
 			envCfg, env := so.env, so.appEnv
+			clock, err := cf.parseClock(cmd.Flags())
+			if err != nil {
+				return err
+			}
 			if err := checkOut(f.out); err != nil {
 				return err
 			}
@@ -126,6 +131,9 @@ agentbox import osworld, needs it.`,
 			if err := checkNetwork(backend, envCfg.Network); err != nil {
 				return err
 			}
+			if err := checkClock(clock, backend, nil); err != nil {
+				return err
+			}
 
 			liveSrv, err := lv.start(stderr, "agentbox eval "+termsafe.Line(suite.Name), true)
 			if err != nil {
@@ -137,7 +145,7 @@ agentbox import osworld, needs it.`,
 			defer stop()
 			sum, err := eval.Run(ctx, suite, eval.Options{
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
-				Env: envCfg, AppEnv: env, Settle: so.settle, LogCap: so.logCap,
+				Env: envCfg, AppEnv: env, Settle: so.settle, LogCap: so.logCap, Clock: clock,
 				Timeout: f.timeout, StartTimeout: f.startTimeout, ReadyTimeout: f.readyTimeout,
 				MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Tree: f.a11yTree, Marks: f.marks,
@@ -150,6 +158,9 @@ agentbox import osworld, needs it.`,
 			})
 			stopLive(liveSrv)
 			if err != nil && sum == nil {
+				if errors.Is(err, session.ErrNoClock) {
+					return usageErrorf("--clock virtual: %s; nothing was started", err)
+				}
 				return failErr(err)
 			}
 			code := sum.ExitCode()
@@ -176,6 +187,7 @@ agentbox import osworld, needs it.`,
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
+	cf.registerClock(fl, "each episode's app")
 	fl.StringVar(&agentName, "agent", "", "run every task with this agent, replacing the suite's agents and scripts")
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")

@@ -17,6 +17,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/replay"
+	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -159,6 +160,10 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return usageErrorf("%s: recorded settle: %v", dir, err)
 	}
+	clock, err := session.ClockFromRun(src)
+	if err != nil {
+		return usageErrorf("%s: %v", dir, err)
+	}
 
 	backendName := f.backend
 	if backendName == "" {
@@ -210,6 +215,9 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err := checkHostLimits(cmd.Context(), backend, envCfg.Resources, runJSONNames, f.allowUnbounded); err != nil {
 		return err
 	}
+	if err := checkClock(clock, backend, bundle); err != nil {
+		return err
+	}
 	switch {
 	case argsGiven:
 		bundle.Manifest.Args = appArgs
@@ -228,6 +236,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		Backend:      backend,
 		Env:          envCfg,
 		Settle:       settle,
+		Clock:        clock,
 		Rules:        rules,
 		Timing:       timing,
 		RunID:        run.ID,

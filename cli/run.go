@@ -31,8 +31,9 @@ type runFlags struct {
 	agentOpts []string
 	script    string
 	grade     string
-	json      bool
-	live      liveFlag
+	clockFlags
+	json bool
+	live liveFlag
 }
 
 func newRunCmd() *cobra.Command {
@@ -72,6 +73,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringVar(&f.script, "script", "", "play a script (YAML or JSON: actions and checks) instead of --agent")
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
+	f.registerClock(fl, "the app")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
 	return cmd
@@ -110,6 +112,10 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	}
 	envCfg, env := so.env, so.appEnv
 	logCap, settle := so.logCap, so.settle
+	clock, err := f.parseClock(cmd.Flags())
+	if err != nil {
+		return err
+	}
 	var sc *script.Script
 	if f.script != "" {
 		if sc, err = script.Load(f.script, envCfg.Screen); err != nil {
@@ -189,6 +195,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	defer inputs.Close()
+	if err := checkClock(clock, backend, bundle); err != nil {
+		return err
+	}
 	if p, ok := ag.(agent.ProgressSetter); ok {
 		p.SetProgress(stderr)
 	}
@@ -221,6 +230,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		ReadyTimeout: f.readyTimeout,
 		Settle:       settle,
 		MaxRate:      f.maxRate,
+		Clock:        clock,
 		Tree:         f.a11yTree,
 		Marks:        f.marks,
 		TraceDir:     run.Dir,

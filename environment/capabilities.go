@@ -27,6 +27,9 @@ type Capabilities struct {
 	// Network: Config.Network gives its sandboxes a way out through
 	// agentbox's recording proxy, and forwarded host services.
 	Network bool `json:"network"`
+	// VirtualClock: LaunchSpec.Clock starts the app on a virtual clock
+	// its environments move (Clocked): libfaketime in the sandbox.
+	VirtualClock bool `json:"virtual_clock"`
 }
 
 // Limits says which of Resources a backend holds the whole sandbox to.
@@ -67,6 +70,7 @@ var capabilityList = []capability{
 	{"a process limit", func(c Capabilities) bool { return c.Limits.PIDs }},
 	{"the seed-style step", func(c Capabilities) bool { return c.SeedStep }},
 	{"a network by policy", func(c Capabilities) bool { return c.Network }},
+	{"a virtual clock", func(c Capabilities) bool { return c.VirtualClock }},
 }
 
 // Missing names what need asks for and c lacks ("custom images"), in a

@@ -194,6 +194,12 @@ type LaunchSpec struct {
 	// Inputs, when set, are a task's files, staged below the home after
 	// the app's and before it starts (docs/tasks.md).
 	Inputs *app.Inputs
+	// Clock, when not zero, starts the app on a virtual clock stopped at
+	// this instant, which only Clocked.SetClock moves (backends with
+	// Capabilities.VirtualClock). A program that cannot be faked (a
+	// static executable, a Go program) fails to launch with an error
+	// wrapping ErrAppStart that says why.
+	Clock time.Time
 }
 
 // LaunchResult reports the started app.
@@ -297,6 +303,14 @@ type Backend interface {
 type Freezer interface {
 	Freeze(ctx context.Context) error
 	Thaw(ctx context.Context) error
+}
+
+// Clocked is implemented by environments that can run the app on a
+// virtual clock (LaunchSpec.Clock).
+type Clocked interface {
+	// SetClock moves the app's virtual clock to t (never backwards); it
+	// fails when the app was launched without one.
+	SetClock(ctx context.Context, t time.Time) error
 }
 
 // Liveness is implemented by environments that can tell, without a

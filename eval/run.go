@@ -53,7 +53,11 @@ type Options struct {
 	// manifest's ready_timeout).
 	StartTimeout, ReadyTimeout time.Duration
 	// Settle is each episode's settle-before-screenshot mode.
-	Settle   session.Settle
+	Settle session.Settle
+	// Clock is each episode's app clock (eval --clock): a virtual clock
+	// is checked against the backend and every task's app before the
+	// first episode (an error wrapping session.ErrNoClock).
+	Clock    session.Clock
 	Progress io.Writer
 	Terminal bool // live status line instead of one line per episode
 	// Verbose prints every step of every episode to Progress, under the
@@ -241,6 +245,9 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		}
 		defer b.Close()
 		bundles[t.Name] = b
+		if err := session.CheckClock(o.Clock, o.Backend, b); err != nil {
+			return nil, fmt.Errorf("task %s: %w", t.Name, err)
+		}
 		in, err := app.LoadInputs(t.TaskFiles(b), b, app.DefaultLimits)
 		if err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.Name, err)
@@ -456,6 +463,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		StartTimeout: o.StartTimeout,
 		ReadyTimeout: o.ReadyTimeout,
 		MaxRate:      o.MaxRate,
+		Clock:        o.Clock,
 		Tree:         o.Tree,
 		Marks:        o.Marks,
 		Settle:       o.Settle,

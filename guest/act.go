@@ -296,6 +296,13 @@ func (g *Guest) wait(ctx context.Context, a action.Action) (bool, error) {
 			return g.waitResult(ctx, err)
 		}
 		last, since := first, time.Now()
+		// On a virtual clock, the screen is stable only once the app
+		// is idle too (idle.go): it has drawn the instant it is at.
+		var load *appLoad
+		if g.vclock != nil && a.Until == action.UntilStable {
+			load = newAppLoad(g.vclock.file)
+			load.busy()
+		}
 		tick := time.NewTicker(pollInterval)
 		defer tick.Stop()
 		for {
@@ -314,7 +321,7 @@ func (g *Guest) wait(ctx context.Context, a action.Action) (bool, error) {
 				}
 				continue
 			}
-			if h != last {
+			if h != last || (load != nil && load.busy()) {
 				last, since = h, time.Now()
 			} else if time.Since(since) >= stable {
 				return true, nil

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/faketime"
 	"github.com/codegirl-games/agentbox/internal/stagepath"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
@@ -148,13 +149,27 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		}
 	}
 
+	env := g.appEnv(req.Env)
+	if req.ClockNS != 0 {
+		if err := faketime.Check(bin); err != nil {
+			return resp, wire.Errorf(wire.CodeInvalid, "launch: --clock virtual: %v", err)
+		}
+		c, cenv, err := newVClock(filepath.Join(g.home, ".run", "clock"), req.ClockNS)
+		if err != nil {
+			return resp, err
+		}
+		g.vclock = c
+		env = withClockEnv(env, cenv)
+		resp.ClockNS = req.ClockNS
+	}
+
 	launcher, largv, err := launcherArgv(bin, g.homeArgs(req.Args))
 	if err != nil {
 		return resp, fmt.Errorf("launch: %w", err)
 	}
 	cmd := exec.Command(launcher, largv...)
 	cmd.Dir = g.appDir
-	cmd.Env = g.appEnv(req.Env)
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -293,6 +308,37 @@ func (g *Guest) appEnv(extra []string) []string {
 	}
 	env = append(env, g.net.env()...) // the proxy, with --allow-net
 	return append(env, extra...)
+}
+
+// withClockEnv puts the virtual clock's variables into env: they replace
+// the app's own, except LD_PRELOAD, where libfaketime comes first and the
+// app's libraries after it. FAKETIME goes: libfaketime prefers it, even
+// empty, to the clock's file.
+func withClockEnv(env, clock []string) []string {
+	keys := map[string]string{}
+	for _, kv := range clock {
+		k, v, _ := strings.Cut(kv, "=")
+		keys[k] = v
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "FAKETIME" {
+			continue
+		}
+		if _, ok := keys[k]; !ok {
+			out = append(out, kv)
+			continue
+		}
+		if k == "LD_PRELOAD" && v != "" {
+			keys[k] += ":" + v
+		}
+	}
+	for _, kv := range clock {
+		k, _, _ := strings.Cut(kv, "=")
+		out = append(out, k+"="+keys[k])
+	}
+	return out
 }
 
 // baseEnv is what every process the guest starts for the desktop gets.

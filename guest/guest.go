@@ -59,6 +59,8 @@ type Guest struct {
 	bus *atspi.Bus // the accessibility bus, when asked for
 	net *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
 
+	vclock *vclock // the app's virtual clock, when it was launched with one (clock.go)
+
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications
 	winCh   chan struct{}
@@ -287,6 +289,11 @@ func (g *Guest) handle(m *wire.Message) {
 		var req wire.ActRequest
 		if err = decode(&req); err == nil {
 			out, err = g.act(ctx, req.Action)
+		}
+	case wire.MethodClock:
+		var req wire.ClockRequest
+		if err = decode(&req); err == nil {
+			out, err = g.clock(req)
 		}
 	case wire.MethodA11yTree:
 		var req wire.A11yTreeRequest

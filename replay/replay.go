@@ -44,8 +44,11 @@ type Config struct {
 	App     *app.Bundle
 	Backend environment.Backend
 	// Env is the sandbox; EnvFromRun fills it from the recording.
-	Env      environment.Config
-	Settle   session.Settle
+	Env    environment.Config
+	Settle session.Settle
+	// Clock is the app's clock: the recording's (session.ClockFromRun),
+	// moved by the recorded amounts.
+	Clock    session.Clock
 	Rules    Rules
 	Timing   Timing
 	RunID    string
@@ -200,6 +203,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		ReadyTimeout: readyTimeout,
 		Settle:       cfg.Settle,
 		FirstSettle:  FirstSettle,
+		Clock:        cfg.Clock,
 		TraceDir:     cfg.TraceDir,
 		LogCap:       logCap,
 		Progress:     cfg.Progress,

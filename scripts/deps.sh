@@ -11,9 +11,10 @@
 #   test          that, and the host tools the tests use: Xvfb, Openbox, xev,
 #                 xterm, xdotool, xcalc, the core X fonts, keysymdef.h,
 #                 dbus-daemon and at-spi2-core (--a11y), zenity, speedcrunch,
-#                 bubblewrap, ffmpeg/ffprobe, Chromium, python3, git, and
-#                 for Debian's python3 (/usr/bin/python3) pytest, NumPy and
-#                 pip (the Python client's tests)
+#                 bubblewrap, libfaketime (--clock virtual), ffmpeg/ffprobe,
+#                 Chromium, python3, git, and for Debian's python3
+#                 (/usr/bin/python3) pytest, NumPy and pip (the Python
+#                 client's tests)
 #   lint          staticcheck in $(go env GOPATH)/bin
 #   k8s           test, and what scripts/k8s-cluster.sh needs for its
 #                 one-node cluster: etcd, containerd and runc, the CNI
@@ -122,6 +123,9 @@ if $want_host; then
 	need_tool zenity zenity
 	need_tool speedcrunch speedcrunch
 	need_tool bwrap bubblewrap
+	# The virtual clock (--clock virtual) on the local backend preloads
+	# the host's libfaketime into the app (the images carry their own).
+	need_file /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 libfaketime
 	# The core X fonts older X11 apps ask for, as the Docker image has them.
 	need_file /usr/share/fonts/X11/misc/fonts.dir xfonts-base
 	# internal/keysym is generated from it, and its test reads it.

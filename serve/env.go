@@ -45,6 +45,7 @@ type env struct {
 	maxSteps     int
 	timeout      time.Duration
 	settle       session.Settle
+	clock        session.Clock // the app's clock (CreateRequest.Clock)
 	created      time.Time
 	log          *session.EventLog
 	// actor drives its episodes (trace.ActorRemote, or trace.ActorMCP for
@@ -293,6 +294,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 		StartTimeout: s.o.StartTimeout,
 		ReadyTimeout: s.o.ReadyTimeout,
 		Settle:       e.settle,
+		Clock:        e.clock,
 		MaxRate:      s.o.MaxRate,
 		TraceDir:     dir,
 		LogCap:       s.o.LogCap,

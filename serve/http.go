@@ -441,6 +441,10 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 		}
 		e.settle = st
 	}
+	var err error
+	if e.clock, err = session.ClockOf(req.Clock, time.Duration(req.ClockStepMS)*time.Millisecond); err != nil {
+		return nil, apiError(api.CodeInvalidRequest, "%v", err)
+	}
 	if aerr := checkTask(req.Task); aerr != nil {
 		return nil, aerr
 	}
@@ -480,6 +484,9 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 			return nil, apiError(api.CodeNotFound, "no upload %q", req.Upload)
 		}
 		e.appName, e.bundle, e.upload = u.name, u.bundle, u
+	}
+	if err := session.CheckClock(e.clock, e.backend, e.bundle); err != nil {
+		return nil, apiError(api.CodeInvalidRequest, "clock virtual: %s", strings.TrimPrefix(err.Error(), session.ErrNoClock.Error()+": "))
 	}
 	if tmpfs := int64(e.cfg.Resources.TmpfsMB) << 20; e.bundle.TotalBytes > tmpfs*3/4 {
 		return nil, apiError(api.CodeInvalidRequest, "the app's files (%d bytes) need a larger tmpfs than %d MiB: three quarters of it at most", e.bundle.TotalBytes, e.cfg.Resources.TmpfsMB)

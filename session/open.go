@@ -84,6 +84,8 @@ type Session struct {
 	limits    action.Limits
 	limiter   *rateLimiter
 	freezer   environment.Freezer // nil unless the app is frozen while the agent decides
+	clock     environment.Clocked // nil unless the app runs on a virtual clock (Config.Clock)
+	clockNow  time.Time           // the app's virtual time
 	steps     int                 // the last step recorded
 	last      *action.Result      // the previous action's result, shown at the next observation
 	viewReq   *action.Action      // the last screenshot action with options: the next observation's view
@@ -212,6 +214,7 @@ func (s *Session) initialRecord() trace.Run {
 			A11y:                s.cfg.Env.A11y,
 			Tree:                s.cfg.Tree,
 			Marks:               s.cfg.Marks,
+			Clock:               s.cfg.Clock.settings(),
 		},
 		Network: networkInfo(s.cfg.Env.Network),
 		Started: s.started,
@@ -250,8 +253,17 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 		}
 	})
 
+	spec := environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap, Inputs: cfg.Inputs}
+	if cfg.Clock.Virtual {
+		clocked, ok := env.(environment.Clocked)
+		if !ok {
+			return s.startFailure(ctx, "launch the app", fmt.Errorf("%w: the %s backend's environments have no virtual clock", environment.ErrAppStart, env.Info().Backend))
+		}
+		s.clock, s.clockNow = clocked, cfg.Clock.Start
+		spec.Clock = cfg.Clock.Start
+	}
 	t1 := time.Now()
-	lr, err := env.Launch(startCtx, environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap, Inputs: cfg.Inputs})
+	lr, err := env.Launch(startCtx, spec)
 	if cfg.Inputs != nil && lr.Inputs != nil {
 		_ = s.tw.Update(func(run *trace.Run) { run.Inputs = inputInfos(cfg.Inputs, lr.Inputs) })
 	}

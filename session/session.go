@@ -62,6 +62,11 @@ type Config struct {
 	// cannot flood the app or the trace faster); 0 means no bound. The time
 	// an action waited is recorded with its result.
 	MaxRate float64
+	// Clock is the app's clock: the wall clock, or a virtual one that
+	// moves only with the steps (see Clock). On a virtual clock a settle
+	// of none becomes stable (DefaultStable): the app needs a moment to
+	// show the time it was moved to.
+	Clock Clock
 
 	// Tree reads the accessibility tree with every observation (the
 	// sandbox needs Env.A11y) and records it in the trace; Marks also
@@ -167,6 +172,15 @@ func (c *Config) defaults() {
 	c.Env.A11y = c.Env.A11y || c.App.Manifest.A11y || c.Tree || c.Marks
 	if c.Actor == "" {
 		c.Actor = trace.ActorAgent
+	}
+	c.Clock = c.Clock.withDefaults()
+	if c.Clock.Virtual {
+		if c.Settle.Mode == "" || c.Settle.Mode == SettleNone {
+			c.Settle = Settle{Mode: SettleStable, Duration: DefaultStable}
+		}
+		if c.FirstSettle.Mode == "" || c.FirstSettle.Mode == SettleNone {
+			c.FirstSettle = Settle{Mode: SettleStable, Duration: DefaultStable}
+		}
 	}
 }
 

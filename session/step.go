@@ -412,14 +412,31 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 	}
 	t := time.Now()
 	var res action.Result
+	advance := s.clockAdvance(step, a)
 	if a.Kind == action.Wait && a.Until == "" {
 		// A plain wait is a timer: kept here rather than in the sandbox,
 		// which answers one request at a time, so that a watcher's look
-		// (Peek) is answered while it runs.
-		err = s.sleep(ctx, env, time.Duration(a.MS)*time.Millisecond)
+		// (Peek) is answered while it runs. A virtual clock moves by the
+		// wait at its start.
+		err = s.advanceClock(ctx, advance)
+		if err == nil {
+			err = s.sleep(ctx, env, time.Duration(a.MS)*time.Millisecond)
+		}
 		res = action.Result{OK: true, ElapsedUS: time.Since(t).Microseconds()}
 	} else {
 		res, err = env.Act(ctx, a)
+		if err == nil && advance > 0 {
+			// On a virtual clock the app takes the action in at the
+			// instant it happened: the screen settles (the app idle,
+			// its picture unchanged) before the clock moves on. Moved
+			// at once, the app could draw the next instant before or
+			// after it had handled the action (an xterm's echo of a
+			// key drawn after the app's redraw, or wiped by it): two
+			// runs of the same steps would differ.
+			if _, _, err = s.settle(ctx, s.cfg.Settle); err == nil {
+				err = s.advanceClock(ctx, advance)
+			}
+		}
 	}
 	dur := time.Since(t)
 	if err != nil {
@@ -433,7 +450,11 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 		s.treeReq = true
 	}
 	tw := time.Now()
-	s.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)})
+	rr := trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(dur), ThrottledMS: msOf(throttled)}
+	if s.clock != nil {
+		rr.ClockAdvanceMS = msOf(advance)
+	}
+	s.tw.Record(rr)
 	s.traceTime += time.Since(tw)
 	s.tell(Event{Kind: EventResult, Step: step, Result: &res})
 	if !res.OK && s.cfg.Verbose {
@@ -573,7 +594,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 			FrameHash:  trace.FrameHash(frame.Hash),
 			Width:      frame.Width, Height: frame.Height,
 			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
-			Network: netEvs,
+			Network: netEvs, Clock: s.clockStamp(),
 		},
 	}
 	return obs, rec, nil

@@ -269,6 +269,19 @@ type Settings struct {
 	// (1000 actions a second) unless the command line said otherwise.
 	FreezeWhileThinking bool     `json:"freeze_while_thinking"`
 	MaxRate             *float64 `json:"max_rate,omitempty"`
+	// Clock is the app's virtual clock (--clock virtual); absent: the
+	// wall clock.
+	Clock *ClockSettings `json:"clock,omitempty"`
+}
+
+// ClockSettings record a virtual clock: where it started (RFC 3339, UTC)
+// and how far it moved at each step that was not a wait. Each step's
+// observation records the virtual time it was taken at, and each result
+// how far the clock moved for that action (a replay moves it the same).
+type ClockSettings struct {
+	Mode   string  `json:"mode"` // "virtual"
+	Start  string  `json:"start"`
+	StepMS float64 `json:"step_ms"`
 }
 
 // LogInfo accounts for the app's output.
@@ -347,6 +360,9 @@ type Observation struct {
 	// when nobody took control, and in traces written before it was
 	// recorded.
 	Intervention *observe.Intervention `json:"intervention,omitempty"`
+	// Clock is the app's virtual time when the screenshot was taken (RFC
+	// 3339, UTC); absent on the wall clock.
+	Clock string `json:"clock,omitempty"`
 }
 
 // TreeInfo points to an accessibility tree in the trace
@@ -425,6 +441,9 @@ type Record struct {
 	DurationMS float64        `json:"duration_ms,omitempty"`
 	// ThrottledMS is how long the action waited for the rate limit.
 	ThrottledMS float64 `json:"throttled_ms,omitempty"`
+	// ClockAdvanceMS is how far the action moved the app's virtual clock
+	// (Settings.Clock).
+	ClockAdvanceMS float64 `json:"clock_advance_ms,omitempty"`
 
 	Event string         `json:"event,omitempty"` // window_mapped, app_exited, …
 	Data  map[string]any `json:"data,omitempty"`

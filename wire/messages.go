@@ -18,6 +18,7 @@ const (
 	MethodA11yTree   = "a11y_tree"  // A11yTreeRequest → observe.Tree (a sandbox started with A11y)
 	MethodCollect    = "collect"    // CollectRequest → CollectResponse: the files to collect below the home
 	MethodReadFile   = "read_file"  // ReadFileRequest → ReadFileResponse + payload (a chunk of a file below the home)
+	MethodClock      = "clock"      // ClockRequest → ClockResponse (an app launched with a virtual clock)
 )
 
 // Events (guest → host).
@@ -152,6 +153,12 @@ type LaunchRequest struct {
 	// LogCap bounds the bytes of each output stream forwarded to the host;
 	// beyond it the guest drains and counts.
 	LogCap int64 `json:"log_cap"`
+	// ClockNS, when set, starts the app on a virtual clock stopped at this
+	// instant (Unix nanoseconds): libfaketime is preloaded into the app's
+	// processes, and only MethodClock moves the time they read. The
+	// guest refuses it for a program that cannot be faked (a static ELF,
+	// a Go program).
+	ClockNS int64 `json:"clock_ns,omitempty"`
 }
 
 // LaunchResponse reports the running app.
@@ -159,6 +166,21 @@ type LaunchResponse struct {
 	PID     int             `json:"pid"`
 	Window  *observe.Window `json:"window,omitempty"`
 	ReadyUS int64           `json:"ready_us"`
+	// ClockNS echoes LaunchRequest.ClockNS: the app runs on the virtual
+	// clock (a host that asked for one and finds it zero refuses the run).
+	ClockNS int64 `json:"clock_ns,omitempty"`
+}
+
+// ClockRequest sets the app's virtual clock to an instant (Unix
+// nanoseconds), never earlier than it is. The host moves it; the app's
+// time stands still in between.
+type ClockRequest struct {
+	NowNS int64 `json:"now_ns"`
+}
+
+// ClockResponse reports the virtual clock after the request.
+type ClockResponse struct {
+	NowNS int64 `json:"now_ns"`
 }
 
 // ScreenshotRequest asks for the current screen.

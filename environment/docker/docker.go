@@ -59,6 +59,9 @@ func (*Backend) Capabilities() environment.Capabilities {
 		Limits:     environment.Limits{CPU: true, Memory: true, PIDs: true},
 		SeedStep:   true,
 		Network:    true,
+		// The runtime image carries libfaketime; a custom image without
+		// it fails the launch, saying so.
+		VirtualClock: true,
 	}
 }
 

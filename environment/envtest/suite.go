@@ -110,6 +110,7 @@ func Run(t *testing.T, o Options) {
 		{"Cleanup", s.testCleanup},
 		{"Isolation", s.testIsolation},
 		{"Network", s.testNetwork},
+		{"VirtualClock", s.testVirtualClock},
 	} {
 		t.Run(c.name, c.f)
 	}

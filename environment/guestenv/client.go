@@ -289,6 +289,9 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 		ReadyMS:     int(spec.ReadyTimeout / time.Millisecond),
 		LogCap:      spec.LogCap,
 	}
+	if !spec.Clock.IsZero() {
+		req.ClockNS = spec.Clock.UnixNano()
+	}
 	c.budgets.logCap.Store(spec.LogCap)
 	req.Env = append(req.Env, extraEnv...)
 	for k, v := range m.Env {
@@ -307,8 +310,13 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrNoWindow, err)
 		case wire.IsCode(err, wire.CodeAppExited):
 			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrAppExited, err)
+		case req.ClockNS != 0 && wire.IsCode(err, wire.CodeInvalid):
+			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrAppStart, err)
 		}
 		return environment.LaunchResult{}, c.wrap("launch", err)
+	}
+	if resp.ClockNS != req.ClockNS {
+		return environment.LaunchResult{}, c.wrap("launch", fmt.Errorf("asked for a virtual clock at %d ns, the guest launched the app at %d (a guest that does not know it)", req.ClockNS, resp.ClockNS))
 	}
 	if resp.Window != nil {
 		w := clipWindow(*resp.Window)
@@ -395,6 +403,15 @@ func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error
 	}
 	res.Error = clip(res.Error, MaxText)
 	return res, nil
+}
+
+// SetClock moves the app's virtual clock to t (wire.MethodClock).
+func (c *Client) SetClock(ctx context.Context, t time.Time) error {
+	var resp wire.ClockResponse
+	if _, err := c.call(ctx, wire.MethodClock, xCall, wire.ClockRequest{NowNS: t.UnixNano()}, &resp, nil); err != nil {
+		return c.wrap("clock", err)
+	}
+	return nil
 }
 
 // Tree reads the accessibility tree (the sandbox must have been started

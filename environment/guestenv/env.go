@@ -303,6 +303,21 @@ func (e *Env) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, 
 	return t, err
 }
 
+var _ environment.Clocked = (*Env)(nil)
+
+// SetClock implements environment.Clocked: the guest rewrites the app's
+// virtual clock.
+func (e *Env) SetClock(ctx context.Context, t time.Time) error {
+	if e.guest == nil {
+		return fmt.Errorf("clock: %w", environment.ErrClosed)
+	}
+	err := e.guest.SetClock(ctx, t)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	return err
+}
+
 var _ environment.Liveness = (*Env)(nil)
 
 // closedChan is Done's answer before the guest has started.

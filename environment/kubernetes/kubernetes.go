@@ -94,6 +94,9 @@ func (*Backend) Capabilities() environment.Capabilities {
 		Reap:       true,
 		Limits:     environment.Limits{CPU: true, Memory: true},
 		SeedStep:   true,
+		// The same images and guest as docker's: libfaketime in the
+		// runtime image, moved by the guest.
+		VirtualClock: true,
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/internal/faketime"
 	"github.com/codegirl-games/agentbox/internal/fds"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 )
@@ -74,6 +75,9 @@ var _ environment.Capable = (*Backend)(nil)
 // memory per process only, which is not a sandbox's limit).
 func (*Backend) Capabilities() environment.Capabilities {
 	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true}
+	// The sandbox runs the host's programs: a virtual clock needs the
+	// host's libfaketime (scripts/deps.sh test installs it).
+	c.VirtualClock = faketime.Lib() != ""
 	if p := cgroups(); p.usable() {
 		c.Freeze = p.freezes()
 		c.Limits = environment.Limits{CPU: true, Memory: true, PIDs: true}

@@ -264,7 +264,7 @@ class Client:
     def create(self, app=None, *, upload=None, task=None, backend=None, screen=None, limits=None,
                max_steps=None, timeout=None, settle=None, observation="auto", transport="websocket",
                reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None,
-               grade=None):
+               grade=None, clock=None, clock_step=None):
         """Make an environment and start its first episode (the app up and
         ready); returns its Env once it has.
 
@@ -280,7 +280,12 @@ class Client:
         ``info["files"]``, and Env.file reads one. ``grade`` (a list of
         checks, never command or expected) grades them on the server: the
         end's ``info["ended"]["grade"]``, whose score is that step's reward
-        unless ``reward`` is given. The rest are the Env's
+        unless ``reward`` is given. ``clock``: "wall" (the default) or
+        "virtual": the app's time starts at 2025-01-01T00:00:00Z and moves
+        only with the steps (a wait by its length, any other action by
+        ``clock_step`` seconds, default 0.1), so it stands still while the
+        agent thinks; dynamically linked apps only (a static or Go program
+        is refused). The rest are the Env's
         (observation format, transport, reward function).
         """
         req = {}
@@ -296,6 +301,10 @@ class Client:
             req["screen"] = screen
         if timeout is not None:
             req["timeout_ms"] = int(timeout * 1000)
+        if clock is not None:
+            req["clock"] = clock
+        if clock_step is not None:
+            req["clock_step_ms"] = int(round(clock_step * 1000))
         env = Env(self, None, observation=observation, transport=transport, reward=reward)
         env._describe = self.request("POST", "/v1/envs", body=req)
         env.id = env._describe["id"]

@@ -257,6 +257,20 @@ def test_the_servers_errors(client, target):
     with pytest.raises(agentbox.InvalidRequest) as e:
         client.create("mover", settle="sometimes")
     assert e.value.code == "invalid_request"
+    # The clock: an unknown one, a step without the virtual clock, and a
+    # virtual clock of the mover, a Go program libfaketime cannot fake:
+    # refused before any environment is made.
+    before = len(client.environments())
+    with pytest.raises(agentbox.InvalidRequest) as e:
+        client.create("mover", clock="fast")
+    assert 'clock "fast"' in e.value.message
+    with pytest.raises(agentbox.InvalidRequest) as e:
+        client.create("mover", clock_step=0.5)
+    assert "virtual clock only" in e.value.message
+    with pytest.raises(agentbox.InvalidRequest) as e:
+        client.create("mover", clock="virtual")
+    assert "Go program" in e.value.message or "statically linked" in e.value.message or "no virtual clock" in e.value.message
+    assert len(client.environments()) == before
     # A wrong token: on the HTTP calls and on the WebSocket's handshake.
     with agentbox.Client(target.url, "not-the-token-0123456789") as bad:
         with pytest.raises(agentbox.Unauthorized) as e:

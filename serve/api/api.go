@@ -253,6 +253,17 @@ type CreateRequest struct {
 	// "stable:150ms"); absent, the server's (agentbox serve --settle,
 	// default none).
 	Settle string `json:"settle,omitempty"`
+	// Clock is the app's clock: wall (the default) or virtual — the
+	// app's time starts at 2025-01-01T00:00:00Z and moves only with the
+	// steps (a wait by its length, any other action by ClockStepMS), so
+	// it stands still while the agent thinks and a replay draws the same
+	// frames. Dynamically linked apps only (libfaketime): a static
+	// executable or a Go program is refused, and so is a backend without
+	// the virtual_clock capability.
+	Clock string `json:"clock,omitempty"`
+	// ClockStepMS is how far a virtual clock moves per action other than
+	// a wait (default 100; at most 3600000); only with clock virtual.
+	ClockStepMS int64 `json:"clock_step_ms,omitempty"`
 	// Inputs are files placed below the sandbox's home before the app
 	// starts: from is upload:ID (an upload of this token, whole) or
 	// upload:ID/PATH (a file or directory in it), to is ~/PATH
