@@ -27,6 +27,9 @@ type Capabilities struct {
 	// Network: Config.Network gives its sandboxes a way out through
 	// agentbox's recording proxy, and forwarded host services.
 	Network bool `json:"network"`
+	// Relaunch: its environments implement Resetter (reset in place,
+	// the relaunch reset mode).
+	Relaunch bool `json:"relaunch"`
 }
 
 // Limits says which of Resources a backend holds the whole sandbox to.
@@ -67,6 +70,7 @@ var capabilityList = []capability{
 	{"a process limit", func(c Capabilities) bool { return c.Limits.PIDs }},
 	{"the seed-style step", func(c Capabilities) bool { return c.SeedStep }},
 	{"a network by policy", func(c Capabilities) bool { return c.Network }},
+	{"reset in place", func(c Capabilities) bool { return c.Relaunch }},
 }
 
 // Missing names what need asks for and c lacks ("custom images"), in a

@@ -55,9 +55,10 @@ type Guest struct {
 	home   string
 	appDir string
 
-	app *appProc
-	bus *atspi.Bus // the accessibility bus, when asked for
-	net *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
+	app  *appProc
+	base *baseline  // what a reset returns to (reset.go)
+	bus  *atspi.Bus // the accessibility bus, when asked for
+	net  *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
 
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications
@@ -302,6 +303,11 @@ func (g *Guest) handle(m *wire.Message) {
 		var req wire.ReadFileRequest
 		if err = decode(&req); err == nil {
 			out, payload, err = g.readFile(req)
+		}
+	case wire.MethodReset:
+		var req wire.ResetRequest
+		if err = decode(&req); err == nil {
+			out, err = g.reset(ctx)
 		}
 	case wire.MethodStop:
 		var req wire.StopRequest

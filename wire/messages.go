@@ -18,6 +18,7 @@ const (
 	MethodA11yTree   = "a11y_tree"  // A11yTreeRequest → observe.Tree (a sandbox started with A11y)
 	MethodCollect    = "collect"    // CollectRequest → CollectResponse: the files to collect below the home
 	MethodReadFile   = "read_file"  // ReadFileRequest → ReadFileResponse + payload (a chunk of a file below the home)
+	MethodReset      = "reset"      // ResetRequest → ResetResponse: the sandbox back to its state before the first launch (a relaunch)
 )
 
 // Events (guest → host).
@@ -27,6 +28,7 @@ const (
 	EventExit   = "exit"   // observe.Exit
 	EventWindow = "window" // WindowEvent
 	EventLog    = "log"    // LogEvent: the guest's own diagnostics
+	EventReset  = "reset"  // nothing: the app is gone and the desktop reset; what follows is the next app's (sent before reset's answer)
 )
 
 // StartRequest asks the guest to bring up the desktop.
@@ -206,6 +208,23 @@ type StopRequest struct {
 // StopResponse reports what the stop found.
 type StopResponse struct {
 	Exit *observe.Exit `json:"exit,omitempty"`
+}
+
+// ResetRequest asks the guest to reset the sandbox in place for the next
+// launch (a relaunch): every process but the guest's own desktop (the X
+// server, the window manager, the accessibility bus) killed, the X
+// server's state reset (other clients killed, root-window properties and
+// selections cleared, keys and buttons released, the pointer home), and
+// the writable directories restored to what they held after start.
+type ResetRequest struct{}
+
+// ResetResponse reports what the reset found and did.
+type ResetResponse struct {
+	Exit    *observe.Exit `json:"exit,omitempty"` // the app's, if it was still running
+	Killed  int           `json:"killed"`         // processes killed
+	Clients int           `json:"clients"`        // X clients killed
+	Props   int           `json:"props"`          // root-window properties deleted
+	Removed int           `json:"removed"`        // files and directories removed or restored
 }
 
 // OutputEvent accompanies app output bytes.

@@ -303,6 +303,28 @@ func (e *Env) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, 
 	return t, err
 }
 
+var _ environment.Resetter = (*Env)(nil)
+
+// Reset implements environment.Resetter: the guest kills the app and
+// everything it left running, resets the X server's state and restores
+// the writable directories (wire.MethodReset). A frozen sandbox is
+// thawed first.
+func (e *Env) Reset(ctx context.Context) error {
+	if e.guest == nil {
+		return fmt.Errorf("reset: %w", environment.ErrClosed)
+	}
+	if e.frozen.Load() {
+		if err := e.thaw(ctx); err != nil {
+			return fmt.Errorf("reset: thaw: %w", err)
+		}
+	}
+	_, err := e.guest.Reset(ctx)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	return err
+}
+
 var _ environment.Liveness = (*Env)(nil)
 
 // closedChan is Done's answer before the guest has started.

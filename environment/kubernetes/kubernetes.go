@@ -94,6 +94,7 @@ func (*Backend) Capabilities() environment.Capabilities {
 		Reap:       true,
 		Limits:     environment.Limits{CPU: true, Memory: true},
 		SeedStep:   true,
+		Relaunch:   true, // the guest's reset, as on Docker (not run against a cluster here)
 	}
 }
 

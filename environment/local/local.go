@@ -73,7 +73,7 @@ var _ environment.Capable = (*Backend)(nil)
 // mounted); elsewhere resource limits bound processes per sandbox (and
 // memory per process only, which is not a sandbox's limit).
 func (*Backend) Capabilities() environment.Capabilities {
-	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true}
+	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true, Relaunch: true}
 	if p := cgroups(); p.usable() {
 		c.Freeze = p.freezes()
 		c.Limits = environment.Limits{CPU: true, Memory: true, PIDs: true}
