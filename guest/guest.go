@@ -56,9 +56,12 @@ type Guest struct {
 	appDir string
 
 	app  *appProc
-	base *baseline  // what a reset returns to (reset.go)
-	bus  *atspi.Bus // the accessibility bus, when asked for
-	net  *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
+	base *baseline // what a reset returns to (reset.go)
+	// staged is the guest's copy of what the host staged into the app
+	// directory, for a reset to restage it (reset.go).
+	staged stagedApp
+	bus    *atspi.Bus // the accessibility bus, when asked for
+	net    *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
 
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications

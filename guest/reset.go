@@ -130,6 +130,7 @@ func (g *Guest) reset(ctx context.Context) (wire.ResetResponse, error) {
 	g.waitNoWindows(ctx)
 	resp.Removed = g.base.restore()
 	removeSysVShm()
+	resp.AppKept = g.staged.restage(g.appDir)
 	if err := g.conn.Notify(wire.EventReset, struct{}{}, nil); err != nil {
 		return resp, err
 	}
@@ -335,4 +336,59 @@ func removeSysVShm() {
 			continue
 		}
 	}
+}
+
+// maxKeptApp bounds the guest's copy of a staged app (its memory counts
+// against the sandbox's): a larger app is sent again after a reset.
+const maxKeptApp = 64 << 20
+
+// stagedApp is the guest's copy of the entries the host staged into the
+// app directory, in order, so that a reset can restage them itself: the
+// host's bytes, never what the app made of them.
+type stagedApp struct {
+	entries []stagedEntry
+	bytes   int64
+	over    bool // more than maxKeptApp: nothing kept
+	// restaged: the entries were restaged by a reset; the next write
+	// begins a new staging.
+	restaged bool
+}
+
+type stagedEntry struct {
+	req  wire.WriteFileRequest
+	data []byte
+}
+
+// add records one entry as the host staged it.
+func (s *stagedApp) add(req wire.WriteFileRequest, data []byte) {
+	if s.restaged {
+		*s = stagedApp{}
+	}
+	if s.over {
+		return
+	}
+	s.bytes += int64(len(data))
+	if s.bytes > maxKeptApp {
+		*s = stagedApp{over: true}
+		return
+	}
+	s.entries = append(s.entries, stagedEntry{req: req, data: bytes.Clone(data)})
+}
+
+// restage writes the kept entries into dir again; false when there are
+// none (nothing was staged, the app was too large, or a write failed:
+// the host then stages it again).
+func (s *stagedApp) restage(dir string) bool {
+	if s.over || len(s.entries) == 0 {
+		*s = stagedApp{over: s.over}
+		return false
+	}
+	for _, e := range s.entries {
+		if err := writeStaged(dir, e.req, e.data); err != nil {
+			*s = stagedApp{}
+			return false
+		}
+	}
+	s.restaged = true
+	return true
 }

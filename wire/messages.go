@@ -225,6 +225,10 @@ type ResetResponse struct {
 	Clients int           `json:"clients"`        // X clients killed
 	Props   int           `json:"props"`          // root-window properties deleted
 	Removed int           `json:"removed"`        // files and directories removed or restored
+	// AppKept says the app directory was restaged from what the host
+	// sent last (the guest's own copy, never what the app left there):
+	// the host need not send the same app again.
+	AppKept bool `json:"app_kept,omitempty"`
 }
 
 // OutputEvent accompanies app output bytes.

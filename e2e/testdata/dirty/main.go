@@ -24,6 +24,7 @@ import (
 
 var leftovers = []string{
 	"~/dirty-home.txt", "/tmp/dirty-tmp.txt", "/dev/shm/dirty-shm", "/tmp/dirty-daemon.txt", "~/.config/dirty/state",
+	"dirty-appdir.txt", // in the app directory, its working directory
 }
 
 func main() {
@@ -56,6 +57,11 @@ func main() {
 		p = strings.Replace(p, "~", home, 1)
 		if _, err := os.Lstat(p); err == nil {
 			found = append(found, "file "+p)
+		}
+	}
+	if self, err := os.Executable(); err == nil {
+		if fi, err := os.Stat(self); err == nil && fi.Mode().Perm() != 0o755 {
+			found = append(found, fmt.Sprintf("the app's own mode %v", fi.Mode().Perm()))
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(home, "input.txt")); err != nil || string(b) != "staged\n" {
@@ -96,6 +102,10 @@ func main() {
 		must(os.WriteFile(strings.Replace(p, "~", home, 1), []byte("dirt\n"), 0o644))
 	}
 	must(os.WriteFile(filepath.Join(home, ".config", "dirty", "state"), []byte("dirt\n"), 0o644))
+	must(os.WriteFile("dirty-appdir.txt", []byte("dirt\n"), 0o644))
+	if self, err := os.Executable(); err == nil { // the staged app itself, changed
+		must(os.Chmod(self, 0o700))
+	}
 	must(os.WriteFile(filepath.Join(home, "input.txt"), []byte("overwritten\n"), 0o644))
 	must(xproto.ChangePropertyChecked(xc, xproto.PropModeReplace, root, prop, xproto.AtomString, 8, 4, []byte("dirt")).Check())
 	win := window(xc, root, "dirty", true)
