@@ -43,6 +43,7 @@ type fileState struct {
 
 // baseline is the sandbox's state a reset returns to.
 type baseline struct {
+	roots []string // the writable directories
 	x     *x11.Baseline
 	files map[string]fileState
 	keep  []int // the desktop's processes (the X server, the window manager, the bus)
@@ -61,8 +62,24 @@ func (g *Guest) takeBaseline(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
-	b := &baseline{x: xb, files: map[string]fileState{}}
-	for _, root := range writableRoots {
+	b := snapshotFiles(writableRoots)
+	b.x = xb
+	b.keep = append(b.keep, g.server.Pid())
+	if g.wm != nil {
+		b.keep = append(b.keep, g.wm.Pid())
+	}
+	if g.bus != nil {
+		b.keep = append(b.keep, g.bus.PIDs()...)
+	}
+	g.base = b
+	return nil
+}
+
+// snapshotFiles records every entry below roots (a regular file's
+// content up to maxBaselineFile).
+func snapshotFiles(roots []string) *baseline {
+	b := &baseline{roots: roots, files: map[string]fileState{}}
+	for _, root := range roots {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
@@ -82,15 +99,7 @@ func (g *Guest) takeBaseline(ctx context.Context) error {
 			return nil
 		})
 	}
-	b.keep = append(b.keep, g.server.Pid())
-	if g.wm != nil {
-		b.keep = append(b.keep, g.wm.Pid())
-	}
-	if g.bus != nil {
-		b.keep = append(b.keep, g.bus.PIDs()...)
-	}
-	g.base = b
-	return nil
+	return b
 }
 
 // reset kills the app and everything it left running, resets the X
@@ -254,7 +263,7 @@ func (g *Guest) waitNoWindows(ctx context.Context) {
 // entries it removed or restored.
 func (b *baseline) restore() int {
 	n := 0
-	for _, root := range writableRoots {
+	for _, root := range b.roots {
 		var extra []string
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
