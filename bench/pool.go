@@ -45,9 +45,14 @@ type PoolStats struct {
 	// episodes); Loop is the pool's own account of that loop: the share
 	// of resets served warm and how long a take waited to be made up.
 	ResetLoop Stats
-	Loop      *LoopStats `json:",omitempty"`
-	Capacity  *Capacity  `json:",omitempty"`
-	Eval      *EvalStats `json:",omitempty"`
+	// ResetRelaunch is the reset of an environment created with reset
+	// mode relaunch, back to back on the same server: the same sandbox
+	// reset in place and the app launched again (backends with the
+	// capability relaunch; none else).
+	ResetRelaunch Stats
+	Loop          *LoopStats `json:",omitempty"`
+	Capacity      *Capacity  `json:",omitempty"`
+	Eval          *EvalStats `json:",omitempty"`
 }
 
 // Capacity is a pool of Target idle environments held by one server.
@@ -225,6 +230,13 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 		ls.Target = max(ls.Target, k.Target)
 	}
 	ps.Loop = ls
+	if environment.CapabilitiesOf(o.Backend).Relaunch {
+		r, err := relaunchLoop(ctx, warm.c, o.PoolResets)
+		if err != nil {
+			return err
+		}
+		ps.ResetRelaunch = r
+	}
 	// Close the episodes, so their traces are finalised with timings.
 	for _, env := range envs {
 		env.Close(ctx)
@@ -247,6 +259,32 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	}
 	ps.OpenWarm, ps.OpenCold = opens(traces[warm]), opens(traces[cold])
 	return nil
+}
+
+// relaunchLoop measures n resets, back to back, of an environment in
+// reset mode relaunch, after one to warm up.
+func relaunchLoop(ctx context.Context, c *client.Client, n int) (Stats, error) {
+	env, err := c.Create(ctx, api.CreateRequest{App: "mover", ResetMode: api.ResetRelaunch})
+	if err != nil {
+		return Stats{}, fmt.Errorf("create an environment to relaunch: %w", err)
+	}
+	defer env.Close(context.WithoutCancel(ctx))
+	env.Image = api.ImageRGBA
+	var d []time.Duration
+	for i := 0; i < n+2; i++ {
+		t := time.Now()
+		obs, _, err := env.Reset(ctx)
+		if err != nil {
+			return Stats{}, fmt.Errorf("relaunch: %w", err)
+		}
+		if obs.Screen == nil {
+			return Stats{}, fmt.Errorf("relaunch: no screen")
+		}
+		if i >= 2 { // the created episode, then a warm-up
+			d = append(d, time.Since(t))
+		}
+	}
+	return summarize(d), nil
 }
 
 // poolCapacity fills a pool of n idle environments in one in-process
@@ -531,6 +569,9 @@ func (p *PoolStats) print(w io.Writer) {
 		fmt.Fprintf(w, "  back to back, no wait for the pool: %s\n", p.ResetLoop)
 		fmt.Fprintf(w, "  the pool over that loop: %d of %d warm (hit rate %.0f %%), refill p50 %s p95 %s, create p50 %s, the key's target %d\n",
 			l.Warm, l.Resets, 100*l.HitRate, FormatMS(l.RefillP50), FormatMS(l.RefillP95), FormatMS(l.CreateP50), l.Target)
+	}
+	if p.ResetRelaunch.N > 0 {
+		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back: %s\n", p.ResetRelaunch)
 	}
 	if c := p.Capacity; c != nil {
 		fmt.Fprintf(w, "idle pooled environments held by one server (%d CPUs, %.1f GiB):\n", c.CPUs, c.MemTotalMiB/1024)

@@ -36,6 +36,7 @@ func newEvalCmd() *cobra.Command {
 		agentName          string
 		agentOpts          []string
 		cf                 clockFlags
+		resetMode          string
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -58,7 +59,10 @@ the backend can give on this machine (exit 2).
 its script); --env is added to every task's app (over the task's env).
 --pool N keeps N sandboxes per task warm (display and window manager up,
 no app), so that an episode only starts its app; each serves one episode,
-and the pool is removed when the eval ends.
+and the pool is removed when the eval ends. --reset relaunch starts a
+task's episodes after its first in the sandbox of an earlier one, reset in
+place (the app and all it started killed, the home and /tmp restored, the
+display's state reset; the window manager kept), where the backend can.
 agentbox view EVALDIR writes one page for the whole eval.
 
 --agent NAME (with --agent-opt K=V) runs every task with that agent,
@@ -82,6 +86,9 @@ agentbox import osworld, needs it.`,
 				return usageErrorf("--pool-max needs --pool")
 			case poolMax != 0 && (poolMax < poolSize || poolMax > pool.MaxSize):
 				return usageErrorf("--pool-max must be between --pool (%d) and %d, got %d", poolSize, pool.MaxSize, poolMax)
+			}
+			if resetMode != "fresh" && resetMode != "relaunch" {
+				return usageErrorf("--reset must be fresh or relaunch, got %q", resetMode)
 			}
 			if agentName == "" && len(agentOpts) > 0 {
 				return usageErrorf("--agent-opt needs --agent")
@@ -134,6 +141,9 @@ agentbox import osworld, needs it.`,
 			if err := checkClock(clock, backend, nil); err != nil {
 				return err
 			}
+			if resetMode == "relaunch" && !environment.CapabilitiesOf(backend).Relaunch {
+				return usageErrorf("--reset relaunch: the %s backend cannot reset a sandbox in place (it lacks the capability relaunch); use --reset fresh", backend.Name())
+			}
 
 			liveSrv, err := lv.start(stderr, "agentbox eval "+termsafe.Line(suite.Name), true)
 			if err != nil {
@@ -154,7 +164,8 @@ agentbox import osworld, needs it.`,
 					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",
 						plural.S(int(st.Warm), "episode"), plural.S(int(st.Cold), "start"), plural.Count(int(st.Replaced), "sandbox", "sandboxes"), plural.S(int(st.Failed), "create"))
 				},
-				Watch: liveEpisodes(liveSrv),
+				Watch:    liveEpisodes(liveSrv),
+				Relaunch: resetMode == "relaunch",
 			})
 			stopLive(liveSrv)
 			if err != nil && sum == nil {
@@ -188,6 +199,7 @@ agentbox import osworld, needs it.`,
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	cf.registerClock(fl, "each episode's app")
+	fl.StringVar(&resetMode, "reset", "fresh", "how a task's next episode starts: fresh (a new sandbox) or relaunch (an earlier episode's sandbox, reset in place)")
 	fl.StringVar(&agentName, "agent", "", "run every task with this agent, replacing the suite's agents and scripts")
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")

@@ -82,6 +82,13 @@ type Env struct {
 	// reward is 0, but for the step that ends a graded episode (a task
 	// with grade: docs/tasks.md), whose reward is the grade's score.
 	Reward func(obs *Observation, info Info) float64
+	// ResetMode is how Reset starts the next episode: api.ResetFresh (a
+	// new sandbox) or api.ResetRelaunch (the same sandbox reset in
+	// place: the app and everything it started killed, its writable
+	// directories and the display's state reset, the app launched
+	// again); "" is the environment's (CreateRequest.ResetMode, default
+	// fresh).
+	ResetMode string
 
 	mu     sync.Mutex
 	info   api.Environment
@@ -99,8 +106,9 @@ func newEnv(c *Client, d api.Environment, fresh bool) *Env {
 func (e *Env) ID() string { return e.id }
 
 // Reset starts an episode and returns its first observation: a fresh
-// sandbox with the app relaunched, and a new trace (the episode Create
-// started is used as it is, once).
+// sandbox (or, with ResetMode relaunch, the same one reset in place) with
+// the app launched again, and a new trace (the episode Create started is
+// used as it is, once).
 func (e *Env) Reset(ctx context.Context) (*Observation, Info, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -359,7 +367,11 @@ func (e *Env) reset(ctx context.Context) (*api.Environment, *api.Observation, []
 	if e.Transport == HTTP {
 		var rr api.ResetResponse
 		q := url.Values{"observe": {e.Image}, "known": {e.known()}}
-		if err := e.c.doJSON(ctx, "POST", e.path("/reset"), q, nil, &rr); err != nil {
+		var in any
+		if e.ResetMode != "" {
+			in = api.ResetRequest{Mode: e.ResetMode}
+		}
+		if err := e.c.doJSON(ctx, "POST", e.path("/reset"), q, in, &rr); err != nil {
 			return nil, nil, nil, err
 		}
 		if rr.Observation == nil {
@@ -368,7 +380,7 @@ func (e *Env) reset(ctx context.Context) (*api.Environment, *api.Observation, []
 		return &rr.Environment, rr.Observation, rr.Observation.Frame.Data, nil
 	}
 	image := e.Image
-	resp, img, err := e.roundTrip(ctx, api.Request{Op: api.OpReset, Image: image, Known: e.known()})
+	resp, img, err := e.roundTrip(ctx, api.Request{Op: api.OpReset, Image: image, Known: e.known(), Mode: e.ResetMode})
 	if err != nil {
 		return nil, nil, nil, err
 	}

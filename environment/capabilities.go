@@ -30,6 +30,9 @@ type Capabilities struct {
 	// VirtualClock: LaunchSpec.Clock starts the app on a virtual clock
 	// its environments move (Clocked): libfaketime in the sandbox.
 	VirtualClock bool `json:"virtual_clock"`
+	// Relaunch: its environments implement Resetter (reset in place,
+	// the relaunch reset mode).
+	Relaunch bool `json:"relaunch"`
 }
 
 // Limits says which of Resources a backend holds the whole sandbox to.
@@ -71,6 +74,7 @@ var capabilityList = []capability{
 	{"the seed-style step", func(c Capabilities) bool { return c.SeedStep }},
 	{"a network by policy", func(c Capabilities) bool { return c.Network }},
 	{"a virtual clock", func(c Capabilities) bool { return c.VirtualClock }},
+	{"reset in place", func(c Capabilities) bool { return c.Relaunch }},
 }
 
 // Missing names what need asks for and c lacks ("custom images"), in a

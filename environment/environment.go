@@ -313,6 +313,20 @@ type Clocked interface {
 	SetClock(ctx context.Context, t time.Time) error
 }
 
+// Resetter is implemented by environments that can be reset in place
+// for a relaunch: Reset ends the app and every process it started
+// (daemons too), resets the display's state (other X clients killed, the
+// root window's properties and the selections the app set cleared, keys
+// and buttons released, the pointer home) and restores the writable
+// directories to their state before the first launch; the window manager
+// and the display stay. The next Launch then stages and starts the app
+// as in a sandbox just created. The app's exit and windows reach the
+// Events before Reset returns. Backends that offer it say so with
+// Capabilities.Relaunch.
+type Resetter interface {
+	Reset(ctx context.Context) error
+}
+
 // Liveness is implemented by environments that can tell, without a
 // step, whether their sandbox still lives: a warm pool checks the
 // sandboxes it holds with it, so that one that died while idle is

@@ -77,8 +77,55 @@ type Options struct {
 	// PoolStats, when set, is told the pool's counts when Run ends.
 	PoolStats func(pool.Stats)
 
+	// Relaunch starts each task's episodes after its first in the sandbox
+	// of an earlier episode of the task, reset in place (eval --reset
+	// relaunch; the backend must have the capability relaunch); a sandbox
+	// that cannot be reset is replaced by a fresh one. The kept sandboxes
+	// are removed when Run returns.
+	Relaunch bool
+
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 	pool  *pool.Pool
+	kept  *keptSandboxes
+}
+
+// keptSandboxes are sandboxes reset in place for a task's next episode
+// (Options.Relaunch), by task.
+type keptSandboxes struct {
+	mu   sync.Mutex
+	byID map[string][]*session.Prepared
+}
+
+func (k *keptSandboxes) put(task string, p *session.Prepared) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.byID[task] = append(k.byID[task], p)
+}
+
+func (k *keptSandboxes) take(task string) *session.Prepared {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.byID[task]
+	if len(l) == 0 {
+		return nil
+	}
+	p := l[len(l)-1]
+	k.byID[task] = l[:len(l)-1]
+	return p
+}
+
+// close removes every kept sandbox.
+func (k *keptSandboxes) close(ctx context.Context) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range k.byID {
+		for _, p := range l {
+			wg.Go(func() { _ = p.Env.Close(ctx) })
+		}
+	}
+	wg.Wait()
+	k.byID = nil
 }
 
 // Categories of an episode's result, as a grader would count them.
@@ -273,6 +320,17 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 			}
 		}()
 	}
+	if o.Relaunch {
+		if !environment.CapabilitiesOf(o.Backend).Relaunch {
+			return nil, fmt.Errorf("--reset relaunch: the %s backend cannot reset a sandbox in place (it lacks the capability relaunch)", o.Backend.Name())
+		}
+		o.kept = &keptSandboxes{byID: map[string][]*session.Prepared{}}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			o.kept.close(cctx)
+		}()
+	}
 	p := newProgress(o.Progress, o.Terminal, len(eps), o.Parallel)
 	defer p.stop()
 	o.notes = p.notes
@@ -380,6 +438,10 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	cfg.RunID = fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N)
 	cfg.TraceDir = filepath.Join(o.Out, rel)
 	cfg.Progress = progress
+	if o.kept != nil {
+		cfg.Prepared = o.kept.take(t.Name) // the sandbox of an earlier episode of the task, reset in place
+		cfg.Keep = func(p *session.Prepared) { o.kept.put(t.Name, p) }
+	}
 	if o.pool != nil {
 		o.pool.Take(&cfg) // a warm sandbox when the task's key has one; else Run creates one cold
 	}

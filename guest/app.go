@@ -31,14 +31,22 @@ func (g *Guest) writeFile(req wire.WriteFileRequest, data []byte) error {
 	if g.appDir == "" {
 		return wire.Errorf(wire.CodeInvalid, "write_file: the display is not started")
 	}
-	rel := req.Path
-	if err := stagepath.Check(rel); err != nil {
+	if err := stagepath.Check(req.Path); err != nil {
 		return wire.Errorf(wire.CodeInvalid, "write_file: %v", err)
 	}
 	dir := g.appDir
 	if req.Home {
 		dir = g.home // a task's input
+	} else {
+		g.staged.add(req, data)
 	}
+	return writeStaged(dir, req, data)
+}
+
+// writeStaged writes one checked staged entry below dir (the app
+// directory or the home).
+func writeStaged(dir string, req wire.WriteFileRequest, data []byte) error {
+	rel := req.Path
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("write_file: %w", err)

@@ -98,6 +98,9 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		resp.A11yMS = time.Since(t).Milliseconds()
 	}
 	go g.watchWindows()
+	if err := g.takeBaseline(ctx); err != nil {
+		return resp, err
+	}
 	return resp, nil
 }
 

@@ -55,9 +55,13 @@ type Guest struct {
 	home   string
 	appDir string
 
-	app *appProc
-	bus *atspi.Bus // the accessibility bus, when asked for
-	net *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
+	app  *appProc
+	base *baseline // what a reset returns to (reset.go)
+	// staged is the guest's copy of what the host staged into the app
+	// directory, for a reset to restage it (reset.go).
+	staged stagedApp
+	bus    *atspi.Bus // the accessibility bus, when asked for
+	net    *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
 
 	vclock *vclock // the app's virtual clock, when it was launched with one (clock.go)
 
@@ -309,6 +313,11 @@ func (g *Guest) handle(m *wire.Message) {
 		var req wire.ReadFileRequest
 		if err = decode(&req); err == nil {
 			out, payload, err = g.readFile(req)
+		}
+	case wire.MethodReset:
+		var req wire.ResetRequest
+		if err = decode(&req); err == nil {
+			out, err = g.reset(ctx)
 		}
 	case wire.MethodStop:
 		var req wire.StopRequest

@@ -69,6 +69,43 @@ type env struct {
 	behind   chan struct{} // closed once the episode a reset ended is closed
 	removed  bool
 	closing  bool
+	// resetMode is how a reset starts the next episode (api.ResetFresh,
+	// api.ResetRelaunch); relaunched says the running episode's sandbox
+	// was reset in place; kept is the sandbox an ended episode's
+	// relaunch keeps for the next one (relaunch mode).
+	resetMode  string
+	relaunched bool
+	kept       *keptSandbox
+}
+
+// keptSandbox is a sandbox being reset in place for the next episode:
+// prep, or err, once done is closed.
+type keptSandbox struct {
+	done chan struct{}
+	prep *session.Prepared
+	err  error
+}
+
+// closeKept removes a sandbox kept for a relaunch that will not come (the
+// environment closes, the reset is fresh), in the background, tracked.
+func (e *env) closeKept(k *keptSandbox) {
+	remove := func() {
+		<-k.done
+		if k.prep != nil {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(e.srv.base), session.DefaultTeardownTimeout)
+			defer cancel()
+			_ = k.prep.Env.Close(ctx)
+		}
+	}
+	done, ok := e.srv.track()
+	if !ok {
+		remove()
+		return
+	}
+	go func() {
+		defer done()
+		remove()
+	}()
 }
 
 // touch renews the lease.
@@ -136,6 +173,7 @@ func (e *env) describe() api.Environment {
 		ID: e.id, App: e.appName, Backend: e.backend.Name(), Screen: e.cfg.Screen,
 		Limits: api.Limits{CPUs: r.CPUs, MemoryMB: r.MemoryMB, PIDs: r.PIDs, TmpfsMB: r.TmpfsMB},
 		Task:   e.task, State: e.state, Episode: e.episode, RunID: e.runID, Trace: e.trace, Steps: e.steps,
+		ResetMode: e.resetMode, Relaunched: e.relaunched,
 		End: e.end, Created: e.created, Connections: e.conns,
 		Files: e.files, FilesRefused: e.refused,
 	}
@@ -178,9 +216,41 @@ func (e *env) ended(episode int, end *session.End) *session.Result {
 	e.state = api.StateEnded
 	e.end = apiEnd(end)
 	sess := e.sess
+	var kept *keptSandbox
+	if e.resetMode == api.ResetRelaunch && !e.closing {
+		kept = &keptSandbox{done: make(chan struct{})}
+		e.kept = kept
+	}
 	e.mu.Unlock()
 	done, ok := e.srv.track()
 	if !ok { // shutting down: the shutdown closes it (Close waits for the first)
+		if kept != nil {
+			kept.err = errors.New("the server is shutting down")
+			close(kept.done)
+		}
+		return nil
+	}
+	if kept != nil {
+		// The sandbox is kept and reset in place for the next episode
+		// (relaunch mode), the episode closed as by Close.
+		var res session.Result
+		relaunch := func() {
+			defer close(kept.done)
+			r, p, err := sess.Relaunch(e.srv.base, *end)
+			kept.prep, kept.err = p, err
+			e.sessionClosed(sess, r)
+			e.graded(episode, r.Grade)
+			res = r
+		}
+		if !e.collect.Empty() { // the step that ended it answers with the files
+			defer done()
+			relaunch()
+			return &res
+		}
+		go func() {
+			defer done()
+			relaunch()
+		}()
 		return nil
 	}
 	if !e.collect.Empty() {
@@ -259,10 +329,13 @@ func (e *env) stepped(episode, step int) {
 	e.mu.Unlock()
 }
 
-// open starts the next episode: a new run ID and trace, a new sandbox,
-// the app launched and ready. On failure the episode's trace is
+// open starts the next episode: a new run ID and trace, a sandbox, the
+// app launched and ready. On failure the episode's trace is
 // finalised and the error says how it ended.
-func (e *env) open(ctx context.Context) *api.Error {
+//
+// prep, when set, is the previous episode's sandbox reset in place (a
+// relaunch); else the pool's or a new one.
+func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 	e.mu.Lock()
 	e.episode++
 	n := e.episode
@@ -305,9 +378,15 @@ func (e *env) open(ctx context.Context) *api.Error {
 	if s.o.Watch != nil {
 		opened = s.o.Watch(e.id, n, &cfg)
 	}
-	if s.pool != nil {
+	switch {
+	case prep != nil:
+		cfg.Prepared = prep
+	case s.pool != nil:
 		s.pool.Take(&cfg) // a warm sandbox when its key has one; else Open creates one cold
 	}
+	e.mu.Lock()
+	e.relaunched = prep != nil
+	e.mu.Unlock()
 	sess, err := session.Open(ctx, cfg)
 	if err == nil && opened != nil {
 		opened(sess)
@@ -373,6 +452,17 @@ func (e *env) listener(episode int) func(session.Event) {
 // and waits for its teardown.
 func (e *env) finish(ctx context.Context, end session.End) {
 	e.mu.Lock()
+	if k := e.kept; k != nil {
+		e.kept = nil
+		defer func() {
+			<-k.done
+			if k.prep != nil {
+				tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), session.DefaultTeardownTimeout)
+				defer cancel()
+				_ = k.prep.Env.Close(tctx)
+			}
+		}()
+	}
 	sess := e.sess
 	if e.state == api.StateRunning {
 		// ended, and how, at once: a step or a look that comes while the

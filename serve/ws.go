@@ -232,7 +232,7 @@ func (s *Server) wsOp(e *env, req api.Request) (api.Response, []byte) {
 			aerr = checkTask(*req.Task)
 		}
 		if aerr == nil {
-			rr, aerr = s.reset(e, req.Task, image, req.Known)
+			rr, aerr = s.reset(e, req.Task, req.Mode, image, req.Known)
 		}
 		if rr != nil {
 			resp.Environment, resp.Observation = &rr.Environment, rr.Observation

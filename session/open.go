@@ -53,6 +53,13 @@ type Session struct {
 
 	emu lockrank.Mutex[envLock]
 	env environment.Environment // nil once torn down
+	// relay passes the sandbox's events to this session (a relaunch
+	// hands it on with the sandbox); relaunching is set by Relaunch, and
+	// kept, keptErr are what its reset in place gave (relaunch.go).
+	relay       *Relay
+	relaunching atomic.Bool
+	kept        *Prepared
+	keptErr     error
 
 	// ctl is who drives (control.go); seen the screen of the controller's
 	// last look (what a person's takeover is compared with).
@@ -146,7 +153,11 @@ func open(ctx context.Context, cfg Config, loop Loop) (*Session, error) {
 	s.tw = tw
 	s.events = newSink(tw, s.started, cfg.App.Manifest.ReadyOutput)
 	s.events.listen = cfg.Listener
-	s.cfg.Env.Events = s.events
+	// The sandbox's events reach the session through a Relay, so that a
+	// relaunch can hand the sandbox to the next episode's session.
+	s.relay = NewRelay()
+	s.relay.attach(s.events)
+	s.cfg.Env.Events = s.relay
 
 	if end := s.start(ctx); end != nil {
 		return nil, &StartError{Result: s.close(ctx, end)}
@@ -320,6 +331,7 @@ func (s *Session) create(ctx context.Context) (environment.Environment, error) {
 		return nil, errors.New("a prepared environment needs its Env and the Relay it was created with")
 	}
 	p.Events.attach(s.events)
+	s.relay = p.Events
 	if p.Created > 0 {
 		s.timing("create_ahead", p.Created)
 	}
@@ -424,7 +436,11 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 	// program) stops meanwhile, inside the run's time.
 	waitAgent := s.closeAgent()
 	s.collect(ctx) // before_collect and the task's files, before the teardown
-	s.teardown(ctx)
+	if s.relaunching.Load() {
+		s.resetInPlace(ctx) // Relaunch: the sandbox is kept for the next episode
+	} else {
+		s.teardown(ctx)
+	}
 	waitAgent()
 	grade := s.grade(ctx)
 

@@ -95,6 +95,12 @@ type Config struct {
 	// not pick behaviour by an agent's name (default: agent).
 	Actor string
 
+	// Keep, when set, makes Run keep the sandbox at the run's end: it is
+	// reset in place (as Relaunch does) and handed to Keep, to be the
+	// next episode's Prepared (eval --reset relaunch); a sandbox that
+	// cannot be reset is removed and Keep not called.
+	Keep func(*Prepared)
+
 	// Prepared, when set, is an environment created ahead (a warm pool's):
 	// Open takes it over instead of creating one with Backend, and only
 	// launches the app. It must match Env (image, screen, limits).
@@ -360,6 +366,15 @@ func Run(ctx context.Context, cfg Config, loop Loop) (Result, error) {
 		loop.Opened(s)
 	}
 	end := s.agentLoop(ctx)
+	if cfg.Keep != nil {
+		// The sandbox is reset in place for the next episode (relaunch).
+		s.relaunching.Store(true)
+		r := s.close(ctx, end)
+		if s.kept != nil {
+			cfg.Keep(s.kept)
+		}
+		return r, nil
+	}
 	return s.close(ctx, end), nil
 }
 

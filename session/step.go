@@ -77,6 +77,9 @@ func (s *Session) Observe(ctx context.Context) (*Observation, error) {
 	if s.end != nil {
 		return nil, &EndedError{*s.end}
 	}
+	if s.relaunching.Load() {
+		return nil, ErrRelaunching
+	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()
 	obs, end := s.look(lctx, ctx, false)
@@ -123,6 +126,9 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 	defer s.mu.Unlock()
 	if s.end != nil {
 		return StepResult{}, &EndedError{*s.end}
+	}
+	if s.relaunching.Load() {
+		return StepResult{}, ErrRelaunching
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadline)
 	defer cancel()

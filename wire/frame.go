@@ -32,7 +32,8 @@ import (
 //
 // 2: the guest answers ping from its read loop, at once, even while a
 // request is being worked on (the host's liveness check relies on it).
-const Protocol = 2
+// 3: reset (a relaunch in place) and its event.
+const Protocol = 3
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.

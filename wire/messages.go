@@ -19,6 +19,7 @@ const (
 	MethodCollect    = "collect"    // CollectRequest → CollectResponse: the files to collect below the home
 	MethodReadFile   = "read_file"  // ReadFileRequest → ReadFileResponse + payload (a chunk of a file below the home)
 	MethodClock      = "clock"      // ClockRequest → ClockResponse (an app launched with a virtual clock)
+	MethodReset      = "reset"      // ResetRequest → ResetResponse: the sandbox back to its state before the first launch (a relaunch)
 )
 
 // Events (guest → host).
@@ -28,6 +29,7 @@ const (
 	EventExit   = "exit"   // observe.Exit
 	EventWindow = "window" // WindowEvent
 	EventLog    = "log"    // LogEvent: the guest's own diagnostics
+	EventReset  = "reset"  // nothing: the app is gone and the desktop reset; what follows is the next app's (sent before reset's answer)
 )
 
 // StartRequest asks the guest to bring up the desktop.
@@ -228,6 +230,27 @@ type StopRequest struct {
 // StopResponse reports what the stop found.
 type StopResponse struct {
 	Exit *observe.Exit `json:"exit,omitempty"`
+}
+
+// ResetRequest asks the guest to reset the sandbox in place for the next
+// launch (a relaunch): every process but the guest's own desktop (the X
+// server, the window manager, the accessibility bus) killed, the X
+// server's state reset (other clients killed, root-window properties and
+// selections cleared, keys and buttons released, the pointer home), and
+// the writable directories restored to what they held after start.
+type ResetRequest struct{}
+
+// ResetResponse reports what the reset found and did.
+type ResetResponse struct {
+	Exit    *observe.Exit `json:"exit,omitempty"` // the app's, if it was still running
+	Killed  int           `json:"killed"`         // processes killed
+	Clients int           `json:"clients"`        // X clients killed
+	Props   int           `json:"props"`          // root-window properties deleted
+	Removed int           `json:"removed"`        // files and directories removed or restored
+	// AppKept says the app directory was restaged from what the host
+	// sent last (the guest's own copy, never what the app left there):
+	// the host need not send the same app again.
+	AppKept bool `json:"app_kept,omitempty"`
 }
 
 // OutputEvent accompanies app output bytes.

@@ -49,7 +49,7 @@ var _ environment.Capable = (*Backend)(nil)
 // OCI runtimes registered with the daemon, pause, reaping by label, the
 // container's cgroup for CPU, memory and processes, and the seed-style
 // step by docker exec, and a network by policy (a bind-mounted socket
-// directory).
+// directory), and reset in place (the guest's, guestenv.Env.Reset).
 func (*Backend) Capabilities() environment.Capabilities {
 	return environment.Capabilities{
 		Images:     true,
@@ -62,6 +62,7 @@ func (*Backend) Capabilities() environment.Capabilities {
 		// The runtime image carries libfaketime; a custom image without
 		// it fails the launch, saying so.
 		VirtualClock: true,
+		Relaunch: true,
 	}
 }
 

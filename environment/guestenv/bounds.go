@@ -178,7 +178,7 @@ func (c *Client) checkEvent(h *wire.Header, payload int) error {
 		default:
 			return fmt.Errorf("unknown window event %q", clip(e.Kind, 64))
 		}
-	case wire.EventExit, wire.EventLog:
+	case wire.EventExit, wire.EventLog, wire.EventReset:
 	default:
 		return fmt.Errorf("unknown event %q", clip(h.Method, 64))
 	}
@@ -218,6 +218,12 @@ func (c *Client) handle(m *wire.Message) {
 		if c.events != nil && (len(data) > 0 || dropped > 0) {
 			c.events.Output(e.Stream, data, dropped)
 		}
+	case wire.EventReset:
+		// The app is gone and the sandbox reset (a relaunch): the next
+		// app's output, windows and exit have their budgets afresh.
+		b.output = [2]int64{}
+		b.window = 0
+		b.exited = false
 	case wire.EventExit:
 		var e observe.Exit
 		if json.Unmarshal(m.Body, &e) != nil {

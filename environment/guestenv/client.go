@@ -440,6 +440,23 @@ func (c *Client) Stop(ctx context.Context, grace time.Duration) (*observe.Exit, 
 	return clipExitPtr(resp.Exit), nil
 }
 
+// Reset asks the guest to reset the sandbox in place for the next launch
+// (wire.MethodReset). The app's exit and its windows' going reach events
+// before Reset returns; what comes after is the next app's.
+func (c *Client) Reset(ctx context.Context) (wire.ResetResponse, error) {
+	var resp wire.ResetResponse
+	_, err := c.call(ctx, wire.MethodReset, resetBound, wire.ResetRequest{}, &resp, nil)
+	if err != nil {
+		return resp, c.wrap("reset", err)
+	}
+	resp.Exit = clipExitPtr(resp.Exit)
+	return resp, nil
+}
+
+// resetBound bounds a reset in the guest: the processes' end (3 s), the
+// X server's reset, the windows' going (1 s) and the directories.
+const resetBound = 15 * time.Second
+
 // Ping checks the guest answers.
 func (c *Client) Ping(ctx context.Context) error {
 	_, err := c.call(ctx, wire.MethodPing, 0, nil, nil, nil)

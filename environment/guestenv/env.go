@@ -95,6 +95,13 @@ type Env struct {
 	freezer environment.Freezer
 	frozen  atomic.Bool // Freeze succeeded and Thaw has not
 
+	// lastApp is the app staged last, lastSums its files' hashes; appKept
+	// says a reset restaged it in the guest (from the guest's copy of
+	// what was sent): the next Launch of the same bundle sends nothing.
+	lastApp  *app.Bundle
+	lastSums map[string]string
+	appKept  bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -237,10 +244,19 @@ func (e *Env) Info() environment.Info {
 
 // Launch implements environment.Environment.
 func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
-	sums, err := e.guest.Stage(ctx, spec.App)
-	if err != nil {
-		return environment.LaunchResult{}, e.Explain(ctx, fmt.Errorf("stage the app: %w", err))
+	var sums map[string]string
+	if e.appKept && spec.App == e.lastApp {
+		sums = e.lastSums // restaged by the guest's reset
+	} else {
+		var err error
+		e.lastApp, e.lastSums = nil, nil
+		if sums, err = e.guest.Stage(ctx, spec.App); err != nil {
+			return environment.LaunchResult{}, e.Explain(ctx, fmt.Errorf("stage the app: %w", err))
+		}
+		e.lastApp, e.lastSums = spec.App, sums
 	}
+	e.appKept = false
+	var err error
 	var inputs map[string]string
 	if spec.Inputs != nil {
 		if inputs, err = e.guest.StageInputs(ctx, spec.Inputs); err != nil {
@@ -315,6 +331,29 @@ func (e *Env) SetClock(ctx context.Context, t time.Time) error {
 	if errors.Is(err, environment.ErrGuest) {
 		err = e.Explain(ctx, err)
 	}
+	return err
+}
+
+var _ environment.Resetter = (*Env)(nil)
+
+// Reset implements environment.Resetter: the guest kills the app and
+// everything it left running, resets the X server's state and restores
+// the writable directories (wire.MethodReset). A frozen sandbox is
+// thawed first.
+func (e *Env) Reset(ctx context.Context) error {
+	if e.guest == nil {
+		return fmt.Errorf("reset: %w", environment.ErrClosed)
+	}
+	if e.frozen.Load() {
+		if err := e.thaw(ctx); err != nil {
+			return fmt.Errorf("reset: thaw: %w", err)
+		}
+	}
+	resp, err := e.guest.Reset(ctx)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	e.appKept = err == nil && resp.AppKept
 	return err
 }
 

@@ -74,7 +74,7 @@ var _ environment.Capable = (*Backend)(nil)
 // mounted); elsewhere resource limits bound processes per sandbox (and
 // memory per process only, which is not a sandbox's limit).
 func (*Backend) Capabilities() environment.Capabilities {
-	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true}
+	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true, Relaunch: true}
 	// The sandbox runs the host's programs: a virtual clock needs the
 	// host's libfaketime (scripts/deps.sh test installs it).
 	c.VirtualClock = faketime.Lib() != ""

@@ -205,6 +205,9 @@ func ensureSocketDir() error {
 // Display returns the DISPLAY string, ":N".
 func (s *Server) Display() string { return ":" + strconv.Itoa(s.display) }
 
+// Pid is the X server's process ID.
+func (s *Server) Pid() int { return s.p.pid() }
+
 // Number returns the display number N.
 func (s *Server) Number() int { return s.display }
 

@@ -264,7 +264,7 @@ class Client:
     def create(self, app=None, *, upload=None, task=None, backend=None, screen=None, limits=None,
                max_steps=None, timeout=None, settle=None, observation="auto", transport="websocket",
                reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None,
-               grade=None, clock=None, clock_step=None):
+               grade=None, clock=None, clock_step=None, reset_mode=None):
         """Make an environment and start its first episode (the app up and
         ready); returns its Env once it has.
 
@@ -285,14 +285,18 @@ class Client:
         only with the steps (a wait by its length, any other action by
         ``clock_step`` seconds, default 0.1), so it stands still while the
         agent thinks; dynamically linked apps only (a static or Go program
-        is refused). The rest are the Env's
+        is refused). ``reset_mode`` is how resets start the next episode: "fresh" (default: a new sandbox) or "relaunch" (the
+        same sandbox reset in place: the app and everything it started
+        killed, the home and /tmp restored, the display's state reset, the
+        app launched again; where the backend can). The rest are the Env's
         (observation format, transport, reward function).
         """
         req = {}
         for key, value in (("app", app), ("upload", upload), ("task", task), ("backend", backend),
                            ("limits", limits), ("max_steps", max_steps), ("settle", settle),
                            ("inputs", inputs), ("collect", collect), ("collect_limits", collect_limits),
-                           ("before_collect", before_collect), ("grade", grade)):
+                           ("before_collect", before_collect), ("grade", grade),
+                           ("reset_mode", reset_mode)):
             if value is not None:
                 req[key] = value
         if screen is not None:
@@ -394,6 +398,9 @@ class Env:
         #: Over HTTP, ask for the binary answer (False: JSON, the image in
         #: base64, as servers before it answer).
         self.http_binary = True
+        #: How reset() starts the next episode: "fresh", "relaunch", or
+        #: None (the environment's: create's reset_mode).
+        self.reset_mode = None
         self._describe = None
         self._fresh = False
         self._ws = None
@@ -433,18 +440,25 @@ class Env:
 
     def reset(self, *, seed=None, options=None):
         """Start an episode and return its first observation and info: a
-        fresh sandbox with the app relaunched, and a new trace. The episode
-        create() started is used as it is, once. ``options={"task": …}``
-        replaces the task from this episode on. (``seed`` is accepted for
-        gymnasium's sake; the desktop has no seed.)"""
+        fresh sandbox (or, with the reset mode "relaunch", the same one
+        reset in place) with the app launched again, and a new trace. The
+        episode create() started is used as it is, once.
+        ``options={"task": …}`` replaces the task from this episode on;
+        ``options={"mode": "relaunch"}`` (or "fresh") is this reset's mode,
+        and the environment's from then on (default: ``self.reset_mode``,
+        else the environment's). (``seed`` is accepted for gymnasium's
+        sake; the desktop has no seed.)"""
         self._check_open()
         task = (options or {}).get("task")
+        mode = (options or {}).get("mode", self.reset_mode)
+        if mode not in (None, "fresh", "relaunch"):
+            raise ValueError("reset mode %r: want fresh or relaunch" % (mode,))
         if self._fresh and task is None:
             self._fresh = False
             obs, data = self._observe_raw()
         else:
             self._fresh = False
-            self._describe, obs, data = self._reset_raw(task)
+            self._describe, obs, data = self._reset_raw(task, mode)
         image = self._image(obs, data)
         info = self._info(obs)
         info["step"] = 0
@@ -602,10 +616,15 @@ class Env:
             raise ProtocolError("the server's answer has no observation")
         return resp["observation"], data
 
-    def _reset_raw(self, task):
+    def _reset_raw(self, task, mode=None):
         img = self.image_format
         if self.transport == "http":
-            body = {"task": task} if task is not None else None
+            body = {}
+            if task is not None:
+                body["task"] = task
+            if mode is not None:
+                body["mode"] = mode
+            body = body or None
             rr, data = self.client.observed("POST", self._path("/reset"), {"observe": img, "known": self._known()},
                                             body=body, binary=self.http_binary)
             if rr.get("observation") is None and img != "none":
@@ -614,6 +633,8 @@ class Env:
         req = {"op": "reset", "image": img, "known": self._known()}
         if task is not None:
             req["task"] = task
+        if mode is not None:
+            req["mode"] = mode
         resp, data = self._round_trip(req)
         if resp.get("environment") is None or resp.get("observation") is None:
             raise ProtocolError("the server's answer has no environment or observation")

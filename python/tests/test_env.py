@@ -134,6 +134,31 @@ def test_reset_gives_a_fresh_episode_and_trace(client, target):
         assert [st["step"] for st in steps] == [1, 2]  # the first episode's steps, and only those
 
 
+@pytest.mark.parametrize("transport", ["websocket", "http"])
+def test_relaunch_resets_in_place(client, target, transport):
+    """reset_mode relaunch: each reset starts a new episode (its own trace)
+    in the same sandbox, the app launched again; a reset's mode "fresh"
+    goes back to a new sandbox."""
+    with client.create("mover", reset_mode="relaunch", transport=transport) as env:
+        traces = []
+        for episode in (1, 2, 3):
+            obs, info = env.reset()
+            assert info["episode"] == episode and info["running"], info
+            d = env.describe()
+            assert d["reset_mode"] == "relaunch" and d.get("relaunched", False) == (episode > 1), d
+            traces.append(info["trace"])
+            env.step({"action": "key_down", "key": "Right"})
+        obs, info = env.reset(options={"mode": "fresh"})
+        d = env.describe()
+        assert d["reset_mode"] == "fresh" and not d.get("relaunched", False), d
+        traces.append(info["trace"])
+        with pytest.raises(ValueError):
+            env.reset(options={"mode": "again"})
+    if local_trace(target, traces[0]):
+        ids = [run_json(t)["environment"]["id"] for t in traces]
+        assert ids[0] == ids[1] == ids[2] and ids[3] != ids[0], ids
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("observation", ["array", "rgb", "rgba", "png", "none"])
 def test_observation_formats(client, transport, observation):

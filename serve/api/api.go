@@ -283,7 +283,24 @@ type CreateRequest struct {
 	// would run or read on the server's host. Its verdict comes with the
 	// episode's end (end.grade), and the end's step's reward is its score.
 	Grade []map[string]any `json:"grade,omitempty"`
+	// ResetMode is how the environment's resets start the next episode:
+	// fresh (default: a new sandbox, from the pool when there is one) or
+	// relaunch (the same sandbox reset in place: the app and everything
+	// it started killed, the home and /tmp restored to their staged
+	// state, the display's state reset, the app launched again). A reset
+	// request's mode replaces it. relaunch needs a backend that can
+	// (GET /v1/server: capabilities.relaunch).
+	ResetMode string `json:"reset_mode,omitempty"`
 }
+
+// Reset modes (CreateRequest.ResetMode, ResetRequest.Mode).
+const (
+	ResetFresh    = "fresh"    // a new sandbox for each episode
+	ResetRelaunch = "relaunch" // the same sandbox, reset in place
+)
+
+// ResetModes lists the reset modes (the document's enum).
+var ResetModes = []string{ResetFresh, ResetRelaunch}
 
 // File is a file collected from the sandbox when an episode ended: its
 // path below the home, size and SHA-256 (hex).
@@ -327,6 +344,11 @@ type Environment struct {
 	RunID   string `json:"run_id"`
 	Trace   string `json:"trace"`
 	Steps   int    `json:"steps"`
+	// ResetMode is how a reset starts the next episode (fresh or
+	// relaunch); Relaunched says the running episode's sandbox is its
+	// previous episode's, reset in place.
+	ResetMode  string `json:"reset_mode"`
+	Relaunched bool   `json:"relaunched,omitempty"`
 	// End is how the latest episode ended, once it has.
 	End *End `json:"end,omitempty"`
 	// Files are the files collected when the latest episode ended (its
@@ -424,6 +446,10 @@ type StepResponse struct {
 type ResetRequest struct {
 	// Task replaces the environment's task from this episode on.
 	Task *string `json:"task,omitempty"`
+	// Mode is how the next episode starts (fresh or relaunch, see
+	// CreateRequest.ResetMode); it stays the environment's mode from then
+	// on. Default: the environment's.
+	Mode string `json:"mode,omitempty"`
 }
 
 // ResetResponse is the new episode and, when asked, its first observation.
@@ -485,6 +511,7 @@ type Request struct {
 	// is then sent without its image.
 	Known string  `json:"known,omitempty"`
 	Task  *string `json:"task,omitempty"` // reset
+	Mode  string  `json:"mode,omitempty"` // reset: fresh or relaunch (ResetRequest.Mode)
 }
 
 // Response is a WebSocket answer: a text message holding it, or, when an

@@ -42,6 +42,9 @@ type Guest struct {
 	OnAct func(w *Writer)
 	// OnStop, if set, may answer the stop request itself (returning true).
 	OnStop func(w *Writer, req *wire.Message) bool
+	// OnReset runs when a reset request (a relaunch) arrives, before the
+	// guest tells the app's exit, forgets the home's files and answers.
+	OnReset func(w *Writer)
 }
 
 // Writer writes frames to the host, as the guest.
@@ -245,6 +248,19 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 			end := min(int64(len(data)), req.Offset+int64(req.Len))
 			payload = data[min(req.Offset, end):end]
 			out = wire.ReadFileResponse{EOF: end == int64(len(data))}
+		case wire.MethodReset:
+			if g.OnReset != nil {
+				g.OnReset(w)
+			}
+			exit := observe.Exit{Code: -1, Signal: "SIGKILL"}
+			if err := w.Event(wire.EventExit, exit, nil); err != nil {
+				return err
+			}
+			clear(home)
+			if err := w.Event(wire.EventReset, struct{}{}, nil); err != nil {
+				return err
+			}
+			out = wire.ResetResponse{Exit: &exit, Killed: 1}
 		case wire.MethodStop:
 			if g.OnStop != nil && g.OnStop(w, m) {
 				if w.err != nil {
@@ -263,6 +279,9 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 // Backend creates environments whose guest is a Guest made by New.
 type Backend struct {
 	New func() *Guest
+	// Relaunch declares the capability relaunch (the scripted guest
+	// answers reset either way).
+	Relaunch bool
 
 	mu     sync.Mutex
 	errs   []error
@@ -273,6 +292,11 @@ var _ environment.Backend = (*Backend)(nil)
 
 // Name implements environment.Backend.
 func (b *Backend) Name() string { return "guestenvtest" }
+
+// Capabilities implements environment.Capable: relaunch when Relaunch is set.
+func (b *Backend) Capabilities() environment.Capabilities {
+	return environment.Capabilities{Relaunch: b.Relaunch}
+}
 
 // GuestErrors returns what the guests' Serve returned, and how many
 // environments were closed.

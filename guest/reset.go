@@ -1,0 +1,403 @@
+package guest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/codegirl-games/agentbox/guest/x11"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// A relaunch (wire.MethodReset) puts the sandbox back to its state after
+// start, before any app ran, so that the next launch meets what a fresh
+// sandbox's would: see docs/architecture.md, "Reset in place".
+
+// writableRoots are the sandbox's writable directories (every backend
+// mounts these as tmpfs: the home and the app directory are below /tmp).
+var writableRoots = []string{"/tmp", "/dev/shm"}
+
+// maxBaselineFile bounds the content of one file the baseline keeps (the
+// window manager's configuration, a lock file); a larger one is restored
+// empty.
+const maxBaselineFile = 256 << 10
+
+// fileState is one entry of a writable directory at the baseline.
+type fileState struct {
+	mode fs.FileMode
+	data []byte // a regular file's content
+	link string // a symlink's target
+}
+
+// baseline is the sandbox's state a reset returns to.
+type baseline struct {
+	roots []string // the writable directories
+	x     *x11.Baseline
+	files map[string]fileState
+	keep  []int // the desktop's processes (the X server, the window manager, the bus)
+}
+
+// takeBaseline records the state a reset returns to; start calls it last.
+// A guest that is not sandboxed records nothing: it never resets the
+// host's directories.
+func (g *Guest) takeBaseline(ctx context.Context) error {
+	if !g.opts.Sandboxed {
+		return nil
+	}
+	xctx, cancel := context.WithTimeout(ctx, xTimeout)
+	defer cancel()
+	xb, err := g.x.TakeBaseline(xctx)
+	if err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	b := snapshotFiles(writableRoots)
+	b.x = xb
+	b.keep = append(b.keep, g.server.Pid())
+	if g.wm != nil {
+		b.keep = append(b.keep, g.wm.Pid())
+	}
+	if g.bus != nil {
+		b.keep = append(b.keep, g.bus.PIDs()...)
+	}
+	g.base = b
+	return nil
+}
+
+// snapshotFiles records every entry below roots (a regular file's
+// content up to maxBaselineFile).
+func snapshotFiles(roots []string) *baseline {
+	b := &baseline{roots: roots, files: map[string]fileState{}}
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			st := fileState{mode: fi.Mode()}
+			switch {
+			case fi.Mode().IsRegular() && fi.Size() <= maxBaselineFile:
+				st.data, _ = os.ReadFile(p)
+			case fi.Mode()&fs.ModeSymlink != 0:
+				st.link, _ = os.Readlink(p)
+			}
+			b.files[p] = st
+			return nil
+		})
+	}
+	return b
+}
+
+// reset kills the app and everything it left running, resets the X
+// server's state and restores the writable directories, so that the next
+// launch finds the sandbox as start left it. The app's exit (if it was
+// running) and the windows going away are sent before wire.EventReset,
+// and that before the answer: the host passes on what follows to the next
+// episode.
+func (g *Guest) reset(ctx context.Context) (wire.ResetResponse, error) {
+	var resp wire.ResetResponse
+	switch {
+	case g.x == nil:
+		return resp, wire.Errorf(wire.CodeInvalid, "reset: the display is not up")
+	case g.base == nil:
+		return resp, wire.Errorf(wire.CodeInvalid, "reset: only a sandboxed guest resets in place (agentbox guest --sandboxed)")
+	}
+	if sandboxInit() == "" {
+		return resp, wire.Errorf(wire.CodeInvalid, "reset: PID 1 is not a sandbox's init")
+	}
+	resp.Killed = g.killApp()
+	if g.app != nil {
+		select {
+		case <-g.app.done:
+		case <-time.After(3 * time.Second):
+			return resp, fmt.Errorf("reset: the app did not end within 3 s of SIGKILL")
+		}
+		_, resp.Exit = g.app.status()
+		g.app = nil
+	}
+	xctx, cancel := context.WithTimeout(ctx, xTimeout)
+	defer cancel()
+	st, err := g.x.Reset(xctx, g.base.x)
+	if err != nil {
+		return resp, fmt.Errorf("reset the X server: %w", err)
+	}
+	resp.Clients, resp.Props = st.Clients, st.Props
+	g.waitNoWindows(ctx)
+	resp.Removed = g.base.restore()
+	removeSysVShm()
+	resp.AppKept = g.staged.restage(g.appDir)
+	if err := g.conn.Notify(wire.EventReset, struct{}{}, nil); err != nil {
+		return resp, err
+	}
+	return resp, nil
+}
+
+// killApp kills, with SIGKILL, every process of the sandbox but its init,
+// the guest and the desktop's processes (and their children): the app and
+// whatever it started, daemons included. It returns how many it killed.
+func (g *Guest) killApp() int {
+	self := os.Getpid()
+	// keep: a desktop process or a descendant of one (the accessibility
+	// bus's daemons). The app is the guest's child, and what it
+	// daemonised the init's: neither is kept.
+	keep := func(pid int) bool {
+		for pid > 1 && pid != self {
+			if slices.Contains(g.base.keep, pid) {
+				return true
+			}
+			pid = parentOf(pid)
+		}
+		return false
+	}
+	n := 0
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		alive := 0
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == 1 || pid == self || keep(pid) {
+				continue
+			}
+			if zombie(pid) {
+				continue
+			}
+			alive++
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				n++
+			}
+		}
+		if alive == 0 {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return n
+}
+
+// parentOf is pid's parent (0 when unknown).
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	p, _ := strconv.Atoi(f[1])
+	return p
+}
+
+// zombie reports whether pid has ended and waits to be reaped (or is gone).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
+}
+
+// sandboxInit is PID 1's name when it is a sandbox's init, else "".
+func sandboxInit() string {
+	comm, err := os.ReadFile("/proc/1/comm")
+	if err != nil {
+		return ""
+	}
+	name := string(bytes.TrimSpace(comm))
+	if !initNames[name] {
+		return ""
+	}
+	return name
+}
+
+// waitNoWindows refreshes the window list until no window is mapped (the
+// killed clients' windows are gone), for at most a second: their unmapped
+// events then go to the episode that ends.
+func (g *Guest) waitNoWindows(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for {
+		g.refreshWindows()
+		g.winMu.Lock()
+		n, ch := len(g.windows), g.winCh
+		g.winMu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Millisecond):
+		case <-wctx.Done():
+			return
+		}
+	}
+}
+
+// restore puts the writable directories back to the baseline: what was
+// added is removed, what changed is rewritten, what went is made again
+// (but sockets, which only their server can make). It returns how many
+// entries it removed or restored.
+func (b *baseline) restore() int {
+	n := 0
+	for _, root := range b.roots {
+		var extra []string
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			st, ok := b.files[p]
+			if !ok || st.mode.Type() != d.Type() {
+				extra = append(extra, p)
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		})
+		for _, p := range extra {
+			if os.RemoveAll(p) == nil {
+				n++
+			}
+		}
+	}
+	paths := make([]string, 0, len(b.files))
+	for p := range b.files {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths) // parents first
+	for _, p := range paths {
+		st := b.files[p]
+		fi, err := os.Lstat(p)
+		switch {
+		case st.mode.IsDir():
+			if err != nil {
+				_ = os.Mkdir(p, st.mode.Perm())
+				n++
+			} else if fi.Mode() != st.mode {
+				_ = os.Chmod(p, st.mode.Perm())
+				n++
+			}
+		case st.mode.IsRegular():
+			if err == nil && fi.Mode() == st.mode && fi.Size() == int64(len(st.data)) {
+				if cur, rerr := os.ReadFile(p); rerr == nil && bytes.Equal(cur, st.data) {
+					continue
+				}
+			}
+			_ = os.WriteFile(p, st.data, st.mode.Perm())
+			_ = os.Chmod(p, st.mode.Perm())
+			n++
+		case st.mode&fs.ModeSymlink != 0:
+			if err != nil {
+				_ = os.Symlink(st.link, p)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// removeSysVShm removes the System V shared-memory segments nobody has
+// attached (the app's, left behind); the sandbox has its own IPC
+// namespace. The guest's and the X server's capture segment is attached.
+func removeSysVShm() {
+	f, err := os.Open("/proc/sysvipc/shm")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan() // the header
+	for sc.Scan() {
+		// key shmid perms size cpid lpid nattch …
+		fl := strings.Fields(sc.Text())
+		if len(fl) < 7 || fl[6] != "0" {
+			continue
+		}
+		id, err := strconv.Atoi(fl[1])
+		if err != nil {
+			continue
+		}
+		if _, err := unix.SysvShmCtl(id, unix.IPC_RMID, nil); err != nil && !errors.Is(err, unix.EINVAL) {
+			continue
+		}
+	}
+}
+
+// maxKeptApp bounds the guest's copy of a staged app (its memory counts
+// against the sandbox's): a larger app is sent again after a reset.
+const maxKeptApp = 64 << 20
+
+// stagedApp is the guest's copy of the entries the host staged into the
+// app directory, in order, so that a reset can restage them itself: the
+// host's bytes, never what the app made of them.
+type stagedApp struct {
+	entries []stagedEntry
+	bytes   int64
+	over    bool // more than maxKeptApp: nothing kept
+	// restaged: the entries were restaged by a reset; the next write
+	// begins a new staging.
+	restaged bool
+}
+
+type stagedEntry struct {
+	req  wire.WriteFileRequest
+	data []byte
+}
+
+// add records one entry as the host staged it.
+func (s *stagedApp) add(req wire.WriteFileRequest, data []byte) {
+	if s.restaged {
+		*s = stagedApp{}
+	}
+	if s.over {
+		return
+	}
+	s.bytes += int64(len(data))
+	if s.bytes > maxKeptApp {
+		*s = stagedApp{over: true}
+		return
+	}
+	s.entries = append(s.entries, stagedEntry{req: req, data: bytes.Clone(data)})
+}
+
+// restage writes the kept entries into dir again; false when there are
+// none (nothing was staged, the app was too large, or a write failed:
+// the host then stages it again).
+func (s *stagedApp) restage(dir string) bool {
+	if s.over || len(s.entries) == 0 {
+		*s = stagedApp{over: s.over}
+		return false
+	}
+	for _, e := range s.entries {
+		if err := writeStaged(dir, e.req, e.data); err != nil {
+			*s = stagedApp{}
+			return false
+		}
+	}
+	s.restaged = true
+	return true
+}

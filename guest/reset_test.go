@@ -1,0 +1,85 @@
+package guest
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// TestRestoreFiles: a restore puts a directory back as its snapshot had
+// it — what was added removed (files, directories, links), what changed
+// rewritten (content and mode), what went made again.
+func TestRestoreFiles(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, content string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("home/.config/openbox/rc.xml", "<openbox/>", 0o644)
+	write("lock", "42", 0o444)
+	b := snapshotFiles([]string{root})
+
+	write("home/.config/openbox/rc.xml", "<changed/>", 0o644)
+	os.Chmod(filepath.Join(root, "lock"), 0o666)
+	write("home/new/deep/file", "dirt", 0o600)
+	write("dirt.txt", "dirt", 0o644)
+	os.Symlink("/etc/passwd", filepath.Join(root, "home", "link"))
+	os.Remove(filepath.Join(root, "lock"))
+	os.MkdirAll(filepath.Join(root, "lock"), 0o755) // a directory where the file was
+
+	if n := b.restore(); n == 0 {
+		t.Fatal("restore changed nothing")
+	}
+	var got []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		rel, _ := filepath.Rel(root, p)
+		got = append(got, rel)
+		return nil
+	})
+	want := []string{".", "home", "home/.config", "home/.config/openbox", "home/.config/openbox/rc.xml", "lock"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after restore: %q, want %q", got, want)
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "home/.config/openbox/rc.xml")); string(data) != "<openbox/>" {
+		t.Errorf("rc.xml: %q", data)
+	}
+	if fi, err := os.Stat(filepath.Join(root, "lock")); err != nil || fi.Mode().Perm() != 0o444 || !fi.Mode().IsRegular() {
+		t.Errorf("lock: %v, %v", fi.Mode(), err)
+	}
+}
+
+// TestStagedAppRestage: the guest's copy of the staged app is written
+// again after a wipe, as the host sent it; a new staging replaces it; an
+// app above the bound is not kept.
+func TestStagedAppRestage(t *testing.T) {
+	dir := t.TempDir()
+	var s stagedApp
+	s.add(wire.WriteFileRequest{Path: "bin", Dir: true, Mode: 0o755}, nil)
+	s.add(wire.WriteFileRequest{Path: "bin/app", Mode: 0o755}, []byte("#!/bin/sh\n"))
+	s.add(wire.WriteFileRequest{Path: "bin/app", Append: true}, []byte("exit 0\n"))
+	if !s.restage(dir) {
+		t.Fatal("nothing restaged")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "bin", "app"))
+	if err != nil || string(data) != "#!/bin/sh\nexit 0\n" {
+		t.Fatalf("restaged: %q, %v", data, err)
+	}
+	s.add(wire.WriteFileRequest{Path: "other", Mode: 0o644}, []byte("x"))
+	if len(s.entries) != 1 {
+		t.Errorf("a staging after a restage kept %d entries, want 1", len(s.entries))
+	}
+	var big stagedApp
+	big.add(wire.WriteFileRequest{Path: "huge", Mode: 0o644}, make([]byte, maxKeptApp+1))
+	if big.restage(t.TempDir()) {
+		t.Error("an app above the bound was restaged")
+	}
+}

@@ -1,0 +1,148 @@
+package serve
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/serve/api"
+)
+
+// TestRelaunchReset: an environment created with reset_mode relaunch
+// starts its next episodes in the same sandbox, reset in place — after
+// a reset of a running episode and after one that ended (done) — each a
+// new episode with its own trace; a reset with mode fresh goes back to a
+// new sandbox and removes the kept one.
+func TestRelaunchReset(t *testing.T) {
+	var resets atomic.Int32
+	h := newHarness(t, func() *guestenvtest.Guest {
+		return &guestenvtest.Guest{OnReset: func(*guestenvtest.Writer) { resets.Add(1) }}
+	}, canRelaunchHere)
+	e := h.create(testToken, `, "reset_mode": "relaunch"`)
+	if e.ResetMode != api.ResetRelaunch || e.Relaunched {
+		t.Fatalf("created: reset_mode %q, relaunched %v", e.ResetMode, e.Relaunched)
+	}
+	created := func() int {
+		_, closed := h.backend.GuestErrors()
+		return closed
+	}
+	reset := func(body string) api.Environment {
+		t.Helper()
+		var b []byte
+		if body != "" {
+			b = []byte(body)
+		}
+		a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset", body: b})
+		if a.status != 200 {
+			t.Fatalf("reset %s: %d %s", body, a.status, a.body)
+		}
+		var rr api.ResetResponse
+		a.decode(t, &rr)
+		return rr.Environment
+	}
+	h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action":"key","keys":"Return"}`)})
+	e2 := reset("")
+	if !e2.Relaunched || e2.Episode != 2 || e2.Trace == e.Trace || e2.State != api.StateRunning {
+		t.Fatalf("after a relaunch of a running episode: %+v", e2)
+	}
+	if n := resets.Load(); n != 1 || created() != 0 {
+		t.Fatalf("%d resets, %d sandboxes removed; want 1 and 0", n, created())
+	}
+
+	// An episode that ends keeps its sandbox for the next.
+	a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action":"done","message":"ok"}`)})
+	if a.status != 200 {
+		t.Fatalf("done: %d %s", a.status, a.body)
+	}
+	e3 := reset("")
+	if !e3.Relaunched || e3.Episode != 3 {
+		t.Fatalf("after a relaunch of an ended episode: %+v", e3)
+	}
+	if n := resets.Load(); n != 2 || created() != 0 {
+		t.Fatalf("%d resets, %d sandboxes removed; want 2 and 0", n, created())
+	}
+
+	// Fresh: a new sandbox; the relaunched one is closed behind it.
+	e4 := reset(`{"mode": "fresh"}`)
+	if e4.Relaunched || e4.ResetMode != api.ResetFresh || e4.Episode != 4 {
+		t.Fatalf("after a fresh reset: %+v", e4)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for created() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if created() != 1 {
+		t.Fatalf("%d sandboxes removed after a fresh reset, want 1", created())
+	}
+	h.do(req{method: "DELETE", path: "/v1/envs/" + e.ID})
+	if created() != 2 {
+		t.Fatalf("%d sandboxes removed after the close, want 2", created())
+	}
+}
+
+// TestRelaunchRefused: relaunch on a backend that cannot, an unknown
+// mode, and a relaunch while a step is in flight are each refused with
+// their status, and change nothing.
+func TestRelaunchRefused(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var blockOnce sync.Once
+	h := newHarness(t, nil, nil)
+
+	a := h.do(req{method: "POST", path: "/v1/envs", body: []byte(`{"app": "game", "reset_mode": "relaunch"}`)})
+	if a.status != 422 || a.errorCode() != api.CodeInvalidRequest {
+		t.Fatalf("relaunch on a backend without it: %d %s", a.status, a.body)
+	}
+	e := h.create(testToken, "")
+	a = h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset", body: []byte(`{"mode": "relaunch"}`)})
+	if a.status != 422 || a.errorCode() != api.CodeInvalidRequest {
+		t.Fatalf("reset mode relaunch on a backend without it: %d %s", a.status, a.body)
+	}
+	a = h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset", body: []byte(`{"mode": "again"}`), invalid: true})
+	if a.status != 422 || a.errorCode() != api.CodeInvalidRequest {
+		t.Fatalf("reset mode again: %d %s", a.status, a.body)
+	}
+	a = h.do(req{method: "POST", path: "/v1/envs", body: []byte(`{"app": "game", "reset_mode": "again"}`), invalid: true})
+	if a.status != 422 {
+		t.Fatalf("reset_mode again: %d %s", a.status, a.body)
+	}
+
+	h = newHarness(t, func() *guestenvtest.Guest {
+		return &guestenvtest.Guest{OnAct: func(*guestenvtest.Writer) {
+			blockOnce.Do(func() {
+				entered <- struct{}{}
+				<-release
+			})
+		}}
+	}, canRelaunchHere)
+	e = h.create(testToken, "")
+	done := make(chan answer, 1)
+	go func() {
+		done <- h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action":"key","keys":"Return"}`)})
+	}()
+	<-entered
+	a = h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset", body: []byte(`{"mode": "relaunch"}`)})
+	close(release)
+	if a.status != 409 || a.errorCode() != api.CodeBusy {
+		t.Fatalf("relaunch during a step: %d %s", a.status, a.body)
+	}
+	if st := <-done; st.status != 200 {
+		t.Fatalf("the step a refused relaunch met: %d %s", st.status, st.body)
+	}
+	var got api.Environment
+	h.do(req{method: "GET", path: "/v1/envs/" + e.ID}).decode(t, &got)
+	if got.Episode != 1 || got.State != api.StateRunning || got.ResetMode != api.ResetFresh {
+		t.Fatalf("after a refused relaunch: %+v", got)
+	}
+	a = h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset", body: []byte(`{"mode": "relaunch"}`)})
+	if a.status != 200 {
+		t.Fatalf("relaunch once the step answered: %d %s", a.status, a.body)
+	}
+}
+
+// canRelaunchHere gives the harness's backend the capability relaunch.
+func canRelaunchHere(o *Options) {
+	o.Backends[0].(*guestenvtest.Backend).Relaunch = true
+}
