@@ -25,8 +25,9 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 			end = s.panicked(p)
 		}
 	}()
-	ctx, cancel := context.WithDeadline(parent, s.deadline)
-	defer cancel()
+	dl := s.deadlineNow()
+	ctx, cancel := context.WithDeadline(parent, dl)
+	defer func() { cancel() }()
 	if s.cfg.Agent == nil {
 		return s.personLoop(ctx, parent)
 	}
@@ -34,6 +35,12 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 		return end
 	}
 	for {
+		if d := s.deadlineNow(); !d.Equal(dl) {
+			// A policy's ask moved the deadline on.
+			cancel()
+			dl = d
+			ctx, cancel = context.WithDeadline(parent, dl)
+		}
 		obs, err := s.Observe(parent)
 		if err != nil {
 			return endOf(err)
