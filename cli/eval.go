@@ -98,6 +98,7 @@ agentbox import osworld, needs it.`,
 				return err
 			}
 			envCfg, env := so.env, so.appEnv
+			so.gate.note(stderr, envCfg.A11y)
 			st, err := session.ParseSettle(settle)
 			if err != nil {
 				return usageErrorf("--settle: %v", err)
@@ -145,6 +146,7 @@ agentbox import osworld, needs it.`,
 				Env: envCfg, AppEnv: env, Settle: st,
 				Timeout: f.timeout, MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Tree: f.a11yTree, Marks: f.marks,
+				Policy: so.gate.policy, Approver: so.gate.approver,
 				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
 				Pool: poolSize, PoolMax: poolMax, PoolStats: func(st pool.Stats) {
 					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",

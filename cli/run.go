@@ -111,6 +111,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
+	so.gate.note(stderr, envCfg.A11y)
 	logCap, settle, err := f.parseLaunch()
 	if err != nil {
 		return err
@@ -230,6 +231,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		MaxRate:             f.maxRate,
 		Tree:                f.a11yTree,
 		Marks:               f.marks,
+		Policy:              so.gate.policy,
+		Approver:            so.gate.approver,
 		TraceDir:            run.Dir,
 		LogCap:              logCap,
 		Progress:            stderr,

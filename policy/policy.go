@@ -331,7 +331,7 @@ func selector(w yamlwalk.Walker, k, v *yaml.Node, depth int) (*action.Selector, 
 			s.Name = t
 		case "role":
 			if !observe.KnownRole(t) {
-				return w.Field(fk, fv, "unknown role %q%s (AT-SPI's roles, such as push button, text, check box, menu item)", t, suggest.Hint(observe.NormRole(t), observe.Roles))
+				return w.Field(fk, fv, "unknown role %q%s (AT-SPI's roles, such as push button, text, check box, menu item)", t, roleHint(t))
 			}
 			s.Role = t
 		}
@@ -373,4 +373,40 @@ func (p *Policy) NeedsTree() bool {
 // default D".
 func (p *Policy) Describe() string {
 	return fmt.Sprintf("policy %s: %d rules, default %s", p.File, len(p.Rules), p.Default)
+}
+
+// roleHint is the "did you mean" of an unknown role: the closest role, or
+// else the roles with a word close to the last word given ("buton": push
+// button, radio button, …).
+func roleHint(r string) string {
+	n := observe.NormRole(r)
+	if h := suggest.Hint(n, observe.Roles); h != "" {
+		return h
+	}
+	words := strings.Fields(n)
+	if len(words) == 0 {
+		return ""
+	}
+	var vocab []string
+	for _, role := range observe.Roles {
+		for _, w := range strings.Fields(role) {
+			if !slices.Contains(vocab, w) {
+				vocab = append(vocab, w)
+			}
+		}
+	}
+	best := suggest.Best(words[len(words)-1], vocab)
+	if best == "" {
+		return ""
+	}
+	var out []string
+	for _, role := range observe.Roles {
+		if slices.Contains(strings.Fields(role), best) {
+			out = append(out, role)
+		}
+	}
+	if len(out) > 4 {
+		out = append(out[:4], "…")
+	}
+	return " (did you mean " + strings.Join(out, ", ") + "?)"
 }
