@@ -2,6 +2,9 @@ package session
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/policy"
@@ -20,6 +24,7 @@ import (
 // moves the focus onto Delete — and can be frozen.
 type gateBackend struct {
 	fakeBackend
+	extra   int // elements added to the dialog (a larger tree, for the benchmark)
 	mu      sync.Mutex
 	freezes int
 	frozen  bool
@@ -51,12 +56,18 @@ func (e *gateEnv) Tree(context.Context, observe.TreeLimits) (*observe.Tree, erro
 	if tabs%2 == 1 {
 		del = append(del, "focused")
 	}
-	return &observe.Tree{Apps: 1, Elements: []observe.Element{
+	t := &observe.Tree{Apps: 1, Elements: []observe.Element{
 		{ID: "1.2/0", Parent: -1, Role: "application", Name: "files"},
 		{ID: "1.2/1", Parent: 0, Depth: 1, Role: "dialog", Name: "Confirm", Bounds: &action.Rect{0, 0, 400, 300}},
 		{ID: "1.2/2", Parent: 1, Depth: 2, Role: "push button", Name: "Delete", Bounds: &action.Rect{100, 200, 180, 240}, States: del},
 		{ID: "1.2/3", Parent: 1, Depth: 2, Role: "push button", Name: "Cancel", Bounds: &action.Rect{200, 200, 280, 240}, States: []string{"enabled", "focusable", "showing"}},
-	}}, nil
+	}}
+	for i := range e.b.extra {
+		x, y := 10+(i%30)*12, 60+(i/30)*10
+		t.Elements = append(t.Elements, observe.Element{ID: fmt.Sprintf("1.2/%d", 10+i), Parent: 1, Depth: 2, Role: "label",
+			Name: fmt.Sprintf("item %d", i), Bounds: &action.Rect{x, y, x + 10, y + 8}, States: []string{"showing"}})
+	}
+	return t, nil
 }
 
 // Observe reports the pointer where the last mouse_move left it.
@@ -359,5 +370,53 @@ func TestPolicyAskPausesTheDeadline(t *testing.T) {
 	}
 	if got := performed(b2.envs[0]); len(got) != 0 {
 		t.Errorf("performed %q", got)
+	}
+}
+
+// BenchmarkGateStep is the gate's cost per step: one click through Act on
+// the fake, without a policy (the reference) and with deletePolicy and a
+// tree of about 500 elements (the gate reads it, finds the element under
+// the point, runs the rules). It reports each step's p50 and p95.
+//
+//	go test -run '^$' -bench BenchmarkGateStep -benchtime 3000x ./session/
+func BenchmarkGateStep(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		policy bool
+	}{{"no-policy", false}, {"policy", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			gb := &gateBackend{extra: 500}
+			cfg := Config{
+				RunID: "bench", Backend: gb, TraceDir: filepath.Join(b.TempDir(), "trace"), Task: "bench",
+				AgentInfo: trace.AgentInfo{Name: "remote"}, Actor: trace.ActorRemote, MaxSteps: b.N + 10, Timeout: time.Hour,
+				App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}}, MaxRate: 0,
+			}
+			cfg.Env.A11y = true
+			if bc.policy {
+				p, err := policy.Parse("bench.yaml", []byte(deletePolicy))
+				if err != nil {
+					b.Fatal(err)
+				}
+				cfg.Policy = p
+			}
+			s, err := Open(b.Context(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close(context.Background(), End{Outcome: trace.Success, Reason: trace.ReasonDone}) })
+			steps := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				t := time.Now()
+				if _, err := s.Act(b.Context(), Step{Action: action.Action{Kind: action.Click, X: action.Int(300), Y: action.Int(100)}}); err != nil {
+					b.Fatal(err)
+				}
+				steps = append(steps, time.Since(t))
+			}
+			b.StopTimer()
+			slices.Sort(steps)
+			b.ReportMetric(float64(steps[len(steps)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(steps[len(steps)*95/100].Microseconds()), "p95-µs")
+		})
 	}
 }
