@@ -24,6 +24,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/stagepath"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -1048,5 +1049,15 @@ func apiEvent(ev session.Event) api.Event {
 		Stream: string(ev.Stream), Text: ev.Text, Dropped: ev.Dropped, Change: ev.Change, Window: ev.Window,
 		Exit: ev.Exit, Step: ev.Step, Actor: ev.Actor, Action: ev.Action, Invalid: ev.Invalid, Result: ev.Result,
 		End: apiEnd(ev.End), RunID: ev.RunID, Trace: ev.Trace, By: ev.By, Reason: ev.Reason, Steps: ev.Steps,
+		Approval: apiApproval(ev.Approval), Answer: ev.Answer,
 	}
+}
+
+// apiApproval is the API's form of a policy's ask (the screenshot's path
+// is the server's own, left out).
+func apiApproval(r *policy.Request) *api.Approval {
+	if r == nil {
+		return nil
+	}
+	return &api.Approval{ID: r.ID, Step: r.Step, Actor: r.Actor, Action: r.Action, Rule: r.Rule, Sensitive: r.Sensitive, Element: r.Element}
 }
