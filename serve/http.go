@@ -72,6 +72,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/envs/{id}/events", s.handleEvents},
 		{"GET", "/v1/envs/{id}/ws", s.handleWS},
 		{"GET", "/v1/envs/{id}/files/{path}", s.handleGetFile},
+		{"POST", "/v1/envs/{id}/approvals/{approval}", s.handleApproval},
 	}
 }
 
@@ -456,6 +457,16 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 			return nil, apiError(api.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), grade.ErrInvalid.Error()+": "))
 		}
 		e.grader = spec
+	}
+	if req.Policy != "" {
+		if len(req.Policy) > maxPolicyText {
+			return nil, apiError(api.CodeInvalidRequest, "policy: %d bytes; at most %d", len(req.Policy), maxPolicyText)
+		}
+		p, err := policy.Parse("policy", []byte(req.Policy))
+		if err != nil {
+			return nil, apiError(api.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+		}
+		e.policy = p
 	}
 
 	s.mu.Lock()

@@ -271,6 +271,22 @@ type CreateRequest struct {
 	// would run or read on the server's host. Its verdict comes with the
 	// episode's end (end.grade), and the end's step's reward is its score.
 	Grade []map[string]any `json:"grade,omitempty"`
+	// Policy gates every action of the environment's episodes before it
+	// runs: a policy file's text, YAML or JSON (docs/policy.md); its
+	// errors name the line. Its asks come as approval events and are answered with POST
+	// /v1/envs/{id}/approvals/{approval}; one nobody answers is denied
+	// after its timeout.
+	Policy string `json:"policy,omitempty"`
+}
+
+// ApprovalAnswer answers a policy's ask (POST
+// /v1/envs/{id}/approvals/{approval}).
+type ApprovalAnswer struct {
+	// Allow lets the action run; false denies it.
+	Allow bool `json:"allow"`
+	// Always grants the ask's rule for the rest of the episode (ignored
+	// for a sensitive rule, which is asked every time).
+	Always bool `json:"always,omitempty"`
 }
 
 // File is a file collected from the sandbox when an episode ended: its
