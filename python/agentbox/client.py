@@ -264,7 +264,7 @@ class Client:
     def create(self, app=None, *, upload=None, task=None, backend=None, screen=None, limits=None,
                max_steps=None, timeout=None, settle=None, observation="auto", transport="websocket",
                reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None,
-               grade=None):
+               grade=None, policy=None):
         """Make an environment and start its first episode (the app up and
         ready); returns its Env once it has.
 
@@ -280,14 +280,17 @@ class Client:
         ``info["files"]``, and Env.file reads one. ``grade`` (a list of
         checks, never command or expected) grades them on the server: the
         end's ``info["ended"]["grade"]``, whose score is that step's reward
-        unless ``reward`` is given. The rest are the Env's
+        unless ``reward`` is given. ``policy`` (a policy file's text, YAML or
+        JSON: docs/policy.md) gates every action: its asks come as
+        ``approval`` events, answered with Env.answer. The rest are the Env's
         (observation format, transport, reward function).
         """
         req = {}
         for key, value in (("app", app), ("upload", upload), ("task", task), ("backend", backend),
                            ("limits", limits), ("max_steps", max_steps), ("settle", settle),
                            ("inputs", inputs), ("collect", collect), ("collect_limits", collect_limits),
-                           ("before_collect", before_collect), ("grade", grade)):
+                           ("before_collect", before_collect), ("grade", grade),
+                           ("policy", policy)):
             if value is not None:
                 req[key] = value
         if screen is not None:
@@ -524,6 +527,18 @@ class Env:
         state, episode, run_id, trace, steps, end…"""
         self._describe = self.client.request("GET", self._path(""))
         return self._describe
+
+    def answer(self, approval, allow, always=False):
+        """Answer a policy's ask (an ``approval`` event's
+        ``approval["id"]``): ``allow`` lets the step's action run, False
+        denies it; ``always`` grants its rule for the rest of the episode
+        (never a sensitive one). Call it from another thread than the held
+        step's (one reading events): that step waits for this answer.
+        POST /v1/envs/{id}/approvals/{approval}."""
+        body = {"allow": bool(allow)}
+        if always:
+            body["always"] = True
+        self.client.request("POST", self._path("/approvals/" + urllib.parse.quote(str(approval), safe="")), body=body)
 
     def events(self, after=0, timeout=None):
         """The environment's events as dicts (each ``kind`` one of the Event
