@@ -105,6 +105,7 @@ agentbox import osworld, needs it.`,
 				return err
 			}
 			envCfg, env := so.env, so.appEnv
+			so.gate.note(stderr, envCfg.A11y)
 			clock, err := cf.parseClock(cmd.Flags())
 			if err != nil {
 				return err
@@ -159,6 +160,7 @@ agentbox import osworld, needs it.`,
 				Timeout: f.timeout, StartTimeout: f.startTimeout, ReadyTimeout: f.readyTimeout,
 				MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
 				Tree: f.a11yTree, Marks: f.marks,
+				Policy: so.gate.policy, Approver: so.gate.approver,
 				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
 				Pool: poolSize, PoolMax: poolMax, PoolStats: func(st pool.Stats) {
 					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",

@@ -47,6 +47,9 @@ type sandboxFlags struct {
 	readyTimeout   time.Duration
 	logCap, settle string
 
+	// The policy gate (policy.go).
+	policyFile, approve string
+
 	out     string
 	env     []string
 	verbose bool
@@ -132,6 +135,12 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 		"a11y-tree": {
 			run:  {false, "read the accessibility tree at every step, for the agent and the trace (implies --a11y)"},
 			eval: {false, "read the accessibility tree at every step (implies --a11y)"}},
+		"policy": {
+			run:  {"", "policy file of allow/ask/deny rules every action passes before it runs (docs/policy.md)"},
+			eval: {"", "policy file of allow/ask/deny rules every episode's actions pass before they run (docs/policy.md)"}},
+		"approve": {
+			run:  {"", "who answers the policy's asks: tty (a prompt here), deny (every ask denied; the default without a terminal or under CI)"},
+			eval: {"", "who answers the policy's asks: tty or deny (the default without a terminal or under CI)"}},
 		"marks": {
 			run:  {false, "draw numbered boxes on the interactive elements of the agent's screenshot; a model may click a mark (implies --a11y-tree)"},
 			eval: {false, "draw numbered marks on the agents' screenshots (implies --a11y-tree)"}},
@@ -182,6 +191,7 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks, "allow-unbounded-limits": &f.allowUnbounded,
 		"allow-net": &f.allowNet, "forward": &f.forward, "net-resolve": &f.netResolve,
 		"net-max-bytes": &f.netMaxBytes, "net-max-rate": &f.netMaxRate,
+		"policy": &f.policyFile, "approve": &f.approve,
 	}
 	short := map[string]string{"verbose": "v"}
 	for name, uses := range sandboxFlagUses() {
@@ -310,6 +320,7 @@ type sandboxOptions struct {
 	appEnv map[string]string  // --env (envVars)
 	logCap int64              // --log-cap in bytes (launch)
 	settle session.Settle     // --settle (launch)
+	gate   gateOptions        // --policy, --approve (gate)
 }
 
 // validate completes and checks the sandbox flags the command took, in the
@@ -335,7 +346,11 @@ func (f *sandboxFlags) validate() (sandboxOptions, error) {
 	if err != nil {
 		return o, err
 	}
-	return sandboxOptions{env: env, appEnv: appEnv, logCap: logCap, settle: settle}, nil
+	gate, err := f.gate()
+	if err != nil {
+		return o, err
+	}
+	return sandboxOptions{env: env, appEnv: appEnv, logCap: logCap, settle: settle, gate: gate}, nil
 }
 
 // envVars is --env, each variable held to the rule of a manifest's env

@@ -77,10 +77,13 @@ func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 		return flagUse{serve.DefaultTimeout, "deadline of an episode (then its steps are refused; launch starts another)"}, true
 	case "max-steps":
 		return flagUse{serve.DefaultMaxSteps, "steps per episode (then they are refused; launch starts another)"}, true
-	case "freeze-while-thinking":
+	case "freeze-while-thinking", "approve":
 		return flagUse{}, false
 	case "log-cap":
 		return flagUse{sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log, and on the window events recorded"}, true
+	case "policy":
+		// stdin is the protocol's: no terminal to ask on.
+		return flagUse{"", "policy file of allow/ask/deny rules every action passes before it runs; its asks are denied (docs/policy.md)"}, true
 	}
 	return run, runTakes
 }
@@ -143,6 +146,8 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 		MaxRate:      f.maxRate,
 		Tree:         f.a11yTree,
 		Marks:        f.marks,
+		Policy:       so.gate.policy,
+		Approver:     so.gate.approver,
 		LogCap:       logCap,
 		Progress:     stderr,
 		Verbose:      f.verbose,

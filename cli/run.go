@@ -111,6 +111,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
+	so.gate.note(stderr, envCfg.A11y)
 	logCap, settle := so.logCap, so.settle
 	clock, err := f.parseClock(cmd.Flags())
 	if err != nil {
@@ -233,6 +234,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Clock:        clock,
 		Tree:         f.a11yTree,
 		Marks:        f.marks,
+		Policy:       so.gate.policy,
+		Approver:     so.gate.approver,
 		TraceDir:     run.Dir,
 		LogCap:       logCap,
 		Progress:     stderr,

@@ -258,6 +258,16 @@ func (e *Env) Close(ctx context.Context) (api.Environment, error) {
 	return d, err
 }
 
+// Answer answers a policy's ask (an approval event's approval.id): allow
+// lets the step's action run, false denies it; always grants its rule for
+// the rest of the episode (never a sensitive one). It does not wait for
+// the step in flight, which is the one waiting for this answer: call it
+// from another goroutine than the Step or Act that is held (one reading
+// Events).
+func (e *Env) Answer(ctx context.Context, approval string, allow, always bool) error {
+	return e.c.doJSON(ctx, "POST", e.path("/approvals/"+url.PathEscape(approval)), nil, api.ApprovalAnswer{Allow: allow, Always: always}, nil)
+}
+
 // Events reads the environment's events (after the one numbered after)
 // and calls fn with each, until the environment closes (nil), ctx ends or
 // fn returns an error.

@@ -21,6 +21,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -41,6 +42,10 @@ type Options struct {
 	LogCap   int64
 	// FreezeWhileThinking freezes each app while its agent decides.
 	FreezeWhileThinking bool
+	// Policy gates every episode's actions (nil: none); Approver answers
+	// its asks (nil: every ask denied). docs/policy.md.
+	Policy   *policy.Policy
+	Approver policy.Approver
 	// MaxRate bounds each episode's actions per second.
 	MaxRate float64
 	// Tree and Marks are session.Config's: the tree at every step, marks
@@ -524,6 +529,8 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		LogCap:       o.LogCap,
 		StartTimeout: o.StartTimeout,
 		ReadyTimeout: o.ReadyTimeout,
+		Policy:       o.Policy,
+		Approver:     o.Approver,
 		MaxRate:      o.MaxRate,
 		Clock:        o.Clock,
 		Tree:         o.Tree,

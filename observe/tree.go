@@ -319,3 +319,55 @@ func ResolvedOf(e *Element) *action.Resolved {
 	}
 	return r
 }
+
+// Matcher is a compiled selector, for matching many elements (a policy's
+// rules against the element under a point).
+type Matcher struct{ m *matcher }
+
+// CompileSelector checks s and compiles it.
+func CompileSelector(s action.Selector) (*Matcher, error) {
+	m, err := compile(s)
+	if err != nil {
+		return nil, err
+	}
+	return &Matcher{m}, nil
+}
+
+// Match reports whether element i of t matches the selector (its own
+// fields, and its ancestor if it names one); Index is ignored.
+func (m *Matcher) Match(t *Tree, i int) bool {
+	return i >= 0 && i < len(t.Elements) && m.m.matches(t, i)
+}
+
+// At returns the index of the element under the point p: the deepest
+// element whose bounds hold p, the last in reading order among equals
+// (drawn above its earlier siblings); -1 when none holds it.
+func (t *Tree) At(p action.Point) int {
+	best := -1
+	for i := range t.Elements {
+		e := &t.Elements[i]
+		if e.Bounds == nil || e.Role == "application" {
+			continue
+		}
+		b := *e.Bounds
+		if p.X < b[0] || p.Y < b[1] || p.X >= b[2] || p.Y >= b[3] {
+			continue
+		}
+		if best < 0 || e.Depth >= t.Elements[best].Depth {
+			best = i
+		}
+	}
+	return best
+}
+
+// Focused returns the indices of the elements with the keyboard focus
+// (one per application at most, as AT-SPI reports it).
+func (t *Tree) Focused() []int {
+	var out []int
+	for i := range t.Elements {
+		if t.Elements[i].Has("focused") {
+			out = append(out, i)
+		}
+	}
+	return out
+}

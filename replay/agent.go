@@ -190,6 +190,12 @@ func (a *Agent) Decide(ctx context.Context, obs *observe.Observation) (agent.Dec
 	if rec.Decision != nil && rec.Decision.Message != "" {
 		msg = "replayed: " + rec.Decision.Message
 	}
+	if p := rec.Policy; p != nil && !p.Allowed {
+		// The recording's policy gate did not let it run: neither does
+		// the replay (a wait in its place keeps the steps in line).
+		return agent.Decision{Action: action.Action{Kind: action.Wait, MS: 1},
+			Message: fmt.Sprintf("replay: not performed, as in the recording (policy rule %q)", p.Rule)}, nil
+	}
 	return agent.Decision{Action: *rec.Action, Message: msg}, nil
 }
 

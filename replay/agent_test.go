@@ -158,3 +158,40 @@ func TestAgentPersonsScreen(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentKeepsDenials: a step the recording's policy gate refused is not
+// performed by the replay (which has no gate): a wait takes its place.
+func TestAgentKeepsDenials(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rec")
+	tw, err := trace.Create(dir, trace.Run{ID: "rec"}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := []action.Action{{Kind: action.Click, X: action.Int(5), Y: action.Int(5)}, {Kind: action.Done}}
+	for i, a := range acts {
+		f := frameOf(color.RGBA{0, 0, 0, 255}, 1)
+		a := a
+		r := trace.Record{Type: trace.TypeStep, Step: i + 1, TMS: 100,
+			Observation: &trace.Observation{Screenshot: tw.Screenshot(i+1, f), FrameHash: trace.FrameHash(f.Hash), Width: 64, Height: 48, Running: true},
+			Decision:    &trace.Decision{LatencyMS: 1}, Action: &a}
+		if i == 0 {
+			r.Policy = &trace.PolicyDecision{Rule: "deleting asks", Decision: "ask", Allowed: false}
+		}
+		tw.Record(r)
+	}
+	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAgent(tr, DefaultRules(), TimingFast)
+	d, err := a.Decide(t.Context(), obs(1, frameOf(color.RGBA{0, 0, 0, 255}, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Action.Kind != action.Wait {
+		t.Errorf("the denied click was replayed: %+v", d.Action)
+	}
+}

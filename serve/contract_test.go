@@ -20,6 +20,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -318,7 +319,7 @@ func TestContractEvents(t *testing.T) {
 		Stream: observe.Stdout, Text: "t", Dropped: 3, Change: "mapped", Window: &observe.Window{ID: 1},
 		Exit: &observe.Exit{Code: 1}, Step: 4, Actor: "human", Action: &action.Action{Kind: action.Wait},
 		Invalid: "no", Result: &action.Result{OK: true}, End: &session.End{Reason: "done"},
-		By: "a person", Reason: "done", Steps: 5}
+		By: "a person", Reason: "done", Steps: 5, Approval: &policy.Request{ID: "1", Rule: "r"}, Answer: "denied"}
 	v := reflect.ValueOf(ev)
 	for i := range v.NumField() {
 		if f := v.Type().Field(i); f.IsExported() && v.Field(i).IsZero() {

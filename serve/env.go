@@ -15,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -40,6 +41,8 @@ type env struct {
 	inputUploads []*upload
 	collect      app.Collect
 	grader       session.Grader // nil: the request named no grade
+	policy       *policy.Policy // nil: the request named no policy
+	approvals    approvals      // the policy's asks waiting for an answer
 	backend      environment.Backend
 	cfg          environment.Config
 	maxSteps     int
@@ -362,6 +365,8 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 		Inputs:       e.inputs,
 		Collect:      e.collect,
 		Grader:       e.grader,
+		Policy:       e.policy,
+		Approver:     &e.approvals,
 		MaxSteps:     e.maxSteps,
 		Timeout:      e.timeout,
 		StartTimeout: s.o.StartTimeout,

@@ -24,6 +24,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/stagepath"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -71,6 +72,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/envs/{id}/events", s.handleEvents},
 		{"GET", "/v1/envs/{id}/ws", s.handleWS},
 		{"GET", "/v1/envs/{id}/files/{path}", s.handleGetFile},
+		{"POST", "/v1/envs/{id}/approvals/{approval}", s.handleApproval},
 	}
 }
 
@@ -473,6 +475,16 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 			return nil, apiError(api.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), grade.ErrInvalid.Error()+": "))
 		}
 		e.grader = spec
+	}
+	if req.Policy != "" {
+		if len(req.Policy) > maxPolicyText {
+			return nil, apiError(api.CodeInvalidRequest, "policy: %d bytes; at most %d", len(req.Policy), maxPolicyText)
+		}
+		p, err := policy.Parse("policy", []byte(req.Policy))
+		if err != nil {
+			return nil, apiError(api.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), policy.ErrInvalid.Error()+": "))
+		}
+		e.policy = p
 	}
 
 	s.mu.Lock()
@@ -1138,5 +1150,15 @@ func apiEvent(ev session.Event) api.Event {
 		Stream: string(ev.Stream), Text: ev.Text, Dropped: ev.Dropped, Change: ev.Change, Window: ev.Window,
 		Exit: ev.Exit, Step: ev.Step, Actor: ev.Actor, Action: ev.Action, Invalid: ev.Invalid, Result: ev.Result,
 		End: apiEnd(ev.End), RunID: ev.RunID, Trace: ev.Trace, By: ev.By, Reason: ev.Reason, Steps: ev.Steps,
+		Approval: apiApproval(ev.Approval), Answer: ev.Answer,
 	}
+}
+
+// apiApproval is the API's form of a policy's ask (the screenshot's path
+// is the server's own, left out).
+func apiApproval(r *policy.Request) *api.Approval {
+	if r == nil {
+		return nil
+	}
+	return &api.Approval{ID: r.ID, Step: r.Step, Actor: r.Actor, Action: r.Action, Rule: r.Rule, Sensitive: r.Sensitive, Element: r.Element}
 }

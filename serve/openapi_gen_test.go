@@ -426,6 +426,11 @@ func clientCalls(t *testing.T) []clientCall {
 				return "", false
 			}
 			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "url" && sel.Sel.Name == "PathEscape" {
+				// A parameter named as the route names it ({approval}),
+				// else an ID.
+				if a, ok := e.Args[0].(*ast.Ident); ok && a.Name != "id" {
+					return "{" + a.Name + "}", true
+				}
 				return "{id}", true
 			}
 			fd := helpers[sel.Sel.Name]

@@ -196,6 +196,11 @@ func TestAPIFollowsTheDocument(t *testing.T) {
 		t.Errorf("a file of no environment: %d", a.status)
 	}
 
+	// An answer to an ask of no environment (TestApprovals has asks).
+	if a := h.do(req{method: "POST", path: "/v1/envs/env-none/approvals/1", body: []byte(`{"allow": true}`)}); a.status != 404 {
+		t.Errorf("an answer for no environment: %d", a.status)
+	}
+
 	doc := loadOpenAPI(t)
 	for path, item := range doc.Paths.Map() {
 		for method := range item.Operations() {

@@ -326,6 +326,15 @@ func (s *Session) markStopped(end *End) {
 // freezeForDecision freezes the app before the agent decides, unless a
 // person has control (they drive a running app).
 func (s *Session) freezeForDecision(ctx context.Context) (bool, error) {
+	if !s.loop.FreezeWhileThinking {
+		return false, nil
+	}
+	return s.freezeApp(ctx)
+}
+
+// freezeApp freezes the app where the backend can (the agent's decision,
+// a policy's ask), unless a person has control.
+func (s *Session) freezeApp(ctx context.Context) (bool, error) {
 	f := s.freezer
 	if f == nil {
 		return false, nil

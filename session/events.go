@@ -7,6 +7,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/lockrank"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -31,13 +32,17 @@ const (
 	// (a server's environment): Episode, RunID and Trace say which. The
 	// session never sends it; whoever runs the episodes adds it.
 	EventEpisode = "episode"
+	// EventApproval: the policy gate asks whether a step's action may run
+	// (Approval, with Answer empty), then says how it was answered
+	// (Answer "allowed" or "denied", By, Reason).
+	EventApproval = "approval"
 )
 
 // EventKinds lists every event kind, in the order serve/openapi.json's
 // Event schema gives them; a test holds it to the constants above and to
 // every surface that shows events (serve/contract_test.go).
 var EventKinds = []string{EventOutput, EventWindow, EventExit, EventDropped, EventStep, EventResult,
-	EventEnd, EventTakeover, EventHandBack, EventNotApplied, EventEpisode}
+	EventEnd, EventTakeover, EventHandBack, EventNotApplied, EventEpisode, EventApproval}
 
 // Event is one thing that happened in a session, for whoever watches it
 // (a server's event stream, a live page). Only the fields of its Kind are
@@ -78,7 +83,13 @@ type Event struct {
 	// end
 	End *End `json:"end,omitempty"`
 
-	// takeover and hand_back: who; hand_back: why, and the steps taken.
+	// approval: the ask; once answered, the answer ("allowed", "denied")
+	// with By and Reason.
+	Approval *policy.Request `json:"approval,omitempty"`
+	Answer   string          `json:"answer,omitempty"`
+
+	// takeover and hand_back: who; hand_back: why, and the steps taken;
+	// approval: who answered, and why for an answer no person gave.
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Steps  int    `json:"steps,omitempty"`

@@ -25,7 +25,7 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 			end = s.panicked(p)
 		}
 	}()
-	ctx, cancel := context.WithDeadline(parent, s.deadline)
+	ctx, cancel := context.WithDeadline(parent, s.deadlineNow())
 	defer cancel()
 	if s.loop.Agent == nil {
 		return s.personLoop(ctx, parent)
@@ -34,32 +34,41 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 		return end
 	}
 	for {
-		obs, err := s.Observe(parent)
-		if err != nil {
-			return endOf(err)
-		}
-		if obs.Ended != nil {
-			return obs.Ended
-		}
-		// The gate: while a person has control the agent waits here,
-		// between steps, and looks again when control comes back.
-		if s.waitControl(ctx) {
-			continue
-		}
-		st, end := s.decide(ctx, parent, obs.Observation)
-		if end != nil {
+		if end := s.agentStep(parent); end != nil {
 			return end
 		}
-		// A decision made while a person took control is not applied
-		// (Act says so, after control came back); the agent looks again.
-		res, err := s.Act(parent, st)
-		if err != nil {
-			return endOf(err)
-		}
-		if res.Ended != nil {
-			return res.Ended
-		}
 	}
+}
+
+// agentStep is one turn of the agent's loop (observe, decide, act), under
+// the episode's deadline as it is now: a policy's ask moves it on by the
+// time it waited.
+func (s *Session) agentStep(parent context.Context) *ending {
+	ctx, cancel := context.WithDeadline(parent, s.deadlineNow())
+	defer cancel()
+	obs, err := s.Observe(parent)
+	if err != nil {
+		return endOf(err)
+	}
+	if obs.Ended != nil {
+		return obs.Ended
+	}
+	// The gate: while a person has control the agent waits here,
+	// between steps, and looks again when control comes back.
+	if s.waitControl(ctx) {
+		return nil
+	}
+	st, end := s.decide(ctx, parent, obs.Observation)
+	if end != nil {
+		return end
+	}
+	// A decision made while a person took control is not applied
+	// (Act says so, after control came back); the agent looks again.
+	res, err := s.Act(parent, st)
+	if err != nil {
+		return endOf(err)
+	}
+	return res.Ended
 }
 
 // personLoop is the loop of a run without an agent (--agent human): a

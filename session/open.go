@@ -103,6 +103,12 @@ type Session struct {
 	pendAt    time.Time           // when it was taken
 	end       *End                // how the episode ended, once it has
 	traceTime time.Duration       // the steps' time spent writing the trace
+	pendFrame *observe.Frame      // the pending observation's screen (unmarked), for an ask's screenshot
+	gateSt    gateState           // the policy gate's asks and grants
+
+	// paused is how far asks have moved the deadline on (ns): the time
+	// they waited for an answer.
+	paused atomic.Int64
 }
 
 // StartError is Open's error when the episode ended before its first step
@@ -307,7 +313,7 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 	s.deadline = s.readyAt.Add(cfg.Timeout)
 	s.limits = action.DefaultLimits(screen.Width, screen.Height)
 	s.limiter = newRateLimiter(cfg.MaxRate)
-	if s.loop.FreezeWhileThinking {
+	if s.loop.FreezeWhileThinking || cfg.Policy != nil {
 		s.freezer, _ = env.(environment.Freezer)
 	}
 	return nil

@@ -27,6 +27,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -88,6 +89,18 @@ type Config struct {
 	// here, so an app that has mapped its window but not drawn it yet does
 	// not differ from its recording at step 1.
 	FirstSettle Settle
+
+	// Policy, when set, gates every step's action before it runs, whoever
+	// chose it (agent, script, API, MCP; a person's own steps at the live
+	// page are not gated): a denied action is not performed and its
+	// result names the rule. Approver answers its asks (nil: every ask is
+	// denied); AskTimeout bounds one ask (default DefaultAskTimeout), and
+	// an ask not answered by then is denied. While an ask waits the app is
+	// frozen where the backend can freeze it, and the wait does not count
+	// against Timeout.
+	Policy     *policy.Policy
+	Approver   policy.Approver
+	AskTimeout time.Duration
 
 	// Actor is recorded with every step that names none: each step Run's
 	// agent takes (trace.ActorAgent, trace.ActorScript, …) and a

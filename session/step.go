@@ -62,6 +62,9 @@ type StepResult struct {
 	// was); Result says so, and the next observation says what the person
 	// did (Intervention).
 	NotApplied bool
+	// Denied says the policy gate refused the action (Result names the
+	// rule): it was recorded as a step and not performed.
+	Denied bool
 }
 
 // Observe lets the screen settle (Config.Settle; FirstSettle at the first
@@ -80,7 +83,7 @@ func (s *Session) Observe(ctx context.Context) (*Observation, error) {
 	if s.relaunching.Load() {
 		return nil, ErrRelaunching
 	}
-	lctx, cancel := context.WithDeadline(ctx, s.deadline)
+	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
 	defer cancel()
 	obs, end := s.look(lctx, ctx, false)
 	if end != nil {
@@ -130,7 +133,7 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 	if s.relaunching.Load() {
 		return StepResult{}, ErrRelaunching
 	}
-	lctx, cancel := context.WithDeadline(ctx, s.deadline)
+	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
 	defer cancel()
 	if s.pending == nil || human && s.tookOverAfter(s.pendAt) {
 		if _, end := s.look(lctx, ctx, human); end != nil {
@@ -241,6 +244,7 @@ func (s *Session) look(ctx, parent context.Context, human bool) (*observe.Observ
 		}
 	}
 	rec.Observation.SettleMS, rec.Observation.SettleCapped = msOf(settled), capped
+	s.pendFrame = obs.Screen
 	if err := s.accessibility(ctx, step, obs, rec); err != nil {
 		return nil, s.loopError(ctx, parent, "accessibility tree", err, trace.ReasonEnvironment)
 	}
@@ -288,6 +292,20 @@ func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Reco
 	if st.Actor == "" {
 		st.Actor = s.cfg.Actor
 	}
+	// The policy gate, before the step is recorded (the trace has its
+	// decision) and before anything runs.
+	var pd *trace.PolicyDecision
+	allowed := true
+	if verr == nil {
+		pd, allowed = s.gate(ctx, parent, step, rec, st)
+		if pd != nil && pd.WaitMS > 0 {
+			// The ask's wait does not count against the deadline.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(parent, s.deadlineNow())
+			defer cancel()
+		}
+	}
+	rec.Policy = pd
 	if end := s.recordStep(step, rec, st, verr); end != nil {
 		return nil, end
 	}
@@ -298,6 +316,9 @@ func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Reco
 	case verr != nil:
 		res := s.rejected(step, verr)
 		return &StepResult{Step: step, Result: *res, Invalid: true}, nil
+	case !allowed:
+		res := s.denied(step, pd)
+		return &StepResult{Step: step, Result: *res, Denied: true}, nil
 	case a.Kind == action.Done:
 		return s.finish(ctx, step, a, st.Reason)
 	case s.appGone:

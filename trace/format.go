@@ -437,6 +437,10 @@ type Record struct {
 	// Invalid holds the validation error of an action that was not run.
 	Invalid string `json:"invalid,omitempty"`
 
+	// Policy is what the policy gate decided about a step's action (a
+	// run with --policy).
+	Policy *PolicyDecision `json:"policy,omitempty"`
+
 	Result     *action.Result `json:"result,omitempty"`
 	DurationMS float64        `json:"duration_ms,omitempty"`
 	// ThrottledMS is how long the action waited for the rate limit.
@@ -455,4 +459,30 @@ type ActionRecord struct {
 	TMS    float64       `json:"t_ms"`
 	Actor  string        `json:"actor,omitempty"`
 	Action action.Action `json:"action"`
+}
+
+// PolicyDecision is what the policy gate decided about a step's action,
+// recorded with the step before the action runs (or is refused).
+type PolicyDecision struct {
+	// Rule names the rule that decided ("default": none matched).
+	Rule string `json:"rule"`
+	// Decision is the rule's: allow, ask or deny.
+	Decision  string `json:"decision"`
+	Sensitive bool   `json:"sensitive,omitempty"`
+	// Element describes the element the rule's target matched.
+	Element string `json:"element,omitempty"`
+	// Allowed says whether the action ran.
+	Allowed bool `json:"allowed"`
+	// Ask is the ask's ID within the episode, for an ask that was put;
+	// By says who answered it ("tty", "deny", "api", "live", "grant" for
+	// a rule answered always earlier), Note why for an answer no person
+	// gave, WaitMS how long it waited (not counted against the deadline).
+	Ask    string  `json:"ask,omitempty"`
+	By     string  `json:"by,omitempty"`
+	Note   string  `json:"note,omitempty"`
+	WaitMS float64 `json:"wait_ms,omitempty"`
+	// GateMS is the gate's own time (the tree read, the rules); TreeMS
+	// the tree read's part of it.
+	GateMS float64 `json:"gate_ms"`
+	TreeMS float64 `json:"tree_ms,omitempty"`
 }

@@ -278,6 +278,13 @@
           if (state && state.state === "paused") { state.state = "running"; state.by = ""; }
           show();
           break;
+        case "approval":
+          if (!e.answer) {
+            line("policy rule " + ((e.approval && e.approval.rule) || "") + " asks whether the " + (e.actor || "agent") + " may " + (words || "act") + (e.approval && e.approval.element ? " on " + e.approval.element : "") + " (the app waits)", "v");
+          } else {
+            line("policy rule " + ((e.approval && e.approval.rule) || "") + ": " + e.answer + (e.by ? " by " + e.by : "") + (e.reason ? " (" + e.reason + ")" : ""), "v");
+          }
+          break;
         case "action_not_applied":
           line("the " + (e.actor || "agent") + "'s action " + (words || "") + " was not performed: a person had taken control", "v");
           break;

@@ -264,7 +264,7 @@ class Client:
     def create(self, app=None, *, upload=None, task=None, backend=None, screen=None, limits=None,
                max_steps=None, timeout=None, settle=None, observation="auto", transport="websocket",
                reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None,
-               grade=None, clock=None, clock_step=None, reset_mode=None):
+               grade=None, clock=None, clock_step=None, reset_mode=None, policy=None):
         """Make an environment and start its first episode (the app up and
         ready); returns its Env once it has.
 
@@ -288,7 +288,10 @@ class Client:
         is refused). ``reset_mode`` is how resets start the next episode: "fresh" (default: a new sandbox) or "relaunch" (the
         same sandbox reset in place: the app and everything it started
         killed, the home and /tmp restored, the display's state reset, the
-        app launched again; where the backend can). The rest are the Env's
+        app launched again; where the backend can).
+        ``policy`` (a policy file's text, YAML or
+        JSON: docs/policy.md) gates every action: its asks come as
+        ``approval`` events, answered with Env.answer. The rest are the Env's
         (observation format, transport, reward function).
         """
         req = {}
@@ -296,7 +299,7 @@ class Client:
                            ("limits", limits), ("max_steps", max_steps), ("settle", settle),
                            ("inputs", inputs), ("collect", collect), ("collect_limits", collect_limits),
                            ("before_collect", before_collect), ("grade", grade),
-                           ("reset_mode", reset_mode)):
+                           ("reset_mode", reset_mode), ("policy", policy)):
             if value is not None:
                 req[key] = value
         if screen is not None:
@@ -547,6 +550,18 @@ class Env:
         state, episode, run_id, trace, steps, end…"""
         self._describe = self.client.request("GET", self._path(""))
         return self._describe
+
+    def answer(self, approval, allow, always=False):
+        """Answer a policy's ask (an ``approval`` event's
+        ``approval["id"]``): ``allow`` lets the step's action run, False
+        denies it; ``always`` grants its rule for the rest of the episode
+        (never a sensitive one). Call it from another thread than the held
+        step's (one reading events): that step waits for this answer.
+        POST /v1/envs/{id}/approvals/{approval}."""
+        body = {"allow": bool(allow)}
+        if always:
+            body["always"] = True
+        self.client.request("POST", self._path("/approvals/" + urllib.parse.quote(str(approval), safe="")), body=body)
 
     def events(self, after=0, timeout=None):
         """The environment's events as dicts (each ``kind`` one of the Event

@@ -291,6 +291,22 @@ type CreateRequest struct {
 	// request's mode replaces it. relaunch needs a backend that can
 	// (GET /v1/server: capabilities.relaunch).
 	ResetMode string `json:"reset_mode,omitempty"`
+	// Policy gates every action of the environment's episodes before it
+	// runs: a policy file's text, YAML or JSON (docs/policy.md); its
+	// errors name the line. Its asks come as approval events and are answered with POST
+	// /v1/envs/{id}/approvals/{approval}; one nobody answers is denied
+	// after its timeout.
+	Policy string `json:"policy,omitempty"`
+}
+
+// ApprovalAnswer answers a policy's ask (POST
+// /v1/envs/{id}/approvals/{approval}).
+type ApprovalAnswer struct {
+	// Allow lets the action run; false denies it.
+	Allow bool `json:"allow"`
+	// Always grants the ask's rule for the rest of the episode (ignored
+	// for a sensitive rule, which is asked every time).
+	Always bool `json:"always,omitempty"`
 }
 
 // Reset modes (CreateRequest.ResetMode, ResetRequest.Mode).
@@ -484,6 +500,11 @@ type Event struct {
 	By      string          `json:"by,omitempty"`     // takeover, hand_back: who took control
 	Reason  string          `json:"reason,omitempty"` // hand_back: why control was handed back
 	Steps   int             `json:"steps,omitempty"`  // hand_back: how many steps the person took
+	// Approval is a policy's ask (kind approval); Answer, once it is
+	// answered: "allowed" or "denied" (By who, Reason why for an answer no
+	// person gave: "no answer in time", "--approve deny").
+	Approval *Approval `json:"approval,omitempty"`
+	Answer   string    `json:"answer,omitempty"`
 }
 
 // WebSocket operations (GET /v1/envs/{id}/ws): one request, one answer,
@@ -540,4 +561,21 @@ func DefaultTokenFile() string {
 		return filepath.Join(d, "agentbox", "serve.token")
 	}
 	return filepath.Join(os.TempDir(), "agentbox-serve.token")
+}
+
+// Approval is a policy's ask: may the step's action run? The gate waits
+// for an answer (POST /v1/envs/{id}/approvals/{approval}) until the ask's
+// timeout, then denies it.
+type Approval struct {
+	// ID names the ask within its episode.
+	ID     string        `json:"id"`
+	Step   int           `json:"step"`
+	Actor  string        `json:"actor"`
+	Action action.Action `json:"action"`
+	// Rule names the policy's rule that asks; Sensitive says it is asked
+	// every time (an answer always is taken as a plain yes).
+	Rule      string `json:"rule"`
+	Sensitive bool   `json:"sensitive,omitempty"`
+	// Element describes the element the action acts on, when known.
+	Element string `json:"element,omitempty"`
 }

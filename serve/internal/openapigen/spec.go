@@ -29,6 +29,7 @@ func API() Spec {
 			{Type: reflect.TypeFor[action.Action]()},
 			{Type: reflect.TypeFor[api.StepResponse]()},
 			{Type: reflect.TypeFor[api.ResetRequest]()},
+			{Type: reflect.TypeFor[api.ApprovalAnswer]()},
 			{Type: reflect.TypeFor[api.ResetResponse]()},
 			{Type: reflect.TypeFor[api.Event]()},
 			{Type: reflect.TypeFor[api.Request](), Name: "WSRequest"},
@@ -65,7 +66,7 @@ func API() Spec {
 			"Screen.depth":             {Enum: []any{0, observe.ScreenDepth}, Optional: true, Describe: func(any, string) string { return "" }},
 		},
 		// The request bodies the server decodes refusing unknown fields.
-		Closed: []string{"Action", "Selector", "CreateRequest", "Limits", "Screen", "ResetRequest", "WSRequest"},
+		Closed: []string{"Action", "Selector", "CreateRequest", "Limits", "Screen", "ResetRequest", "WSRequest", "ApprovalAnswer"},
 	}
 }
 

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/codegirl-games/agentbox/internal/suggest"
+	"github.com/codegirl-games/agentbox/policy"
+)
+
+// gateOptions are --policy and --approve, checked.
+type gateOptions struct {
+	policy   *policy.Policy  // nil: no gate
+	approver policy.Approver // who answers its asks
+}
+
+// approvers are the names --approve takes.
+var approvers = []string{policy.ApproveTTY, policy.ApproveDeny, policy.ApproveLive}
+
+// gate reads --policy (a file that does not parse is a usage error naming
+// file:line: nothing starts) and picks who answers its asks: --approve,
+// or by default tty on a terminal and deny without one or under CI.
+func (f *sandboxFlags) gate() (gateOptions, error) {
+	var g gateOptions
+	if !f.takes("policy") {
+		return g, nil
+	}
+	a := strings.TrimSpace(f.approve)
+	if a != "" && !slices.Contains(approvers, a) {
+		return g, usageErrorf("--approve %q: not a way of answering%s (tty, deny)", a, suggest.Hint(a, approvers))
+	}
+	if a == policy.ApproveLive {
+		return g, usageErrorf("--approve live is not available yet: use tty or deny")
+	}
+	if f.policyFile == "" {
+		if a != "" {
+			return g, usageErrorf("--approve %s without --policy: there is nothing to ask", a)
+		}
+		return g, nil
+	}
+	p, err := policy.Load(f.policyFile)
+	if err != nil {
+		return g, usageErrorf("--policy: %v", err)
+	}
+	g.policy = p
+	if a == "" && !f.takes("approve") { // mcp: stdin is the protocol's
+		a = policy.ApproveDeny
+	}
+	if a == "" {
+		a = policy.ApproveDeny
+		if os.Getenv("CI") == "" && isTerminal(os.Stdin) && isTerminal(os.Stderr) {
+			a = policy.ApproveTTY
+		}
+	}
+	switch a {
+	case policy.ApproveTTY:
+		if !isTerminal(os.Stdin) {
+			return g, usageErrorf("--approve tty needs a terminal on stdin to ask on")
+		}
+		g.approver = policy.NewTTY(os.Stdin, os.Stderr)
+	default:
+		g.approver = policy.DenyAll{}
+	}
+	return g, nil
+}
+
+// note tells, before anything starts, what the gate can hold: a policy
+// that names elements needs the accessibility tree (--a11y), without
+// which only its kind, region and text rules apply.
+func (g gateOptions) note(w io.Writer, a11y bool) {
+	if g.policy == nil {
+		return
+	}
+	fmt.Fprintf(w, "agentbox: %s; asks answered by %s\n", g.policy.Describe(), approverName(g.approver))
+	if g.policy.NeedsTree() && !a11y {
+		fmt.Fprintln(w, "agentbox: warning: the policy names elements (target), but without --a11y there is no accessibility tree: only its kind, region and text rules apply")
+	}
+}
+
+func approverName(a policy.Approver) string {
+	if _, ok := a.(*policy.TTY); ok {
+		return "the terminal (--approve tty)"
+	}
+	return "nobody: every ask is denied (--approve deny)"
+}

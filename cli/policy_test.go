@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPolicyUsage: a policy that does not parse, an unknown role or kind,
+// a bad regex, an unknown --approve are usage errors (exit 2) naming the
+// file and line before anything starts, for run and eval alike.
+func TestPolicyUsage(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	role := write("role.yaml", "rules:\n  - decision: ask\n    target: {role: buton, name: Delete}\n")
+	kind := write("kind.yaml", "rules:\n  - {kind: clik, decision: deny}\n")
+	re := write("re.yaml", "rules:\n  - decision: deny\n    target: {name: \"/(/\"}\n")
+	syntax := write("syntax.yaml", "rules: [\n")
+	good := write("good.yaml", "rules:\n  - {kind: key, decision: deny}\n")
+	suite := write("suite.yaml", "name: s\ntasks:\n  - {id: a, app: xterm, agent: idle}\n")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", role}, `--policy: invalid policy: ` + role + `:3: rule 1: field "role": unknown role "buton" (did you mean push button, radio button`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", kind}, `--policy: invalid policy: ` + kind + `:2: rule 1: field "kind": unknown action kind "clik" (did you mean click?)`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", re}, `--policy: invalid policy: ` + re + `:3: rule 1: field "target": name: bad regular expression /(/`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", syntax}, `--policy: invalid policy: ` + syntax + `: yaml: line`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", filepath.Join(dir, "none.yaml")}, `--policy: invalid policy: open`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", good, "--approve", "ttty"}, `--approve "ttty": not a way of answering (did you mean tty?)`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--approve", "deny"}, `--approve deny without --policy`},
+		{[]string{"eval", suite, "--policy", kind}, `--policy: invalid policy: ` + kind + `:2:`},
+	} {
+		args := append(c.args, "--backend", "none-such")
+		var so, se bytes.Buffer
+		code := Main(args, &so, &se)
+		if code != ExitUsage || !strings.Contains(se.String(), c.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 and %q", args, code, se.String(), c.want)
+		}
+	}
+}
