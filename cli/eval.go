@@ -35,6 +35,7 @@ func newEvalCmd() *cobra.Command {
 		lv                 liveFlag
 		agentName          string
 		agentOpts          []string
+		ixf                indexFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -135,6 +136,8 @@ agentbox import osworld, needs it.`,
 			fmt.Fprint(stderr, note) // sandboxes are about to start
 			ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
 			defer stop()
+			ix := openLiveIndex(stderr, ixf)
+			defer ix.close()
 			sum, err := eval.Run(ctx, suite, eval.Options{
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
 				Env: envCfg, AppEnv: env, Settle: so.settle, LogCap: so.logCap,
@@ -146,9 +149,13 @@ agentbox import osworld, needs it.`,
 					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",
 						plural.S(int(st.Warm), "episode"), plural.S(int(st.Cold), "start"), plural.Count(int(st.Replaced), "sandbox", "sandboxes"), plural.S(int(st.Failed), "create"))
 				},
-				Watch: liveEpisodes(liveSrv),
+				Watch:   liveEpisodes(liveSrv),
+				Indexer: ix.indexer(),
 			})
 			stopLive(liveSrv)
+			if err == nil && sum != nil {
+				ix.eval(out) // summary.json is written
+			}
 			if err != nil && sum == nil {
 				return failErr(err)
 			}
@@ -180,6 +187,7 @@ agentbox import osworld, needs it.`,
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	lv.register(fl, "every episode (a grid, each opening to its own view)")
+	ixf.register(fl)
 	return cmd
 }
 

@@ -26,6 +26,7 @@ import (
 
 type runFlags struct {
 	sandboxFlags
+	index     indexFlags
 	task      string
 	agentName string
 	agentOpts []string
@@ -74,6 +75,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
+	f.index.register(fl)
 	return cmd
 }
 
@@ -204,6 +206,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	fmt.Fprint(stderr, note) // a sandbox is about to start
 	ctx, run, done := setUpRun(stderr, backend, bundle, f.out)
 	defer done()
+	ix := openLiveIndex(stderr, f.index)
+	defer ix.close()
 	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", run.ID, termsafe.Line(target), termsafe.Line(describeAgent(agentInfo)), backend.Name())
 	cfg := session.Config{
 		RunID:        run.ID,
@@ -225,6 +229,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Marks:        f.marks,
 		TraceDir:     run.Dir,
 		LogCap:       logCap,
+		Indexer:      ix.indexer(),
 		Progress:     stderr,
 		Verbose:      f.verbose,
 	}

@@ -75,6 +75,9 @@ type Options struct {
 
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 	pool  *pool.Pool
+
+	// Indexer, when set, indexes each episode's trace as it is written.
+	Indexer trace.Indexer
 }
 
 // Categories of an episode's result, as a grader would count them.
@@ -461,6 +464,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		Settle:       o.Settle,
 		Verbose:      o.Verbose,
 		Grader:       grader(t.Grade),
+		Indexer:      o.Indexer,
 	}, nil
 }
 

@@ -280,71 +280,74 @@ func Remove(path string) error {
 
 // Rebuild empties the store at path, or, when it cannot be opened
 // (damaged), removes the file and creates it anew. It returns the open
-// store and the directories the old one had indexed (its roots, and the
-// runs and evals outside them), for the caller to index again.
-func Rebuild(ctx context.Context, path string) (*Store, []string, error) {
-	s, err := Open(path)
+// store and what the old one had indexed, for the caller to index again:
+// its roots (for Index), and the runs and evals outside them (for
+// IndexTrace and IndexEval).
+func Rebuild(ctx context.Context, path string) (s *Store, roots, others []string, err error) {
+	s, err = Open(path)
 	if err != nil {
 		if errors.Is(err, ErrNewer) {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if rerr := Remove(path); rerr != nil {
-			return nil, nil, errors.Join(err, rerr)
+			return nil, nil, nil, errors.Join(err, rerr)
 		}
 		s, err = Open(path)
-		return s, nil, err
+		return s, nil, nil, err
 	}
-	known, err := s.known(ctx)
+	roots, others, err = s.known(ctx)
 	if err != nil {
 		s.Close()
-		return nil, nil, err
+		if rerr := Remove(path); rerr != nil {
+			return nil, nil, nil, errors.Join(err, rerr)
+		}
+		s, err = Open(path)
+		return s, nil, nil, err
 	}
 	if _, err := s.db.ExecContext(ctx, "PRAGMA user_version = 0"); err != nil {
 		s.Close()
-		return nil, nil, s.wrap(err)
+		return nil, nil, nil, s.wrap(err)
 	}
 	if err := s.recreate(ctx); err != nil {
 		s.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return s, known, nil
+	return s, roots, others, nil
 }
 
 // known lists the roots, and the runs and evals not below one.
-func (s *Store) known(ctx context.Context) ([]string, error) {
-	var roots []string
-	rows, err := s.db.QueryContext(ctx, "SELECT path FROM roots ORDER BY path")
-	if err != nil {
-		return nil, s.wrap(err)
-	}
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			rows.Close()
-			return nil, s.wrap(err)
-		}
-		roots = append(roots, p)
-	}
-	rows.Close()
-	out := append([]string(nil), roots...)
-	for _, q := range []string{"SELECT path FROM evals", "SELECT path FROM runs"} {
+func (s *Store) known(ctx context.Context) (roots, others []string, err error) {
+	list := func(q string) ([]string, error) {
 		rows, err := s.db.QueryContext(ctx, q)
 		if err != nil {
 			return nil, s.wrap(err)
 		}
+		defer rows.Close()
+		var out []string
 		for rows.Next() {
 			var p string
 			if err := rows.Scan(&p); err != nil {
-				rows.Close()
 				return nil, s.wrap(err)
 			}
-			if !underAny(p, roots) && !underAny(p, out[len(roots):]) {
-				out = append(out, p)
+			out = append(out, p)
+		}
+		return out, s.wrap(rows.Err())
+	}
+	if roots, err = list("SELECT path FROM roots ORDER BY path"); err != nil {
+		return nil, nil, err
+	}
+	for _, q := range []string{"SELECT path FROM evals ORDER BY path", "SELECT path FROM runs ORDER BY path"} {
+		ps, err := list(q)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, p := range ps {
+			if !underAny(p, roots) {
+				others = append(others, p)
 			}
 		}
-		rows.Close()
 	}
-	return out, nil
+	return roots, others, nil
 }
 
 func underAny(p string, dirs []string) bool {
