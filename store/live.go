@@ -30,8 +30,9 @@ type Indexer struct {
 
 	mu     sync.Mutex // leaf: taken under trace.Writer's lock
 	lossy  map[string]bool
-	closed bool
-	warned bool
+	closed  bool
+	warned  bool
+	dropped bool // the queue was full
 
 	ids map[string]int64 // the writer goroutine's: dir → run id
 }
@@ -80,7 +81,28 @@ func (ix *Indexer) send(o op) {
 	case ix.q <- o:
 	default:
 		ix.lossy[o.dir] = true
+		ix.dropped = true
 	}
+}
+
+// ErrBehind is the warning of an Indexer whose queue was full.
+var ErrBehind = errors.New("store: the index fell behind the run and dropped records")
+
+// warnOnce passes the first problem to warn.
+func (ix *Indexer) warnOnce(err error) {
+	ix.mu.Lock()
+	first := !ix.warned
+	ix.warned = true
+	ix.mu.Unlock()
+	if first {
+		ix.warn(err)
+	}
+}
+
+func (ix *Indexer) behind() bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.dropped
 }
 
 func (ix *Indexer) isLossy(dir string) bool {
@@ -190,6 +212,9 @@ func (ix *Indexer) loop() {
 			}
 		}
 		ix.write(ops)
+		if ix.behind() {
+			ix.warnOnce(ErrBehind)
+		}
 	}
 }
 
@@ -230,13 +255,7 @@ func (ix *Indexer) write(ops []op) {
 				ix.setLossy(o.dir)
 			}
 		}
-		ix.mu.Lock()
-		first := !ix.warned
-		ix.warned = true
-		ix.mu.Unlock()
-		if first {
-			ix.warn(err)
-		}
+		ix.warnOnce(err)
 	}
 }
 
