@@ -28,8 +28,8 @@ type Indexer struct {
 	q    chan op
 	done chan struct{}
 
-	mu     sync.Mutex // leaf: taken under trace.Writer's lock
-	lossy  map[string]bool
+	mu      sync.Mutex // leaf: taken under trace.Writer's lock
+	lossy   map[string]bool
 	closed  bool
 	warned  bool
 	dropped bool // the queue was full
