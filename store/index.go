@@ -298,7 +298,12 @@ func indexTraceTx(ctx context.Context, tx *sql.Tx, dir string) error {
 	}
 	t, err := trace.Open(dir)
 	if err != nil {
-		return &skipError{err}
+		// A run.json alone (steps.jsonl lost) is still a run ls lists.
+		run, rerr := trace.ReadRun(dir)
+		if rerr != nil || !errors.Is(err, fs.ErrNotExist) {
+			return &skipError{err}
+		}
+		t = &trace.Trace{Run: run}
 	}
 	id, err := upsertRun(ctx, tx, dir, t.Run)
 	if err != nil {
