@@ -144,7 +144,7 @@ func (s *Store) indexDir(ctx context.Context, dir string, force bool, warn func(
 		if len(pendingRuns) == 0 && len(pendingEvals) == 0 {
 			return nil
 		}
-		err := s.tx(ctx, func(tx *sql.Tx) error {
+		err := s.tx(ctx, func(tx *wtx) error {
 			for _, p := range pendingRuns {
 				if err := indexTraceTx(ctx, tx, p); err != nil {
 					if errors.Is(err, errSkip) {
@@ -227,7 +227,7 @@ func (s *Store) indexDir(ctx context.Context, dir string, force bool, warn func(
 	if err := flush(); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(tx *wtx) error {
 		for p := range runs {
 			if !seenRuns[p] {
 				if _, err := tx.ExecContext(ctx, "DELETE FROM runs WHERE path = ?", p); err != nil {
@@ -250,17 +250,54 @@ func (s *Store) indexDir(ctx context.Context, dir string, force bool, warn func(
 	})
 }
 
+// wtx is a write transaction whose statements are prepared once each.
+type wtx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+func (w *wtx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := w.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := w.tx.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	w.stmts[q] = st
+	return st, nil
+}
+
+// ExecContext runs q's prepared statement.
+func (w *wtx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := w.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// QueryRowContext runs q's prepared statement for one row.
+func (w *wtx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	st, err := w.stmt(ctx, q)
+	if err != nil {
+		return w.tx.QueryRowContext(ctx, q, args...) // reports the same error
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
 // tx runs f in one (immediate) transaction.
-func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) tx(ctx context.Context, f func(*wtx) error) error {
+	t, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap(err)
 	}
+	tx := &wtx{tx: t, stmts: map[string]*sql.Stmt{}}
 	if err := f(tx); err != nil {
-		tx.Rollback()
+		t.Rollback()
 		return s.wrap(err)
 	}
-	return s.wrap(tx.Commit())
+	return s.wrap(t.Commit())
 }
 
 // errSkip marks a trace or eval that cannot be indexed (not the store's fault).
@@ -278,7 +315,7 @@ func (s *Store) IndexTrace(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error { return indexTraceTx(ctx, tx, ad) })
+	return s.tx(ctx, func(tx *wtx) error { return indexTraceTx(ctx, tx, ad) })
 }
 
 // IndexEval indexes one eval directory (its summary.json and episodes;
@@ -288,10 +325,10 @@ func (s *Store) IndexEval(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error { return indexEvalTx(ctx, tx, ad) })
+	return s.tx(ctx, func(tx *wtx) error { return indexEvalTx(ctx, tx, ad) })
 }
 
-func indexTraceTx(ctx context.Context, tx *sql.Tx, dir string) error {
+func indexTraceTx(ctx context.Context, tx *wtx, dir string) error {
 	fi, err := os.Stat(filepath.Join(dir, trace.RunFile))
 	if err != nil {
 		return &skipError{err}
@@ -315,8 +352,9 @@ func indexTraceTx(ctx context.Context, tx *sql.Tx, dir string) error {
 	if _, err := tx.ExecContext(ctx, "DELETE FROM events WHERE run = ?", id); err != nil {
 		return err
 	}
+	stepLines := map[int]int{}
 	for line, r := range t.Records {
-		if err := recordTx(ctx, tx, id, line, summarize(r)); err != nil {
+		if err := recordTx(ctx, tx, id, line, summarize(r), stepLines); err != nil {
 			return err
 		}
 	}
@@ -325,7 +363,7 @@ func indexTraceTx(ctx context.Context, tx *sql.Tx, dir string) error {
 }
 
 // upsertRun writes a run's row (its stamp cleared) and returns its id.
-func upsertRun(ctx context.Context, tx *sql.Tx, dir string, r trace.Run) (int64, error) {
+func upsertRun(ctx context.Context, tx *wtx, dir string, r trace.Run) (int64, error) {
 	started := ""
 	var startedNS int64
 	if !r.Started.IsZero() {
@@ -388,17 +426,25 @@ func summarize(r trace.Record) rec {
 }
 
 // recordTx writes line of a run's steps.jsonl: a step's row, the result
-// onto its step's row, an event's row. Idempotent.
-func recordTx(ctx context.Context, tx *sql.Tx, run int64, line int, x rec) error {
+// onto its step's row, an event's row. Idempotent. stepLines holds the
+// line of each step number's latest step record, as recordTx saw them
+// (a result goes onto that row, as trace.Open pairs them).
+func recordTx(ctx context.Context, tx *wtx, run int64, line int, x rec, stepLines map[int]int) error {
 	var err error
 	switch x.typ {
 	case trace.TypeStep:
+		stepLines[x.step] = line
 		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO steps(run, line, step, actor, kind, invalid, t_ms, decision_ms)
 			VALUES(?,?,?,?,?,?,?,?)`, run, line, x.step, x.actor, x.kind, x.invalid, x.tms, x.decisionMS)
 		if err == nil {
 			_, err = tx.ExecContext(ctx, "UPDATE runs SET steps = ? WHERE id = ? AND steps < ?", x.step, run, x.step)
 		}
 	case trace.TypeResult:
+		if sl, ok := stepLines[x.step]; ok {
+			_, err = tx.ExecContext(ctx, "UPDATE steps SET ok = ?, error = ?, duration_ms = ? WHERE run = ? AND line = ?",
+				x.ok, x.err, x.durationMS, run, sl)
+			break
+		}
 		_, err = tx.ExecContext(ctx, `UPDATE steps SET ok = ?, error = ?, duration_ms = ?
 			WHERE run = ? AND line = (SELECT max(line) FROM steps WHERE run = ? AND step = ? AND line < ?)`,
 			x.ok, x.err, x.durationMS, run, run, x.step, line)
@@ -409,7 +455,7 @@ func recordTx(ctx context.Context, tx *sql.Tx, run int64, line int, x rec) error
 	return err
 }
 
-func indexEvalTx(ctx context.Context, tx *sql.Tx, dir string) error {
+func indexEvalTx(ctx context.Context, tx *wtx, dir string) error {
 	fi, err := os.Stat(filepath.Join(dir, eval.SummaryFile))
 	if err != nil {
 		return &skipError{err}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -34,7 +33,9 @@ type Indexer struct {
 	warned  bool
 	dropped bool // the queue was full
 
-	ids map[string]int64 // the writer goroutine's: dir → run id
+	// The writer goroutine's: dir → the run's id and its steps' lines.
+	ids   map[string]int64
+	steps map[string]map[int]int
 }
 
 type opKind int
@@ -63,7 +64,7 @@ func NewIndexer(s *Store, warn func(error)) *Indexer {
 		warn = func(error) {}
 	}
 	ix := &Indexer{s: s, warn: warn, q: make(chan op, QueueLen), done: make(chan struct{}),
-		lossy: map[string]bool{}, ids: map[string]int64{}}
+		lossy: map[string]bool{}, ids: map[string]int64{}, steps: map[string]map[int]int{}}
 	go ix.loop()
 	return ix
 }
@@ -229,7 +230,7 @@ func (ix *Indexer) write(ops []op) {
 		}
 	}()
 	var failed []string
-	err := ix.s.tx(ctx, func(tx *sql.Tx) error {
+	err := ix.s.tx(ctx, func(tx *wtx) error {
 		for _, o := range ops {
 			if o.kind == opFlush {
 				flushes = append(flushes, o.done)
@@ -250,6 +251,7 @@ func (ix *Indexer) write(ops []op) {
 	}
 	if err != nil {
 		clear(ix.ids) // rows of the rolled-back batch are not there
+		clear(ix.steps)
 		for _, o := range ops {
 			if o.dir != "" {
 				ix.setLossy(o.dir)
@@ -259,7 +261,7 @@ func (ix *Indexer) write(ops []op) {
 	}
 }
 
-func (ix *Indexer) apply(ctx context.Context, tx *sql.Tx, o op) error {
+func (ix *Indexer) apply(ctx context.Context, tx *wtx, o op) error {
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return &skipError{err}
@@ -277,18 +279,20 @@ func (ix *Indexer) apply(ctx context.Context, tx *sql.Tx, o op) error {
 			return err
 		}
 		ix.ids[dir] = id
+		ix.steps[dir] = map[int]int{}
 	case opRecord:
 		id, ok := ix.ids[dir]
 		if !ok {
 			return &skipError{errors.New("run not indexed")}
 		}
-		return recordTx(ctx, tx, id, o.line, o.rec)
+		return recordTx(ctx, tx, id, o.line, o.rec, ix.steps[dir])
 	case opFinished:
 		id, err := upsertRun(ctx, tx, dir, o.run)
 		if err != nil {
 			return err
 		}
 		delete(ix.ids, dir)
+		delete(ix.steps, dir)
 		if ix.isLossy(o.dir) {
 			return nil // no stamp: Index reads it again
 		}
