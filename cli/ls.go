@@ -48,13 +48,22 @@ func newLsCmd() *cobra.Command {
 reason, steps, duration, app and agent; then the evals (directories holding
 an eval's summary.json): where each is, its suite, how many episodes passed,
 its duration. Without DIR it looks in ./agentbox-runs and ./agentbox-evals,
-where run and eval write by default. It reads only each trace's run.json and
-each eval's summary.json, so it is fast on thousands of runs. An eval's
-episodes are listed when DIR is that eval (agentbox ls EVALDIR); other
-traces below DIR (SUITE/TASK/NNN) are found too.`,
+where run and eval write by default. An eval's episodes are listed when DIR
+is that eval (agentbox ls EVALDIR); other traces below DIR (SUITE/TASK/NNN)
+are found too.
+
+Once DIR is indexed (agentbox index DIR), ls answers from the index of runs
+in one query; a DIR never indexed is read trace by trace (only each
+run.json and summary.json). The filters narrow either: --app, --agent and
+--task match text the run's app (an eval's suite), agent and task contain;
+--outcome a run's outcome (success, failure, error, interrupted,
+incomplete) or an eval's result (passed, failed, interrupted,
+infrastructure); --since and --until when it started.`,
 		Example: `  agentbox ls
   agentbox ls agentbox-evals/20261129-202055-mover-1a2b3c   # one eval's episodes
-  agentbox ls /tmp/runs --json`,
+  agentbox ls /tmp/runs --json
+  agentbox ls --app calc --outcome failure --since 7d
+  agentbox ls --eval agentbox-evals/20261129-202055-mover-1a2b3c --outcome failure`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runLs(cmd, f, args)
