@@ -19,6 +19,23 @@ import (
 	"github.com/codegirl-games/agentbox/trace"
 )
 
+// uniqueDirs drops directories given twice (as given, or made absolute).
+func uniqueDirs(dirs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range dirs {
+		a, err := filepath.Abs(d)
+		if err != nil {
+			a = d
+		}
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
@@ -179,6 +196,7 @@ it) and indexes again every directory it knew, and each DIR.`,
 				return failErr(err)
 			}
 			defer s.Close()
+			dirs = uniqueDirs(dirs)
 			st, err := s.Index(ctx, dirs, rebuild, func(w string) {
 				fmt.Fprintf(stderr, "agentbox: %s\n", termsafe.Line(w))
 			})
