@@ -234,12 +234,13 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("store: %s has schema version %d, newer than this agentbox reads (%d); use a newer agentbox, or another file (--index, %s): %w",
 			s.path, v, SchemaVersion, EnvPath, ErrNewer)
 	}
-	return s.recreate(ctx)
+	return s.recreate(ctx, false)
 }
 
 // recreate drops every table and creates the schema, in one transaction
-// (another process that created it meanwhile is taken as it is).
-func (s *Store) recreate(ctx context.Context) error {
+// (unless force, a schema another process created meanwhile is taken as
+// it is).
+func (s *Store) recreate(ctx context.Context, force bool) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap(err)
@@ -249,7 +250,7 @@ func (s *Store) recreate(ctx context.Context) error {
 	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return s.wrap(err)
 	}
-	if v == SchemaVersion {
+	if v == SchemaVersion && !force {
 		return nil // another process made it
 	}
 	for _, t := range tables {
@@ -304,11 +305,7 @@ func Rebuild(ctx context.Context, path string) (s *Store, roots, others []string
 		s, err = Open(path)
 		return s, nil, nil, err
 	}
-	if _, err := s.db.ExecContext(ctx, "PRAGMA user_version = 0"); err != nil {
-		s.Close()
-		return nil, nil, nil, s.wrap(err)
-	}
-	if err := s.recreate(ctx); err != nil {
+	if err := s.recreate(ctx, true); err != nil {
 		s.Close()
 		return nil, nil, nil, err
 	}
