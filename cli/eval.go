@@ -37,6 +37,7 @@ func newEvalCmd() *cobra.Command {
 		agentOpts          []string
 		cf                 clockFlags
 		resetMode          string
+		ixf                indexFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "eval SUITE",
@@ -154,6 +155,8 @@ agentbox import osworld, needs it.`,
 			fmt.Fprint(stderr, note) // sandboxes are about to start
 			ctx, stop := watchRun(stderr, backend, environment.ReapOptions{Mine: true})
 			defer stop()
+			ix := openLiveIndex(stderr, ixf)
+			defer ix.close()
 			sum, err := eval.Run(ctx, suite, eval.Options{
 				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
 				Env: envCfg, AppEnv: env, Settle: so.settle, LogCap: so.logCap, Clock: clock,
@@ -168,8 +171,12 @@ agentbox import osworld, needs it.`,
 				},
 				Watch:    liveEpisodes(liveSrv),
 				Relaunch: resetMode == "relaunch",
+				Indexer:  ix.indexer(),
 			})
 			stopLive(liveSrv)
+			if err == nil && sum != nil {
+				ix.eval(out) // summary.json is written
+			}
 			if err != nil && sum == nil {
 				if errors.Is(err, session.ErrNoClock) {
 					return usageErrorf("--clock virtual: %s; nothing was started", err)
@@ -206,6 +213,7 @@ agentbox import osworld, needs it.`,
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	lv.register(fl, "every episode (a grid, each opening to its own view)")
+	ixf.register(fl)
 	return cmd
 }
 

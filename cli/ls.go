@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/eval"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/store"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -25,7 +27,16 @@ import (
 const lsMaxDepth = 4
 
 type lsFlags struct {
-	json bool
+	json  bool
+	index indexFlags
+	lsFilter
+}
+
+// lsFilter is ls's selection (store.Filter's, for either source).
+type lsFilter struct {
+	app, agent, outcome, task, eval string
+	since, until                    string
+	from, to                        time.Time // since and until, parsed
 }
 
 func newLsCmd() *cobra.Command {
@@ -37,60 +48,134 @@ func newLsCmd() *cobra.Command {
 reason, steps, duration, app and agent; then the evals (directories holding
 an eval's summary.json): where each is, its suite, how many episodes passed,
 its duration. Without DIR it looks in ./agentbox-runs and ./agentbox-evals,
-where run and eval write by default. It reads only each trace's run.json and
-each eval's summary.json, so it is fast on thousands of runs. An eval's
-episodes are listed when DIR is that eval (agentbox ls EVALDIR); other
-traces below DIR (SUITE/TASK/NNN) are found too.`,
+where run and eval write by default. An eval's episodes are listed when DIR
+is that eval (agentbox ls EVALDIR); other traces below DIR (SUITE/TASK/NNN)
+are found too.
+
+Once DIR is indexed (agentbox index DIR), ls answers from the index of runs
+in one query; a DIR never indexed is read trace by trace (only each
+run.json and summary.json). The filters narrow either: --app, --agent and
+--task match text the run's app (an eval's suite), agent and task contain;
+--outcome a run's outcome (success, failure, error, interrupted,
+incomplete) or an eval's result (passed, failed, interrupted,
+infrastructure); --since and --until when it started.`,
 		Example: `  agentbox ls
   agentbox ls agentbox-evals/20261129-202055-mover-1a2b3c   # one eval's episodes
-  agentbox ls /tmp/runs --json`,
+  agentbox ls /tmp/runs --json
+  agentbox ls --app calc --outcome failure --since 7d
+  agentbox ls --eval agentbox-evals/20261129-202055-mover-1a2b3c --outcome failure`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dirs, named := []string{runsDir, evalsDir}, false
-			if len(args) == 1 {
-				dirs, named = args, true
-			}
-			var entries []lsEntry
-			var searched []string
-			for _, dir := range dirs {
-				if !named {
-					if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-						continue // nothing run or evaluated here yet
-					}
-				}
-				found, warnings, err := listRuns(dir)
-				if err != nil {
-					return err
-				}
-				for _, w := range warnings {
-					fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s\n", termsafe.Line(w))
-				}
-				if !named { // paths that work from here: agentbox-evals/…
-					for i := range found {
-						found[i].Path = filepath.Join(dir, found[i].Path)
-					}
-				}
-				entries = append(entries, found...)
-				searched = append(searched, dir)
-			}
-			sortLs(entries)
-			if f.json {
-				return writeLsJSON(cmd.OutOrStdout(), entries)
-			}
-			if len(entries) == 0 {
-				where := strings.Join(dirs, " or ")
-				if len(searched) > 0 {
-					where = strings.Join(searched, " or ")
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "no runs or evals in %s\n", termsafe.Line(where))
-				return nil
-			}
-			writeLs(cmd.OutOrStdout(), entries, time.Local)
-			return nil
+			return runLs(cmd, f, args)
 		},
 	}
-	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON (one array of runs and evals, each with its kind) instead of tables")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.json, "json", false, "print JSON (one array of runs and evals, each with its kind) instead of tables")
+	fl.StringVar(&f.app, "app", "", "only runs whose app (evals whose suite) contains TEXT")
+	fl.StringVar(&f.agent, "agent", "", "only runs whose agent contains TEXT")
+	fl.StringVar(&f.outcome, "outcome", "", "only runs of this outcome (success, failure, error, interrupted, incomplete) and evals of this result (passed, failed, interrupted, infrastructure)")
+	fl.StringVar(&f.task, "task", "", "only runs whose task contains TEXT")
+	fl.StringVar(&f.eval, "eval", "", "only the episodes of this eval (its directory, or its ID when indexed)")
+	fl.StringVar(&f.since, "since", "", "only what started at or after this time (2026-11-29, 2026-11-29T20:00:00Z, or a duration ago: 36h, 7d)")
+	fl.StringVar(&f.until, "until", "", "only what started before this time (as --since)")
+	fl.StringVar(&f.index.path, "index", "", "the index to read (default $"+store.EnvPath+", else $XDG_DATA_HOME/agentbox/index.db; \"off\": read the traces)")
 	return cmd
+}
+
+func runLs(cmd *cobra.Command, f lsFlags, args []string) error {
+	var err error
+	if f.from, err = lsTime("--since", f.since); err != nil {
+		return err
+	}
+	if f.to, err = lsTime("--until", f.until); err != nil {
+		return err
+	}
+	dirs, named := []string{runsDir, evalsDir}, false
+	if len(args) == 1 {
+		dirs, named = args, true
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	st := openLsStore(cmd.ErrOrStderr(), f.index)
+	if st != nil {
+		defer st.Close()
+	}
+	if f.eval != "" {
+		if fi, err := os.Stat(f.eval); err == nil && fi.IsDir() {
+			dirs, named = []string{f.eval}, true
+		} else if st == nil {
+			return usageErrorf("ls: --eval %s: %v", f.eval, err)
+		} else { // by ID, from the store: absolute paths
+			entries, err := lsFromStore(ctx, st, "", f.lsFilter)
+			if err != nil {
+				return failErr(err)
+			}
+			return printLs(cmd, f, entries, []string{f.eval}, nil)
+		}
+	}
+	var entries []lsEntry
+	var searched []string
+	for _, dir := range dirs {
+		if !named {
+			if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+				continue // nothing run or evaluated here yet
+			}
+		}
+		var found []lsEntry
+		covered := false
+		if st != nil {
+			covered, err = st.Covered(ctx, dir)
+			if err != nil {
+				return failErr(err)
+			}
+		}
+		if covered {
+			if found, err = lsFromStore(ctx, st, dir, f.lsFilter); err != nil {
+				return failErr(err)
+			}
+		} else {
+			var warnings []string
+			found, warnings, err = listRuns(dir)
+			if err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "agentbox: %s\n", termsafe.Line(w))
+			}
+			found = f.lsFilter.keep(dir, found)
+		}
+		if !named { // paths that work from here: agentbox-evals/…
+			for i := range found {
+				found[i].Path = filepath.Join(dir, found[i].Path)
+			}
+		}
+		entries = append(entries, found...)
+		searched = append(searched, dir)
+	}
+	return printLs(cmd, f, entries, dirs, searched)
+}
+
+func printLs(cmd *cobra.Command, f lsFlags, entries []lsEntry, dirs, searched []string) error {
+	sortLs(entries)
+	if f.json {
+		return writeLsJSON(cmd.OutOrStdout(), entries)
+	}
+	if len(entries) == 0 {
+		where := strings.Join(dirs, " or ")
+		if len(searched) > 0 {
+			where = strings.Join(searched, " or ")
+		}
+		what := "runs or evals"
+		if f.lsFilter.any() {
+			what = "matching runs or evals"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "no %s in %s\n", what, termsafe.Line(where))
+		return nil
+	}
+	writeLs(cmd.OutOrStdout(), entries, time.Local)
+	return nil
 }
 
 // runsDir is where run and replay write when --out is not given.
@@ -115,6 +200,7 @@ type lsEntry struct {
 	DurationMS float64   `json:"duration_ms,omitempty"`
 	App        string    `json:"app"`
 	Agent      string    `json:"agent,omitempty"`
+	Task       string    `json:"task,omitempty"`
 	Started    time.Time `json:"started"`
 	Passed     *int      `json:"passed,omitempty"`
 	Episodes   *int      `json:"episodes,omitempty"`
@@ -179,7 +265,7 @@ func listRuns(dir string) ([]lsEntry, []string, error) {
 		entries = append(entries, lsEntry{
 			Kind: lsRun, Path: rel, ID: run.ID, Status: run.Status, Outcome: string(run.Outcome), Reason: run.Reason,
 			Steps: run.Steps, DurationMS: run.DurationMS, App: lsApp(run.App), Agent: lsAgent(run.Agent),
-			Started: run.Started,
+			Task: run.Task, Started: run.Started,
 		})
 		return fs.SkipDir // a trace's own folders hold no traces
 	})
@@ -201,34 +287,11 @@ func sortLs(entries []lsEntry) {
 }
 
 // evalOutcome is an eval's outcome in the words of its exit code.
-func evalOutcome(s *eval.Summary) string {
-	switch s.ExitCode() {
-	case ExitSuccess:
-		return "passed"
-	case ExitFailure:
-		return "failed"
-	case ExitInterrupted:
-		return "interrupted"
-	}
-	return "infrastructure"
-}
+func evalOutcome(s *eval.Summary) string { return store.EvalOutcome(s) }
 
-func lsApp(a trace.AppInfo) string {
-	if a.Target != "" {
-		return a.Target
-	}
-	return a.Command
-}
+func lsApp(a trace.AppInfo) string { return store.AppLabel(a) }
 
-func lsAgent(a trace.AgentInfo) string {
-	if a.Name == "script" && a.Options["file"] != "" {
-		return "script " + filepath.Base(a.Options["file"])
-	}
-	if a.Name == "replay" && a.Options["source"] != "" {
-		return "replay of " + a.Options["source"]
-	}
-	return a.Name
-}
+func lsAgent(a trace.AgentInfo) string { return store.AgentLabel(a) }
 
 func (e lsEntry) outcome() string {
 	switch {

@@ -180,3 +180,111 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs (go test -update rewrites it):\ngot:\n%s\nwant:\n%s", name, got, want)
 	}
 }
+
+// lsMain runs agentbox with args and returns its stdout, stderr and code.
+func lsMain(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var so, se bytes.Buffer
+	code := Main(args, &so, &se)
+	return so.String(), se.String(), code
+}
+
+// TestLsFromIndex: once DIR is indexed, ls answers from the index with
+// what reading the traces gives, filters included.
+func TestLsFromIndex(t *testing.T) {
+	root := lsFixture(t)
+	evalDir := filepath.Join(root, "20261129-203000-nightly-abcdef")
+	db := filepath.Join(t.TempDir(), "index.db")
+	out, errOut, code := lsMain(t, "index", "--index", db, root)
+	if code != 0 || !strings.Contains(out, "indexed 7 runs and 1 evals") || !strings.Contains(errOut, "version 9 is newer") {
+		t.Fatalf("index: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string // a line the output has
+	}{
+		{"all", []string{root}, "20261129-200000-mover-aaaaaa"},
+		{"json", []string{root, "--json"}, `"kind": "eval"`},
+		{"app", []string{root, "--app", "MOVER"}, "mover-half"},
+		{"agent", []string{root, "--agent", "script"}, "suite/mover-script/001"},
+		{"outcome", []string{root, "--outcome", "failure"}, "diverged"},
+		{"incomplete", []string{root, "--outcome", "incomplete"}, "20261129-201000-mover-cccccc"},
+		{"eval outcome", []string{root, "--outcome", "failed"}, "nightly"},
+		{"since until", []string{root, "--since", "2026-11-29T20:01:00Z", "--until", "2026-11-29T20:06:00Z"}, "20261129-200500-mover-bbbbbb"},
+		{"eval", []string{"--eval", evalDir}, "mover-script/002"},
+		{"eval's dir", []string{evalDir}, "mover-script/001"},
+		{"none", []string{root, "--app", "nothing-like-this"}, "no matching runs or evals in"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			walked, _, code := lsMain(t, append([]string{"ls", "--index", "off"}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("ls reading the traces: exit %d", code)
+			}
+			indexed, errOut, code := lsMain(t, append([]string{"ls", "--index", db}, tc.args...)...)
+			if code != 0 || errOut != "" {
+				t.Fatalf("ls from the index: exit %d: %s", code, errOut)
+			}
+			if indexed != walked {
+				t.Errorf("from the index:\n%s\nreading the traces:\n%s", indexed, walked)
+			}
+			if !strings.Contains(indexed, tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, indexed)
+			}
+		})
+	}
+	// A trace removed since it was indexed is not listed.
+	os.RemoveAll(filepath.Join(root, "20261129-200000-mover-aaaaaa"))
+	if out, _, _ := lsMain(t, "ls", "--index", db, root); strings.Contains(out, "mover-aaaaaa") {
+		t.Errorf("a removed trace is listed:\n%s", out)
+	}
+}
+
+// TestLsDamagedIndex: a damaged index is an error of agentbox index that
+// names the file and the rebuild; ls warns the same and reads the traces;
+// index --rebuild recreates it.
+func TestLsDamagedIndex(t *testing.T) {
+	root := lsFixture(t)
+	db := filepath.Join(t.TempDir(), "index.db")
+	if _, e, code := lsMain(t, "index", "--index", db, root); code != 0 {
+		t.Fatal(e)
+	}
+	if err := os.WriteFile(db, bytes.Repeat([]byte("garbage "), 4096), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(db + "-wal")
+	os.Remove(db + "-shm")
+	_, errOut, code := lsMain(t, "index", "--index", db, root)
+	if code != ExitError || !strings.Contains(errOut, db) || !strings.Contains(errOut, "agentbox index --rebuild") {
+		t.Errorf("index of a damaged file: exit %d: %s", code, errOut)
+	}
+	walked, _, _ := lsMain(t, "ls", "--index", "off", root)
+	out, errOut, code := lsMain(t, "ls", "--index", db, root)
+	if code != 0 || out != walked || !strings.Contains(errOut, db) || !strings.Contains(errOut, "agentbox index --rebuild") {
+		t.Errorf("ls over a damaged index: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := lsMain(t, "index", "--rebuild", "--index", db); code != 0 {
+		t.Fatalf("rebuild: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := lsMain(t, "index", "--index", db, root); code != 0 {
+		t.Fatalf("index after the rebuild: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := lsMain(t, "ls", "--index", db, root); code != 0 || out != walked || errOut != "" {
+		t.Errorf("ls after the rebuild: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestLiveIndexUnusable: an index that cannot be opened is a warning and
+// no indexer; the run goes on.
+func TestLiveIndexUnusable(t *testing.T) {
+	var se bytes.Buffer
+	dir := t.TempDir() // a directory where the file should be
+	ix := openLiveIndex(&se, indexFlags{path: dir})
+	defer ix.close()
+	if ix.indexer() != nil || !strings.Contains(se.String(), "warning: not indexing") {
+		t.Errorf("indexer %v, stderr %q", ix.indexer(), se.String())
+	}
+	if ix := openLiveIndex(&se, indexFlags{path: filepath.Join(t.TempDir(), "i.db"), off: true}); ix.indexer() != nil {
+		t.Error("--no-index indexes")
+	}
+}

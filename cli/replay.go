@@ -23,6 +23,7 @@ import (
 
 type replayFlags struct {
 	sandboxFlags
+	index      indexFlags
 	target     string
 	area       string
 	tolerance  int
@@ -72,6 +73,7 @@ trace, a newer trace format, bad flags), 3 the replay could not run,
 	}
 	fl := cmd.Flags()
 	f.register(fl, "replay")
+	f.index.register(fl)
 	fl.StringVar(&f.target, "target", "", "replay against this app instead of the recorded one (another build)")
 	fl.StringVar(&f.area, "area", replay.AreaWindows, "what is compared: windows (the app's windows, not the window manager's decorations or the desktop) or screen (every pixel)")
 	fl.IntVar(&f.tolerance, "tolerance", replay.DefaultTolerance, "per-channel colour difference (0–255) below which a pixel still matches")
@@ -228,6 +230,8 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	ctx, run, done := setUpRun(stderr, backend, bundle, f.out)
 	defer done()
 	out := run.Dir
+	ix := openLiveIndex(stderr, f.index)
+	defer ix.close()
 	fmt.Fprintf(stderr, "agentbox: replay %s: %d steps of %s against %s on %s (area %s, tolerance %d, max diff %s, timing %s)\n",
 		run.ID, len(src.Steps), termsafe.Line(src.Run.ID), termsafe.Line(target), backend.Name(), rules.Area, rules.Tolerance, pct(rules.MaxDiff), timing)
 	res, err := replay.Run(ctx, replay.Config{
@@ -241,6 +245,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		Timing:       timing,
 		RunID:        run.ID,
 		TraceDir:     out,
+		Indexer:      ix.indexer(),
 		Timeout:      f.timeout,
 		StartTimeout: f.startTimeout,
 		Progress:     stderr,

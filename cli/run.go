@@ -26,6 +26,7 @@ import (
 
 type runFlags struct {
 	sandboxFlags
+	index     indexFlags
 	task      string
 	agentName string
 	agentOpts []string
@@ -76,6 +77,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	f.registerClock(fl, "the app")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
+	f.index.register(fl)
 	return cmd
 }
 
@@ -214,6 +216,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	fmt.Fprint(stderr, note) // a sandbox is about to start
 	ctx, run, done := setUpRun(stderr, backend, bundle, f.out)
 	defer done()
+	ix := openLiveIndex(stderr, f.index)
+	defer ix.close()
 	fmt.Fprintf(stderr, "agentbox: run %s: %s with %s on %s\n", run.ID, termsafe.Line(target), termsafe.Line(describeAgent(agentInfo)), backend.Name())
 	cfg := session.Config{
 		RunID:        run.ID,
@@ -238,6 +242,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Approver:     so.gate.approver,
 		TraceDir:     run.Dir,
 		LogCap:       logCap,
+		Indexer:      ix.indexer(),
 		Progress:     stderr,
 		Verbose:      f.verbose,
 	}

@@ -38,6 +38,7 @@ type serveFlags struct {
 
 	// The sandbox flags serve shares with run and eval (serveFlagUses).
 	sandboxFlags
+	index     indexFlags
 	maxScreen string
 
 	maxEnvs, maxUploads int
@@ -109,6 +110,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.IntVar(&f.pool, "pool", 0, "keep this many sandboxes warm (display and window manager up) per backend, image, screen and limits, so an episode only launches its app (0: none)")
 	fl.IntVar(&f.poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all its keys (default %d × --pool)", pool.DefaultMaxPerSize))
 	f.live.register(fl, "every environment's episodes (a grid)")
+	f.index.register(fl)
 	return cmd
 }
 
@@ -172,6 +174,9 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 			return opened
 		}
 	}
+	ix := openLiveIndex(stderr, f.index)
+	defer ix.close()
+	o.Indexer = ix.indexer()
 	srv, err := serve.New(o)
 	if err != nil {
 		return failErr(err)

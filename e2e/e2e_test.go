@@ -33,8 +33,16 @@ func TestMain(m *testing.M) {
 	// Every agentbox these tests start checks session's lock order
 	// (session/lockorder.go): a lock taken out of it panics the run.
 	os.Setenv(lockrank.EnvVar, "1")
+	// Runs go into an index of the tests' own, not the user's.
+	index, err := os.MkdirTemp("", "agentbox-e2e-index-")
+	if err == nil {
+		os.Setenv("AGENTBOX_INDEX", filepath.Join(index, "index.db"))
+	}
 	code := m.Run()
 	testenv.CleanupBuilds()
+	if index != "" {
+		os.RemoveAll(index)
+	}
 	os.Exit(code)
 }
 

@@ -89,6 +89,9 @@ type Options struct {
 	// are removed when Run returns.
 	Relaunch bool
 
+	// Indexer, when set, indexes each episode's trace as it is written.
+	Indexer trace.Indexer
+
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 	pool  *pool.Pool
 	kept  *keptSandboxes
@@ -538,6 +541,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		Settle:       o.Settle,
 		Verbose:      o.Verbose,
 		Grader:       grader(t.Grade),
+		Indexer:      o.Indexer,
 	}, nil
 }
 

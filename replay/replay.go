@@ -40,6 +40,8 @@ const (
 // Config is one replay.
 type Config struct {
 	Source *trace.Trace
+	// Indexer, when set, indexes the replay's trace as it is written.
+	Indexer trace.Indexer
 	// App is the app to replay against: the recorded one, or another build.
 	App     *app.Bundle
 	Backend environment.Backend
@@ -206,6 +208,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Clock:        cfg.Clock,
 		TraceDir:     cfg.TraceDir,
 		LogCap:       logCap,
+		Indexer:      cfg.Indexer,
 		Progress:     cfg.Progress,
 		Verbose:      cfg.Verbose,
 	}, session.Loop{Agent: ag, Opened: func(s *session.Session) { ag.Peek = s.Peek }})

@@ -376,6 +376,7 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 		MaxRate:      s.o.MaxRate,
 		TraceDir:     dir,
 		LogCap:       s.o.LogCap,
+		Indexer:      s.o.Indexer,
 		Progress:     prefixWriter{s, "environment " + e.id + ": "},
 		Listener:     e.listener(n),
 	}

@@ -47,6 +47,8 @@ import (
 type Options struct {
 	// Backends an environment may use; the first is the default.
 	Backends []environment.Backend
+	// Indexer, when set, indexes each episode's trace as it is written.
+	Indexer trace.Indexer
 	// Apps are the registered apps (--app NAME=DIR), by name. The server
 	// closes them when it shuts down.
 	Apps map[string]*app.Bundle

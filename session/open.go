@@ -151,7 +151,7 @@ func open(ctx context.Context, cfg Config, loop Loop) (*Session, error) {
 		return nil, fmt.Errorf("session: screen %v: %w", cfg.Env.Screen, err)
 	}
 	s := &Session{cfg: cfg, loop: loop, started: time.Now(), closed: make(chan struct{}), stop: make(chan struct{})}
-	tw, err := trace.Create(cfg.TraceDir, s.initialRecord(), trace.Options{LogCap: cfg.LogCap})
+	tw, err := trace.Create(cfg.TraceDir, s.initialRecord(), trace.Options{LogCap: cfg.LogCap, Indexer: cfg.Indexer})
 	if err != nil {
 		closePrepared(ctx, cfg)
 		return nil, err

@@ -140,6 +140,9 @@ type Config struct {
 
 	TraceDir string
 	LogCap   int64 // per stream; default trace.DefaultLogCap
+	// Indexer, when set, is told what the trace writer wrote as it is
+	// written (the store's live index; trace.Options.Indexer).
+	Indexer trace.Indexer
 	// Progress receives human-readable lines; nil discards.
 	Progress io.Writer
 	Verbose  bool

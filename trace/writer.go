@@ -26,6 +26,23 @@ type Options struct {
 	// Queue bounds frames waiting for encoding; when full, Screenshot
 	// blocks, so encoding keeps up instead of memory growing (default 16).
 	Queue int
+	// Indexer, when set, is told of the run and of each record after they
+	// are written, in the order they are written (the store's index).
+	Indexer Indexer
+}
+
+// Indexer is told what a Writer wrote, right after it is written and in
+// the same order (its calls are made under the Writer's lock). It must
+// not block, take a lock of the Writer's callers, or call the Writer: a
+// slow or failing index must never slow or fail a run (package store's
+// Indexer queues and drops, and `agentbox index` catches up).
+type Indexer interface {
+	// TraceCreated: dir's run.json was written with status running.
+	TraceCreated(dir string, run Run)
+	// TraceRecorded: rec was written as line n (from 0) of steps.jsonl.
+	TraceRecorded(dir string, n int, rec Record)
+	// TraceFinished: run.json was written with status complete.
+	TraceFinished(dir string, run Run)
 }
 
 // DefaultLogCap bounds each log file.
@@ -50,6 +67,7 @@ type Writer struct {
 	netSize int64
 	err     error // first write error; later writes are skipped
 	closed  bool
+	lines   int // records written to steps.jsonl
 
 	// Screenshots: one file per distinct frame.
 	shots    map[uint64]string
@@ -145,6 +163,9 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 	if err := w.writeRun(); err != nil {
 		w.closeFiles()
 		return nil, err
+	}
+	if opts.Indexer != nil {
+		opts.Indexer.TraceCreated(dir, w.run)
 	}
 	for i := 0; i < opts.Encoders; i++ {
 		w.wg.Add(1)
@@ -367,6 +388,10 @@ func (w *Writer) Record(r Record) error {
 	if r.Type == TypeStep && r.Step > w.run.Steps {
 		w.run.Steps = r.Step
 	}
+	if w.opts.Indexer != nil {
+		w.opts.Indexer.TraceRecorded(w.dir, w.lines, r)
+	}
+	w.lines++
 	return nil
 }
 
@@ -529,6 +554,8 @@ func (w *Writer) Finish(update func(r *Run)) error {
 	w.finished = true
 	if err := w.writeRunLocked(); err != nil {
 		errs = append(errs, err)
+	} else if w.opts.Indexer != nil {
+		w.opts.Indexer.TraceFinished(w.dir, w.run)
 	}
 	if w.err != nil {
 		errs = append(errs, w.err)
