@@ -144,6 +144,7 @@ func open(ctx context.Context, cfg Config, loop Loop) (*Session, error) {
 	s.tw = tw
 	s.events = newSink(tw, s.started, cfg.App.Manifest.ReadyOutput)
 	s.events.listen = cfg.Listener
+	s.events.secrets = newRedaction(cfg.Vault)
 	s.cfg.Env.Events = s.events
 
 	if end := s.start(ctx); end != nil {

@@ -278,6 +278,9 @@ func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Reco
 	if verr == nil {
 		verr = action.Validate(a, s.limits)
 	}
+	if verr == nil {
+		verr = s.checkSecret(a)
+	}
 	st.Action = a
 	if st.Actor == "" {
 		st.Actor = s.cfg.Actor
@@ -418,9 +421,13 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 		// (Peek) is answered while it runs.
 		err = s.sleep(ctx, env, time.Duration(a.MS)*time.Millisecond)
 		res = action.Result{OK: true, ElapsedUS: time.Since(t).Microseconds()}
+	} else if typed, failed := s.unseal(a); failed != nil {
+		res = *failed
 	} else {
-		res, err = env.Act(ctx, a)
+		res, err = env.Act(ctx, typed)
+		err = s.events.secrets.err(err)
 	}
+	s.events.secrets.result(&res)
 	dur := time.Since(t)
 	if err != nil {
 		return nil, s.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
@@ -554,6 +561,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 		netEvs = s.events.takeNetwork()
 	}
 	exit := s.events.exit()
+	st.Windows = s.events.secrets.windows(st.Windows)
 	running := st.Running && exit == nil
 	if exit == nil && st.Exit != nil {
 		exit = st.Exit
