@@ -33,6 +33,7 @@ type runFlags struct {
 	grade     string
 	json      bool
 	live      liveFlag
+	vault     vaultFlag
 }
 
 func newRunCmd() *cobra.Command {
@@ -74,6 +75,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
+	f.vault.register(fl)
 	return cmd
 }
 
@@ -108,6 +110,10 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	vt, err := f.vault.load()
+	if err != nil {
+		return err
+	}
 	envCfg, env := so.env, so.appEnv
 	logCap, settle := so.logCap, so.settle
 	var sc *script.Script
@@ -125,6 +131,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		}
 		if f.task == "" {
 			f.task = sc.Task
+		}
+		if err := checkScriptSecrets(sc, vt); err != nil {
+			return err
 		}
 		// A script that names elements needs the accessibility bus.
 		switch {
@@ -214,6 +223,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Actor:        actor,
 		Task:         f.task,
 		Inputs:       inputs,
+		Vault:        vt,
 		Collect:      taskFiles.Collect,
 		MaxSteps:     f.maxSteps,
 		Timeout:      f.timeout,
