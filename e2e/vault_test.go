@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/codegirl-games/agentbox/internal/testenv"
+)
+
+// vaultValue is the secret the app is made to echo back everywhere it can.
+const vaultValue = "Tr0ub4dor-and-3"
+
+// vaultApp is xterm running a shell that reads a line and echoes it into
+// its output (xterm logs the terminal, its echo of each key included, to
+// stdout) and into its window title.
+const vaultApp = `{"command":"xterm","args":["-l","-lf","/dev/stdout","-T","term","-e","bash","--norc","--noprofile","-c",
+ "echo ready; read -r x; printf '\\033]2;t:%s\\007' \"$x\"; echo \"got:$x\"; sleep 600"],"window_title":"term"}`
+
+// vaultScript types the secret, and checks — as an agent would see it —
+// that the app's output and its title show [secret:PW] in its place.
+const vaultScript = `steps:
+  - {wait_for: log, contains: "ready"}
+  - {action: type_secret, secret: PW}
+  - {action: key, keys: Return}
+  - {wait_for: window, title: "t:*"}
+  - {wait_for: log, contains: "got:[secret:PW]"}
+  - {expect: window, title: "/^t:\\[secret:PW\\]$/"}
+  - {action: accessibility_tree}
+  - {action: wait, ms: 200}
+`
+
+// testVault runs the vault app with a script that types a secret, then
+// reads every file of the trace and the report made of it: the value is
+// nowhere, [secret:PW] is where the app showed it.
+func testVault(t *testing.T, backendArgs ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(vaultApp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vault := filepath.Join(t.TempDir(), "secrets")
+	if err := os.WriteFile(vault, []byte("PW="+vaultValue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"run", dir, "--vault", vault, "--script", writeScript(t, vaultScript)}, backendArgs...)
+	r := agentbox(t, args...)
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	if v := run0(t, "view", r.dir); v.code != 0 {
+		t.Fatalf("view: %s", v)
+	}
+	if strings.Contains(r.stdout+r.stderr, vaultValue) {
+		t.Errorf("agentbox printed the value:\n%s", r)
+	}
+	var files []string
+	held := map[string]bool{}
+	err := filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(r.dir, p)
+		files = append(files, rel)
+		if strings.Contains(string(data), vaultValue) {
+			t.Errorf("%s holds the secret's value", rel)
+		}
+		if strings.Contains(string(data), "[secret:PW]") {
+			held[rel] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"stdout.log", "steps.jsonl", "report.html"} {
+		found := false
+		for f := range held {
+			found = found || filepath.Base(f) == want
+		}
+		if !found {
+			t.Errorf("no %s shows [secret:PW] (files holding it: %v; all: %v)", want, held, files)
+		}
+	}
+	tr := openTrace(t, r.dir)
+	for _, s := range tr.Steps {
+		if s.Action != nil && s.Action.Kind == "type_secret" && (s.Action.Secret != "PW" || s.Action.Text != "") {
+			t.Errorf("step %d recorded %+v", s.Step, s.Action)
+		}
+	}
+	t.Logf("%d files of the trace read, %d show [secret:PW]", len(files), len(held))
+}
+
+// TestVault: a typed secret echoed by a real app into its output and its
+// title is replaced with [secret:PW] before anything records it (Docker).
+func TestVault(t *testing.T) {
+	testenv.Require(t, testenv.Image(testenv.TestImage))
+	testVault(t, "--image", testenv.TestImage)
+}
+
+// TestLocalVault is TestVault on the local backend.
+func TestLocalVault(t *testing.T) {
+	requireLocal(t)
+	testVault(t, "--backend", "local")
+}
+
+// TestVaultUnknownSecret: a script typing a secret the vault does not hold
+// is refused before anything starts.
+func TestVaultUnknownSecret(t *testing.T) {
+	vault := filepath.Join(t.TempDir(), "secrets")
+	if err := os.WriteFile(vault, []byte("PW="+vaultValue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sc := writeScript(t, "steps:\n  - {action: type_secret, secret: NOPE}\n")
+	r := cliMain(t, "run", stubApp(t, ""), "--vault", vault, "--script", sc)
+	if r.code != 2 || !strings.Contains(r.stderr, "types secret NOPE, which the vault does not hold") {
+		t.Errorf("want exit 2 naming NOPE:\n%s", r)
+	}
+}
