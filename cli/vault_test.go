@@ -36,6 +36,8 @@ func TestVaultFlag(t *testing.T) {
 	}{
 		{"run: readable by others", []string{"run", "xterm", "--agent", "idle", "--vault", open}, "--vault: vault " + open + ": mode 0644 is readable or writable by group or others"},
 		{"eval: readable by others", []string{"eval", suite, "--vault", open}, "mode 0644"},
+		{"mcp: readable by others", []string{"mcp", "xterm", "--vault", open}, "mode 0644"},
+		{"serve: readable by others", []string{"serve", "--listen", "127.0.0.1:0", "--write-token", filepath.Join(dir, "token"), "--vault", open}, "mode 0644"},
 		{"run: does not parse", []string{"run", "xterm", "--agent", "idle", "--vault", bad}, bad + ":2: want NAME=VALUE"},
 		{"run: a script's unknown secret", []string{"run", "xterm", "--script", sc, "--vault", good}, sc + ":2: step 1 "},
 		{"run: a script's secret without a vault", []string{"run", "xterm", "--script", sc}, "the run has no vault"},

@@ -288,6 +288,7 @@ func (e *env) open(ctx context.Context) *api.Error {
 		Inputs:       e.inputs,
 		Collect:      e.collect,
 		Grader:       e.grader,
+		Vault:        s.o.Vault,
 		MaxSteps:     e.maxSteps,
 		Timeout:      e.timeout,
 		StartTimeout: s.o.StartTimeout,
