@@ -181,3 +181,22 @@ func TestNilVault(t *testing.T) {
 		t.Fatal("a nil stream changed output")
 	}
 }
+
+// BenchmarkStream: the cost of redacting output, 4 KiB chunks of terminal
+// text, with a vault of 8 secrets.
+func BenchmarkStream(b *testing.B) {
+	secrets := map[string]string{}
+	for i := range 8 {
+		secrets["S"+string(rune('A'+i))] = "value-" + strings.Repeat(string(rune('a'+i)), 12)
+	}
+	v, err := New(secrets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := []byte(strings.Repeat("$ ls -la /tmp/home; echo value-x done\r\n", 4096/40))
+	s := v.Redactor().Stream()
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		s.Write(chunk)
+	}
+}
