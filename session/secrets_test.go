@@ -167,7 +167,10 @@ func TestTypeSecret(t *testing.T) {
 		}
 	}
 
-	// What the agent was shown.
+	// What the agent was shown: the names, never a value.
+	if got := ag.seen[0].Secrets; strings.Join(got, ",") != "OTHER,PW" {
+		t.Errorf("the agent was told the secrets %v, want OTHER,PW", got)
+	}
 	var shown strings.Builder
 	for _, o := range ag.seen {
 		for _, l := range o.Output {

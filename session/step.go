@@ -251,6 +251,7 @@ func (s *Session) look(ctx, parent context.Context, human bool) (*observe.Observ
 		s.timing("first_screenshot", time.Since(s.started))
 	}
 	obs.Task, obs.Last = s.cfg.Task, s.last
+	obs.Secrets = s.cfg.Vault.Names()
 	if obs.ScreenshotRef == "" { // marked: the agent's copy
 		obs.ScreenshotRef = rec.Observation.Screenshot
 	}
