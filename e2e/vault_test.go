@@ -56,9 +56,28 @@ func testVault(t *testing.T, backendArgs ...string) {
 	if strings.Contains(r.stdout+r.stderr, vaultValue) {
 		t.Errorf("agentbox printed the value:\n%s", r)
 	}
+	assertNoValue(t, r.dir, "stdout.log", "steps.jsonl", "report.html")
+
+	// A replay types the recorded secret from its own --vault (the trace
+	// has its name only); without one it is refused before it starts.
+	out := filepath.Join(t.TempDir(), "replay")
+	if rr := run0(t, append([]string{"replay", r.dir, "--out", out, "--vault", vault}, backendArgs...)...); rr.code != 0 {
+		t.Errorf("replay: %s", rr)
+	} else {
+		assertNoValue(t, out, "stdout.log", "steps.jsonl")
+	}
+	if rr := run0(t, append([]string{"replay", r.dir, "--out", filepath.Join(t.TempDir(), "x")}, backendArgs...)...); rr.code != 2 || !strings.Contains(rr.stderr, "types secret PW: give a vault that holds it") {
+		t.Errorf("replay without a vault: want exit 2: %s", rr)
+	}
+}
+
+// assertNoValue reads every file below dir: none holds the vault's value,
+// and each of want (base names) shows [secret:PW].
+func assertNoValue(t *testing.T, dir string, want ...string) {
+	t.Helper()
 	var files []string
 	held := map[string]bool{}
-	err := filepath.WalkDir(r.dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -66,7 +85,7 @@ func testVault(t *testing.T, backendArgs ...string) {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(r.dir, p)
+		rel, _ := filepath.Rel(dir, p)
 		files = append(files, rel)
 		if strings.Contains(string(data), vaultValue) {
 			t.Errorf("%s holds the secret's value", rel)
@@ -79,16 +98,16 @@ func testVault(t *testing.T, backendArgs ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"stdout.log", "steps.jsonl", "report.html"} {
+	for _, w := range want {
 		found := false
 		for f := range held {
-			found = found || filepath.Base(f) == want
+			found = found || filepath.Base(f) == w
 		}
 		if !found {
-			t.Errorf("no %s shows [secret:PW] (files holding it: %v; all: %v)", want, held, files)
+			t.Errorf("no %s shows [secret:PW] (files holding it: %v; all: %v)", w, held, files)
 		}
 	}
-	tr := openTrace(t, r.dir)
+	tr := openTrace(t, dir)
 	for _, s := range tr.Steps {
 		if s.Action != nil && s.Action.Kind == "type_secret" && (s.Action.Secret != "PW" || s.Action.Text != "") {
 			t.Errorf("step %d recorded %+v", s.Step, s.Action)

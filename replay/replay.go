@@ -19,6 +19,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/vault"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -44,7 +45,10 @@ type Config struct {
 	App     *app.Bundle
 	Backend environment.Backend
 	// Env is the sandbox; EnvFromRun fills it from the recording.
-	Env      environment.Config
+	Env environment.Config
+	// Vault types the recording's type_secret steps (it recorded their
+	// names only).
+	Vault    *vault.Vault
 	Settle   session.Settle
 	Rules    Rules
 	Timing   Timing
@@ -204,6 +208,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		LogCap:       logCap,
 		Progress:     cfg.Progress,
 		Verbose:      cfg.Verbose,
+		Vault:        cfg.Vault,
 	}, session.Loop{Agent: ag, Opened: func(s *session.Session) { ag.Peek = s.Peek }})
 	_ = ag.Close() // a comparison still in flight when the run ended
 	if err != nil {
