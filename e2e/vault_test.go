@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/codegirl-games/agentbox/agent/openai"
+	"github.com/codegirl-games/agentbox/agent/openai/openaitest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
@@ -109,7 +112,7 @@ func assertNoValue(t *testing.T, dir string, want ...string) {
 	}
 	tr := openTrace(t, dir)
 	for _, s := range tr.Steps {
-		if s.Action != nil && s.Action.Kind == "type_secret" && (s.Action.Secret != "PW" || s.Action.Text != "") {
+		if s.Action != nil && s.Action.Kind == "type_secret" && (s.Action.Secret == "" || s.Action.Text != "") {
 			t.Errorf("step %d recorded %+v", s.Step, s.Action)
 		}
 	}
@@ -141,4 +144,78 @@ func TestVaultUnknownSecret(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "types secret NOPE, which the vault does not hold") {
 		t.Errorf("want exit 2 naming NOPE:\n%s", r)
 	}
+}
+
+// testVaultModel is the red-team run of the vault with a model: a fake
+// chat model first types a secret it was never told (NOPE), then the one
+// it was (PW) into the echoing xterm, and reads back what the app shows.
+// The unknown name fails cleanly and the run goes on; the model's requests
+// never hold the value, and the trace neither.
+func testVaultModel(t *testing.T, backendArgs ...string) {
+	t.Helper()
+	setOpenAIEnv(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(vaultApp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vault := filepath.Join(t.TempDir(), "secrets")
+	if err := os.WriteFile(vault, []byte("PW="+vaultValue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const task = "Log in with the secret PW."
+	answers := []string{
+		`{"thought": "try a secret I was not told", "action": "type_secret", "secret": "NOPE"}`,
+		`{"thought": "the told one", "action": "type_secret", "secret": "PW"}`,
+		`{"thought": "submit", "action": "key", "keys": "Return"}`,
+		`{"thought": "let it answer", "action": "wait", "ms": 1500}`,
+	}
+	var seen strings.Builder
+	conv := &openaitest.Chat{Key: openaiKey, Model: "m", Task: task, Width: 640, Height: 480, Format: "json_schema", Schema: openai.AnswerSchema,
+		MaxScreenshots: 3, MaxHistory: 10}
+	srv := openaitest.New(t, conv.Handle)
+	conv.Turn = func(turn openaitest.ChatTurn) string {
+		b, _ := json.Marshal(turn.Messages)
+		seen.Write(b)
+		seen.WriteString(turn.Text)
+		if turn.N <= len(answers) {
+			return answers[turn.N-1]
+		}
+		return `{"thought": "done", "action": "done", "success": true, "message": "typed"}`
+	}
+	args := append([]string{"run", dir, "--task", task, "--vault", vault, "--agent", "openai-chat",
+		"--agent-opt", "base_url=" + srv.URL, "--agent-opt", "model=m", "--max-steps", "12"}, backendArgs...)
+	r := agentbox(t, args...)
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	srv.Check(t)
+	s := seen.String()
+	if strings.Contains(s, vaultValue) {
+		t.Errorf("the model was sent the value")
+	}
+	for _, want := range []string{"by name: PW", "no secret NOPE in the vault", "got:[secret:PW]", "t:[secret:PW]"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the model was not told %q:\n%.3000s", want, s)
+		}
+	}
+	if strings.Contains(s, "by name: NOPE") {
+		t.Error("the model was told of a secret the vault does not hold")
+	}
+	assertNoValue(t, r.dir, "stdout.log", "steps.jsonl")
+	tr := openTrace(t, r.dir)
+	if st := tr.Steps[0]; st.Result == nil || st.Result.Result == nil || st.Result.Result.OK || !strings.Contains(st.Result.Result.Error, "no secret NOPE") {
+		t.Errorf("step 1 (an unknown secret): %+v", st.Result)
+	}
+}
+
+// TestVaultModel: the red-team run on Docker.
+func TestVaultModel(t *testing.T) {
+	testenv.Require(t, testenv.Image(testenv.TestImage))
+	testVaultModel(t, "--image", testenv.TestImage)
+}
+
+// TestLocalVaultModel: the red-team run on the local backend.
+func TestLocalVaultModel(t *testing.T) {
+	requireLocal(t)
+	testVaultModel(t, "--backend", "local")
 }
