@@ -11,6 +11,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/vault"
 	"github.com/codegirl-games/agentbox/observe"
@@ -223,5 +224,37 @@ func TestTypeSecretWithoutVault(t *testing.T) {
 				t.Errorf("the sandbox was asked to type %q", a.Text)
 			}
 		}
+	}
+}
+
+// TestPeekRedacts: a watcher's look (the live page, MCP's state tool, a
+// replay's second look) gets the window titles with the values replaced
+// too.
+func TestPeekRedacts(t *testing.T) {
+	v, err := vault.New(map[string]string{secretName: secretValue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &echoBackend{}
+	s, err := Open(t.Context(), Config{
+		RunID: "test", Backend: b, TraceDir: filepath.Join(t.TempDir(), "trace"), Vault: v,
+		App: &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.WithoutCancel(t.Context()), End{Outcome: trace.Success, Reason: trace.ReasonDone})
+	if _, err := s.Observe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Act(t.Context(), Step{Action: action.Action{Kind: action.TypeSecret, Secret: secretName}}); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := s.Peek(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Windows) != 1 || st.Windows[0].Title != "login as [secret:PW]" {
+		t.Errorf("Peek's windows %+v", st.Windows)
 	}
 }

@@ -190,7 +190,9 @@ func (s *Session) Peek(ctx context.Context) (*observe.Frame, environment.State, 
 	if env == nil {
 		return nil, environment.State{}, environment.ErrClosed
 	}
-	return env.Observe(ctx)
+	f, st, err := env.Observe(ctx)
+	st.Windows = s.events.secrets.windows(st.Windows) // a watcher is told no value either
+	return f, st, err
 }
 
 // setEnd records how the episode ended (the first time) and tells the
