@@ -43,11 +43,15 @@ const (
 	// AccessibilityTree asks for the accessibility tree with the next
 	// observation (the sandbox needs --a11y).
 	AccessibilityTree Kind = "accessibility_tree"
+	// TypeSecret types the value of a secret of the run's vault (--vault),
+	// named by Secret: the value is looked up by the host as the action is
+	// performed and is never recorded, shown or given to the agent.
+	TypeSecret Kind = "type_secret"
 )
 
 // Kinds lists every action kind in documentation order.
 var Kinds = []Kind{Screenshot, Key, KeyDown, KeyUp, Type, MouseMove, Click,
-	MouseDown, MouseUp, Drag, Scroll, Wait, CursorPosition, Done, AccessibilityTree}
+	MouseDown, MouseUp, Drag, Scroll, Wait, CursorPosition, Done, AccessibilityTree, TypeSecret}
 
 // Button names a mouse button.
 type Button string
@@ -149,7 +153,11 @@ type Action struct {
 	Repeat int    `json:"repeat,omitempty"` // key
 
 	Text    string `json:"text,omitempty"`     // type
-	DelayMS int    `json:"delay_ms,omitempty"` // type: per character
+	DelayMS int    `json:"delay_ms,omitempty"` // type, type_secret: per character
+
+	// Secret names a secret of the run's vault (type_secret); its value is
+	// never part of an action.
+	Secret string `json:"secret,omitempty"`
 
 	Path Path `json:"path,omitempty"` // drag
 
@@ -194,6 +202,8 @@ func (a Action) String() string {
 			t = string([]rune(t)[:40]) + "…"
 		}
 		return fmt.Sprintf("type %q", t)
+	case TypeSecret:
+		return fmt.Sprintf("type_secret %s", a.Secret)
 	case MouseMove:
 		if a.X != nil || a.Y != nil {
 			return fmt.Sprintf("mouse_move %d,%d", deref(a.X), deref(a.Y))

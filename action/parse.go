@@ -168,6 +168,8 @@ func (a *Action) set(name string, v json.RawMessage) error {
 		return decodeString(k, name, v, func(s string) { a.Key = s })
 	case "text":
 		return decodeString(k, name, v, func(s string) { a.Text = s })
+	case "secret":
+		return decodeString(k, name, v, func(s string) { a.Secret = s })
 	case "until":
 		return decodeString(k, name, v, func(s string) { a.Until = Until(s) })
 	case "title":

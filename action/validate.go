@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/internal/vault"
 )
 
 // Limits bounds what Validate accepts.
@@ -90,6 +91,8 @@ var kindSpecs = map[Kind]kindSpec{
 	CursorPosition:    {fields: []string{}},
 	Done:              {fields: []string{"success", "message"}},
 	AccessibilityTree: {fields: []string{}},
+	TypeSecret: {fields: []string{"secret", "delay_ms", "target"}, check: checkTypeSecret,
+		need: []need{{"secret", "the name of a secret of the run's vault (--vault)"}}},
 }
 
 // has reports whether a needed field has a value.
@@ -101,6 +104,8 @@ func has(a Action, field string) bool {
 		return a.Key != ""
 	case "text":
 		return a.Text != ""
+	case "secret":
+		return a.Secret != ""
 	}
 	panic("action: no way to tell whether field " + field + " is given")
 }
@@ -155,6 +160,16 @@ func checkType(a Action, l Limits) error {
 	}
 	if a.DelayMS < 0 || a.DelayMS > l.MaxDelayMS {
 		return errorf(k, "delay_ms", "must be between 0 and %d, got %d", l.MaxDelayMS, a.DelayMS)
+	}
+	return nil
+}
+
+func checkTypeSecret(a Action, l Limits) error {
+	if !vault.ValidName(a.Secret) {
+		return errorf(a.Kind, "secret", "%q is no secret name (a letter or _, then letters, digits and _)", a.Secret)
+	}
+	if a.DelayMS < 0 || a.DelayMS > l.MaxDelayMS {
+		return errorf(a.Kind, "delay_ms", "must be between 0 and %d, got %d", l.MaxDelayMS, a.DelayMS)
 	}
 	return nil
 }

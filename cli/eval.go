@@ -34,6 +34,7 @@ func newEvalCmd() *cobra.Command {
 		asJSON             bool
 		lv                 liveFlag
 		agentName          string
+		vlt                vaultFlag
 		agentOpts          []string
 		cf                 clockFlags
 		resetMode          string
@@ -114,7 +115,19 @@ agentbox import osworld, needs it.`,
 			if err := checkOut(f.out); err != nil {
 				return err
 			}
+			vt, err := vlt.load()
+			if err != nil {
+				return err
+			}
 			suite, err := eval.LoadWith(args[0], eval.LoadOptions{Screen: envCfg.Screen, Agent: agentName, AgentOptions: agentOptions})
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			if vt != nil {
+				err = suite.CheckSecrets(vt.Has)
+			} else {
+				err = suite.CheckSecrets(nil)
+			}
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
@@ -162,7 +175,7 @@ agentbox import osworld, needs it.`,
 				Env: envCfg, AppEnv: env, Settle: so.settle, LogCap: so.logCap, Clock: clock,
 				Timeout: f.timeout, StartTimeout: f.startTimeout, ReadyTimeout: f.readyTimeout,
 				MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
-				Tree: f.a11yTree, Marks: f.marks,
+				Tree: f.a11yTree, Marks: f.marks, Vault: vt,
 				Policy: so.gate.policy, Approver: so.gate.approver,
 				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
 				Pool: poolSize, PoolMax: poolMax, PoolStats: func(st pool.Stats) {
@@ -209,6 +222,7 @@ agentbox import osworld, needs it.`,
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	cf.registerClock(fl, "each episode's app")
 	fl.StringVar(&resetMode, "reset", "fresh", "how a task's next episode starts: fresh (a new sandbox) or relaunch (an earlier episode's sandbox, reset in place)")
+	vlt.register(fl)
 	fl.StringVar(&agentName, "agent", "", "run every task with this agent, replacing the suite's agents and scripts")
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")

@@ -24,6 +24,7 @@ type mcpFlags struct {
 	sandboxFlags
 	task  string
 	grade string
+	vault vaultFlag
 }
 
 func newMCPCmd() *cobra.Command {
@@ -59,6 +60,7 @@ sandbox is removed and its trace finalised; a signal does the same and exits
 	}
 	fl := cmd.Flags()
 	f.register(fl, "mcp")
+	f.vault.register(fl)
 	fl.StringVar(&f.task, "task", "", "what the episodes are for (recorded in their traces; launch may change it)")
 	fl.StringVar(&f.grade, "grade", "", "grade each episode's collected files with the checks of FILE (docs/tasks.md), on the host after the episode; the step that ends an episode answers with its files and grade")
 	return cmd
@@ -103,6 +105,10 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	vt, err := f.vault.load()
+	if err != nil {
+		return err
+	}
 	envCfg, env := so.env, so.appEnv
 	logCap, settle := so.logCap, so.settle
 	if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
@@ -137,6 +143,7 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 		App:          bundle,
 		Task:         f.task,
 		Inputs:       inputs,
+		Vault:        vt,
 		Collect:      bundle.Manifest.Task.Collect,
 		MaxSteps:     f.maxSteps,
 		Timeout:      f.timeout,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
@@ -31,6 +32,7 @@ type replayFlags struct {
 	cursorArea int
 	ignore     []string
 	timing     string
+	vault      vaultFlag
 }
 
 func newReplayCmd() *cobra.Command {
@@ -74,6 +76,7 @@ trace, a newer trace format, bad flags), 3 the replay could not run,
 	fl := cmd.Flags()
 	f.register(fl, "replay")
 	f.index.register(fl)
+	f.vault.register(fl)
 	fl.StringVar(&f.target, "target", "", "replay against this app instead of the recorded one (another build)")
 	fl.StringVar(&f.area, "area", replay.AreaWindows, "what is compared: windows (the app's windows, not the window manager's decorations or the desktop) or screen (every pixel)")
 	fl.IntVar(&f.tolerance, "tolerance", replay.DefaultTolerance, "per-channel colour difference (0–255) below which a pixel still matches")
@@ -144,6 +147,10 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if err != nil {
 		return err
 	}
+	vt, err := f.vault.load()
+	if err != nil {
+		return err
+	}
 	env := so.appEnv
 	if err := checkOut(f.out); err != nil {
 		return err
@@ -151,6 +158,11 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	src, err := openTrace(dir)
 	if err != nil {
 		return err
+	}
+	for _, st := range src.Steps {
+		if a := st.Action; a != nil && a.Kind == action.TypeSecret && !vt.Has(a.Secret) {
+			return usageErrorf("%s: step %d types secret %s: give a vault that holds it (--vault FILE)", dir, st.Step, a.Secret)
+		}
 	}
 	if len(src.Steps) == 0 {
 		return usageErrorf("%s has no steps to replay (the run ended before its first observation: %s)", dir, src.Run.Message)
@@ -250,6 +262,7 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 		StartTimeout: f.startTimeout,
 		Progress:     stderr,
 		Verbose:      f.verbose,
+		Vault:        vt,
 	})
 	if err != nil {
 		return failErr(err)

@@ -33,8 +33,9 @@ type runFlags struct {
 	script    string
 	grade     string
 	clockFlags
-	json bool
-	live liveFlag
+	json  bool
+	live  liveFlag
+	vault vaultFlag
 }
 
 func newRunCmd() *cobra.Command {
@@ -78,6 +79,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
 	f.index.register(fl)
+	f.vault.register(fl)
 	return cmd
 }
 
@@ -112,6 +114,10 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	vt, err := f.vault.load()
+	if err != nil {
+		return err
+	}
 	envCfg, env := so.env, so.appEnv
 	so.gate.note(stderr, envCfg.A11y)
 	logCap, settle := so.logCap, so.settle
@@ -134,6 +140,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		}
 		if f.task == "" {
 			f.task = sc.Task
+		}
+		if err := checkScriptSecrets(sc, vt); err != nil {
+			return err
 		}
 		// A script that names elements needs the accessibility bus.
 		switch {
@@ -228,6 +237,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		Actor:        actor,
 		Task:         f.task,
 		Inputs:       inputs,
+		Vault:        vt,
 		Collect:      taskFiles.Collect,
 		MaxSteps:     f.maxSteps,
 		Timeout:      f.timeout,

@@ -40,6 +40,7 @@ type serveFlags struct {
 	sandboxFlags
 	index     indexFlags
 	maxScreen string
+	vault     vaultFlag
 
 	maxEnvs, maxUploads int
 	uploadsInProgress   int
@@ -99,6 +100,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringArrayVar(&f.apps, "app", nil, "register an app NAME=DIR (or NAME=FILE: an executable or a manifest) clients may create environments of (repeatable)")
 	fl.StringArrayVar(&f.allowHosts, "allow-host", nil, "a host name the Host header may carry besides IP addresses and localhost (repeatable)")
 	f.register(fl, "serve")
+	f.vault.register(fl)
 	fl.StringVar(&f.maxScreen, "max-screen", fmt.Sprintf("%dx%d", serve.DefaultMaxScreen.Width, serve.DefaultMaxScreen.Height), "the largest screen a client may ask for")
 	fl.IntVar(&f.maxEnvs, "max-envs", serve.DefaultMaxEnvironments, "live environments per token")
 	fl.IntVar(&f.maxUploads, "max-uploads", serve.DefaultMaxUploads, "uploaded apps per token (those being received count)")
@@ -253,6 +255,10 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	if err != nil {
 		return o, err
 	}
+	vt, err := f.vault.load()
+	if err != nil {
+		return o, err
+	}
 	screen, res := so.env.Screen, so.env.Resources
 	maxScreen, err := observe.ParseScreen(f.maxScreen)
 	if err != nil {
@@ -306,7 +312,8 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		RunID: func(name string) string {
 			return newRunID(&app.Bundle{Manifest: app.Manifest{Command: name}, InImage: true})
 		},
-		Apps: map[string]*app.Bundle{},
+		Apps:  map[string]*app.Bundle{},
+		Vault: vt,
 	}
 	for _, h := range f.allowHosts {
 		if h == "" || strings.ContainsAny(h, ":/ ") {

@@ -20,6 +20,7 @@ import (
 	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/internal/vault"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/pool"
@@ -51,6 +52,8 @@ type Options struct {
 	// Tree and Marks are session.Config's: the tree at every step, marks
 	// on the agents' screenshots.
 	Tree, Marks bool
+	// Vault holds the secrets every task's type_secret types (--vault).
+	Vault *vault.Vault
 	// AppEnv is added to every task's app environment (over the task's).
 	AppEnv map[string]string
 	// StartTimeout bounds creating each sandbox and launching its app;
@@ -542,6 +545,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		Verbose:      o.Verbose,
 		Grader:       grader(t.Grade),
 		Indexer:      o.Indexer,
+		Vault:        o.Vault,
 	}, nil
 }
 

@@ -60,6 +60,8 @@ func toolTable() []*tool {
 			desc: "Turn the mouse wheel at x,y (or where the pointer is): dy clicks down (negative: up), dx clicks right (negative: left)."},
 		{name: "type", title: "Type text", kind: action.Type, run: act,
 			desc: "Type text as a keyboard would: any Unicode, \\n is Return, \\t is Tab; at most 10,000 characters."},
+		{name: "type_secret", title: "Type a secret", kind: action.TypeSecret, run: act,
+			desc: "Type the value of a secret of the server's vault, by its name (secret): the value is typed into the app as type types text, and never shown to you, recorded or sent back; where the app shows it you read [secret:NAME]. A name the vault does not hold fails."},
 		{name: "key", title: "Press keys", kind: action.Key, run: act,
 			desc: "Press and release a key or a chord: key names joined by + with modifiers first, pressed in order and released in reverse — Return, Escape, Tab, BackSpace, Right, Page_Up, F5, a, A, ctrl+c, ctrl+shift+t, alt+F4, super; + itself is plus (ctrl+plus). Names are X keysyms or the aliases of docs/actions.md."},
 		{name: "key_down", title: "Hold a key", kind: action.KeyDown, run: act,
@@ -142,7 +144,7 @@ func (t *tool) sdkTool() *sdk.Tool {
 	// key takes its chord as keys or as key (one of the two; the session
 	// says so when neither or both are given): no schema states "one of"
 	// at the top level that every model provider accepts.
-	for kind, field := range map[action.Kind]string{action.Type: "text", action.KeyDown: "key", action.KeyUp: "key"} {
+	for kind, field := range map[action.Kind]string{action.Type: "text", action.TypeSecret: "secret", action.KeyDown: "key", action.KeyUp: "key"} {
 		if t.kind == kind {
 			schema["required"] = []string{field}
 		}
@@ -194,6 +196,8 @@ func fieldSchema(kind action.Kind, field string) map[string]any {
 		return map[string]any{"type": "string", "description": "the text: any Unicode; \\n is Return, \\t is Tab (at most 10,000 characters)"}
 	case "delay_ms":
 		return integer("pause between characters, in milliseconds")
+	case "secret":
+		return map[string]any{"type": "string", "description": "the name of a secret of the vault (its value is never shown)"}
 	case "path":
 		return map[string]any{"type": "array", "minItems": 2, "description": "the points [[x, y], …] the pointer passes through",
 			"items": map[string]any{"type": "array", "minItems": 2, "maxItems": 2, "items": map[string]any{"type": "integer"}}}

@@ -181,4 +181,7 @@ type Observation struct {
 	// previous observation and handed it back: what they did and what
 	// changed on the screen. Nil when nobody did.
 	Intervention *Intervention
+	// Secrets names the secrets of the run's vault (--vault), which a
+	// type_secret action types; never their values. Nil without a vault.
+	Secrets []string
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/vault"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -50,7 +51,10 @@ type Config struct {
 	Settle session.Settle
 	// Clock is the app's clock: the recording's (session.ClockFromRun),
 	// moved by the recorded amounts.
-	Clock    session.Clock
+	Clock session.Clock
+	// Vault types the recording's type_secret steps (it recorded their
+	// names only).
+	Vault    *vault.Vault
 	Rules    Rules
 	Timing   Timing
 	RunID    string
@@ -211,6 +215,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Indexer:      cfg.Indexer,
 		Progress:     cfg.Progress,
 		Verbose:      cfg.Verbose,
+		Vault:        cfg.Vault,
 	}, session.Loop{Agent: ag, Opened: func(s *session.Session) { ag.Peek = s.Peek }})
 	_ = ag.Close() // a comparison still in flight when the run ended
 	if err != nil {

@@ -367,6 +367,7 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 		Grader:       e.grader,
 		Policy:       e.policy,
 		Approver:     &e.approvals,
+		Vault:        s.o.Vault,
 		MaxSteps:     e.maxSteps,
 		Timeout:      e.timeout,
 		StartTimeout: s.o.StartTimeout,

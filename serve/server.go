@@ -34,6 +34,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/connlimit"
+	"github.com/codegirl-games/agentbox/internal/vault"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
 	"github.com/codegirl-games/agentbox/observe"
@@ -59,6 +60,11 @@ type Options struct {
 	// runtime, guest binary, no window manager. Its Resources are the
 	// default and the most a client may ask for; its Screen the default.
 	Env environment.Config
+	// Vault holds the secrets every episode's type_secret types (serve
+	// --vault): the server's own, never sent over the API; a client names
+	// a secret, and its value is replaced with [secret:NAME] in
+	// everything the API, the live page and the traces carry.
+	Vault *vault.Vault
 	// MaxScreen is the largest screen a client may ask for (default
 	// 1920x1080).
 	MaxScreen observe.Screen

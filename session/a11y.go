@@ -47,6 +47,7 @@ func (s *Session) accessibility(ctx context.Context, step int, obs *observe.Obse
 		info.Error = err.Error()
 		return nil
 	}
+	s.events.secrets.tree(t)
 	obs.Tree = t
 	info.Elements, info.Apps, info.ElapsedMS, info.Cut, info.Note = len(t.Elements), t.Apps, float64(t.ElapsedUS)/1000, t.Cut, t.Note
 	if p, err := s.tw.Tree(step, t); err == nil {

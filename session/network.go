@@ -19,6 +19,7 @@ var _ environment.NetRecorder = (*sink)(nil)
 // Network implements environment.NetRecorder: the connection goes to
 // network.jsonl and to the next observation.
 func (s *sink) Network(ev observe.NetEvent) {
+	ev = s.secrets.network(ev)
 	s.tw.Network(ev)
 	s.netMu.Lock()
 	defer s.netMu.Unlock()

@@ -159,6 +159,7 @@ func open(ctx context.Context, cfg Config, loop Loop) (*Session, error) {
 	s.tw = tw
 	s.events = newSink(tw, s.started, cfg.App.Manifest.ReadyOutput)
 	s.events.listen = cfg.Listener
+	s.events.secrets = newRedaction(cfg.Vault)
 	// The sandbox's events reach the session through a Relay, so that a
 	// relaunch can hand the sandbox to the next episode's session.
 	s.relay = NewRelay()

@@ -26,6 +26,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/vault"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/trace"
@@ -132,6 +133,13 @@ type Config struct {
 	// grade; docs/tasks.md). It runs on the host; nothing of it reaches
 	// the agent or the sandbox.
 	Grader Grader
+	// Vault, when set, holds the secrets type_secret actions type. Their
+	// values are replaced with [secret:NAME] in everything the app
+	// produces (output, window titles, the accessibility tree, results)
+	// before it is recorded, told to the Listener or given to the agent;
+	// the screen's pixels are not masked (SECURITY.md).
+	Vault *vault.Vault
+
 	// Listener, when set, is told every event as it happens: the app's
 	// output, windows and exit, each step and result, the end. It is
 	// called from the environment's and the controller's goroutines and

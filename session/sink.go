@@ -29,6 +29,9 @@ type sink struct {
 	start time.Time
 	// listen, when set, is told every event as it happens (Config.Listener).
 	listen func(Event)
+	// secrets replaces the vault's values in what the app produces
+	// (secrets.go); nil without a vault.
+	secrets *redaction
 
 	mu       lockrank.Mutex[sinkLock]
 	partial  map[observe.Stream][]byte
@@ -86,6 +89,15 @@ func (s *sink) waitReady(ctx context.Context) error {
 
 // Output implements environment.Events.
 func (s *sink) Output(stream observe.Stream, data []byte, dropped int64) {
+	data = s.secrets.output(stream, data)
+	if len(data) == 0 && dropped == 0 {
+		return // held back: it may be the beginning of a secret
+	}
+	s.output(stream, data, dropped)
+}
+
+// output takes a chunk of output the vault's values are replaced in.
+func (s *sink) output(stream observe.Stream, data []byte, dropped int64) {
 	s.tw.Output(stream, data, dropped)
 	s.tell(Event{Kind: EventOutput, Stream: stream, Text: string(data), Dropped: dropped})
 	s.mu.Lock()
@@ -158,6 +170,9 @@ func (s *sink) teardown() {
 
 // Exited implements environment.Events.
 func (s *sink) Exited(e observe.Exit) {
+	for stream, held := range s.secrets.flush() {
+		s.output(stream, held, 0)
+	}
 	s.mu.Lock()
 	if s.tearingDown && e.Stopped == "" {
 		e.Stopped = observe.StoppedAtEnd
@@ -187,6 +202,7 @@ func (s *sink) tell(e Event) {
 
 // Window implements environment.Events.
 func (s *sink) Window(kind string, w observe.Window) {
+	w.Title = s.secrets.str(w.Title)
 	s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "window_" + kind, Data: map[string]any{
 		"id": w.ID, "title": w.Title, "x": w.X, "y": w.Y, "width": w.Width, "height": w.Height,
 	}})

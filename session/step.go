@@ -199,7 +199,9 @@ func (s *Session) Peek(ctx context.Context) (*observe.Frame, environment.State, 
 	if env == nil {
 		return nil, environment.State{}, environment.ErrClosed
 	}
-	return env.Observe(ctx)
+	f, st, err := env.Observe(ctx)
+	st.Windows = s.events.secrets.windows(st.Windows) // a watcher is told no value either
+	return f, st, err
 }
 
 // setEnd records how the episode ended (the first time) and tells the
@@ -261,6 +263,7 @@ func (s *Session) look(ctx, parent context.Context, human bool) (*observe.Observ
 		s.timing("first_screenshot", time.Since(s.started))
 	}
 	obs.Task, obs.Last = s.cfg.Task, s.last
+	obs.Secrets = s.cfg.Vault.Names()
 	if obs.ScreenshotRef == "" { // marked: the agent's copy
 		obs.ScreenshotRef = rec.Observation.Screenshot
 	}
@@ -287,6 +290,9 @@ func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Reco
 	verr := observe.ResolveMark(&a, s.marks) // recorded with the point it resolved to
 	if verr == nil {
 		verr = action.Validate(a, s.limits)
+	}
+	if verr == nil {
+		verr = s.checkSecret(a)
 	}
 	st.Action = a
 	if st.Actor == "" {
@@ -450,8 +456,11 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 			err = s.sleep(ctx, env, time.Duration(a.MS)*time.Millisecond)
 		}
 		res = action.Result{OK: true, ElapsedUS: time.Since(t).Microseconds()}
+	} else if typed, failed := s.unseal(a); failed != nil {
+		res = *failed
 	} else {
-		res, err = env.Act(ctx, a)
+		res, err = env.Act(ctx, typed)
+		err = s.events.secrets.err(err)
 		if err == nil && advance > 0 {
 			// On a virtual clock the app takes the action in at the
 			// instant it happened: the screen settles (the app idle,
@@ -465,6 +474,7 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 			}
 		}
 	}
+	s.events.secrets.result(&res)
 	dur := time.Since(t)
 	if err != nil {
 		return nil, s.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
@@ -602,6 +612,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 		netEvs = s.events.takeNetwork()
 	}
 	exit := s.events.exit()
+	st.Windows = s.events.secrets.windows(st.Windows)
 	running := st.Running && exit == nil
 	if exit == nil && st.Exit != nil {
 		exit = st.Exit

@@ -88,6 +88,9 @@ type Agent struct {
 	// marks are the numbered boxes of the latest screenshot shown (with
 	// them the model also has the click_mark tool).
 	marks []observe.Mark
+	// secrets names the vault's secrets (the observation's): with them the
+	// model also has the type_secret tool.
+	secrets []string
 
 	// The last screenshot sent, by frame hash: an unchanged screen is not
 	// scaled and encoded again.
@@ -194,6 +197,10 @@ func (a *Agent) Decide(ctx context.Context, obs *observe.Observation) (agent.Dec
 	}
 	if !a.begun {
 		a.begin(obs.Task, obs.Screen.Width, obs.Screen.Height)
+	}
+	if a.secrets == nil && len(obs.Secrets) > 0 { // the run's vault: the same at every step
+		a.secrets = obs.Secrets
+		a.system += llm.SecretsNote(a.secrets)
 	}
 	if obs.Screen.Width != a.screenW || obs.Screen.Height != a.screenH {
 		return agent.Decision{}, fmt.Errorf("anthropic: the screen is %dx%d, the task said %dx%d", obs.Screen.Width, obs.Screen.Height, a.screenW, a.screenH)
@@ -467,6 +474,8 @@ func (a *Agent) plans(resp *sdk.BetaMessage) ([]*call, *malformedAnswer) {
 		switch {
 		case b.Name == llm.MarkTool && len(a.marks) > 0:
 			c.plan, err = markInput(b.Input, a.marks)
+		case b.Name == llm.TypeSecretTool && len(a.secrets) > 0:
+			c.plan, err = secretInput(b.Input)
 		case b.Name != "computer":
 			err = badInput("unknown tool %q: the only tool is computer", b.Name)
 		case resp.StopReason == sdk.BetaStopReasonMaxTokens:
@@ -538,7 +547,31 @@ func (a *Agent) tools() []sdk.BetaToolUnionParam {
 			},
 		}})
 	}
+	if len(a.secrets) > 0 {
+		t = append(t, sdk.BetaToolUnionParam{OfTool: &sdk.BetaToolParam{
+			Name:        llm.TypeSecretTool,
+			Description: param.NewOpt(llm.TypeSecretToolDescription),
+			InputSchema: sdk.BetaToolInputSchemaParam{
+				Properties: map[string]any{"secret": map[string]any{"type": "string", "enum": a.secrets, "description": "the secret's name"}},
+				Required:   []string{"secret"},
+			},
+		}})
+	}
 	return t
+}
+
+// secretInput maps a type_secret call onto the action (the session
+// refuses a name its vault does not hold).
+func secretInput(raw json.RawMessage) (*plan, error) {
+	var in struct {
+		Secret *string `json:"secret"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || in.Secret == nil {
+		return nil, badInput("type_secret takes {\"secret\": NAME}, got %s", string(raw))
+	}
+	return &plan{name: llm.TypeSecretTool, actions: []action.Action{{Kind: action.TypeSecret, Secret: *in.Secret}}, releases: []bool{false}}, nil
 }
 
 // markInput maps a click_mark call onto a click at the mark's centre

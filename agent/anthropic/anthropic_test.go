@@ -657,3 +657,46 @@ func TestClickMark(t *testing.T) {
 		t.Errorf("recorded action %+v", a)
 	}
 }
+
+// TestTypeSecretTool: with a vault the model has the type_secret tool (its
+// names in the schema and the instructions, no value anywhere), and a call
+// is the type_secret action; without one there is no such tool.
+func TestTypeSecretTool(t *testing.T) {
+	d := newDesk(1024, 768)
+	d.secrets = []string{"OTP", "PW"}
+	srv := at.New(t, func(r *at.Request) at.Reply {
+		var names []string
+		for _, tool := range r.Params.Tools {
+			names = append(names, fmt.Sprint(tool["name"]))
+		}
+		if strings.Join(names, ",") != "computer,type_secret" {
+			t.Errorf("request %d tools %v", r.N, names)
+		}
+		if !strings.Contains(r.System(), "Secrets you may type with type_secret, by name: OTP, PW.") {
+			t.Errorf("the instructions do not name the secrets: %q", r.System())
+		}
+		if r.N == 1 {
+			return at.Answer("tool_use", at.RawToolUse("toolu_s", "type_secret", `{"secret": "PW"}`))
+		}
+		return at.Answer("end_turn", at.TextBlock("Logged in."))
+	})
+	ds, err := drive(t, newAgent(t, srv, nil), d, "Log in with the secret PW.", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := ds[0].Action; a.Kind != action.TypeSecret || a.Secret != "PW" {
+		t.Errorf("decided %+v, want type_secret PW", a)
+	}
+
+	plain := at.New(t, func(r *at.Request) at.Reply {
+		for _, tool := range r.Params.Tools {
+			if tool["name"] == "type_secret" {
+				t.Errorf("a run without a vault offers type_secret")
+			}
+		}
+		return at.Answer("end_turn", at.TextBlock("Nothing to do."))
+	})
+	if _, err := drive(t, newAgent(t, plain, nil), newDesk(1024, 768), "Look.", 3); err != nil {
+		t.Fatal(err)
+	}
+}

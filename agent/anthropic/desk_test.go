@@ -30,6 +30,8 @@ type desk struct {
 	output  []observe.LogLine
 	// fail makes actions of a kind fail (result ok=false) with this error.
 	fail map[action.Kind]string
+	// secrets are the observations' Secrets (the vault's names).
+	secrets []string
 }
 
 func newDesk(w, h int) *desk {
@@ -105,6 +107,7 @@ func drive(t *testing.T, ag *Agent, d *desk, task string, maxSteps int) ([]agent
 			Running: d.running, Output: d.output, Last: last,
 			ScreenshotRef: fmt.Sprintf("screenshots/%06d.png", step),
 			Windows:       []observe.Window{{ID: 1, Title: "mover", X: 1, Y: 20, Width: 640, Height: 480, Focused: true}}}
+		obs.Secrets = d.secrets
 		if d.marks {
 			obs.Marks = []observe.Mark{{N: 1, ID: "1.2/3", Role: "push button", Name: "square", Bounds: action.Rect{d.sq.X, d.sq.Y, d.sq.X + 40, d.sq.Y + 40}}}
 		}

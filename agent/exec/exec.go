@@ -330,6 +330,9 @@ type observation struct {
 	// Intervention says a person took control at the live page since the
 	// previous observation (what they did, where the screen changed).
 	Intervention *observe.Intervention `json:"intervention,omitempty"`
+	// Secrets names the secrets type_secret can type (--vault); never
+	// their values.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Decide implements agent.Agent.
@@ -341,7 +344,7 @@ func (a *Agent) Decide(ctx context.Context, obs *observe.Observation) (agent.Dec
 		Type: "observation", Step: obs.Step, ElapsedMS: obs.Elapsed.Milliseconds(), Task: obs.Task,
 		Width: obs.Screen.Width, Height: obs.Screen.Height, Cursor: obs.Cursor, Windows: obs.Windows,
 		Output: obs.Output, Network: obs.Network, Running: obs.Running, Exit: obs.Exit, Last: obs.Last,
-		Tree: obs.Tree, Marks: obs.Marks, Intervention: obs.Intervention,
+		Tree: obs.Tree, Marks: obs.Marks, Intervention: obs.Intervention, Secrets: obs.Secrets,
 	}
 	if o.Windows == nil {
 		o.Windows = []observe.Window{}

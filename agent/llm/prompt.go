@@ -100,3 +100,22 @@ func ObservationText(o *observe.Observation) string {
 	}
 	return b.String()
 }
+
+// TypeSecretTool is the name of the tool (and the action) that types a
+// secret of the run's vault by its name.
+const TypeSecretTool = "type_secret"
+
+// TypeSecretToolDescription describes it to a model.
+const TypeSecretToolDescription = "Type the value of a secret by its name, as a keyboard would, into the focused field. " +
+	"You never see the value; where the application shows it you read [secret:NAME]."
+
+// SecretsNote tells a model the names of the secrets it may type with
+// type_secret ("" without any): appended to its instructions.
+func SecretsNote(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return "\n\nSecrets you may type with type_secret, by name: " + strings.Join(names, ", ") +
+		". You never see their values: where the application shows one you read [secret:NAME]. " +
+		"Use type_secret where the task needs one (a password, a token); never try to find out or repeat a value."
+}

@@ -14,7 +14,7 @@ import (
 // cursor_position are not needed: every turn brings both).
 var chatKinds = []action.Kind{action.Key, action.KeyDown, action.KeyUp, action.Type,
 	action.MouseMove, action.Click, action.MouseDown, action.MouseUp, action.Drag,
-	action.Scroll, action.Wait, action.Done}
+	action.Scroll, action.Wait, action.Done, action.TypeSecret}
 
 // AnswerSchema is the JSON schema of one chat answer: the model's thought,
 // the action and every field an action may take. Every field but action is
@@ -26,7 +26,7 @@ const AnswerSchema = `{
   "type": "object",
   "properties": {
     "thought": {"type": ["string", "null"], "description": "What you see and why you take this action, in one or two sentences."},
-    "action": {"type": "string", "enum": ["key", "key_down", "key_up", "type", "mouse_move", "click", "mouse_down", "mouse_up", "drag", "scroll", "wait", "done"]},
+    "action": {"type": "string", "enum": ["key", "key_down", "key_up", "type", "mouse_move", "click", "mouse_down", "mouse_up", "drag", "scroll", "wait", "done", "type_secret"]},
     "x": {"type": ["integer", "null"], "description": "Screenshot pixel column (click, mouse_move, scroll)."},
     "y": {"type": ["integer", "null"], "description": "Screenshot pixel row (click, mouse_move, scroll)."},
     "mark": {"type": ["integer", "null"], "description": "click, mouse_move, scroll: the number of a mark drawn on the screenshot, instead of x and y."},
@@ -38,12 +38,13 @@ const AnswerSchema = `{
     "key": {"type": ["string", "null"], "description": "key_down, key_up: one key name."},
     "repeat": {"type": ["integer", "null"], "description": "key: how many times (1-100)."},
     "text": {"type": ["string", "null"], "description": "type: the text to type."},
+    "secret": {"type": ["string", "null"], "description": "type_secret: the name of a secret the task told you of; its value is typed for you and never shown to you."},
     "path": {"type": ["array", "null"], "items": {"type": "array", "items": {"type": "integer"}}, "description": "drag: [[x, y], ...], at least two points."},
     "ms": {"type": ["integer", "null"], "description": "wait: milliseconds."},
     "success": {"type": ["boolean", "null"], "description": "done: true when the task is done, false when it cannot be done."},
     "message": {"type": ["string", "null"], "description": "done: what you found or did."}
   },
-  "required": ["thought", "action", "x", "y", "mark", "dx", "dy", "button", "count", "keys", "key", "repeat", "text", "path", "ms", "success", "message"],
+  "required": ["thought", "action", "x", "y", "mark", "dx", "dy", "button", "count", "keys", "key", "repeat", "text", "secret", "path", "ms", "success", "message"],
   "additionalProperties": false
 }`
 
@@ -73,6 +74,9 @@ Actions and their fields (every other field is null or left out):
 - key: keys, a key or chord such as "Return", "Right", "ctrl+s"; repeat (1-100)
 - key_down, key_up: key (held until key_up)
 - type: text
+- type_secret: secret, the name of a secret the task told you of (its
+  value is typed for you; you never see it, and where the app shows it
+  you read [secret:NAME])
 - wait: ms
 - done: success (true when the task is done, false when it cannot be
   done), message

@@ -199,7 +199,9 @@ func (c *Chat) remember(t chatTurn) {
 // them, a note for the others) and the current observation.
 func (c *Chat) messages(obs *observe.Observation, s shot, cur chatTurn) ([]sdk.ChatCompletionMessageParamUnion, []shot) {
 	var shots []shot
-	system := c.instructions(obs) + "\n\n" + answerFormat(s.view.Frame.Width, s.view.Frame.Height, s.view.Scaled())
+	// The Responses agent answers with computer calls, which cannot type
+	// a secret: only the chat agent is told the vault's names.
+	system := c.instructions(obs) + llm.SecretsNote(obs.Secrets) + "\n\n" + answerFormat(s.view.Frame.Width, s.view.Frame.Height, s.view.Scaled())
 	msgs := []sdk.ChatCompletionMessageParamUnion{sdk.SystemMessage(system)}
 	keepImages := c.cfg.MaxScreenshots - 1 // the current screenshot is one
 	for i, t := range c.history {

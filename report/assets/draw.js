@@ -100,6 +100,9 @@ const agentboxDraw = (function () {
         case "type":
           caption = "type “" + (a.text.length > 160 ? a.text.slice(0, 160) + "…" : a.text) + "”";
           break;
+        case "type_secret":
+          caption = "type secret " + a.secret + " (its value is not recorded)";
+          break;
         case "done":
           caption = (a.success === false ? "✗ done (gave up)" : "✓ done") + (a.message ? " — " + a.message : "");
           break;
