@@ -62,7 +62,7 @@ func (*Backend) Capabilities() environment.Capabilities {
 		// The runtime image carries libfaketime; a custom image without
 		// it fails the launch, saying so.
 		VirtualClock: true,
-		Relaunch: true,
+		Relaunch:     true,
 	}
 }
 

@@ -97,7 +97,7 @@ func (*Backend) Capabilities() environment.Capabilities {
 		// The same images and guest as docker's: libfaketime in the
 		// runtime image, moved by the guest.
 		VirtualClock: true,
-		Relaunch: true, // the guest's reset, as on Docker (not run against a cluster here)
+		Relaunch:     true, // the guest's reset, as on Docker (not run against a cluster here)
 	}
 }
 
