@@ -433,12 +433,15 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // left.
 //
 // The server keeps a warm pool (--pool 4) and each client resets its
-// environment every resetEvery steps: every episode starts in a sandbox
+// environment every resetEvery steps or resetAfter, whichever comes
+// first (on a loaded machine 16 clients may step at 2.5 steps/s each: a
+// reset by steps alone never came, and no episode could start in a
+// pooled sandbox — seen on a fresh-clone CI run): every episode starts in a sandbox
 // of its own (pooled or, when the pool is empty, cold), none reused, and
 // neither the pool's nor the episodes' sandboxes are left afterwards.
 func TestServeLoad(t *testing.T) {
 	testenv.Require(t, testenv.Image(testenv.RuntimeImage), testenv.Slow("16 sandboxes stepped for a minute"))
-	const clients, resetEvery = 16, 150
+	const clients, resetEvery, resetAfter = 16, 150, 15 * time.Second
 	duration := time.Minute
 	s := startServe(t, "--backend", "docker", "--app", "mover="+moverApp(t, ""), "--out", t.TempDir(),
 		"--max-envs", fmt.Sprint(clients), "--start-timeout", "5m", "--max-rate", "0", "--pool", "4")
@@ -487,9 +490,11 @@ func TestServeLoad(t *testing.T) {
 			r.episodes = append(r.episodes, episode{trace: info.Trace, runID: info.RunID})
 			<-start
 			t0 := time.Now()
+			epStart := t0
 			for time.Since(t0) < duration {
 				ep := &r.episodes[len(r.episodes)-1]
-				if ep.steps == resetEvery {
+				if ep.steps == resetEvery || ep.steps > 0 && time.Since(epStart) > resetAfter {
+					epStart = time.Now()
 					_, info, err := env.Reset(ctx)
 					if err != nil {
 						r.err = fmt.Errorf("reset after %d steps: %w", r.steps, err)
