@@ -303,7 +303,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		}
 		defer b.Close()
 		bundles[t.Name] = b
-		if err := session.CheckClock(o.Clock, o.Backend, b); err != nil {
+		if err := session.CheckClock(t.clock(o), o.Backend, b); err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.Name, err)
 		}
 		in, err := app.LoadInputs(t.TaskFiles(b), b, app.DefaultLimits)
@@ -538,7 +538,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		Policy:       o.Policy,
 		Approver:     o.Approver,
 		MaxRate:      o.MaxRate,
-		Clock:        o.Clock,
+		Clock:        t.clock(o),
 		Tree:         o.Tree,
 		Marks:        o.Marks,
 		Settle:       o.Settle,
@@ -671,4 +671,13 @@ func (s *Summary) PrintTable(w io.Writer) {
 // 900ms beside 1.5s and 2s.
 func seconds(ms float64) string {
 	return fmt.Sprintf("%.2fs", ms/1000)
+}
+
+// clock is the task's app clock: its own (clock, clock_step), else
+// eval's --clock.
+func (t *Task) clock(o Options) session.Clock {
+	if t.Clock != nil {
+		return *t.Clock
+	}
+	return o.Clock
 }

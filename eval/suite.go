@@ -28,6 +28,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/netpolicy"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/session"
 )
 
 // ErrInvalid is wrapped by every error about a suite file.
@@ -67,6 +68,9 @@ type Task struct {
 	// the episode's own outcome decides. A script's header may carry it
 	// instead.
 	Grade *grade.Spec
+	// Clock, when set (clock, clock_step), is this task's app clock,
+	// over eval's --clock.
+	Clock *session.Clock
 	// Files are the task's file parts (inputs, collect, collect_limits,
 	// before_collect; docs/tasks.md), inputs relative to the suite. They
 	// add to the app manifest's and the script's (TaskFiles).
@@ -76,7 +80,7 @@ type Task struct {
 	inputs *app.Inputs // loaded for the run (Run)
 }
 
-var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade"}, app.TaskFields...)
+var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade", "clock", "clock_step"}, app.TaskFields...)
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -155,6 +159,9 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		}
 		t := &Task{Line: n.Line, Episodes: 1, Files: app.TaskFiles{Dir: dir}}
 		tw := w.In(fmt.Sprintf("task %d", i+1))
+		var clockMode string
+		var clockStep time.Duration
+		clockLine := 0
 		err := tw.Mapping(n, "a task", taskFields, func(k, v *yaml.Node) (err error) {
 			if app.IsTaskField(k.Value) {
 				return tw.Value(k, v, t.Files.Set)
@@ -232,6 +239,18 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 						err = fail("want a duration like 60s, got %q", s)
 					}
 				}
+			case "clock", "clock_step":
+				if clockLine == 0 {
+					clockLine = k.Line
+				}
+				var s string
+				if s, err = str(); err == nil {
+					if k.Value == "clock" {
+						clockMode = s
+					} else if clockStep, err = time.ParseDuration(s); err != nil {
+						err = fail("want a duration like 100ms, got %q", s)
+					}
+				}
 			case "episodes", "max_steps":
 				var s string
 				if s, err = str(); err == nil {
@@ -253,6 +272,13 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		where := fmt.Sprintf("task %d", i+1)
 		if t.Name != "" {
 			where = fmt.Sprintf("task %q", t.Name)
+		}
+		if clockLine != 0 {
+			c, cerr := session.ClockOf(clockMode, clockStep)
+			if cerr != nil {
+				return nil, errf(clockLine, "%s: %v", where, cerr)
+			}
+			t.Clock = &c
 		}
 		if o.Agent != "" {
 			t.Agent, t.Options = o.Agent, o.AgentOptions
