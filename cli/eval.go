@@ -107,6 +107,11 @@ agentbox import osworld, needs it.`,
 				return err
 			}
 			envCfg, env := so.env, so.appEnv
+			// A suite's tasks and their apps' manifests may name their
+			// own policies: --approve answers theirs too.
+			if err := so.gate.complete(nil, true); err != nil {
+				return err
+			}
 			so.gate.note(stderr, envCfg.A11y)
 			clock, err := cf.parseClock(cmd.Flags())
 			if err != nil {

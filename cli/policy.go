@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/internal/suggest"
 	"github.com/codegirl-games/agentbox/policy"
 )
@@ -15,14 +16,18 @@ import (
 type gateOptions struct {
 	policy   *policy.Policy  // nil: no gate
 	approver policy.Approver // who answers its asks
+	// approve is --approve as given ("" when not): given without any
+	// policy to ask it is a mistake (complete).
+	approve string
 }
 
 // approvers are the names --approve takes.
 var approvers = []string{policy.ApproveTTY, policy.ApproveDeny, policy.ApproveLive}
 
 // gate reads --policy (a file that does not parse is a usage error naming
-// file:line: nothing starts) and picks who answers its asks: --approve,
-// or by default tty on a terminal and deny without one or under CI.
+// file:line: nothing starts) and picks who answers its asks, or those of
+// the policy the target names (complete): --approve, or by default tty on
+// a terminal and deny without one or under CI.
 func (f *sandboxFlags) gate() (gateOptions, error) {
 	var g gateOptions
 	if !f.takes("policy") {
@@ -35,17 +40,14 @@ func (f *sandboxFlags) gate() (gateOptions, error) {
 	if a == policy.ApproveLive {
 		return g, usageErrorf("--approve live is not available yet: use tty or deny")
 	}
-	if f.policyFile == "" {
-		if a != "" {
-			return g, usageErrorf("--approve %s without --policy: there is nothing to ask", a)
+	g.approve = a
+	if f.policyFile != "" {
+		p, err := policy.Load(f.policyFile)
+		if err != nil {
+			return g, usageErrorf("--policy: %v", err)
 		}
-		return g, nil
+		g.policy = p
 	}
-	p, err := policy.Load(f.policyFile)
-	if err != nil {
-		return g, usageErrorf("--policy: %v", err)
-	}
-	g.policy = p
 	if a == "" && !f.takes("approve") { // mcp: stdin is the protocol's
 		a = policy.ApproveDeny
 	}
@@ -65,6 +67,23 @@ func (f *sandboxFlags) gate() (gateOptions, error) {
 		g.approver = policy.DenyAll{}
 	}
 	return g, nil
+}
+
+// complete takes the app manifest's policy (its field policy) when the
+// command line names none, and refuses --approve when no policy at all
+// will ask (others: a suite's tasks name their own).
+func (g *gateOptions) complete(b *app.Bundle, others bool) error {
+	if g.policy == nil && b != nil && b.PolicyPath() != "" {
+		p, err := policy.Load(b.PolicyPath())
+		if err != nil {
+			return usageErrorf("the manifest's policy: %v", err)
+		}
+		g.policy = p
+	}
+	if g.policy == nil && !others && g.approve != "" {
+		return usageErrorf("--approve %s without a policy (--policy, or a manifest's policy): there is nothing to ask", g.approve)
+	}
+	return nil
 }
 
 // note tells, before anything starts, what the gate can hold: a policy

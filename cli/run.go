@@ -119,7 +119,6 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
-	so.gate.note(stderr, envCfg.A11y)
 	logCap, settle := so.logCap, so.settle
 	clock, err := f.parseClock(cmd.Flags())
 	if err != nil {
@@ -190,11 +189,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, &so.gate, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}
 	defer bundle.Close()
+	so.gate.note(stderr, envCfg.A11y || bundle.Manifest.A11y)
 	if argsGiven && !agentArgs {
 		bundle.Manifest.Args = appArgs
 	}

@@ -303,6 +303,11 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		}
 		defer b.Close()
 		bundles[t.Name] = b
+		if t.Policy == nil && b.PolicyPath() != "" {
+			if t.manifestPolicy, err = policy.Load(b.PolicyPath()); err != nil {
+				return nil, fmt.Errorf("task %s: the app manifest's policy: %w", t.Name, err)
+			}
+		}
 		if err := session.CheckClock(t.clock(o), o.Backend, b); err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.Name, err)
 		}
@@ -494,7 +499,9 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	if t.Screen != (observe.Screen{}) {
 		env.Screen = t.Screen
 	}
-	env.A11y = env.A11y || t.A11y || t.scripted() && t.script.NeedsA11y()
+	// A task's own policy that names elements needs the tree, as a
+	// script that names them does.
+	env.A11y = env.A11y || t.A11y || t.scripted() && t.script.NeedsA11y() || t.Policy != nil && t.Policy.NeedsTree()
 	var err error
 	if env.Network, err = t.network(o.Env.Network, &b.Manifest); err != nil {
 		return session.Config{}, err
@@ -535,7 +542,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		LogCap:       o.LogCap,
 		StartTimeout: o.StartTimeout,
 		ReadyTimeout: o.ReadyTimeout,
-		Policy:       o.Policy,
+		Policy:       t.policy(o),
 		Approver:     o.Approver,
 		MaxRate:      o.MaxRate,
 		Clock:        t.clock(o),
@@ -680,4 +687,16 @@ func (t *Task) clock(o Options) session.Clock {
 		return *t.Clock
 	}
 	return o.Clock
+}
+
+// policy is the task's gate: its own (policy: FILE), else eval's
+// --policy, else its app manifest's.
+func (t *Task) policy(o Options) *policy.Policy {
+	switch {
+	case t.Policy != nil:
+		return t.Policy
+	case o.Policy != nil:
+		return o.Policy
+	}
+	return t.manifestPolicy
 }

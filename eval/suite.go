@@ -28,6 +28,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/netpolicy"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -71,16 +72,21 @@ type Task struct {
 	// Clock, when set (clock, clock_step), is this task's app clock,
 	// over eval's --clock.
 	Clock *session.Clock
+	// Policy, when set (policy: FILE, relative to the suite), gates this
+	// task's episodes instead of eval's --policy (docs/policy.md).
+	Policy *policy.Policy
 	// Files are the task's file parts (inputs, collect, collect_limits,
 	// before_collect; docs/tasks.md), inputs relative to the suite. They
 	// add to the app manifest's and the script's (TaskFiles).
 	Files app.TaskFiles
 
 	script *script.Script
+	// manifestPolicy is the app manifest's policy (Run reads it).
+	manifestPolicy *policy.Policy
 	inputs *app.Inputs // loaded for the run (Run)
 }
 
-var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade", "clock", "clock_step"}, app.TaskFields...)
+var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade", "clock", "clock_step", "policy"}, app.TaskFields...)
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -232,6 +238,13 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 				}
 			case "grade":
 				t.Grade, err = grade.Parse(tw, k, v, grade.Options{Dir: dir})
+			case "policy":
+				var p string
+				if p, err = str(); err == nil {
+					if t.Policy, err = policy.Load(rel(p)); err != nil {
+						err = fail("%v", err)
+					}
+				}
 			case "timeout":
 				var s string
 				if s, err = str(); err == nil {
