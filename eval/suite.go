@@ -83,7 +83,7 @@ type Task struct {
 	script *script.Script
 	// manifestPolicy is the app manifest's policy (Run reads it).
 	manifestPolicy *policy.Policy
-	inputs *app.Inputs // loaded for the run (Run)
+	inputs         *app.Inputs // loaded for the run (Run)
 }
 
 var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade", "clock", "clock_step", "policy"}, app.TaskFields...)
