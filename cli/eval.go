@@ -112,6 +112,9 @@ agentbox import osworld, needs it.`,
 			if err := so.gate.complete(nil, true); err != nil {
 				return err
 			}
+			if err := so.gate.liveCheck(lv); err != nil {
+				return err
+			}
 			so.gate.note(stderr, envCfg.A11y)
 			clock, err := cf.parseClock(cmd.Flags())
 			if err != nil {

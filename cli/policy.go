@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -35,10 +36,10 @@ func (f *sandboxFlags) gate() (gateOptions, error) {
 	}
 	a := strings.TrimSpace(f.approve)
 	if a != "" && !slices.Contains(approvers, a) {
-		return g, usageErrorf("--approve %q: not a way of answering%s (tty, deny)", a, suggest.Hint(a, approvers))
+		return g, usageErrorf("--approve %q: not a way of answering%s (tty, deny, live)", a, suggest.Hint(a, approvers))
 	}
-	if a == policy.ApproveLive {
-		return g, usageErrorf("--approve live is not available yet: use tty or deny")
+	if a == policy.ApproveLive && f.cmd != "run" && f.cmd != "eval" {
+		return g, usageErrorf("--approve live: %s has no live page to ask on; use tty or deny", f.cmd)
 	}
 	g.approve = a
 	if f.policyFile != "" {
@@ -58,6 +59,8 @@ func (f *sandboxFlags) gate() (gateOptions, error) {
 		}
 	}
 	switch a {
+	case policy.ApproveLive:
+		g.approver = liveApprover{} // each view's, once watch has made it
 	case policy.ApproveTTY:
 		if !isTerminal(os.Stdin) {
 			return g, usageErrorf("--approve tty needs a terminal on stdin to ask on")
@@ -99,9 +102,29 @@ func (g gateOptions) note(w io.Writer, a11y bool) {
 	}
 }
 
+// liveApprover stands for the live page's approver (--approve live)
+// until watch puts each view's in its place; one left is a run without a
+// live page, which the flags refuse.
+type liveApprover struct{}
+
+func (liveApprover) Approve(context.Context, policy.Request) (policy.Answer, error) {
+	return policy.Answer{By: policy.ApproveLive, Note: "no live page to ask on"}, nil
+}
+
+// liveCheck refuses --approve live without --live.
+func (g gateOptions) liveCheck(live liveFlag) error {
+	if _, ok := g.approver.(liveApprover); ok && live.addr == "" {
+		return usageErrorf("--approve live needs --live: the asks are answered on the live page")
+	}
+	return nil
+}
+
 func approverName(a policy.Approver) string {
-	if _, ok := a.(*policy.TTY); ok {
+	switch a.(type) {
+	case *policy.TTY:
 		return "the terminal (--approve tty)"
+	case liveApprover:
+		return "the person in control at the live page (--approve live)"
 	}
 	return "nobody: every ask is denied (--approve deny)"
 }

@@ -47,6 +47,8 @@ func TestPolicyUsage(t *testing.T) {
 		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", syntax}, `--policy: invalid policy: ` + syntax + `: yaml: line`},
 		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", filepath.Join(dir, "none.yaml")}, `--policy: invalid policy: open`},
 		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", good, "--approve", "ttty"}, `--approve "ttty": not a way of answering (did you mean tty?)`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", good, "--approve", "live"}, `--approve live needs --live: the asks are answered on the live page`},
+		{[]string{"eval", suite, "--approve", "live"}, `--approve live needs --live`},
 		{[]string{"run", appDir, "--agent", "idle", "--approve", "deny"}, `--approve deny without a policy (--policy, or a manifest's policy): there is nothing to ask`},
 		// The manifest's policy is the policy --approve answers: the run
 		// gets as far as the backend.

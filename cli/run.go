@@ -114,6 +114,9 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	if err := so.gate.liveCheck(f.live); err != nil {
+		return err
+	}
 	vt, err := f.vault.load()
 	if err != nil {
 		return err
