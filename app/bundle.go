@@ -472,3 +472,13 @@ func nlink(fi fs.FileInfo) uint64 {
 	}
 	return 1
 }
+
+// PolicyPath is the file of the manifest's policy (Manifest.Policy,
+// relative to the app directory), or "" when it names none.
+func (b *Bundle) PolicyPath() string {
+	p := b.Manifest.Policy
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(b.Dir, p)
+}

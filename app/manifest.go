@@ -58,6 +58,10 @@ type Manifest struct {
 	// AllowNet lists the hosts the app needs, as --allow-net rules
 	// ("api.example.com:443"); they add to the command line's.
 	AllowNet []string `json:"allow_net,omitempty"`
+	// Policy is a policy file (docs/policy.md), relative to the
+	// manifest's directory, that gates the app's runs when the command
+	// line (--policy) or a suite's task names none.
+	Policy string `json:"policy,omitempty"`
 	// Task holds the task's file parts the manifest names (inputs,
 	// collect, collect_limits, before_collect; docs/tasks.md). Its Dir is
 	// the manifest's directory once loaded.
@@ -137,7 +141,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fail("%s", jsonError(data, err))
 	}
-	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y", "allow_net"}
+	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y", "allow_net", "policy"}
 	known = append(known, TaskFields...)
 	var unknown []string
 	for k := range raw {
@@ -194,6 +198,9 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 		return nil, fail("field \"ready_output\" contains a NUL byte or a newline: it matches within one line")
 	case len(m.ReadyOutput) > MaxReadyOutput:
 		return nil, fail("field \"ready_output\" is %d bytes, more than %d", len(m.ReadyOutput), MaxReadyOutput)
+	}
+	if m.Policy != "" && (strings.TrimSpace(m.Policy) == "" || strings.ContainsRune(m.Policy, 0)) {
+		return nil, fail("field \"policy\": want the path of a policy file, relative to the manifest")
 	}
 	if m.ReadyTimeout < 0 {
 		return nil, fail("field \"ready_timeout\" is negative")

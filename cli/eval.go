@@ -31,6 +31,7 @@ func newEvalCmd() *cobra.Command {
 		f                  sandboxFlags
 		parallel, episodes int
 		poolSize, poolMax  int
+		modelConcurrency   int
 		asJSON             bool
 		lv                 liveFlag
 		agentName          string
@@ -88,6 +89,8 @@ agentbox import osworld, needs it.`,
 				return usageErrorf("--pool-max needs --pool")
 			case poolMax != 0 && (poolMax < poolSize || poolMax > pool.MaxSize):
 				return usageErrorf("--pool-max must be between --pool (%d) and %d, got %d", poolSize, pool.MaxSize, poolMax)
+			case modelConcurrency < 0 || modelConcurrency > maxModelConcurrency:
+				return usageErrorf("--model-concurrency must be between 0 (no limit) and %d, got %d", maxModelConcurrency, modelConcurrency)
 			}
 			if resetMode != "fresh" && resetMode != "relaunch" {
 				return usageErrorf("--reset must be fresh or relaunch, got %q", resetMode)
@@ -107,6 +110,14 @@ agentbox import osworld, needs it.`,
 				return err
 			}
 			envCfg, env := so.env, so.appEnv
+			// A suite's tasks and their apps' manifests may name their
+			// own policies: --approve answers theirs too.
+			if err := so.gate.complete(nil, true); err != nil {
+				return err
+			}
+			if err := so.gate.liveCheck(lv); err != nil {
+				return err
+			}
 			so.gate.note(stderr, envCfg.A11y)
 			clock, err := cf.parseClock(cmd.Flags())
 			if err != nil {
@@ -182,9 +193,10 @@ agentbox import osworld, needs it.`,
 					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",
 						plural.S(int(st.Warm), "episode"), plural.S(int(st.Cold), "start"), plural.Count(int(st.Replaced), "sandbox", "sandboxes"), plural.S(int(st.Failed), "create"))
 				},
-				Watch:    liveEpisodes(liveSrv),
-				Relaunch: resetMode == "relaunch",
-				Indexer:  ix.indexer(),
+				Watch:            liveEpisodes(liveSrv),
+				Relaunch:         resetMode == "relaunch",
+				ModelConcurrency: modelConcurrency,
+				Indexer:          ix.indexer(),
 			})
 			stopLive(liveSrv)
 			if err == nil && sum != nil {
@@ -219,6 +231,7 @@ agentbox import osworld, needs it.`,
 	fl.IntVarP(&parallel, "parallel", "j", eval.DefaultParallel, "sandboxes at once")
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
+	fl.IntVar(&modelConcurrency, "model-concurrency", 0, "at most this many model requests in flight over all episodes (model agents), the rest queued; a 429's Retry-After holds them all; each step records its queue wait apart (0: no limit)")
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	cf.registerClock(fl, "each episode's app")
 	fl.StringVar(&resetMode, "reset", "fresh", "how a task's next episode starts: fresh (a new sandbox) or relaunch (an earlier episode's sandbox, reset in place)")
@@ -301,3 +314,6 @@ func isTerminal(w any) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
+
+// maxModelConcurrency bounds --model-concurrency.
+const maxModelConcurrency = 1024

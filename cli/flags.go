@@ -139,8 +139,8 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			run:  {"", "policy file of allow/ask/deny rules every action passes before it runs (docs/policy.md)"},
 			eval: {"", "policy file of allow/ask/deny rules every episode's actions pass before they run (docs/policy.md)"}},
 		"approve": {
-			run:  {"", "who answers the policy's asks: tty (a prompt here), deny (every ask denied; the default without a terminal or under CI)"},
-			eval: {"", "who answers the policy's asks: tty or deny (the default without a terminal or under CI)"}},
+			run:  {"", "who answers the policy's asks: tty (a prompt here), live (a card on the live page: needs --live), deny (every ask denied; the default without a terminal or under CI)"},
+			eval: {"", "who answers the policy's asks: tty, live (a card on each episode's live page: needs --live) or deny (the default without a terminal or under CI)"}},
 		"marks": {
 			run:  {false, "draw numbered boxes on the interactive elements of the agent's screenshot; a model may click a mark (implies --a11y-tree)"},
 			eval: {false, "draw numbered marks on the agents' screenshots (implies --a11y-tree)"}},

@@ -63,6 +63,9 @@ func watch(srv *live.Server, info live.Info, cfg *session.Config) (opened func(*
 	}
 	v := srv.Add(info)
 	cfg.Listener = chain(cfg.Listener, v.Listen)
+	if _, ok := cfg.Approver.(liveApprover); ok {
+		cfg.Approver = v.Approver() // --approve live: this view's page answers
+	}
 	return v.Open, v.Finish
 }
 

@@ -116,11 +116,12 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return usageErrorf("--out %s: %v", f.out, err)
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, &so.gate, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}
 	defer bundle.Close()
+	so.gate.note(stderr, envCfg.A11y || bundle.Manifest.A11y)
 	if argsGiven {
 		bundle.Manifest.Args = appArgs
 	}

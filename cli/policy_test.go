@@ -25,6 +25,17 @@ func TestPolicyUsage(t *testing.T) {
 	re := write("re.yaml", "rules:\n  - decision: deny\n    target: {name: \"/(/\"}\n")
 	syntax := write("syntax.yaml", "rules: [\n")
 	good := write("good.yaml", "rules:\n  - {kind: key, decision: deny}\n")
+	for _, d := range []string{"app", "gated", "gated-ok"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appDir := filepath.Join(dir, "app")
+	write("app/agentbox.json", `{"command": "xterm"}`)
+	gated := filepath.Join(dir, "gated")
+	write("gated/agentbox.json", `{"command": "xterm", "policy": "../kind.yaml"}`)
+	gatedOK := filepath.Join(dir, "gated-ok")
+	write("gated-ok/agentbox.json", `{"command": "xterm", "policy": "../good.yaml"}`)
 	suite := write("suite.yaml", "name: s\ntasks:\n  - {id: a, app: xterm, agent: idle}\n")
 	for _, c := range []struct {
 		args []string
@@ -36,7 +47,13 @@ func TestPolicyUsage(t *testing.T) {
 		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", syntax}, `--policy: invalid policy: ` + syntax + `: yaml: line`},
 		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", filepath.Join(dir, "none.yaml")}, `--policy: invalid policy: open`},
 		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", good, "--approve", "ttty"}, `--approve "ttty": not a way of answering (did you mean tty?)`},
-		{[]string{"run", "/nonexistent", "--agent", "idle", "--approve", "deny"}, `--approve deny without --policy`},
+		{[]string{"run", "/nonexistent", "--agent", "idle", "--policy", good, "--approve", "live"}, `--approve live needs --live: the asks are answered on the live page`},
+		{[]string{"eval", suite, "--approve", "live"}, `--approve live needs --live`},
+		{[]string{"run", appDir, "--agent", "idle", "--approve", "deny"}, `--approve deny without a policy (--policy, or a manifest's policy): there is nothing to ask`},
+		// The manifest's policy is the policy --approve answers: the run
+		// gets as far as the backend.
+		{[]string{"run", gatedOK, "--agent", "idle", "--approve", "deny"}, `none-such`},
+		{[]string{"run", gated, "--agent", "idle"}, `the manifest's policy: invalid policy: ` + kind + `:2: rule 1: field "kind": unknown action kind "clik"`},
 		{[]string{"eval", suite, "--policy", kind}, `--policy: invalid policy: ` + kind + `:2:`},
 	} {
 		args := append(c.args, "--backend", "none-such")

@@ -114,12 +114,14 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if err != nil {
 		return err
 	}
+	if err := so.gate.liveCheck(f.live); err != nil {
+		return err
+	}
 	vt, err := f.vault.load()
 	if err != nil {
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
-	so.gate.note(stderr, envCfg.A11y)
 	logCap, settle := so.logCap, so.settle
 	clock, err := f.parseClock(cmd.Flags())
 	if err != nil {
@@ -190,11 +192,12 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, &so.gate, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}
 	defer bundle.Close()
+	so.gate.note(stderr, envCfg.A11y || bundle.Manifest.A11y)
 	if argsGiven && !agentArgs {
 		bundle.Manifest.Args = appArgs
 	}

@@ -79,7 +79,7 @@ func loadInputs(tf app.TaskFiles, b *app.Bundle, res environment.Resources) (*ap
 // resolve the backend, and check the host's limits and the network (the
 // flags' rules and the manifest's allow_net, which it adds to
 // envCfg.Network) against that backend. The caller closes the bundle.
-func loadTarget(ctx context.Context, target string, envCfg *environment.Config, env map[string]string, choice backendChoice, image, ociRuntime string, allowUnbounded bool) (_ *app.Bundle, _ environment.Backend, note string, err error) {
+func loadTarget(ctx context.Context, target string, envCfg *environment.Config, env map[string]string, gate *gateOptions, choice backendChoice, image, ociRuntime string, allowUnbounded bool) (_ *app.Bundle, _ environment.Backend, note string, err error) {
 	bundle, err := loadApp(target, envCfg.Resources, env)
 	if err != nil {
 		return nil, nil, "", err
@@ -89,6 +89,11 @@ func loadTarget(ctx context.Context, target string, envCfg *environment.Config, 
 			bundle.Close()
 		}
 	}()
+	// The manifest's policy, when the command line names none, is read
+	// with the app: before the backend, like --policy.
+	if err := gate.complete(bundle, false); err != nil {
+		return nil, nil, "", err
+	}
 	backend, note, err := resolveBackend(ctx, choice, image, ociRuntime)
 	if err != nil {
 		return nil, nil, "", err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/agent"
+	"github.com/codegirl-games/agentbox/agent/llm"
 	"github.com/codegirl-games/agentbox/agent/script"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
@@ -94,6 +95,13 @@ type Options struct {
 
 	// Indexer, when set, indexes each episode's trace as it is written.
 	Indexer trace.Indexer
+
+	// ModelConcurrency, when positive, bounds the model requests in
+	// flight over all parallel episodes (eval --model-concurrency): one
+	// queue, one back-off on a 429 for all; each step records how long its
+	// decision waited for a turn (queue_ms) apart from the model's time.
+	ModelConcurrency int
+	modelQueue       *llm.Queue
 
 	notes func(*Episode) io.Writer // where an episode's agent tells its waits
 	pool  *pool.Pool
@@ -198,6 +206,9 @@ type Summary struct {
 	Totals     TaskSummary   `json:"totals"`
 	Tasks      []TaskSummary `json:"tasks"`
 	Episodes   []Episode     `json:"episodes"`
+	// ModelQueue is the queue of model calls all episodes shared (eval
+	// --model-concurrency); absent without one.
+	ModelQueue *ModelQueue `json:"model_queue,omitempty"`
 }
 
 // ExitCode is the process exit code for the summary: 0 all passed, 130
@@ -270,6 +281,9 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		return nil, fmt.Errorf("%s exists and is not empty; choose a new directory (nothing was overwritten)", o.Out)
 	}
 	sum := &Summary{Format: SummaryFormat, Version: SummaryVersion, Suite: s.Name, File: s.File, RunID: o.RunID, Parallel: o.Parallel, Started: time.Now()}
+	if o.ModelConcurrency > 0 {
+		o.modelQueue = llm.NewQueue(o.ModelConcurrency)
+	}
 
 	// Episodes in round-robin order across tasks, so an early stop still
 	// samples every task.
@@ -303,7 +317,12 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		}
 		defer b.Close()
 		bundles[t.Name] = b
-		if err := session.CheckClock(o.Clock, o.Backend, b); err != nil {
+		if t.Policy == nil && b.PolicyPath() != "" {
+			if t.manifestPolicy, err = policy.Load(b.PolicyPath()); err != nil {
+				return nil, fmt.Errorf("task %s: the app manifest's policy: %w", t.Name, err)
+			}
+		}
+		if err := session.CheckClock(t.clock(o), o.Backend, b); err != nil {
 			return nil, fmt.Errorf("task %s: %w", t.Name, err)
 		}
 		in, err := app.LoadInputs(t.TaskFiles(b), b, app.DefaultLimits)
@@ -372,6 +391,10 @@ schedule:
 
 	sum.Ended = time.Now()
 	sum.DurationMS = float64(sum.Ended.Sub(sum.Started).Microseconds()) / 1000
+	if o.modelQueue != nil {
+		served, waited := o.modelQueue.Stats()
+		sum.ModelQueue = &ModelQueue{Concurrency: o.ModelConcurrency, Requests: served, WaitedMS: float64(waited.Microseconds()) / 1000}
+	}
 	sum.Episodes = make([]Episode, 0, len(eps))
 	for _, ep := range eps {
 		sum.Episodes = append(sum.Episodes, *ep)
@@ -434,6 +457,9 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		fail(Malformed, err)
 		return
 	}
+	if qa, ok := ag.(llm.Queued); ok && o.modelQueue != nil {
+		qa.SetQueue(o.modelQueue) // one limit over every episode's model calls
+	}
 	if ps, ok := ag.(agent.ProgressSetter); ok && o.notes != nil {
 		ps.SetProgress(o.notes(ep))
 	}
@@ -494,7 +520,9 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	if t.Screen != (observe.Screen{}) {
 		env.Screen = t.Screen
 	}
-	env.A11y = env.A11y || t.A11y || t.scripted() && t.script.NeedsA11y()
+	// A task's own policy that names elements needs the tree, as a
+	// script that names them does.
+	env.A11y = env.A11y || t.A11y || t.scripted() && t.script.NeedsA11y() || t.Policy != nil && t.Policy.NeedsTree()
 	var err error
 	if env.Network, err = t.network(o.Env.Network, &b.Manifest); err != nil {
 		return session.Config{}, err
@@ -535,10 +563,10 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 		LogCap:       o.LogCap,
 		StartTimeout: o.StartTimeout,
 		ReadyTimeout: o.ReadyTimeout,
-		Policy:       o.Policy,
+		Policy:       t.policy(o),
 		Approver:     o.Approver,
 		MaxRate:      o.MaxRate,
-		Clock:        o.Clock,
+		Clock:        t.clock(o),
 		Tree:         o.Tree,
 		Marks:        o.Marks,
 		Settle:       o.Settle,
@@ -671,4 +699,35 @@ func (s *Summary) PrintTable(w io.Writer) {
 // 900ms beside 1.5s and 2s.
 func seconds(ms float64) string {
 	return fmt.Sprintf("%.2fs", ms/1000)
+}
+
+// clock is the task's app clock: its own (clock, clock_step), else
+// eval's --clock.
+func (t *Task) clock(o Options) session.Clock {
+	if t.Clock != nil {
+		return *t.Clock
+	}
+	return o.Clock
+}
+
+// policy is the task's gate: its own (policy: FILE), else eval's
+// --policy, else its app manifest's.
+func (t *Task) policy(o Options) *policy.Policy {
+	switch {
+	case t.Policy != nil:
+		return t.Policy
+	case o.Policy != nil:
+		return o.Policy
+	}
+	return t.manifestPolicy
+}
+
+// ModelQueue is summary.json's account of the queue of model calls.
+type ModelQueue struct {
+	// Concurrency is --model-concurrency: the requests in flight at most.
+	Concurrency int `json:"concurrency"`
+	// Requests is how many attempts went through it; WaitedMS how long
+	// they waited for a turn in all (each step's queue_ms in its trace).
+	Requests int64   `json:"requests"`
+	WaitedMS float64 `json:"waited_ms"`
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/netpolicy"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
+	"github.com/codegirl-games/agentbox/session"
 )
 
 // ErrInvalid is wrapped by every error about a suite file.
@@ -67,16 +69,24 @@ type Task struct {
 	// the episode's own outcome decides. A script's header may carry it
 	// instead.
 	Grade *grade.Spec
+	// Clock, when set (clock, clock_step), is this task's app clock,
+	// over eval's --clock.
+	Clock *session.Clock
+	// Policy, when set (policy: FILE, relative to the suite), gates this
+	// task's episodes instead of eval's --policy (docs/policy.md).
+	Policy *policy.Policy
 	// Files are the task's file parts (inputs, collect, collect_limits,
 	// before_collect; docs/tasks.md), inputs relative to the suite. They
 	// add to the app manifest's and the script's (TaskFiles).
 	Files app.TaskFiles
 
 	script *script.Script
-	inputs *app.Inputs // loaded for the run (Run)
+	// manifestPolicy is the app manifest's policy (Run reads it).
+	manifestPolicy *policy.Policy
+	inputs         *app.Inputs // loaded for the run (Run)
 }
 
-var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade"}, app.TaskFields...)
+var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade", "clock", "clock_step", "policy"}, app.TaskFields...)
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -155,6 +165,9 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		}
 		t := &Task{Line: n.Line, Episodes: 1, Files: app.TaskFiles{Dir: dir}}
 		tw := w.In(fmt.Sprintf("task %d", i+1))
+		var clockMode string
+		var clockStep time.Duration
+		clockLine := 0
 		err := tw.Mapping(n, "a task", taskFields, func(k, v *yaml.Node) (err error) {
 			if app.IsTaskField(k.Value) {
 				return tw.Value(k, v, t.Files.Set)
@@ -225,11 +238,30 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 				}
 			case "grade":
 				t.Grade, err = grade.Parse(tw, k, v, grade.Options{Dir: dir})
+			case "policy":
+				var p string
+				if p, err = str(); err == nil {
+					if t.Policy, err = policy.Load(rel(p)); err != nil {
+						err = fail("%v", err)
+					}
+				}
 			case "timeout":
 				var s string
 				if s, err = str(); err == nil {
 					if t.Timeout, err = time.ParseDuration(s); err != nil || t.Timeout <= 0 {
 						err = fail("want a duration like 60s, got %q", s)
+					}
+				}
+			case "clock", "clock_step":
+				if clockLine == 0 {
+					clockLine = k.Line
+				}
+				var s string
+				if s, err = str(); err == nil {
+					if k.Value == "clock" {
+						clockMode = s
+					} else if clockStep, err = time.ParseDuration(s); err != nil {
+						err = fail("want a duration like 100ms, got %q", s)
 					}
 				}
 			case "episodes", "max_steps":
@@ -253,6 +285,13 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 		where := fmt.Sprintf("task %d", i+1)
 		if t.Name != "" {
 			where = fmt.Sprintf("task %q", t.Name)
+		}
+		if clockLine != 0 {
+			c, cerr := session.ClockOf(clockMode, clockStep)
+			if cerr != nil {
+				return nil, errf(clockLine, "%s: %v", where, cerr)
+			}
+			t.Clock = &c
 		}
 		if o.Agent != "" {
 			t.Agent, t.Options = o.Agent, o.AgentOptions

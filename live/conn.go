@@ -1,6 +1,7 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -207,6 +208,20 @@ func (c *conn) handle(m inMsg) {
 		reply(v.take(c))
 	case "back":
 		reply(v.back(c))
+	case "answer":
+		// A person's answer to a policy's ask (--approve live).
+		var ans struct {
+			Approval string `json:"approval"`
+			Allow    bool   `json:"allow"`
+			Always   bool   `json:"always"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(m.A))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ans); err != nil || ans.Approval == "" {
+			reply(fmt.Errorf("malformed answer (want {\"approval\": ID, \"allow\": true|false, \"always\": true|false}): %v", err))
+			return
+		}
+		reply(v.answer(c, ans.Approval, ans.Allow, ans.Always))
 	case "act":
 		// The page's input, parsed as strictly as any agent's answer and
 		// performed (validated, rate-limited, recorded) as the person's.

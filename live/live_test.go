@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -781,5 +783,67 @@ func TestWatchingKeepsToBudget(t *testing.T) {
 				t.Errorf("10 looks of 20 ms took %v at a budget of %v, want at least %v", took, c.budget, c.atLeast)
 			}
 		})
+	}
+}
+
+// approverFunc lets a test hand the session an approver made later.
+type approverFunc func(context.Context, policy.Request) (policy.Answer, error)
+
+func (f approverFunc) Approve(ctx context.Context, r policy.Request) (policy.Answer, error) {
+	return f(ctx, r)
+}
+
+// TestApproveLive: with --approve live the policy's ask comes to the page
+// as an approval event; a read-only page cannot answer it, a control page
+// can, and the action runs only after its yes — a no is a denial; an
+// answer to an ask that no longer waits is an error.
+func TestApproveLive(t *testing.T) {
+	pol, err := policy.Parse("p.yaml", []byte("rules:\n  - {name: keys, kind: [key], decision: ask}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ap atomic.Pointer[View]
+	h := start(t, Options{}, func(cfg *session.Config) {
+		cfg.Policy = pol
+		cfg.Approver = approverFunc(func(ctx context.Context, r policy.Request) (policy.Answer, error) {
+			return ap.Load().Approver().Approve(ctx, r)
+		})
+	})
+	ap.Store(h.view)
+	ro, p := h.readOnly(t), h.control(t)
+	for _, c := range []struct {
+		allow bool
+		keys  string
+	}{{true, "a"}, {false, "b"}} {
+		res := make(chan session.StepResult, 1)
+		go func() {
+			r, err := h.sess.Act(t.Context(), session.Step{Actor: trace.ActorRemote, Action: action.Action{Kind: action.Key, Keys: c.keys}})
+			if err != nil {
+				t.Error(err)
+			}
+			res <- r
+		}()
+		ask := p.await("the ask", func(m map[string]any) bool {
+			ev, _ := m["ev"].(map[string]any)
+			return isEvent("approval")(m) && ev["answer"] == nil
+		})
+		id := ask["ev"].(map[string]any)["approval"].(map[string]any)["id"].(string)
+		ro.send(map[string]any{"t": "answer", "a": map[string]any{"approval": id, "allow": true}})
+		if m := ro.await("an error", isT("error")); !strings.Contains(m["message"].(string), "read-only") {
+			t.Errorf("a read-only page's answer: %v", m)
+		}
+		p.send(map[string]any{"t": "answer", "a": map[string]any{"approval": id, "allow": c.allow}})
+		r := <-res
+		if r.Result.OK != c.allow || r.Denied != !c.allow {
+			t.Errorf("answer %v: the step's result %+v", c.allow, r)
+		}
+		p.send(map[string]any{"t": "answer", "a": map[string]any{"approval": id, "allow": true}})
+		if m := p.await("an error", isT("error")); !strings.Contains(m["message"].(string), "no longer waits") {
+			t.Errorf("an answer twice: %v", m)
+		}
+	}
+	got := h.env.performed()
+	if len(got) != 1 || got[0].Keys != "a" {
+		t.Errorf("performed %+v, want the allowed key only", got)
 	}
 }

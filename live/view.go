@@ -11,6 +11,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -64,6 +65,39 @@ type View struct {
 	leasing  bool // the lease watch runs
 	last     *update
 	stopped  chan struct{} // closed when the server shuts the view down
+
+	// approvals are the policy's asks the page answers (--approve live:
+	// Approver).
+	approvals policy.Waiting
+}
+
+// Approver answers the session's policy asks at the page (--approve
+// live): a card with allow and deny; the person who holds control
+// decides (anyone with the control address while nobody holds it), and
+// an ask nobody answers in time is denied.
+func (v *View) Approver() policy.Approver { return &v.approvals }
+
+// errNoAsk is the answer to an ask that no longer waits.
+var errNoAsk = errors.New("that ask no longer waits: it was answered or timed out")
+
+// answer gives a person's answer to the ask id.
+func (v *View) answer(c *conn, id string, allow, always bool) error {
+	if c.role != RoleControl {
+		return errReadOnly
+	}
+	v.mu.Lock()
+	holder := v.holder
+	if holder == c {
+		v.heard = time.Now()
+	}
+	v.mu.Unlock()
+	if holder != nil && holder != c {
+		return fmt.Errorf("%s holds control: they answer", holder.name)
+	}
+	if !v.approvals.Answer(id, policy.Answer{Allow: allow, Always: always, By: policy.ApproveLive + ":" + c.name}) {
+		return errNoAsk
+	}
+	return nil
 }
 
 // Add makes a view (ended views beyond Options.MaxEnded are dropped,
@@ -73,6 +107,7 @@ func (s *Server) Add(info Info) *View {
 	s.nextID++
 	v := &View{id: strconv.Itoa(s.nextID), srv: s, info: info, log: session.NewEventLog(eventLogBytes),
 		state: StateStarting, conns: map[*conn]struct{}{}, stopped: make(chan struct{})}
+	v.approvals.By = policy.ApproveLive
 	s.views[v.id] = v
 	s.order = append(s.order, v)
 	s.pruneLocked()

@@ -134,3 +134,50 @@ func (t *TTY) Approve(ctx context.Context, a Request) (Answer, error) {
 		}
 	}
 }
+
+// Waiting is an Approver whose asks wait for an answer given from
+// elsewhere — a client of agentbox serve, a person at the live page — by
+// the ask's ID. The zero Waiting is ready to use; By names who answers
+// in an ask that times out.
+type Waiting struct {
+	By      string
+	mu      sync.Mutex
+	pending map[string]chan Answer
+}
+
+// Approve implements Approver: it waits for Answer with a's ID, or until
+// ctx ends (the ask's timeout: denied).
+func (w *Waiting) Approve(ctx context.Context, a Request) (Answer, error) {
+	ch := make(chan Answer, 1)
+	w.mu.Lock()
+	if w.pending == nil {
+		w.pending = map[string]chan Answer{}
+	}
+	w.pending[a.ID] = ch
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.pending, a.ID)
+		w.mu.Unlock()
+	}()
+	select {
+	case ans := <-ch:
+		return ans, nil
+	case <-ctx.Done():
+		return Answer{By: w.By, Note: "no answer in time"}, nil
+	}
+}
+
+// Answer delivers the answer to the ask id; false when no such ask waits
+// (answered, timed out, or never asked).
+func (w *Waiting) Answer(id string, ans Answer) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.pending[id]
+	if !ok {
+		return false
+	}
+	delete(w.pending, id)
+	ch <- ans
+	return true
+}

@@ -237,10 +237,11 @@ type runData struct {
 type stepData struct {
 	N     int             `json:"n"`
 	Final bool            `json:"final,omitempty"`
-	T     float64         `json:"t"`             // when the screen was observed, ms since the run started
-	Sent  float64         `json:"sent"`          // when the action was recorded (about to run)
-	Lat   float64         `json:"lat,omitempty"` // decision latency
-	Img   int             `json:"img"`           // index into Images; -1 when none
+	T     float64         `json:"t"`               // when the screen was observed, ms since the run started
+	Sent  float64         `json:"sent"`            // when the action was recorded (about to run)
+	Lat   float64         `json:"lat,omitempty"`   // decision latency
+	Queue float64         `json:"queue,omitempty"` // of it, waiting for a turn at the model (eval --model-concurrency)
+	Img   int             `json:"img"`             // index into Images; -1 when none
 	W     int             `json:"w"`
 	H     int             `json:"h"`
 	Cur   [2]int          `json:"cur"`
@@ -425,6 +426,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		s := stepData{N: r.Step, Final: r.Type == trace.TypeFinal, T: r.TMS, Sent: r.TMS, Img: -1}
 		if r.Decision != nil {
 			s.Lat = r.Decision.LatencyMS
+			s.Queue = r.Decision.QueueMS
 			s.T = r.TMS - r.Decision.LatencyMS
 			s.Msg = clip(r.Decision.Message, maxMessageRunes)
 			if len(r.Decision.Meta) > 0 {

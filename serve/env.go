@@ -42,7 +42,7 @@ type env struct {
 	collect      app.Collect
 	grader       session.Grader // nil: the request named no grade
 	policy       *policy.Policy // nil: the request named no policy
-	approvals    approvals      // the policy's asks waiting for an answer
+	approvals    policy.Waiting // the policy's asks waiting for an answer (By: api)
 	backend      environment.Backend
 	cfg          environment.Config
 	maxSteps     int

@@ -395,6 +395,7 @@ func (s *Server) createEnv(owner string, req api.CreateRequest, actor, client st
 func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) {
 	e := &env{id: "env-" + randomID(6), owner: owner, srv: s, created: time.Now(), lastSeen: time.Now(),
 		state: api.StateStarting, closed: make(chan struct{}), log: session.NewEventLog(eventLogBytes)}
+	e.approvals.By = policy.ApproveAPI
 	b, ok := s.backend(req.Backend)
 	if !ok {
 		return nil, apiError(api.CodeInvalidRequest, "backend %q: this server offers %s", req.Backend, strings.Join(s.info().Backends, ", "))

@@ -133,7 +133,8 @@ func (s *Session) decide(ctx, parent context.Context, obs *observe.Observation) 
 		return Step{}, s.loopError(ctx, parent, "freeze the app", err, trace.ReasonEnvironment)
 	}
 	t := time.Now()
-	d, err := s.loop.Agent.Decide(ctx, obs)
+	dctx, waits := agent.WithWaits(ctx) // a queue for model calls adds its waits
+	d, err := s.loop.Agent.Decide(dctx, obs)
 	latency := time.Since(t)
 	if frozen {
 		// (A person who took control meanwhile has thawed it already.)
@@ -154,6 +155,9 @@ func (s *Session) decide(ctx, parent context.Context, obs *observe.Observation) 
 		return Step{}, s.loopError(ctx, parent, "agent", err, reason)
 	}
 	dec := &trace.Decision{LatencyMS: msOf(latency), Message: d.Message, Meta: d.Meta}
+	if q := waits.Total(); q > 0 {
+		dec.QueueMS, dec.ModelMS = msOf(q), msOf(max(latency-q, 0))
+	}
 	if frozen {
 		dec.FrozenMS = msOf(time.Since(t))
 	}

@@ -396,6 +396,12 @@ type Decision struct {
 	// FrozenMS is how long the app's processes were frozen while the
 	// agent decided (--freeze-while-thinking).
 	FrozenMS float64 `json:"frozen_ms,omitempty"`
+	// QueueMS is the part of LatencyMS the decision's model requests
+	// waited for a turn in a queue shared with other episodes (eval
+	// --model-concurrency), ModelMS the rest; both absent when it did
+	// not wait.
+	QueueMS float64 `json:"queue_ms,omitempty"`
+	ModelMS float64 `json:"model_ms,omitempty"`
 }
 
 // Actors: who chose a step's action. A trace written before actors were

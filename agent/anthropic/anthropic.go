@@ -72,6 +72,7 @@ type Agent struct {
 	transport *http.Transport
 	rec       *llm.Recorder
 	retry     *llm.Retrier
+	queue     llm.QueueSlot // eval --model-concurrency: SetQueue
 
 	begun   bool
 	system  string
@@ -140,7 +141,7 @@ func New(opts agent.Options) (*Agent, error) {
 	}
 	// Outermost first: retry, bound each attempt, record each attempt.
 	a.client = sdk.NewClient(append(base, option.WithMiddleware(
-		a.retry.Middleware, llm.AttemptTimeout(cfg.Timeout), a.rec.Middleware))...)
+		a.retry.Middleware, a.queue.Middleware, llm.AttemptTimeout(cfg.Timeout), a.rec.Middleware))...)
 	a.probe = sdk.NewClient(base...)
 	return a, nil
 }
@@ -640,3 +641,7 @@ func responseText(resp *sdk.BetaMessage) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// SetQueue implements llm.Queued: the model requests wait their turn in
+// q, shared with other episodes.
+func (a *Agent) SetQueue(q *llm.Queue) { a.queue.SetQueue(q) }

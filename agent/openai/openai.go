@@ -63,6 +63,7 @@ type client struct {
 	maxWidth int
 	rec      *llm.Recorder
 	retry    *llm.Retrier
+	queue    llm.QueueSlot // eval --model-concurrency: SetQueue
 	http     *http.Client
 	sdkOpts  []option.RequestOption
 	baseOpts []option.RequestOption // without retries and recording: Preflight
@@ -101,9 +102,13 @@ func newClient(cfg llm.Config, maxWidth int) *client {
 	// deadline passes, the SDK returns at once instead of retrying.
 	// llm.AttemptTimeout bounds each attempt inside the retrier.
 	c.sdkOpts = append(append([]option.RequestOption(nil), c.baseOpts...),
-		option.WithMiddleware(c.retry.Middleware, llm.AttemptTimeout(cfg.Timeout), c.rec.Middleware))
+		option.WithMiddleware(c.retry.Middleware, c.queue.Middleware, llm.AttemptTimeout(cfg.Timeout), c.rec.Middleware))
 	return c
 }
+
+// SetQueue implements llm.Queued: the model requests wait their turn in
+// q, shared with other episodes.
+func (c *client) SetQueue(q *llm.Queue) { c.queue.SetQueue(q) }
 
 // preflightTimeout bounds the preflight request.
 const preflightTimeout = 15 * time.Second

@@ -131,6 +131,10 @@
     banner.id = "banner";
     banner.hidden = true;
     B.appendChild(banner);
+    // The policy's asks waiting for an answer here (--approve live).
+    const asks = el("div", "asks");
+    B.appendChild(asks);
+    const askCards = {};
 
     const main = el("main");
     const stage = el("section", "stage");
@@ -224,6 +228,40 @@
       }
     }
 
+    // ---- asks (--approve live) ----
+    // A card per ask: what would run, on what, and allow / deny (and
+    // always, unless the rule is sensitive). The server takes the answer
+    // of the person who holds control (or anyone with the control address
+    // while nobody does); an ask nobody answers in time is denied.
+    function askCard(e, words) {
+      const a = e.approval, id = a.id;
+      if (askCards[id]) return;
+      const card = el("div", "ask");
+      card.appendChild(el("div", "", "Policy rule " + (a.rule || "") + (a.sensitive ? " (sensitive)" : "") + ": may the " + (e.actor || "agent") +
+        " " + (words || "act") + (a.element ? " on " + a.element : "") + "? The app waits."));
+      const buttons = el("div", "buttons");
+      function answer(allow, always) {
+        send({ t: "answer", a: { approval: id, allow: allow, always: always } });
+      }
+      const yes = el("button", "allow", "Allow"), no = el("button", "deny", "Deny");
+      yes.addEventListener("click", function () { answer(true, false); });
+      no.addEventListener("click", function () { answer(false, false); });
+      buttons.appendChild(yes);
+      if (!a.sensitive) {
+        const always = el("button", "always", "Allow always");
+        always.addEventListener("click", function () { answer(true, true); });
+        buttons.appendChild(always);
+      }
+      buttons.appendChild(no);
+      card.appendChild(buttons);
+      askCards[id] = card;
+      asks.appendChild(card);
+    }
+    function dropAsk(id) {
+      const card = askCards[id];
+      if (card) { card.remove(); delete askCards[id]; }
+    }
+
     // ---- events ----
     function line(text, cls) {
       const d = el("div", cls || "", text);
@@ -279,6 +317,9 @@
           show();
           break;
         case "approval":
+          if (e.approval && e.approval.id) {
+            if (!e.answer) askCard(e, words); else dropAsk(e.approval.id);
+          }
           if (!e.answer) {
             line("policy rule " + ((e.approval && e.approval.rule) || "") + " asks whether the " + (e.actor || "agent") + " may " + (words || "act") + (e.approval && e.approval.element ? " on " + e.approval.element : "") + " (the app waits)", "v");
           } else {

@@ -338,7 +338,7 @@
     const info = el("div", "info");
     info.appendChild(el("h2", "", (s.final ? "Final screen" : "Step " + s.n) + (s.s ? " · " + s.s : "")));
     let when = "observed at " + secs(s.t);
-    if (!s.final) when += " · decided in " + dur(s.lat) + " · sent at " + secs(s.sent);
+    if (!s.final) when += " · decided in " + dur(s.lat) + (s.queue ? " (" + dur(s.queue) + " of it queued for the model)" : "") + " · sent at " + secs(s.sent);
     if (s.focus) when += " · focus: " + s.focus;
     if (!s.running) when += " · app not running";
     if (s.stl && !s.cap) when += " · settled in " + dur(s.stl);
