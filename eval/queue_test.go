@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -72,16 +71,8 @@ func TestModelConcurrency(t *testing.T) {
 	modelServer.url = srv.URL
 
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "app"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "app/agentbox.json"), []byte(`{"command": "xterm"}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "suite.yaml"), []byte("tasks:\n  - {name: q, target: app, agent: queue-test, episodes: 4}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Load(filepath.Join(dir, "suite.yaml"))
+	writeFile(t, dir, "app/agentbox.json", `{"command": "xterm"}`)
+	s, err := Load(writeFile(t, dir, "suite.yaml", "tasks:\n  - {name: q, target: app, agent: queue-test, episodes: 4}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

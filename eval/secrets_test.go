@@ -1,8 +1,6 @@
 package eval
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,13 +12,7 @@ import (
 // task typing a secret the vault does not hold is refused by name.
 func TestSuiteSecrets(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	write("login.yaml", "steps:\n  - action: type_secret\n    secret: PW\n")
 	path := write("suite.yaml", "tasks:\n  - name: plain\n    target: xterm\n    agent: idle\n  - name: login\n    target: xterm\n    script: login.yaml\n")
 	s, err := Load(path)

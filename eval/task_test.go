@@ -18,15 +18,11 @@ import (
 // over eval's --clock; a task without one has eval's.
 func TestTaskClock(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "suite.yaml")
 	suite := "tasks:\n" +
 		"  - {name: timed, target: app, agent: idle, clock: virtual, clock_step: 50ms}\n" +
 		"  - {name: wall, target: app, agent: idle, clock: wall}\n" +
 		"  - {name: plain, target: app, agent: idle}\n"
-	if err := os.WriteFile(path, []byte(suite), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Load(path)
+	s, err := Load(writeFile(t, dir, "suite.yaml", suite))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +49,7 @@ func TestTaskClock(t *testing.T) {
 // suite's error at the task's line, naming the policy's own.
 func TestTaskPolicy(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	write("gate.yaml", "rules:\n  - {name: no-delete, decision: deny, target: {role: push button, name: Delete}}\n")
 	path := write("suite.yaml", "tasks:\n  - {name: gated, target: app, agent: idle, policy: gate.yaml}\n  - {name: plain, target: app, agent: idle}\n")
 	s, err := Load(path)
@@ -99,14 +89,7 @@ func TestTaskPolicy(t *testing.T) {
 // naming the task and the file, and nothing runs.
 func TestManifestPolicy(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name, text string) { writeFile(t, dir, name, text) }
 	write("app/agentbox.json", `{"command": "xterm", "policy": "gate.yaml"}`)
 	write("app/gate.yaml", "rules:\n  - {kind: clik, decision: deny}\n")
 	write("suite.yaml", "tasks:\n  - {name: gated, target: app, agent: idle}\n")
@@ -123,4 +106,18 @@ func TestManifestPolicy(t *testing.T) {
 	if created != 0 {
 		t.Errorf("%d sandboxes created", created)
 	}
+}
+
+// writeFile writes text to name below dir (its directories made) and
+// returns its path.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
