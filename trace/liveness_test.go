@@ -180,3 +180,34 @@ func BenchmarkRecordStep(b *testing.B) {
 		})
 	}
 }
+
+func TestValidate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	w, err := Create(dir, Run{ID: "r", ResumedFrom: &ResumedFrom{Trace: "/x", Step: 2}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := action.Action{Kind: action.Key, Key: "Right"}
+	for step := 1; step <= 3; step++ {
+		f := frame(8, 4, byte(step))
+		w.Record(Record{Type: TypeStep, Step: step, Observation: &Observation{Screenshot: w.Screenshot(step, f), FrameHash: FrameHash(f.Hash)}, Action: &a})
+		w.Record(Record{Type: TypeResult, Step: step, Result: &action.Result{OK: true}})
+	}
+	tr, _ := Open(dir)
+	if bad := Validate(tr); len(bad) == 0 || !strings.Contains(bad[0], "status") {
+		t.Fatalf("running trace: %v", bad)
+	}
+	if err := w.Finish(func(r *Run) { r.Outcome = Success }); err != nil {
+		t.Fatal(err)
+	}
+	tr, _ = Open(dir)
+	if bad := Validate(tr); bad != nil {
+		t.Fatalf("whole trace: %v", bad)
+	}
+	os.WriteFile(filepath.Join(dir, "screenshots", "000002.png"), []byte("not a png"), 0o644)
+	os.Remove(filepath.Join(dir, "screenshots", "000003.png"))
+	tr, _ = Open(dir)
+	if bad := Validate(tr); len(bad) != 2 {
+		t.Fatalf("damaged screenshots: %v", bad)
+	}
+}
