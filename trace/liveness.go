@@ -272,3 +272,44 @@ func (c *Claim) Release(resumedBy string) error {
 	c.f = nil
 	return err
 }
+
+// MarkCrashedUnder finalises, with MarkCrashed, the crashed traces in
+// root and in its directories down to depth levels (agentbox serve's
+// trace root on start: what a predecessor that died left running). It
+// returns the traces it finalised; one it could not read or mark is an
+// error in errs, and the others are still done.
+func MarkCrashedUnder(root string, depth int) (marked []string, errs []error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, []error{fmt.Errorf("trace: %w", err)}
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		run, err := ReadRun(dir)
+		if err != nil {
+			if depth > 1 {
+				m, es := MarkCrashedUnder(dir, depth-1)
+				marked, errs = append(marked, m...), append(errs, es...)
+			}
+			continue
+		}
+		if run.Status == StatusComplete {
+			continue
+		}
+		if lv, err := CheckLiveness(dir); err != nil || lv != Crashed {
+			continue
+		}
+		if err := MarkCrashed(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		marked = append(marked, dir)
+	}
+	return marked, errs
+}

@@ -211,3 +211,30 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("damaged screenshots: %v", bad)
 	}
 }
+
+// TestMarkCrashedUnder: serve's start finalises the crashed traces of its
+// root, and leaves live and finished ones alone.
+func TestMarkCrashedUnder(t *testing.T) {
+	root := t.TempDir()
+	dead := crashed(t, 2)
+	if err := os.Rename(dead, filepath.Join(root, "dead")); err != nil {
+		t.Fatal(err)
+	}
+	live, err := Create(filepath.Join(root, "live"), Run{ID: "live"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Finish(nil)
+	fin, err := Create(filepath.Join(root, "sub", "finished"), Run{ID: "fin"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin.Finish(nil)
+	marked, errs := MarkCrashedUnder(root, 2)
+	if len(errs) > 0 || len(marked) != 1 || filepath.Base(marked[0]) != "dead" {
+		t.Fatalf("marked %v, errors %v", marked, errs)
+	}
+	if lv, _ := CheckLiveness(filepath.Join(root, "live")); lv != Live {
+		t.Fatalf("the live trace: %v", lv)
+	}
+}
