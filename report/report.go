@@ -185,16 +185,16 @@ func outcomeLabel(tr *trace.Trace) string {
 
 // page is the JSON the script renders.
 type page struct {
-	Run        runData     `json:"run"`
-	Images     []string    `json:"images"`
-	Steps      []stepData  `json:"steps"`
-	Incomplete []string    `json:"incomplete,omitempty"`
+	Run        runData    `json:"run"`
+	Images     []string   `json:"images"`
+	Steps      []stepData `json:"steps"`
+	Incomplete []string   `json:"incomplete,omitempty"`
 	// Resume says where this run resumed a crashed one, and of a crashed
 	// run whether it can be, or was, resumed (agentbox resume).
-	Resume []string `json:"resume,omitempty"`
-	Logs       []logData   `json:"logs"`
-	Replay     *replayData `json:"replay,omitempty"`
-	Refused    []string    `json:"refused,omitempty"`
+	Resume  []string    `json:"resume,omitempty"`
+	Logs    []logData   `json:"logs"`
+	Replay  *replayData `json:"replay,omitempty"`
+	Refused []string    `json:"refused,omitempty"`
 	// Grade is the private grader's verdict (run.json's grade); the page
 	// shows it as data, its details quoting the collected files.
 	Grade *trace.Grade `json:"grade,omitempty"`
