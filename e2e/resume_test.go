@@ -132,3 +132,45 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalResume kills an eval (SIGKILL) in its second episode of three
+// and continues it with eval --resume: the finished episode is kept, the
+// crashed one moved aside and run again with the missing one, and the
+// summary counts all three as one eval.
+func TestEvalResume(t *testing.T) {
+	requireLocal(t)
+	bin := testenv.Build(t, "./cmd/agentbox")
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "suite.yaml")
+	if err := os.WriteFile(suite, []byte(fmt.Sprintf("name: resumable\ntasks:\n  - name: keys\n    target: %s\n    script: %s\n    timeout: 120s\n    episodes: 3\n",
+		exampleMover(t), moverScript100(t))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	ev := startBackground(t, bin, "eval", suite, "--backend", "local", "--max-rate", "40", "--out", out)
+	ev.waitForResults(t, filepath.Join(out, "keys", "002"), 10)
+	ev.kill()
+	first, err := trace.ReadRun(filepath.Join(out, "keys", "001"))
+	if err != nil || first.Status != trace.StatusComplete {
+		t.Fatalf("episode 1 before the kill: %+v, %v", first, err)
+	}
+	r := agentbox(t, "eval", suite, "--backend", "local", "--max-rate", "40", "--resume", out, "--json")
+	if r.code != 0 || !strings.Contains(r.stderr, "1 of 3 episodes finished, 2 to run") {
+		t.Fatalf("eval --resume: exit %d\n%s", r.code, r)
+	}
+	if again, err := trace.ReadRun(filepath.Join(out, "keys", "001")); err != nil || again.ID != first.ID {
+		t.Fatalf("episode 1 was run again: %+v, %v", again, err)
+	}
+	if lv, err := trace.CheckLiveness(filepath.Join(out, "keys", "002.crashed-1")); err != nil || lv != trace.Crashed {
+		t.Fatalf("the crashed episode, moved aside: %v, %v", lv, err)
+	}
+	for _, n := range []string{"002", "003"} {
+		tr := openTrace(t, filepath.Join(out, "keys", n))
+		if bad := trace.Validate(tr); bad != nil || tr.Run.Outcome != trace.Success {
+			t.Fatalf("episode %s: %s, %v", n, tr.Run.Outcome, bad)
+		}
+	}
+	if !strings.Contains(r.stdout, `"passed": 3`) {
+		t.Fatalf("the summary does not count three passed episodes:\n%s", r.stdout)
+	}
+}
