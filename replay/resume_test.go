@@ -24,7 +24,9 @@ func (n *nextAgent) Decide(_ context.Context, o *observe.Observation) (agent.Dec
 // that differs ends the run (diverged) unless Force.
 func TestResumeAgent(t *testing.T) {
 	tr := recording(t) // key_down, wait, done on three colours
-	same := func(step int) *observe.Frame { return frameOf(color.RGBA{uint8(50 * (step - 1)), 0, 0, 255}, uint64(step)) }
+	same := func(step int) *observe.Frame {
+		return frameOf(color.RGBA{uint8(50 * (step - 1)), 0, 0, 255}, uint64(step))
+	}
 	other := frameOf(color.RGBA{0, 255, 255, 255}, 99)
 	ctx := context.Background()
 	for _, c := range []struct {
