@@ -33,6 +33,7 @@ func newEvalCmd() *cobra.Command {
 		poolSize, poolMax  int
 		modelConcurrency   int
 		asJSON             bool
+		resume             string
 		lv                 liveFlag
 		agentName          string
 		vlt                vaultFlag
@@ -123,6 +124,9 @@ agentbox import osworld, needs it.`,
 			if err != nil {
 				return err
 			}
+			if resume != "" && f.out != "" {
+				return usageErrorf("--resume DIR continues the eval in DIR: drop --out")
+			}
 			if err := checkOut(f.out); err != nil {
 				return err
 			}
@@ -158,6 +162,9 @@ agentbox import osworld, needs it.`,
 				return usageErrorf("%v; nothing was started", err)
 			}
 			runID, out, err := evalOut(suite.Name, f.out)
+			if resume != "" {
+				runID, out, err = resumedEval(resume)
+			}
 			if err != nil {
 				return err
 			}
@@ -182,7 +189,7 @@ agentbox import osworld, needs it.`,
 			ix := openLiveIndex(stderr, ixf)
 			defer ix.close()
 			sum, err := eval.Run(ctx, suite, eval.Options{
-				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID,
+				Backend: backend, Parallel: parallel, Episodes: episodes, Out: out, RunID: runID, Resume: resume != "",
 				Env: envCfg, AppEnv: env, Settle: so.settle, LogCap: so.logCap, Clock: clock,
 				Timeout: f.timeout, StartTimeout: f.startTimeout, ReadyTimeout: f.readyTimeout,
 				MaxSteps: f.maxSteps, FreezeWhileThinking: f.freeze, MaxRate: f.maxRate,
@@ -238,6 +245,7 @@ agentbox import osworld, needs it.`,
 	vlt.register(fl)
 	fl.StringVar(&agentName, "agent", "", "run every task with this agent, replacing the suite's agents and scripts")
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
+	fl.StringVar(&resume, "resume", "", "continue the eval in DIR (its agentbox died, or it was interrupted): run only its episodes that did not finish (crashed or never started; a crashed trace is moved aside to NNN.crashed-N), and write the summary over them all; give the same SUITE and flags")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	lv.register(fl, "every episode (a grid, each opening to its own view)")
 	ixf.register(fl)
@@ -317,3 +325,17 @@ func isTerminal(w any) bool {
 
 // maxModelConcurrency bounds --model-concurrency.
 const maxModelConcurrency = 1024
+
+// resumedEval is the run ID and directory of the eval --resume DIR
+// continues: its summary's run ID when it wrote one, else DIR's name.
+func resumedEval(dir string) (runID, out string, err error) {
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return "", "", usageErrorf("--resume %s: not an eval directory: %v", dir, err)
+	}
+	runID = filepath.Base(filepath.Clean(dir))
+	if sum, err := eval.ReadSummary(dir); err == nil && sum.RunID != "" {
+		runID = sum.RunID
+	}
+	return runID, dir, nil
+}

@@ -69,7 +69,7 @@ type flagUse struct {
 // sandboxFlagUses lists, for each shared flag, the commands that take it
 // with their default and help.
 func sandboxFlagUses() map[string]map[string]flagUse {
-	const run, eval, replay, bench = "run", "eval", "replay", "bench"
+	const run, eval, replay, bench, resume = "run", "eval", "replay", "bench", "resume"
 	auto := flagUse{environment.Auto, backendUsage()}
 	guest := flagUse{"", "static agentbox binary to run inside the sandbox (default: this one)"}
 	verbose := flagUse{false, "print every step"}
@@ -78,11 +78,13 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 	uses := map[string]map[string]flagUse{
 		"backend": {run: auto, eval: auto,
 			replay: {"", "sandbox backend (default: the recorded one)"},
+			resume: {"", "sandbox backend (default: the recorded one)"},
 			bench:  {environment.Auto, "backend to measure, or several side by side: docker,local"}},
 		"image": {
 			run:    {"", "runtime image (default " + docker.DefaultImage + "; any image with Xvfb works)"},
 			eval:   {"", "runtime image for tasks that name none"},
 			replay: {"", "runtime image (default: the recorded one)"},
+			resume: {"", "runtime image (default: the recorded one)"},
 			bench:  {docker.TestImageRef, "image (the seed-style step needs scrot and xdotool: the test image)"}},
 		"runtime": {
 			run:  {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
@@ -96,13 +98,14 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 		"tmpfs":  {run: {tmpfs, "size of the writable /tmp (app files, home)"}, eval: {tmpfs, "writable /tmp per sandbox"}},
 		"no-wm":  {run: {false, "start no window manager"}},
 		"allow-unbounded-limits": {run: {false, allowUnboundedUsage}, eval: {false, allowUnboundedUsage},
-			replay: {false, allowUnboundedUsage}},
-		"guest-binary": {run: guest, replay: guest, eval: {"", "static agentbox binary to run inside the sandboxes"}},
+			replay: {false, allowUnboundedUsage}, resume: {false, allowUnboundedUsage}},
+		"guest-binary": {run: guest, replay: guest, resume: guest, eval: {"", "static agentbox binary to run inside the sandboxes"}},
 		"timeout": {
 			run:    {session.DefaultTimeout, "deadline for the agent loop (outcome failure)"},
 			eval:   {session.DefaultTimeout, "per-episode deadline for tasks that name none"},
-			replay: {time.Duration(0), "deadline for the replay's loop (default: the recording's, at least its duration plus a minute)"}},
-		"start-timeout": {run: startTimeout, replay: startTimeout,
+			replay: {time.Duration(0), "deadline for the replay's loop (default: the recording's, at least its duration plus a minute)"},
+			resume: {time.Duration(0), "deadline for the resumed run's loop (default: the recording's, plus the time its replayed steps took)"}},
+		"start-timeout": {run: startTimeout, replay: startTimeout, resume: startTimeout,
 			eval: {session.DefaultStartTimeout, "deadline for creating each sandbox and starting its app"}},
 		"ready-timeout": {
 			run:  {time.Duration(0), readyTimeoutUsage},
@@ -123,12 +126,14 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 		"out": {
 			run:    {"", "trace directory (must be new or empty; default ./agentbox-runs/RUN-ID)"},
 			eval:   {"", "output directory (must be new or empty; default ./agentbox-evals/RUN-ID)"},
-			replay: {"", "trace directory of the replay (must be new or empty; default ./agentbox-runs/RUN-ID)"}},
+			replay: {"", "trace directory of the replay (must be new or empty; default ./agentbox-runs/RUN-ID)"},
+			resume: {"", "trace directory of the resumed run (must be new or empty; default ./agentbox-runs/RUN-ID)"}},
 		"env": {
 			run:    {[]string(nil), "extra app environment variable KEY=VALUE (repeatable)"},
 			eval:   {[]string(nil), "extra app environment variable KEY=VALUE for every task (repeatable; over the task's env)"},
-			replay: {[]string(nil), "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)"}},
-		"verbose": {run: verbose, replay: verbose, eval: {false, "print every step of every episode, under its task and episode"}},
+			replay: {[]string(nil), "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)"},
+			resume: {[]string(nil), "app environment variable KEY=VALUE (repeatable; values are never recorded, so give them again)"}},
+		"verbose": {run: verbose, replay: verbose, resume: verbose, eval: {false, "print every step of every episode, under its task and episode"}},
 		"a11y": {
 			run:  {false, "start the sandbox's private accessibility bus (D-Bus + AT-SPI): the tree can be read and actions can name elements"},
 			eval: {false, "start each sandbox's accessibility bus"}},
@@ -237,12 +242,12 @@ func (f *sandboxFlags) takes(name string) bool { return f.taken[name] }
 const minStartTimeout = time.Second
 
 // check holds the run's bounds to their rules, as usage errors naming the
-// flag. Replay's --timeout may be 0: the recording's.
+// flag. Replay's and resume's --timeout may be 0: the recording's.
 func (f *sandboxFlags) check() error {
 	switch {
-	case f.takes("timeout") && f.cmd == "replay" && f.timeout < 0:
+	case f.takes("timeout") && (f.cmd == "replay" || f.cmd == "resume") && f.timeout < 0:
 		return usageErrorf("--timeout must not be negative (0: the recording's), got %v", f.timeout)
-	case f.takes("timeout") && f.cmd != "replay" && f.timeout <= 0:
+	case f.takes("timeout") && f.cmd != "replay" && f.cmd != "resume" && f.timeout <= 0:
 		return usageErrorf("--timeout must be positive, got %v", f.timeout)
 	case f.takes("start-timeout") && f.startTimeout <= 0:
 		return usageErrorf("--start-timeout must be positive, got %v", f.startTimeout)

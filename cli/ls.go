@@ -204,6 +204,28 @@ type lsEntry struct {
 	Started    time.Time `json:"started"`
 	Passed     *int      `json:"passed,omitempty"`
 	Episodes   *int      `json:"episodes,omitempty"`
+	// Liveness, for a run not finalised or finalised as crashed: running,
+	// crashed (its agentbox died: agentbox resume continues it),
+	// resuming, or resumed (crashed, and resumed already).
+	Liveness string `json:"liveness,omitempty"`
+}
+
+// liveness is what lsEntry.Liveness says of the trace at dir (status and
+// reason from its run.json or the index).
+func liveness(dir, status, reason string) string {
+	if status == trace.StatusComplete && reason != trace.ReasonCrashed {
+		return ""
+	}
+	lv, err := trace.CheckLiveness(dir)
+	if err != nil {
+		return ""
+	}
+	if lv == trace.Crashed && reason == trace.ReasonCrashed {
+		if run, err := trace.ReadRun(dir); err == nil && run.ResumedBy != "" {
+			return "resumed"
+		}
+	}
+	return string(lv)
 }
 
 // listRuns finds traces and evals under dir, newest first. Directories
@@ -265,7 +287,7 @@ func listRuns(dir string) ([]lsEntry, []string, error) {
 		entries = append(entries, lsEntry{
 			Kind: lsRun, Path: rel, ID: run.ID, Status: run.Status, Outcome: string(run.Outcome), Reason: run.Reason,
 			Steps: run.Steps, DurationMS: run.DurationMS, App: lsApp(run.App), Agent: lsAgent(run.Agent),
-			Task: run.Task, Started: run.Started,
+			Task: run.Task, Started: run.Started, Liveness: liveness(p, run.Status, run.Reason),
 		})
 		return fs.SkipDir // a trace's own folders hold no traces
 	})
@@ -297,6 +319,12 @@ func (e lsEntry) outcome() string {
 	switch {
 	case e.Kind == lsEval:
 		return e.Outcome
+	case e.Liveness == string(trace.Crashed):
+		return "crashed (resumable)"
+	case e.Liveness == "resumed":
+		return "crashed (resumed)"
+	case e.Liveness == string(trace.Resuming):
+		return "crashed (resuming)"
 	case e.Status != trace.StatusComplete:
 		return "incomplete"
 	case e.Reason != "" && e.Reason != trace.ReasonDone:

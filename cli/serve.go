@@ -28,6 +28,7 @@ import (
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 type serveFlags struct {
@@ -163,6 +164,16 @@ func runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	for _, b := range o.Backends {
 		reapLeftovers(cmd.Context(), b, stderr)
+	}
+	// The traces a predecessor that died left running (its sandboxes were
+	// just reaped) are finalised as crashed: agentbox resume continues
+	// those of scripts and exec agents.
+	marked, errs := trace.MarkCrashedUnder(f.out, 2)
+	for _, d := range marked {
+		fmt.Fprintf(stderr, "agentbox: %s was left running by an agentbox that died: finalised as crashed\n", termsafe.Line(d))
+	}
+	for _, err := range errs {
+		fmt.Fprintf(stderr, "agentbox: warning: %v\n", err)
 	}
 	liveSrv, err := f.live.start(stderr, "agentbox serve", true)
 	if err != nil {

@@ -37,6 +37,11 @@ type Options struct {
 	Episodes int
 	Out      string // receives summary.json, junit.xml and a trace per episode
 	RunID    string
+	// Resume continues the eval in Out (eval --resume): episodes whose
+	// trace finished are kept as they are and counted, the others
+	// (crashed, or never started) run again, and the summary is written
+	// over them all as one eval.
+	Resume bool
 	// Env is the base sandbox configuration (image, limits, guest binary).
 	Env      environment.Config
 	Timeout  time.Duration // per episode, when the task says none
@@ -277,7 +282,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}
-	if entries, _ := os.ReadDir(o.Out); len(entries) > 0 {
+	if entries, _ := os.ReadDir(o.Out); len(entries) > 0 && !o.Resume {
 		return nil, fmt.Errorf("%s exists and is not empty; choose a new directory (nothing was overwritten)", o.Out)
 	}
 	sum := &Summary{Format: SummaryFormat, Version: SummaryVersion, Suite: s.Name, File: s.File, RunID: o.RunID, Parallel: o.Parallel, Started: time.Now()}
@@ -361,9 +366,39 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 			o.kept.close(cctx)
 		}()
 	}
+	if o.Resume {
+		var todo []*Episode
+		kept := 0
+		for _, ep := range eps {
+			done, err := finishedEpisode(ep, o.Out)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				kept++
+				if ep.started.Before(sum.Started) {
+					sum.Started = ep.started // the eval began with its first run
+				}
+				continue
+			}
+			todo = append(todo, ep)
+		}
+		fmt.Fprintf(o.Progress, "agentbox: resuming %s: %d of %d episodes finished, %d to run\n", termsafe.Line(o.Out), kept, len(eps), len(todo))
+		p := newProgress(o.Progress, o.Terminal, len(todo), o.Parallel)
+		defer p.stop()
+		o.notes = p.notes
+		runEpisodes(ctx, todo, tasks, bundles, o, p)
+		return finishSummary(sum, s, eps, o)
+	}
 	p := newProgress(o.Progress, o.Terminal, len(eps), o.Parallel)
 	defer p.stop()
 	o.notes = p.notes
+	runEpisodes(ctx, eps, tasks, bundles, o, p)
+	return finishSummary(sum, s, eps, o)
+}
+
+// runEpisodes runs eps, o.Parallel at a time, until ctx ends.
+func runEpisodes(ctx context.Context, eps []*Episode, tasks map[string]*Task, bundles map[string]*app.Bundle, o Options, p *progress) {
 	jobs := make(chan *Episode)
 	var wg sync.WaitGroup
 	for i := 0; i < o.Parallel; i++ {
@@ -388,7 +423,10 @@ schedule:
 	close(jobs)
 	wg.Wait()
 	p.stop()
+}
 
+// finishSummary aggregates eps into sum and writes it.
+func finishSummary(sum *Summary, s *Suite, eps []*Episode, o Options) (*Summary, error) {
 	sum.Ended = time.Now()
 	sum.DurationMS = float64(sum.Ended.Sub(sum.Started).Microseconds()) / 1000
 	if o.modelQueue != nil {
@@ -730,4 +768,64 @@ type ModelQueue struct {
 	// they waited for a turn in all (each step's queue_ms in its trace).
 	Requests int64   `json:"requests"`
 	WaitedMS float64 `json:"waited_ms"`
+}
+
+// finishedEpisode reads the trace of ep in an eval being resumed: a
+// finished one fills ep (true); a crashed one is moved aside (to
+// NNN.crashed-N, kept for agentbox resume or a look) and one that never
+// started is left to run (false). A trace still being written is an
+// error: another agentbox runs that eval.
+func finishedEpisode(ep *Episode, out string) (bool, error) {
+	rel := filepath.Join(ep.Task, fmt.Sprintf("%03d", ep.N))
+	dir := filepath.Join(out, rel)
+	run, err := trace.ReadRun(dir)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, trace.RunFile)); errors.Is(serr, os.ErrNotExist) {
+			// Never started, or died before its run.json: start it afresh.
+			return false, moveAside(dir)
+		}
+		return false, err
+	}
+	lv, err := trace.CheckLiveness(dir)
+	if err != nil {
+		return false, err
+	}
+	switch lv {
+	case trace.Live, trace.Resuming:
+		return false, fmt.Errorf("%s is being written by a live agentbox: is the eval still running?", dir)
+	case trace.Crashed:
+		if run.Status != trace.StatusComplete {
+			if err := trace.MarkCrashed(dir); err != nil {
+				return false, err
+			}
+		}
+		return false, moveAside(dir)
+	}
+	ep.Trace = filepath.ToSlash(rel)
+	ep.started = run.Started
+	res := session.Result{Outcome: run.Outcome, Reason: run.Reason, Message: run.Message, Steps: run.Steps, Grade: run.Grade}
+	ep.Category = categorize(res)
+	ep.Outcome, ep.Reason, ep.Message, ep.Steps, ep.DurationMS = run.Outcome, run.Reason, run.Message, run.Steps, run.DurationMS
+	if g := run.Grade; g != nil {
+		ep.Grade, ep.Score = g.Outcome, &g.Score
+		if g.Outcome != trace.GradeVerified {
+			ep.Reason, ep.Message = "grade_"+g.Outcome, g.Message
+		}
+	}
+	return true, nil
+}
+
+// moveAside renames dir, when it exists, to the first free
+// dir.crashed-N, so the episode's trace can be written anew.
+func moveAside(dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	for n := 1; n < 1000; n++ {
+		to := fmt.Sprintf("%s.crashed-%d", dir, n)
+		if _, err := os.Stat(to); errors.Is(err, os.ErrNotExist) {
+			return os.Rename(dir, to)
+		}
+	}
+	return fmt.Errorf("%s: no free name to move it aside", dir)
 }

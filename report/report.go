@@ -185,13 +185,16 @@ func outcomeLabel(tr *trace.Trace) string {
 
 // page is the JSON the script renders.
 type page struct {
-	Run        runData     `json:"run"`
-	Images     []string    `json:"images"`
-	Steps      []stepData  `json:"steps"`
-	Incomplete []string    `json:"incomplete,omitempty"`
-	Logs       []logData   `json:"logs"`
-	Replay     *replayData `json:"replay,omitempty"`
-	Refused    []string    `json:"refused,omitempty"`
+	Run        runData    `json:"run"`
+	Images     []string   `json:"images"`
+	Steps      []stepData `json:"steps"`
+	Incomplete []string   `json:"incomplete,omitempty"`
+	// Resume says where this run resumed a crashed one, and of a crashed
+	// run whether it can be, or was, resumed (agentbox resume).
+	Resume  []string    `json:"resume,omitempty"`
+	Logs    []logData   `json:"logs"`
+	Replay  *replayData `json:"replay,omitempty"`
+	Refused []string    `json:"refused,omitempty"`
 	// Grade is the private grader's verdict (run.json's grade); the page
 	// shows it as data, its details quoting the collected files.
 	Grade *trace.Grade `json:"grade,omitempty"`
@@ -367,6 +370,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 			p.Incomplete = append(p.Incomplete, "the last line of steps.jsonl was cut off mid-write and is not shown")
 		}
 	}
+	p.Resume = resumeNotes(tr)
 	if len(tr.Missing) > 0 {
 		p.Incomplete = append(p.Incomplete, fmt.Sprintf("%s referenced by steps %s not on disk (first: %s)", plural.S(len(tr.Missing), "screenshot"), isAre(len(tr.Missing)), tr.Missing[0]))
 	}
@@ -947,4 +951,28 @@ func clip(s string, n int) string { return textcut.Runes(s, n, " …[cut]") }
 
 func clipBytes(s string, n int) string {
 	return strings.ToValidUTF8(textcut.Bytes(s, n, " …[cut]"), "")
+}
+
+// resumeNotes are the report's words on resuming: the seam of a resumed
+// run; a crashed run's state (resumable, being resumed, resumed as …).
+func resumeNotes(tr *trace.Trace) []string {
+	var notes []string
+	run := tr.Run
+	if rf := run.ResumedFrom; rf != nil {
+		notes = append(notes, fmt.Sprintf("resumed from %s (run %s) after its step %d: steps 1–%d were replayed in a fresh sandbox and compared with it, the agent went on from step %d",
+			rf.Trace, rf.ID, rf.Step, rf.Step, rf.Step+1))
+	}
+	lv, err := trace.CheckLiveness(tr.Dir)
+	if err != nil {
+		return notes
+	}
+	switch {
+	case lv == trace.Crashed && run.ResumedBy != "":
+		notes = append(notes, "crashed: agentbox died during this run; it was resumed as "+run.ResumedBy)
+	case lv == trace.Crashed:
+		notes = append(notes, fmt.Sprintf("crashed (resumable): agentbox died during this run after step %d; agentbox resume %s continues it", trace.LastCompleted(tr), tr.Dir))
+	case lv == trace.Resuming:
+		notes = append(notes, "crashed: agentbox died during this run; an agentbox resume is continuing it")
+	}
+	return notes
 }

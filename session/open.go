@@ -243,8 +243,9 @@ func (s *Session) initialRecord() trace.Run {
 			Marks:               s.cfg.Marks,
 			Clock:               s.cfg.Clock.settings(),
 		},
-		Network: networkInfo(s.cfg.Env.Network),
-		Started: s.started,
+		Network:     networkInfo(s.cfg.Env.Network),
+		Started:     s.started,
+		ResumedFrom: s.cfg.ResumedFrom,
 	}
 }
 

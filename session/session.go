@@ -128,6 +128,10 @@ type Config struct {
 	Inputs  *app.Inputs
 	Collect app.Collect
 
+	// ResumedFrom, for a resume (agentbox resume), is the crashed run it
+	// continues; recorded in run.json.
+	ResumedFrom *trace.ResumedFrom
+
 	// Grader, when set, judges the episode's collected files after the
 	// sandbox is torn down and before the trace is finalised (run.json's
 	// grade; docs/tasks.md). It runs on the host; nothing of it reaches

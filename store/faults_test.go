@@ -190,6 +190,26 @@ func TestSIGKILLWriter(t *testing.T) {
 	if unstamped > 0 {
 		t.Errorf("%d runs not caught up by Index", unstamped)
 	}
+	var before int
+	s.db.QueryRow("SELECT count(*) FROM runs").Scan(&before)
+	s.Close()
+
+	// agentbox index --rebuild after the kills: the store emptied and
+	// recreated from the traces holds what the caught-up one held.
+	rs, roots, _, err := Rebuild(context.Background(), path)
+	if err != nil {
+		t.Fatalf("rebuild after SIGKILL: %v", err)
+	}
+	defer rs.Close()
+	if _, err := rs.Index(context.Background(), append(roots, root), true, noWarn(t)); err != nil {
+		t.Fatal(err)
+	}
+	consistent(t, rs)
+	var after int
+	rs.db.QueryRow("SELECT count(*) FROM runs").Scan(&after)
+	if after != before || after == 0 {
+		t.Errorf("rebuilt store: %d runs, the caught-up one had %d", after, before)
+	}
 }
 
 // TestConcurrentWriters: several processes indexing at once (WAL,

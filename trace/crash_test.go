@@ -25,6 +25,11 @@ func TestMain(m *testing.M) {
 		crashWriter(dir)
 		return
 	}
+	if dir := os.Getenv("AGENTBOX_LIVENESS_WRITER"); dir != "" {
+		n, _ := strconv.Atoi(os.Getenv("AGENTBOX_LIVENESS_STEPS"))
+		livenessWriter(dir, n)
+		return
+	}
 	lockrank.Enable()
 	os.Exit(m.Run())
 }

@@ -7,9 +7,13 @@
 //	screenshots/      NNNNNN.png, one per distinct frame
 //	stdout.log        the app's output, capped, with a truncation marker
 //	stderr.log
+//	writer.lock       held (flock) by the writing process, with its pid
 //
 // Durability: every record is written with one write(2) before the action it
-// describes runs, so a killed agentbox leaves a readable trace; run.json says
+// describes runs (a step record is the step's intent; its result record
+// follows once the action ran), and step and result records reach the disk
+// (fdatasync) before Record returns, so a killed agentbox, or a machine
+// that lost power, leaves every completed step on disk; run.json says
 // "running" until the run is finalised, and readers report such a trace as
 // incomplete. A torn last line is discarded by the reader. Screenshots are
 // encoded in the background and appear under their final name only when
@@ -151,6 +155,14 @@ type Run struct {
 	Files        []FileInfo    `json:"files,omitempty"`
 	FilesRefused []RefusedFile `json:"files_refused,omitempty"`
 	Grade        *Grade        `json:"grade,omitempty"`
+
+	// ResumedFrom is the crashed run this one continued (agentbox
+	// resume): its steps up to ResumedFrom.Step were replayed, the agent
+	// went on from there. ResumedBy, in a crashed run's run.json, is the
+	// trace that resumed it. Both absent otherwise, and in traces
+	// written before resume existed.
+	ResumedFrom *ResumedFrom `json:"resumed_from,omitempty"`
+	ResumedBy   string       `json:"resumed_by,omitempty"`
 }
 
 // FilesDir holds a trace's collected files, by their path below the

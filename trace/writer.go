@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
@@ -29,6 +30,10 @@ type Options struct {
 	// Indexer, when set, is told of the run and of each record after they
 	// are written, in the order they are written (the store's index).
 	Indexer Indexer
+
+	// noSync leaves out the fdatasync after each step and result record
+	// (the benchmark's "before").
+	noSync bool
 }
 
 // Indexer is told what a Writer wrote, right after it is written and in
@@ -67,7 +72,8 @@ type Writer struct {
 	netSize int64
 	err     error // first write error; later writes are skipped
 	closed  bool
-	lines   int // records written to steps.jsonl
+	lines   int      // records written to steps.jsonl
+	lock    *os.File // writer.lock, held until Finish
 
 	// Screenshots: one file per distinct frame.
 	shots    map[uint64]string
@@ -124,7 +130,12 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 	if err := ensureEmptyDir(dir); err != nil {
 		return nil, err
 	}
+	lock, err := lockWriter(dir)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Join(dir, ScreenshotsDir), 0o755); err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	w := &Writer{
@@ -136,6 +147,7 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 		shots: map[uint64]string{},
 		names: map[string]bool{},
 		jobs:  make(chan pngJob, opts.Queue),
+		lock:  lock,
 	}
 	w.run.Format, w.run.Version, w.run.Status = Format, Version, StatusRunning
 	if w.run.Started.IsZero() {
@@ -144,8 +156,9 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 	open := func(name string) (*os.File, error) {
 		return os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
 	}
-	var err error
 	if w.steps, err = open(StepsFile); err != nil {
+		w.closeFiles()
+		w.unlock()
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	if w.actions, err = open(ActionsFile); err != nil {
@@ -156,12 +169,14 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 		f, err := open(name)
 		if err != nil {
 			w.closeFiles()
+			w.unlock()
 			return nil, fmt.Errorf("trace: %w", err)
 		}
 		w.logs[stream] = &logFile{f: f, cap: opts.LogCap}
 	}
 	if err := w.writeRun(); err != nil {
 		w.closeFiles()
+		w.unlock()
 		return nil, err
 	}
 	if opts.Indexer != nil {
@@ -385,6 +400,14 @@ func (w *Writer) Record(r Record) error {
 			return w.err
 		}
 	}
+	if (r.Type == TypeStep || r.Type == TypeResult) && !w.opts.noSync {
+		// The step's intent (before its action runs) and its result are
+		// on disk before the loop goes on: what a resume replays.
+		if err := fdatasync(w.steps); err != nil {
+			w.err = fmt.Errorf("trace: sync %s: %w", StepsFile, err)
+			return w.err
+		}
+	}
 	if r.Type == TypeStep && r.Step > w.run.Steps {
 		w.run.Steps = r.Step
 	}
@@ -561,6 +584,7 @@ func (w *Writer) Finish(update func(r *Run)) error {
 		errs = append(errs, w.err)
 	}
 	_ = atomicfile.SyncDir(filepath.Join(w.dir, ScreenshotsDir))
+	w.unlock()
 	return errors.Join(errs...)
 }
 
@@ -586,6 +610,27 @@ func (w *Writer) closeFiles() {
 	for _, f := range w.files() {
 		if f != nil {
 			f.Close()
+		}
+	}
+}
+
+// unlock removes writer.lock and lets go of it: the trace is finalised.
+func (w *Writer) unlock() {
+	if w.lock == nil {
+		return
+	}
+	_ = os.Remove(filepath.Join(w.dir, LockFile))
+	w.lock.Close()
+	w.lock = nil
+}
+
+// fdatasync flushes f's data (and the size that grew with it), not its
+// times.
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if !errors.Is(err, syscall.EINTR) {
+			return err
 		}
 	}
 }

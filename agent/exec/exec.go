@@ -71,6 +71,10 @@ type Agent struct {
 	grace time.Duration
 	hung  bool
 
+	// resumed is the last step of a crashed run this one resumes (0:
+	// not a resume).
+	resumed int
+
 	errMu      sync.Mutex
 	errTail    []string      // the program's last stderr lines
 	stderrDone chan struct{} // closed when its stderr is drained
@@ -156,6 +160,9 @@ func (a *Agent) Start(ctx context.Context, task agent.Task) error {
 	}
 	cmd := osexec.Command(a.argv[0], a.argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if a.resumed > 0 {
+		cmd.Env = append(os.Environ(), ResumedEnv+"="+strconv.Itoa(a.resumed))
+	}
 	// Plain pipes, not Cmd's: Wait must not close what is still being read.
 	r, w, err := pipes.Open(3)
 	if err != nil {
@@ -175,11 +182,25 @@ func (a *Agent) Start(ctx context.Context, task agent.Task) error {
 	a.lines, a.quit, a.stderrDone = make(chan lineOrErr, 1), make(chan struct{}), make(chan struct{})
 	go a.read(outR)
 	go a.passStderr(errR)
-	return a.send(map[string]any{
+	start := map[string]any{
 		"type": "start", "protocol": Protocol, "task": task.Text,
 		"screen": map[string]int{"width": task.Width, "height": task.Height}, "max_steps": task.MaxSteps,
-	}, "before reading the task")
+	}
+	if a.resumed > 0 {
+		start["resumed_after_step"] = a.resumed
+	}
+	return a.send(start, "before reading the task")
 }
+
+// ResumedEnv is set in the program's environment, to the last step of
+// the crashed run it continues, when the run is a resume (agentbox
+// resume); the start message says it too, as resumed_after_step, and the
+// program's first observation is the step after it.
+const ResumedEnv = "AGENTBOX_RESUMED_AFTER_STEP"
+
+// Resume tells the program, when it starts, that the run resumes a
+// crashed one whose steps up to step were replayed.
+func (a *Agent) Resume(step int) { a.resumed = step }
 
 // maxLine bounds one line from the program.
 const maxLine = 4 << 20

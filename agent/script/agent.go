@@ -51,6 +51,28 @@ func New(s *Script) *Agent {
 	return &Agent{s: s, named: map[string]*observe.Frame{}}
 }
 
+// Keys of a decision's meta that a resume reads: the index of the script
+// step the script goes on with after the decision, and the names of the
+// screenshots it remembered at the decision's observation.
+const (
+	MetaNext       = "script_next"
+	MetaRemembered = "script_remembered"
+)
+
+// Resume positions the agent at script step next (a MetaNext of a
+// recorded decision), for a resumed run whose steps up to there were
+// replayed; named are the screenshots the replayed steps remembered.
+func (a *Agent) Resume(next int, named map[string]*observe.Frame) error {
+	if next < 0 || next > len(a.s.Steps) {
+		return fmt.Errorf("%s has %d steps; the recording went on at step %d: is it the same script?", a.s.File, len(a.s.Steps), next)
+	}
+	a.idx = next
+	for k, f := range named {
+		a.named[k] = f
+	}
+	return nil
+}
+
 // ActionRecord is how a failed action step is recorded in a decision's
 // meta: "failed_action" when it ends the run, "optional_failed" when the
 // step was optional and the script went on.
@@ -85,16 +107,19 @@ func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decis
 	}
 	var checked []CheckRecord
 	var tolerated *ActionRecord
+	var remembered []string
 	meta := func() map[string]any {
-		m := map[string]any{}
+		// Where the script goes on after this decision, and the frames it
+		// named at this observation: what a resume needs (Resume).
+		m := map[string]any{MetaNext: a.idx}
+		if len(remembered) > 0 {
+			m[MetaRemembered] = remembered
+		}
 		if len(checked) > 0 {
 			m["checks"] = checked
 		}
 		if tolerated != nil {
 			m["optional_failed"] = *tolerated
-		}
-		if len(m) == 0 {
-			return nil
 		}
 		return m
 	}
@@ -124,6 +149,7 @@ func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decis
 		switch {
 		case st.Remember != "":
 			a.named[st.Remember] = obs.Screen
+			remembered = append(remembered, st.Remember)
 			a.idx++
 		case st.Action != nil:
 			a.idx++

@@ -119,6 +119,14 @@
     b.appendChild(ul);
     banners.appendChild(b);
   }
+  if (D.resume && D.resume.length) {
+    const b = el("div", "banner", "Resume:");
+    b.id = "resume";
+    const ul = el("ul");
+    for (const m of D.resume) ul.appendChild(el("li", "", m));
+    b.appendChild(ul);
+    banners.appendChild(b);
+  }
   if (D.refused && D.refused.length) {
     const b = el("div", "banner incomplete", "Not read — files this trace names that are not plain files inside it (paths that leave it, symbolic links, devices):");
     b.id = "refused";
