@@ -99,7 +99,8 @@ var pages = template.Must(template.New("").Funcs(funcs).Parse(`
 {{if .Running}}<h2 class="running">Running now ({{len .Running}})</h2>
 <table><thead><tr><th>started</th><th>app</th><th>agent</th><th>task</th><th class="num">steps so far</th><th>state</th></tr></thead><tbody>
 {{range .Running}}<tr><td><a href="/run/{{.Row}}">{{when .Started}}</a></td><td>{{.App}}</td><td>{{.Agent}}</td><td class="task">{{.Task}}</td><td class="num">{{.Steps}}</td><td class="running">{{.State}}</td></tr>
-{{end}}</tbody></table>{{end}}
+{{end}}</tbody></table>
+<p class="muted">A live page's address is not recorded (it carries its run's token): open the one the run printed (run --live). A run whose agentbox died stays here, no longer written.</p>{{end}}
 <h2>Runs <span class="muted">({{.From}}–{{.To}} of {{.TotalRuns}})</span></h2>
 <div class="actions"><a href="/export?{{.Query}}" download>Export these {{.TotalRuns}} runs (.tar.gz: traces and summary.csv)</a></div>
 {{if .Runs}}{{template "runrows" .Runs}}{{else}}<p class="muted">No run matches.</p>{{end}}
@@ -201,7 +202,7 @@ func (s *Server) runState(e store.Entry) string {
 	if last.IsZero() {
 		return "running"
 	}
-	return "running · trace last written " + s.o.Now().Sub(last).Round(time.Second).String() + " ago (its live page, if any, is at the address its run printed)"
+	return "running · trace last written " + s.o.Now().Sub(last).Round(time.Second).String() + " ago"
 }
 
 const maxRunning = 50

@@ -43,7 +43,7 @@ type series struct {
 // 100 %, one point a day. Attributes only (no style): the page's policy
 // allows no inline style but its own.
 func chart(days []string, lines []series) template.HTML {
-	const w, h, left, right, top, bottom = 720, 220, 40, 10, 10, 40
+	const w, h, left, right, top, bottom = 900, 220, 40, 30, 10, 40
 	pw, ph := float64(w-left-right), float64(h-top-bottom)
 	x := func(i int) float64 {
 		if len(days) == 1 {
@@ -53,7 +53,7 @@ func chart(days []string, lines []series) template.HTML {
 	}
 	y := func(p float64) float64 { return top + ph*(1-p) }
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="pass rate by day">`, w, h, w, h)
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="100%%" viewBox="0 0 %d %d" role="img" aria-label="pass rate by day">`, w, h)
 	for _, p := range []float64{0, .25, .5, .75, 1} {
 		fmt.Fprintf(&b, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#8884" stroke-width="1"/>`, left, w-right, y(p), y(p))
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%d%%</text>`, left-4, y(p)+4, int(p*100))

@@ -71,8 +71,13 @@ func like(s string) string {
 	return "%" + r.Replace(s) + "%"
 }
 
-// rootsCond is the condition that col is in one of roots or below.
+// rootsCond is the condition that col is in one of roots or below. The
+// column is written +col so that SQLite does not take the index on path
+// for it: roots usually hold most of the store, and a page of the newest
+// is then read in the order of started_ns's index, not sorted whole (a
+// page of 100,000 runs: 0.1 s instead of 1.3 s).
 func rootsCond(col string, roots []string) (string, []any) {
+	col = "+" + col
 	var ors []string
 	var args []any
 	for _, r := range roots {
@@ -185,8 +190,14 @@ func limit(q string, n, offset int) string {
 func (s *Store) queryRuns(ctx context.Context, f Filter) ([]Entry, error) {
 	var out []Entry
 	w, args := runsWhere(f)
-	q := "SELECT r.id, r.path, r.run_id, r.status, r.outcome, r.reason, r.task, r.steps, r.duration_ms, r.app, r.agent, r.started FROM runs r" +
-		w + " ORDER BY r.started_ns DESC, r.path"
+	q := "SELECT r.id, r.path, r.run_id, r.status, r.outcome, r.reason, r.task, r.steps, r.duration_ms, r.app, r.agent, r.started FROM runs r" + w
+	if f.Limit > 0 {
+		// A page: ties in order of the row, so that the index on
+		// started_ns gives the order and no sort of every row is needed.
+		q += " ORDER BY r.started_ns DESC, r.id DESC"
+	} else {
+		q += " ORDER BY r.started_ns DESC, r.path"
+	}
 	rows, err := s.db.QueryContext(ctx, limit(q, f.Limit, f.Offset), args...)
 	if err != nil {
 		return nil, s.wrap(err)
