@@ -450,6 +450,40 @@ func TestExport(t *testing.T) {
 	}
 }
 
+// TestExportOneRun: a run's page exports that run alone.
+func TestExportOneRun(t *testing.T) {
+	f := newFixture(t)
+	w := f.get(t, "/export?run="+f.row(t, "calc-bad"), nil)
+	if w.Code != http.StatusOK {
+		t.Fatalf("export: %d %s", w.Code, w.Body)
+	}
+	gz, err := gzip.NewReader(w.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, name, _ := strings.Cut(h.Name, "/")
+		names = append(names, name)
+	}
+	for _, n := range names {
+		if n != SummaryCSV && !strings.HasPrefix(n, "runs/calc-bad/") {
+			t.Errorf("exporting calc-bad holds %s", n)
+		}
+	}
+	if len(names) < 3 {
+		t.Errorf("the export holds %v", names)
+	}
+}
+
 func keys(m map[string]string) []string {
 	var out []string
 	for k := range m {
