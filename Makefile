@@ -6,7 +6,7 @@ export CGO_ENABLED = 0
 
 GOFILES := $(shell find . -name '*.go' -not -path './examples/*' 2>/dev/null) go.mod go.sum
 
-.PHONY: help deps deps-demo deps-images deps-test deps-lint deps-k8s deps-office test-k8s k8s-up k8s-down build images demo test test-race test-short test-disruptive fuzz lint bench clean docs-report
+.PHONY: help deps deps-demo deps-images deps-test deps-lint deps-k8s deps-office test-k8s k8s-up k8s-down build images demo test test-race test-short test-disruptive fuzz lint bench clean docs-report docs-dashboard
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -88,6 +88,10 @@ lint: deps-lint ## gofmt, go vet, staticcheck
 docs-report: deps-test build images ## retake docs/report.png: a real mover run's report, shot in headless Chromium
 	AGENTBOX_ARTIFACTS=$(CURDIR)/artifacts $(GO) test -count=1 -run 'TestViewMoverInChromium$$' ./e2e
 	cp artifacts/report-mover.png docs/report.png
+
+docs-dashboard: deps-test build ## retake docs/dashboard.png: the dashboard over synthetic runs, shot in headless Chromium
+	AGENTBOX_ARTIFACTS=$(CURDIR)/artifacts $(GO) test -count=1 -run 'TestDashboardInChromium$$' ./e2e
+	cp artifacts/dashboard.png docs/dashboard.png
 
 bench: build images ## measure step latency, a 200-step run and cold start on the real stack
 	bin/agentbox bench

@@ -29,18 +29,12 @@ package live
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	_ "embed" // the page's script and style
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"html"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +43,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/codegirl-games/agentbox/internal/connlimit"
+	"github.com/codegirl-games/agentbox/internal/webguard"
 	"github.com/codegirl-games/agentbox/report"
 )
 
@@ -67,14 +62,9 @@ var (
 	inlineStyle  = "\n" + liveCSS
 	inlineScript = "\n" + report.DrawScript + liveJS
 	// CSP is the live page's Content-Security-Policy.
-	CSP = "default-src 'none'; style-src " + sourceHash(inlineStyle) + "; script-src " + sourceHash(inlineScript) +
+	CSP = "default-src 'none'; style-src " + webguard.SourceHash(inlineStyle) + "; script-src " + webguard.SourceHash(inlineScript) +
 		"; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-
-func sourceHash(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return "'sha256-" + base64.StdEncoding.EncodeToString(h[:]) + "'"
-}
 
 // Options configure a Server.
 type Options struct {
@@ -165,19 +155,11 @@ type Server struct {
 // New makes a server with fresh random tokens.
 func New(o Options) *Server {
 	o.defaults()
-	s := &Server{o: o, control: randomToken(), view: randomToken(), views: map[string]*View{},
+	s := &Server{o: o, control: webguard.Token(), view: webguard.Token(), views: map[string]*View{},
 		conns: map[*conn]struct{}{}, changed: make(chan struct{}), cookie: "agentbox_live"}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
 	return s
-}
-
-func randomToken() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic("live: no randomness: " + err.Error())
-	}
-	return hex.EncodeToString(b)
 }
 
 // Listen starts serving on addr (host:port; port 0 picks one), which must
@@ -185,13 +167,9 @@ func randomToken() string {
 // token would travel in the clear. Watch from another machine through an
 // SSH tunnel (ssh -L).
 func (s *Server) Listen(addr string) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := webguard.Listen("live", addr)
 	if err != nil {
-		return fmt.Errorf("live: listen on %s: %w", addr, err)
-	}
-	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
-		ln.Close()
-		return fmt.Errorf("live: %s is not a loopback address: the live page listens on loopback only (to watch from elsewhere, tunnel it: ssh -L PORT:127.0.0.1:PORT)", addr)
+		return err
 	}
 	s.Serve(ln)
 	return nil
@@ -309,130 +287,30 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ws/grid", s.handleGridWS)
 	mux.HandleFunc("GET /ws/v/{id}", s.handleViewWS)
 	var h http.Handler = mux
-	h = s.authenticate(h)
-	h = s.checkOrigin(h)
-	h = s.checkHost(h)
-	h = headers(h)
+	h = webguard.Authenticate(webguard.Auth{
+		Name:       "agentbox live",
+		Cookie:     func() string { return s.cookie },
+		Params:     []string{"token", "view"},
+		Role:       s.roleOf,
+		NoExchange: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/ws/") },
+		Wrong:      "the token in the address is not this run's",
+		Missing:    "open the address agentbox printed (it carries this run's token)",
+	}, h)
+	h = webguard.CheckOrigin("agentbox live", h)
+	h = webguard.CheckHost("agentbox live", h)
+	h = webguard.Headers(CSP, h)
 	return h
-}
-
-// headers are set on every answer: the policy, no sniffing, no framing,
-// no referrer, nothing cached.
-func headers(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Security-Policy", CSP)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		h.Set("Cross-Origin-Resource-Policy", "same-origin")
-		next.ServeHTTP(w, r)
-	})
-}
-
-// checkHost refuses a Host that is not a loopback address or localhost:
-// a page of another site whose name was rebound to 127.0.0.1 sends its
-// own name (DNS rebinding).
-func (s *Server) checkHost(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !loopbackHost(r.Host) {
-			http.Error(w, "agentbox live: the Host header names a host this page does not answer to (only 127.0.0.1, [::1] and localhost)", http.StatusMisdirectedRequest)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func loopbackHost(host string) bool {
-	h := host
-	if name, _, err := net.SplitHostPort(host); err == nil {
-		h = name
-	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
-// checkOrigin refuses a request from another origin (a browser sends
-// Origin with WebSocket handshakes and cross-origin requests): only the
-// page's own scheme and host may talk to it.
-func (s *Server) checkOrigin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" {
-			u, err := url.Parse(o)
-			if err != nil || u.Scheme != "http" || !strings.EqualFold(u.Host, r.Host) {
-				http.Error(w, "agentbox live: requests from another origin are refused", http.StatusForbidden)
-				return
-			}
-		}
-		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-			http.Error(w, "agentbox live: requests from another site are refused", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type roleKey struct{}
-
-// authenticate lets in a request with the token's cookie. A first load
-// with ?token= (or ?view=) sets the cookie and sends the browser to the
-// same page without the token, so it stays out of the address bar, the
-// history and any Referer.
-func (s *Server) authenticate(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		for _, p := range []string{"token", "view"} {
-			if !q.Has(p) {
-				continue
-			}
-			role := s.roleOf(q.Get(p))
-			if role == "" || r.Method != http.MethodGet || strings.HasPrefix(r.URL.Path, "/ws/") {
-				s.refuse(w, "the token in the address is not this run's")
-				return
-			}
-			http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: q.Get(p), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			q.Del(p)
-			to := r.URL.Path
-			if len(q) > 0 {
-				to += "?" + q.Encode()
-			}
-			http.Redirect(w, r, to, http.StatusSeeOther)
-			return
-		}
-		c, err := r.Cookie(s.cookie)
-		role := ""
-		if err == nil {
-			role = s.roleOf(c.Value)
-		}
-		if role == "" {
-			s.refuse(w, "open the address agentbox printed (it carries this run's token)")
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), roleKey{}, role)))
-	})
 }
 
 // roleOf is a token's role, compared in constant time; "" for none.
 func (s *Server) roleOf(tok string) string {
 	switch {
-	case tok == "":
-		return ""
-	case subtle.ConstantTimeCompare([]byte(tok), []byte(s.control)) == 1:
+	case webguard.Equal(tok, s.control):
 		return RoleControl
-	case subtle.ConstantTimeCompare([]byte(tok), []byte(s.view)) == 1:
+	case webguard.Equal(tok, s.view):
 		return RoleView
 	}
 	return ""
-}
-
-func (s *Server) refuse(w http.ResponseWriter, why string) {
-	http.Error(w, "agentbox live: "+why, http.StatusUnauthorized)
 }
 
 // ---- pages ----
@@ -491,7 +369,7 @@ func writePage(w http.ResponseWriter, kind, id, title string) {
 const maxMessage = 64 << 10
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request) (*websocket.Conn, string, bool) {
-	role, _ := r.Context().Value(roleKey{}).(string)
+	role := webguard.RoleOf(r.Context())
 	// Accept checks the Origin again (only the page's own host).
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
