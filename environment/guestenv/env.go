@@ -379,6 +379,48 @@ func (e *Env) Ping(ctx context.Context) error {
 	return e.guest.Ping(ctx)
 }
 
+var _ environment.Floorer = (*Env)(nil)
+
+// Floor implements environment.Floorer: the guest times the motion, the
+// capture, the hash and the PNG encode in the sandbox; the round trips of
+// an empty request (ping) and of a frame's pixels are timed here.
+func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error) {
+	var fl environment.Floor
+	if e.guest == nil {
+		return fl, fmt.Errorf("floor: %w", environment.ErrClosed)
+	}
+	r, err := e.guest.Floor(ctx, samples)
+	if err != nil {
+		return fl, err
+	}
+	us := func(v []int64) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Microsecond
+		}
+		return d
+	}
+	fl.SHM = r.SHM
+	fl.Motion, fl.Capture, fl.Hash, fl.PNG = us(r.Motion), us(r.Capture), us(r.Hash), us(r.PNG)
+	for range samples {
+		t := time.Now()
+		if err := e.guest.Ping(ctx); err != nil {
+			return fl, err
+		}
+		fl.Ping = append(fl.Ping, time.Since(t))
+	}
+	for range samples {
+		t := time.Now()
+		n, err := e.guest.FloorFrame(ctx)
+		if err != nil {
+			return fl, err
+		}
+		fl.FrameTrip = append(fl.FrameTrip, time.Since(t))
+		fl.FrameBytes = n
+	}
+	return fl, nil
+}
+
 // Close implements environment.Environment: a frozen sandbox is thawed
 // (a frozen guest could not stop the app), the guest stops the app and the
 // display, and the sandbox is torn down; Close then waits briefly for the
