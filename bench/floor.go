@@ -19,15 +19,18 @@ import (
 // held against them. The floor of a step of an unchanged screen is one
 // empty round trip over the backend's channel, one XTEST motion with its
 // sync, one capture of the screen and its hash; of a full-frame step, the
-// same with the frame's pixels carried back by the round trip.
+// same with the frame carried back by the round trip, compressed as a
+// screenshot's and decompressed.
 type StepFloor struct {
 	SHM        bool // the captures went through MIT-SHM
-	FrameBytes int  // the pixels the frame's round trip carried
+	FrameBytes int  // the compressed frame the frame's round trip carried
 	Ping       Stats
 	FrameTrip  Stats
 	Motion     Stats
 	Capture    Stats
 	Hash       Stats
+	Encode     Stats // the frame's compression (guest)
+	Decode     Stats // and decompression (host)
 	PNG        Stats
 	// Unchanged and Full are the floors (sums of the primitives' p50s);
 	// the ratios are agentbox's p50 over them (absent where agentbox's
@@ -43,9 +46,10 @@ func summarizeFloor(f environment.Floor) *StepFloor {
 		SHM: f.SHM, FrameBytes: f.FrameBytes,
 		Ping: summarize(f.Ping), FrameTrip: summarize(f.FrameTrip), Motion: summarize(f.Motion),
 		Capture: summarize(f.Capture), Hash: summarize(f.Hash), PNG: summarize(f.PNG),
+		Encode: summarize(f.Encode), Decode: summarize(f.Decode),
 	}
 	s.Unchanged = s.Ping.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50
-	s.Full = s.FrameTrip.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50
+	s.Full = s.FrameTrip.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50 + s.Encode.P50 + s.Decode.P50
 	return s
 }
 
@@ -92,11 +96,11 @@ func (s *StepFloor) print(w io.Writer, st StepStats) {
 	fmt.Fprintf(w, "  the floor, its primitives alone in the same sandbox (p50, n=%d):\n", s.Ping.N)
 	fmt.Fprintf(w, "    empty round trip %s, with the frame %s (%d KiB), XTEST motion + sync %s,\n",
 		FormatMS(s.Ping.P50), FormatMS(s.FrameTrip.P50), s.FrameBytes>>10, FormatMS(s.Motion.P50))
-	fmt.Fprintf(w, "    %s capture %s, hash %s, PNG encode %s (n=%d)\n",
-		shm, FormatMS(s.Capture.P50), FormatMS(s.Hash.P50), FormatMS(s.PNG.P50), s.PNG.N)
+	fmt.Fprintf(w, "    %s capture %s, hash %s, compress %s + decompress %s, PNG encode %s (n=%d)\n",
+		shm, FormatMS(s.Capture.P50), FormatMS(s.Hash.P50), FormatMS(s.Encode.P50), FormatMS(s.Decode.P50), FormatMS(s.PNG.P50), s.PNG.N)
 	if st.Unchanged.N > 0 {
 		fmt.Fprintf(w, "  step, screen unchanged:    %s (round trip + motion + capture + hash)\n", AtFloor(st.Unchanged.P50, s.Unchanged))
-		fmt.Fprintf(w, "  step, full frame:          %s (frame round trip + motion + capture + hash)\n", AtFloor(st.Full.P50, s.Full))
+		fmt.Fprintf(w, "  step, full frame:          %s (frame round trip + motion + capture + hash + compress + decompress)\n", AtFloor(st.Full.P50, s.Full))
 	}
 }
 

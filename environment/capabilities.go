@@ -132,10 +132,11 @@ type Floorer interface {
 
 // Floor is what the primitives of a step cost alone, one duration a
 // sample. Ping is an empty request's round trip over the backend's
-// channel, FrameTrip the round trip of one that carries a whole frame's
-// pixels (FrameBytes, uncompressed) back; the guest times the others in
-// the sandbox: one XTEST motion with its sync, one capture of the screen
-// (MIT-SHM when SHM), the hash of a frame and a PNG encode of it.
+// channel, FrameTrip the round trip of one that carries a whole frame
+// back, compressed as a screenshot's (FrameBytes), and Decode its
+// decompression; the guest times the others in the sandbox: one XTEST
+// motion with its sync, one capture of the screen (MIT-SHM when SHM), the
+// hash of a frame, its compression (Encode) and a PNG encode of it.
 type Floor struct {
 	SHM        bool
 	FrameBytes int
@@ -144,5 +145,7 @@ type Floor struct {
 	Motion     []time.Duration
 	Capture    []time.Duration
 	Hash       []time.Duration
+	Encode     []time.Duration
+	Decode     []time.Duration
 	PNG        []time.Duration
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/observe"
@@ -17,9 +18,9 @@ import (
 // on its own, as a minimal program would run it: one XTEST motion with its
 // sync (the input path every pointer action takes), one capture of the
 // whole screen (MIT-SHM where in use, without a copy out of the segment),
-// the hash of a frame, and a PNG encode of it (as the trace does, fast
+// the hash of a frame, its compression as a screenshot's payload, and a PNG encode of it (as the trace does, fast
 // compression, opaque RGBA). With Frame it answers at once with the last
-// frame it captured, for the host to time a frame's round trip.
+// frame it captured, compressed, for the host to time a frame's round trip.
 func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorResponse, []byte, error) {
 	var resp wire.FloorResponse
 	if g.x == nil {
@@ -35,8 +36,9 @@ func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorRes
 			if err := g.floorCapture(ctx); err != nil {
 				return resp, nil, err
 			}
+			g.floorEnc = s2.Encode(g.floorEnc[:cap(g.floorEnc)], g.floorPix)
 		}
-		return resp, g.floorPix, nil
+		return resp, g.floorEnc, nil
 	}
 	us := func(t time.Time) int64 { return time.Since(t).Microseconds() }
 	for i := range req.Samples {
@@ -69,6 +71,9 @@ func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorRes
 		t := time.Now()
 		_ = xxhash.Sum64(g.floorPix)
 		resp.Hash = append(resp.Hash, us(t))
+		t = time.Now()
+		g.floorEnc = s2.Encode(g.floorEnc[:cap(g.floorEnc)], g.floorPix)
+		resp.Encode = append(resp.Encode, us(t))
 		if i < pngSamples(req.Samples) {
 			f := observe.Frame{Width: w, Height: h, Pix: rgba}
 			t = time.Now()

@@ -72,7 +72,7 @@ type Guest struct {
 	capBuf []byte
 	encBuf []byte
 	// floorPix is the last frame the floor request captured (floor.go).
-	floorPix []byte
+	floorPix, floorEnc []byte
 
 	curMu     sync.Mutex
 	curID     uint32

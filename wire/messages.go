@@ -257,10 +257,11 @@ type ResetResponse struct {
 // FloorRequest asks the guest to time the primitives of a step alone, one
 // at a time, Samples times each (at most MaxFloorSamples): one XTEST
 // motion with a sync, one capture of the whole screen (MIT-SHM where it is
-// in use), the hash of a frame and a PNG encode of it. With Frame, it
-// times nothing and answers at once with the screen's last captured
-// pixels (BGRX rows, uncompressed) as the payload: the host times the
-// round trip of a frame's bytes over the channel.
+// in use), the hash of a frame, its compression as a screenshot sends it
+// (EncodingBGRXS2) and a PNG encode of it. With Frame, it times nothing
+// and answers at once with the last frame it captured, compressed as a
+// screenshot's payload: the host times the round trip of a frame's bytes
+// over the channel.
 type FloorRequest struct {
 	Samples int  `json:"samples"`
 	Frame   bool `json:"frame,omitempty"`
@@ -277,6 +278,7 @@ type FloorResponse struct {
 	Motion  []int64 `json:"motion_us,omitempty"`
 	Capture []int64 `json:"capture_us,omitempty"`
 	Hash    []int64 `json:"hash_us,omitempty"`
+	Encode  []int64 `json:"encode_us,omitempty"`
 	PNG     []int64 `json:"png_us,omitempty"`
 }
 

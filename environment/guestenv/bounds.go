@@ -105,12 +105,12 @@ func (c *Client) check(h *wire.Header, payload int) error {
 		return nil
 	}
 	if h.Method == wire.MethodFloor {
-		// A frame's round trip: at most the screen's pixels, uncompressed.
+		// A frame's round trip: at most the screen's pixels, compressed.
 		var sw, sh int
 		if sc := c.screen.Load(); sc != nil {
 			sw, sh = sc.Width, sc.Height
 		}
-		if payload > 4*sw*sh {
+		if payload > s2.MaxEncodedLen(4*sw*sh) {
 			return fmt.Errorf("a floor response carries %d bytes, more than the %d×%d screen's pixels", payload, sw, sh)
 		}
 		return nil

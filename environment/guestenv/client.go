@@ -474,21 +474,21 @@ func (c *Client) Floor(ctx context.Context, samples int) (wire.FloorResponse, er
 	if err != nil {
 		return resp, c.wrap("floor", err)
 	}
-	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Hash) > n || len(resp.PNG) > n {
+	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > n {
 		return resp, c.wrap("floor", fmt.Errorf("%w: more timings than the %d samples asked for", environment.ErrGuest, n))
 	}
 	return resp, nil
 }
 
 // FloorFrame is one round trip of a request whose answer carries the
-// screen's last captured pixels (wire.FloorRequest.Frame); it returns the
-// payload's size.
-func (c *Client) FloorFrame(ctx context.Context) (int, error) {
+// screen's last captured pixels, compressed as a screenshot's
+// (wire.FloorRequest.Frame); it returns the payload.
+func (c *Client) FloorFrame(ctx context.Context) ([]byte, error) {
 	p, err := c.call(ctx, wire.MethodFloor, 10*time.Second, wire.FloorRequest{Frame: true}, nil, nil)
 	if err != nil {
-		return 0, c.wrap("floor", err)
+		return nil, c.wrap("floor", err)
 	}
-	return len(p), nil
+	return p, nil
 }
 
 // WaitServed waits until the read loop has ended (after the stream closed).

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
@@ -382,8 +384,9 @@ func (e *Env) Ping(ctx context.Context) error {
 var _ environment.Floorer = (*Env)(nil)
 
 // Floor implements environment.Floorer: the guest times the motion, the
-// capture, the hash and the PNG encode in the sandbox; the round trips of
-// an empty request (ping) and of a frame's pixels are timed here.
+// capture, the hash, the compression and the PNG encode in the sandbox;
+// the round trips of an empty request (ping) and of a compressed frame,
+// and the frame's decompression, are timed here.
 func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error) {
 	var fl environment.Floor
 	if e.guest == nil {
@@ -401,7 +404,7 @@ func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error)
 		return d
 	}
 	fl.SHM = r.SHM
-	fl.Motion, fl.Capture, fl.Hash, fl.PNG = us(r.Motion), us(r.Capture), us(r.Hash), us(r.PNG)
+	fl.Motion, fl.Capture, fl.Hash, fl.Encode, fl.PNG = us(r.Motion), us(r.Capture), us(r.Hash), us(r.Encode), us(r.PNG)
 	for range samples {
 		t := time.Now()
 		if err := e.guest.Ping(ctx); err != nil {
@@ -409,14 +412,20 @@ func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error)
 		}
 		fl.Ping = append(fl.Ping, time.Since(t))
 	}
+	var buf []byte
 	for range samples {
 		t := time.Now()
-		n, err := e.guest.FloorFrame(ctx)
+		p, err := e.guest.FloorFrame(ctx)
 		if err != nil {
 			return fl, err
 		}
 		fl.FrameTrip = append(fl.FrameTrip, time.Since(t))
-		fl.FrameBytes = n
+		fl.FrameBytes = len(p)
+		t = time.Now()
+		if buf, err = s2.Decode(buf[:cap(buf)], p); err != nil {
+			return fl, fmt.Errorf("floor: the frame: %w", err)
+		}
+		fl.Decode = append(fl.Decode, time.Since(t))
 	}
 	return fl, nil
 }

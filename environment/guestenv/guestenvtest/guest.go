@@ -266,12 +266,13 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 			_ = json.Unmarshal(m.Body, &req)
 			resp := wire.FloorResponse{Width: screen.Width, Height: screen.Height, SHM: true}
 			if req.Frame {
-				payload = make([]byte, 4*screen.Width*screen.Height)
+				payload = blank
 			}
 			for i := range req.Samples {
 				resp.Motion = append(resp.Motion, 50+int64(i))
 				resp.Capture = append(resp.Capture, 300)
 				resp.Hash = append(resp.Hash, 40)
+				resp.Encode = append(resp.Encode, 200)
 				resp.PNG = append(resp.PNG, 9000)
 			}
 			out = resp
