@@ -197,7 +197,7 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	remote := func(f func(*bench.RemoteStats) bench.Stats) func(r *bench.Report) string {
 		return func(r *bench.Report) string {
 			if r.Remote == nil {
-				return "-"
+				return "skipped"
 			}
 			return pp(f(r.Remote))
 		}
@@ -208,7 +208,7 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	pooled := func(f func(*bench.PoolStats) string) func(r *bench.Report) string {
 		return func(r *bench.Report) string {
 			if r.Pool == nil {
-				return "-"
+				return "skipped"
 			}
 			return f(r.Pool)
 		}
@@ -218,19 +218,19 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	row("reset back to back (no wait for the pool)", pooled(func(p *bench.PoolStats) string { return pp(p.ResetLoop) }))
 	row("  its hit rate, refill p50 / p95", pooled(func(p *bench.PoolStats) string {
 		if p.Loop == nil {
-			return "-"
+			return "skipped"
 		}
 		return fmt.Sprintf("%.0f %%, %s / %s", 100*p.Loop.HitRate, bench.FormatMS(p.Loop.RefillP50), bench.FormatMS(p.Loop.RefillP95))
 	}))
 	row("eval episodes/min, without / with --pool", pooled(func(p *bench.PoolStats) string {
 		if p.Eval == nil {
-			return "-"
+			return "skipped"
 		}
 		return fmt.Sprintf("%.1f / %.1f", p.Eval.PerMinute, p.Eval.PooledPerMinute)
 	}))
 	row("idle pooled environments, MiB each", pooled(func(p *bench.PoolStats) string {
 		if p.Capacity == nil {
-			return "-"
+			return "skipped"
 		}
 		return fmt.Sprintf("%d, %.0f MiB", p.Capacity.Filled, p.Capacity.SandboxMiB.P50)
 	}))
