@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -25,13 +26,16 @@ import (
 
 // Options select what to measure.
 type Options struct {
-	Backend   environment.Backend
-	Image     string
-	App       string // the mover's app directory
-	ColdRuns  int
-	Samples   int // steps per latency measurement
-	RunSteps  int // steps of the full run
-	SeedSteps int // seed-style steps (0 skips)
+	Backend  environment.Backend
+	Image    string
+	App      string // the mover's app directory
+	ColdRuns int
+	Samples  int // steps per latency measurement
+	// FloorSamples is the number of samples of each primitive of a step
+	// timed alone, in the step's sandbox at each screen size (0 skips).
+	FloorSamples int
+	RunSteps     int // steps of the full run
+	SeedSteps    int // seed-style steps (0 skips)
 	// RemoteSamples is the number of steps measured in-process, over
 	// serve's WebSocket and over its HTTP, side by side (0 skips).
 	RemoteSamples int
@@ -73,6 +77,9 @@ func summarize(d []time.Duration) Stats {
 }
 
 func (s Stats) String() string {
+	if s.N == 0 {
+		return "skipped"
+	}
 	return fmt.Sprintf("p50 %s  p95 %s  (min %s, max %s, n=%d)", FormatMS(s.P50), FormatMS(s.P95), FormatMS(s.Min), FormatMS(s.Max), s.N)
 }
 
@@ -93,18 +100,30 @@ type StepStats struct {
 	Unchanged Stats // mouse_move, then a screenshot of an unchanged screen
 	Full      Stats // the same with the whole frame transferred every time
 	Click     Stats // a left click into the app's window, then a screenshot
+	// Floor is what the step's primitives cost alone in the same sandbox.
+	Floor *StepFloor `json:",omitempty"`
 }
 
 // Report holds every figure.
 type Report struct {
-	ColdStart   Stats
-	Steps       []StepStats
-	RunPerStep  float64 // ms per step of the full run, trace included
-	RunSteps    int
-	TraceShare  float64 // trace writing as a fraction of the loop
-	TraceFinish float64 // ms waiting for queued PNGs at the end
+	// Machine is what it ran on, and its load before and after.
+	Machine   Machine
+	ColdStart Stats
+	// ColdFloor is the runtime's own cold start: the same sandbox
+	// running `true` (environment.ColdFloorer), measured in turn with
+	// ColdStart; ColdRatio is ColdStart's p50 over its p50.
+	ColdFloor   Stats
+	ColdRatio   float64     `json:",omitempty"`
+	Steps       []StepStats `json:",omitempty"`
+	RunPerStep  float64     `json:",omitempty"` // ms per step of the full run, trace included
+	RunSteps    int         `json:",omitempty"`
+	TraceShare  float64     `json:",omitempty"` // trace writing as a fraction of the loop
+	TraceFinish float64     `json:",omitempty"` // ms waiting for queued PNGs at the end
 	Seed        Stats
-	Ratio       float64 // seed-style step / full-run step
+	Ratio       float64 `json:",omitempty"` // seed-style step / full-run step
+	// Skipped names the measurements asked away (a count of 0) or that
+	// the backend cannot take, and why.
+	Skipped []string `json:",omitempty"`
 	// Remote is the step through agentbox serve against in-process.
 	Remote *RemoteStats `json:",omitempty"`
 	// Pool is the warm pool's figures.
@@ -118,35 +137,69 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer bundle.Close()
-	rep := &Report{}
+	rep := &Report{Machine: machine()}
 	logf := func(format string, args ...any) { fmt.Fprintf(o.Progress, format+"\n", args...) }
+	skip := func(what string) {
+		rep.Skipped = append(rep.Skipped, what)
+		logf("%s: skipped", what)
+	}
 
-	logf("cold start: %d runs of create → app window → first screenshot …", o.ColdRuns)
-	var cold []time.Duration
-	for i := 0; i < o.ColdRuns; i++ {
-		d, err := coldStart(ctx, o, bundle)
-		if err != nil {
-			return nil, fmt.Errorf("cold start: %w", err)
+	floorer, _ := o.Backend.(environment.ColdFloorer)
+	if o.ColdRuns <= 0 {
+		skip("cold start (--cold 0)")
+	} else {
+		logf("cold start: %d runs of create → app window → first screenshot, each followed by the runtime's own (a sandbox running true) …", o.ColdRuns)
+		if floorer == nil {
+			skip("the runtime's cold-start floor (the " + o.Backend.Name() + " backend has none)")
 		}
-		cold = append(cold, d)
-	}
-	rep.ColdStart = summarize(cold)
-
-	for _, s := range o.Screens {
-		logf("step latency at %dx%d: %d samples each …", s.Width, s.Height, o.Samples)
-		st, err := stepLatency(ctx, o, bundle, s)
-		if err != nil {
-			return nil, fmt.Errorf("step latency %dx%d: %w", s.Width, s.Height, err)
+		var cold, floor []time.Duration
+		for i := 0; i < o.ColdRuns; i++ {
+			d, err := coldStart(ctx, o, bundle)
+			if err != nil {
+				return nil, fmt.Errorf("cold start: %w", err)
+			}
+			cold = append(cold, d)
+			if floorer != nil {
+				d, err := floorer.ColdFloor(ctx, environment.Config{RunID: runID(), Image: o.Image, GuestBinary: o.GuestBinary})
+				if err != nil {
+					return nil, fmt.Errorf("the runtime's cold-start floor: %w", err)
+				}
+				floor = append(floor, d)
+			}
 		}
-		rep.Steps = append(rep.Steps, st)
+		rep.ColdStart, rep.ColdFloor = summarize(cold), summarize(floor)
+		rep.ColdRatio = ratio(rep.ColdStart, rep.ColdFloor.P50)
 	}
 
-	logf("a %d-step run with its full trace …", o.RunSteps)
-	if err := fullRun(ctx, o, bundle, rep); err != nil {
-		return nil, fmt.Errorf("full run: %w", err)
+	if o.Samples <= 0 {
+		skip("step latency (--samples 0)")
+	}
+	if o.FloorSamples <= 0 {
+		skip("the floor of a step's primitives (--floor-samples 0)")
+	}
+	if o.Samples > 0 || o.FloorSamples > 0 {
+		for _, s := range o.Screens {
+			logf("step latency at %s: %d samples each, the floor of its primitives: %d …", screenName(s), o.Samples, o.FloorSamples)
+			st, err := stepLatency(ctx, o, bundle, s)
+			if err != nil {
+				return nil, fmt.Errorf("step latency %s: %w", screenName(s), err)
+			}
+			rep.Steps = append(rep.Steps, st)
+		}
 	}
 
-	if o.RemoteSamples > 0 {
+	if o.RunSteps <= 0 {
+		skip("the full run (--steps 0)")
+	} else {
+		logf("a %d-step run with its full trace …", o.RunSteps)
+		if err := fullRun(ctx, o, bundle, rep); err != nil {
+			return nil, fmt.Errorf("full run: %w", err)
+		}
+	}
+
+	if o.RemoteSamples <= 0 {
+		skip("the step through agentbox serve (--remote-samples 0)")
+	} else {
 		logf("the step in-process, over agentbox serve's WebSocket and over its HTTP: %d samples each …", o.RemoteSamples)
 		rs, err := remoteStep(ctx, o, bundle)
 		if err != nil {
@@ -155,6 +208,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Remote = rs
 	}
 
+	if o.PoolResets <= 0 {
+		skip("the warm pool's resets (--pool-resets 0)")
+	}
+	if o.PoolEvalEpisodes <= 0 {
+		skip("eval with and without the pool (--pool-eval 0)")
+	}
+	if o.PoolCapacity <= 0 {
+		skip("the warm pool's capacity (--pool-capacity 0)")
+	}
 	if o.PoolResets > 0 || o.PoolCapacity > 0 || o.PoolEvalEpisodes > 0 {
 		rep.Pool = &PoolStats{}
 	}
@@ -181,9 +243,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Pool.Capacity = c
 	}
 
-	if o.SeedSteps > 0 && !environment.CapabilitiesOf(o.Backend).SeedStep {
-		logf("seed-style step: skipped (the %s backend has none)", o.Backend.Name())
-	} else if o.SeedSteps > 0 {
+	if o.SeedSteps <= 0 {
+		skip("the seed-style step (--seed-steps 0)")
+	} else if !environment.CapabilitiesOf(o.Backend).SeedStep {
+		skip("the seed-style step (the " + o.Backend.Name() + " backend has none)")
+	} else {
 		logf("seed-style steps (docker exec scrot + cat + xdotool): %d samples …", o.SeedSteps)
 		s, err := seedStyle(ctx, o, bundle)
 		if err != nil {
@@ -194,12 +258,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Ratio = s.P50 / rep.RunPerStep
 		}
 	}
+	rep.Machine.LoadAfter = loadAvg()
 	return rep, nil
 }
 
+func runID() string { return fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()) }
+
 func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, full bool) (environment.Environment, error) {
 	env, err := o.Backend.Create(ctx, environment.Config{
-		RunID: fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()), Image: o.Image, Screen: s, FullFrames: full,
+		RunID: runID(), Image: o.Image, Screen: s, FullFrames: full,
 	})
 	if err != nil {
 		return nil, err
@@ -231,13 +298,28 @@ func coldStart(ctx context.Context, o Options, b *app.Bundle) (time.Duration, er
 }
 
 // stepLatency measures one mouse move and the next screenshot, as the
-// agent sees it.
+// agent sees it, and the floor of its primitives in the same sandbox.
 func stepLatency(ctx context.Context, o Options, b *app.Bundle, s observe.Screen) (StepStats, error) {
 	st := StepStats{Screen: s}
 	for _, full := range []bool{false, true} {
+		if full && o.Samples <= 0 {
+			break
+		}
 		env, err := newEnv(ctx, o, b, s, full)
 		if err != nil {
 			return st, err
+		}
+		if !full && o.FloorSamples > 0 {
+			fl, err := stepFloor(ctx, o, env)
+			if err != nil {
+				closeEnv(ctx, env)
+				return st, err
+			}
+			st.Floor = fl
+			if o.Samples <= 0 {
+				closeEnv(ctx, env)
+				break
+			}
 		}
 		var ds []time.Duration
 		for i := 0; i < o.Samples+10; i++ {
@@ -269,6 +351,9 @@ func stepLatency(ctx context.Context, o Options, b *app.Bundle, s observe.Screen
 			st.Full = summarize(ds)
 		}
 		closeEnv(ctx, env)
+	}
+	if st.Floor != nil {
+		st.Floor.ratios(st)
 	}
 	return st, nil
 }
@@ -384,22 +469,41 @@ func seedStyle(ctx context.Context, o Options, b *app.Bundle) (Stats, error) {
 	return summarize(ds), nil
 }
 
-// Print writes the report as a table.
+// Print writes the report as a table. A measurement asked away is
+// printed as skipped, with the reason.
 func (r *Report) Print(w io.Writer, o Options) {
 	image := o.Image
 	if image == "" {
 		image = "none (the host's system)"
 	}
-	fmt.Fprintf(w, "\nagentbox bench — backend %s, image %s\n\n", o.Backend.Name(), image)
-	fmt.Fprintf(w, "cold start, create → app window up → first screenshot:\n  %s\n", r.ColdStart)
+	fmt.Fprintf(w, "\nagentbox bench — backend %s, image %s\n", o.Backend.Name(), image)
+	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)
+	if r.ColdStart.N == 0 {
+		fmt.Fprintf(w, "cold start: skipped\n")
+	} else {
+		fmt.Fprintf(w, "cold start, create → app window up → first screenshot:\n  %s\n", r.ColdStart)
+		if r.ColdFloor.N > 0 {
+			fmt.Fprintf(w, "  the runtime alone, the same sandbox running true: %s\n", r.ColdFloor)
+			fmt.Fprintf(w, "  cold start %s\n", AtFloor(r.ColdStart.P50, r.ColdFloor.P50))
+		}
+	}
 	for _, s := range r.Steps {
 		fmt.Fprintf(w, "step at %dx%d, mouse_move → next screenshot (as the agent sees it):\n", s.Screen.Width, s.Screen.Height)
-		fmt.Fprintf(w, "  screen unchanged:          %s\n", s.Unchanged)
-		fmt.Fprintf(w, "  full frame every step:     %s\n", s.Full)
-		fmt.Fprintf(w, "  click, screen unchanged:   %s\n", s.Click)
+		if s.Unchanged.N > 0 {
+			fmt.Fprintf(w, "  screen unchanged:          %s\n", s.Unchanged)
+			fmt.Fprintf(w, "  full frame every step:     %s\n", s.Full)
+			fmt.Fprintf(w, "  click, screen unchanged:   %s\n", s.Click)
+		} else {
+			fmt.Fprintf(w, "  agentbox's step: skipped\n")
+		}
+		if s.Floor != nil {
+			s.Floor.print(w, s)
+		}
 	}
-	fmt.Fprintf(w, "%d-step run with its full trace (PNGs, JSONL, logs):\n  %s per step; trace writing %.1f%% of the loop; %s waiting for the last PNGs\n",
-		r.RunSteps, FormatMS(r.RunPerStep), 100*r.TraceShare, FormatMS(r.TraceFinish))
+	if r.RunSteps > 0 {
+		fmt.Fprintf(w, "%d-step run with its full trace (PNGs, JSONL, logs):\n  %s per step; trace writing %.1f%% of the loop; %s waiting for the last PNGs\n",
+			r.RunSteps, FormatMS(r.RunPerStep), 100*r.TraceShare, FormatMS(r.TraceFinish))
+	}
 	if rs := r.Remote; rs != nil {
 		fmt.Fprintf(w, "step at %dx%d through agentbox serve, mouse_move → next observation (the trace written in each):\n", rs.Screen.Width, rs.Screen.Height)
 		fmt.Fprintf(w, "  in-process (session API):  %s\n", rs.InProcess)
@@ -412,7 +516,12 @@ func (r *Report) Print(w io.Writer, o Options) {
 	}
 	if r.Seed.N > 0 {
 		fmt.Fprintf(w, "seed-style step (docker exec scrot + docker exec cat + docker exec xdotool):\n  %s\n", r.Seed)
-		fmt.Fprintf(w, "\nthe %d-step run is %.0f× faster per step than the seed-style step (p50 %s vs %s)\n",
-			r.RunSteps, r.Ratio, FormatMS(r.Seed.P50), FormatMS(r.RunPerStep))
+		if r.Ratio > 0 {
+			fmt.Fprintf(w, "\nthe %d-step run is %.0f× faster per step than the seed-style step (p50 %s vs %s)\n",
+				r.RunSteps, r.Ratio, FormatMS(r.Seed.P50), FormatMS(r.RunPerStep))
+		}
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(w, "\nskipped: %s\n", strings.Join(r.Skipped, "; "))
 	}
 }

@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,10 +91,16 @@ func TestPrintGolden(t *testing.T) {
 	stats := func(p50 float64) Stats {
 		return Stats{N: 50, Min: p50 * 0.8, P50: p50, P95: p50 * 1.5, Max: p50 * 3, Mean: p50 * 1.1}
 	}
+	floor := &StepFloor{SHM: true, FrameBytes: 150 << 10, Ping: stats(0.1), FrameTrip: stats(0.9), Motion: stats(0.05),
+		Capture: stats(0.3), Hash: stats(0.06), Encode: stats(0.4), Decode: stats(0.2), PNG: Stats{N: 50, Min: 8, P50: 9, P95: 11, Max: 12, Mean: 9.2}}
+	floor.Unchanged, floor.Full = 0.51, 1.91
 	rep := &Report{
+		Machine:   Machine{CPUs: 2, OS: "linux/amd64", Kernel: "6.1.0", LoadBefore: [3]float64{1.5, 1.25, 1}, LoadAfter: [3]float64{2.25, 1.5, 1.1}},
 		ColdStart: Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
+		ColdFloor: Stats{N: 5, Min: 280, P50: 300, P95: 330, Max: 330, Mean: 305},
+		ColdRatio: 1040.0 / 300,
 		Steps: []StepStats{
-			{Screen: observe.Screen{Width: 640, Height: 480, Depth: 24}, Unchanged: stats(1.3), Full: stats(4.2), Click: stats(2.1)},
+			{Screen: observe.Screen{Width: 640, Height: 480, Depth: 24}, Unchanged: stats(1.3), Full: stats(4.2), Click: stats(2.1), Floor: floor},
 			{Screen: observe.Screen{Width: 1920, Height: 1080, Depth: 24}, Unchanged: stats(6.5), Full: stats(31), Click: stats(7.2)},
 		},
 		RunPerStep: 5.25, RunSteps: 200, TraceShare: 0.123, TraceFinish: 42,
@@ -106,6 +115,9 @@ func TestPrintGolden(t *testing.T) {
 	} {
 		t.Run(tt.file, func(t *testing.T) {
 			r := *rep
+			if tt.seed.N == 0 {
+				r.Skipped = []string{"the seed-style step (the local backend has none)"}
+			}
 			r.Seed = tt.seed
 			if tt.seed.N > 0 {
 				r.Ratio = tt.seed.P50 / r.RunPerStep
@@ -196,7 +208,7 @@ func TestRunScriptedGuest(t *testing.T) {
 	backend := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}
 	var progress bytes.Buffer
 	o := Options{
-		Backend: backend, App: dir, ColdRuns: 2, Samples: 5, RunSteps: 30, SeedSteps: 3,
+		Backend: backend, App: dir, ColdRuns: 2, Samples: 5, FloorSamples: 4, RunSteps: 30, SeedSteps: 3,
 		Screens:  []observe.Screen{{Width: 320, Height: 200, Depth: 24}, {Width: 800, Height: 600, Depth: 24}},
 		Progress: &progress,
 	}
@@ -211,11 +223,15 @@ func TestRunScriptedGuest(t *testing.T) {
 		if s.Screen != o.Screens[i] || s.Unchanged.N != 5 || s.Full.N != 5 || s.Click.N != 5 {
 			t.Errorf("step stats %d: %+v", i, s)
 		}
+		if f := s.Floor; f == nil || f.Ping.N != 4 || f.FrameTrip.N != 4 || f.Motion.N != 4 || f.PNG.N != 4 ||
+			f.FrameBytes <= 0 || f.Decode.N != 4 || f.Encode.N != 4 || f.Unchanged <= 0 || f.UnchangedRatio <= 0 || f.FullRatio <= 0 {
+			t.Errorf("floor %d: %+v", i, s.Floor)
+		}
 	}
 	if rep.RunSteps != 30 || rep.RunPerStep <= 0 || rep.TraceShare <= 0 {
 		t.Errorf("full run: %d steps, %v ms a step, trace share %v", rep.RunSteps, rep.RunPerStep, rep.TraceShare)
 	}
-	if rep.Seed.N != 0 || !strings.Contains(progress.String(), "seed-style step: skipped") {
+	if rep.Seed.N != 0 || !slices.Contains(rep.Skipped, "the seed-style step (the guestenvtest backend has none)") {
 		t.Errorf("the seed-style step ran on %s (n=%d):\n%s", backend.Name(), rep.Seed.N, progress.String())
 	}
 	// 2 cold starts, 2 per screen size, 1 full run: each closed, each
@@ -231,7 +247,8 @@ func TestRunScriptedGuest(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.Print(&out, o)
-	if !strings.Contains(out.String(), "backend guestenvtest") || strings.Contains(out.String(), "seed-style step (") {
+	if !strings.Contains(out.String(), "backend guestenvtest") || strings.Contains(out.String(), "seed-style step (docker") ||
+		!strings.Contains(out.String(), "step, screen unchanged:    ") || !strings.Contains(out.String(), "× floor") {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
@@ -279,5 +296,96 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestSkipped: a bench with every count 0 measures nothing and says so:
+// no "p50 0.00 ms … n=0" line, no "0-step run", every measurement named
+// as skipped; its JSON holds no zero that reads as a result (golden:
+// testdata/report-skipped.txt and .json).
+func TestSkipped(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "game"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command": "game", "window_title": "fake"}`), 0o644)
+	backend := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}
+	var progress bytes.Buffer
+	o := Options{Backend: backend, App: dir, Screens: []observe.Screen{{Width: 320, Height: 200, Depth: 24}}, Progress: &progress}
+	rep, err := Run(t.Context(), o)
+	if err != nil {
+		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
+	}
+	if _, closed := backend.GuestErrors(); closed != 0 || len(rep.Steps) != 0 {
+		t.Errorf("%d sandboxes made, %d step sizes measured; want none", closed, len(rep.Steps))
+	}
+	if rep.Machine.CPUs <= 0 {
+		t.Errorf("machine: %+v", rep.Machine)
+	}
+	// The machine's figures vary; the golden has fixed ones.
+	rep.Machine = Machine{CPUs: 2, OS: "linux/amd64", LoadBefore: [3]float64{0.5, 0.25, 0.125}, LoadAfter: [3]float64{0.5, 0.25, 0.125}}
+	var out bytes.Buffer
+	rep.Print(&out, o)
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"n=0", "0.00 ms", "0-step", "1-step"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("the report says %q:\n%s", bad, out.String())
+		}
+	}
+	for _, bad := range []string{`"N": 0`, `"P50": 0`, `"RunSteps"`, `"RunPerStep"`, `"Ratio"`} {
+		if strings.Contains(string(data), bad) {
+			t.Errorf("the JSON holds %s:\n%s", bad, data)
+		}
+	}
+	golden(t, "report-skipped.txt", out.Bytes())
+	golden(t, "report-skipped.json", append(data, '\n'))
+}
+
+// TestFloorRatios: the floors are the sums of their primitives' p50s, and
+// the ratios agentbox's p50 over them; a step not measured has none.
+func TestFloorRatios(t *testing.T) {
+	ms := func(v float64, n int) []time.Duration {
+		d := make([]time.Duration, n)
+		for i := range d {
+			d[i] = time.Duration(v * float64(time.Millisecond))
+		}
+		return d
+	}
+	f := summarizeFloor(environment.Floor{SHM: true, FrameBytes: 100, Ping: ms(0.1, 3), FrameTrip: ms(1, 3),
+		Motion: ms(0.2, 3), Capture: ms(0.5, 3), Hash: ms(0.2, 3), Encode: ms(0.3, 3), Decode: ms(0.1, 3), PNG: ms(9, 3)})
+	if math.Abs(f.Unchanged-1) > 1e-9 || math.Abs(f.Full-2.3) > 1e-9 {
+		t.Fatalf("floors %v, %v; want 1, 2.3", f.Unchanged, f.Full)
+	}
+	f.ratios(StepStats{Unchanged: Stats{N: 3, P50: 2}, Full: Stats{N: 3, P50: 4.6}})
+	if math.Abs(f.UnchangedRatio-2) > 1e-9 || math.Abs(f.FullRatio-2) > 1e-9 {
+		t.Errorf("ratios %v, %v; want 2, 2", f.UnchangedRatio, f.FullRatio)
+	}
+	f.ratios(StepStats{})
+	if f.UnchangedRatio != 0 || f.FullRatio != 0 {
+		t.Errorf("ratios of a step not measured: %v, %v", f.UnchangedRatio, f.FullRatio)
+	}
+	if got, want := AtFloor(2.2, 1.6), "2.20 ms = 1.4× floor 1.60 ms"; got != want {
+		t.Errorf("AtFloor = %q, want %q", got, want)
+	}
+}
+
+// golden compares got with testdata/name (go test -update rewrites it).
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s ./bench/ -args -update writes it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -update rewrites it after a deliberate change)\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }

@@ -47,6 +47,7 @@ func TestPrintRemoteGolden(t *testing.T) {
 		return Stats{N: 300, Min: p50 * 0.8, P50: p50, P95: p50 * 1.5, Max: p50 * 3, Mean: p50 * 1.1}
 	}
 	rep := &Report{
+		Machine:    Machine{CPUs: 2, OS: "linux/amd64", LoadBefore: [3]float64{1, 1, 1}, LoadAfter: [3]float64{1.5, 1, 1}},
 		ColdStart:  Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
 		RunPerStep: 5.25, RunSteps: 200, TraceShare: 0.123, TraceFinish: 42,
 		Remote: &RemoteStats{Screen: observe.Screen{Width: 640, Height: 480, Depth: 24},

@@ -26,8 +26,12 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure cold start, step latency and a full run on the real stack",
 		Long: `bench measures, with the mover demo in real sandboxes: cold start (create →
-app window up → first screenshot), the observe+act step as the agent sees it
-(one mouse move, then the next screenshot) at each --screens size, a full run
+app window up → first screenshot) against the runtime's own (the same
+sandbox running true), the observe+act step as the agent sees it
+(one mouse move, then the next screenshot) at each --screens size, held
+against the floor of its primitives timed alone in the same sandbox (an
+empty round trip over the backend's channel, one XTEST motion with its
+sync, one screen capture, a hash, a PNG encode), a full run
 with its trace, the same step in-process and through agentbox serve (over its
 WebSocket and over plain HTTP, side by side), the warm pool's figures (reset →
 first observation from serve's pool against a cold create; eval's episodes
@@ -35,7 +39,8 @@ per minute with and without --pool; with --pool-capacity, how many idle
 pooled environments one server holds and the memory each takes), and — for
 comparison — the seed-style step that ran docker exec scrot, docker exec cat
 and docker exec xdotool per step.
-It reports figures; it passes or fails nothing.`,
+It reports figures, the machine and its load before and after, and what it
+skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, s := range strings.Split(screens, ",") {
@@ -104,6 +109,7 @@ It reports figures; it passes or fails nothing.`,
 	fl.StringVar(&o.App, "app", "", "the mover app directory (default examples/mover)")
 	fl.IntVar(&o.ColdRuns, "cold", 8, "cold starts to measure")
 	fl.IntVar(&o.Samples, "samples", 300, "steps per latency measurement")
+	fl.IntVar(&o.FloorSamples, "floor-samples", 200, "samples of each primitive of a step timed alone in the step's sandbox, for the floor the step is held against (0 skips)")
 	fl.IntVar(&o.RunSteps, "steps", 200, "steps of the full run")
 	fl.IntVar(&o.SeedSteps, "seed-steps", 20, "seed-style steps to measure (0 skips)")
 	fl.IntVar(&o.RemoteSamples, "remote-samples", 300, "steps measured in-process, over agentbox serve's WebSocket and over its HTTP (0 skips)")
@@ -137,8 +143,27 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		}
 		fmt.Fprintln(w)
 	}
-	pp := func(s bench.Stats) string { return bench.FormatMS(s.P50) + " / " + bench.FormatMS(s.P95) }
+	pp := func(s bench.Stats) string {
+		if s.N == 0 {
+			return "skipped"
+		}
+		return bench.FormatMS(s.P50) + " / " + bench.FormatMS(s.P95)
+	}
+	atFloor := func(s bench.Stats, floor float64) string {
+		switch {
+		case s.N == 0:
+			return "skipped"
+		case floor <= 0:
+			return "-"
+		}
+		return fmt.Sprintf("%.1f× %s", s.P50/floor, bench.FormatMS(floor))
+	}
+	row("machine: CPUs, load before → after", func(r *bench.Report) string {
+		m := r.Machine
+		return fmt.Sprintf("%d, %.2f → %.2f", m.CPUs, m.LoadBefore[0], m.LoadAfter[0])
+	})
 	row("cold start (create → window → screenshot)", func(r *bench.Report) string { return pp(r.ColdStart) })
+	row("  its floor (the sandbox running true)", func(r *bench.Report) string { return atFloor(r.ColdStart, r.ColdFloor.P50) })
 	for i, s := range runs[0].Report.Steps {
 		size := fmt.Sprintf("%dx%d", s.Screen.Width, s.Screen.Height)
 		step := func(f func(bench.StepStats) bench.Stats) func(r *bench.Report) string {
@@ -152,12 +177,27 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		row("step "+size+", screen unchanged", step(func(s bench.StepStats) bench.Stats { return s.Unchanged }))
 		row("step "+size+", full frame", step(func(s bench.StepStats) bench.Stats { return s.Full }))
 		row("step "+size+", click", step(func(s bench.StepStats) bench.Stats { return s.Click }))
+		floor := func(f func(bench.StepStats) string) func(r *bench.Report) string {
+			return func(r *bench.Report) string {
+				if i >= len(r.Steps) || r.Steps[i].Floor == nil {
+					return "-"
+				}
+				return f(r.Steps[i])
+			}
+		}
+		row("  unchanged against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Unchanged, s.Floor.Unchanged) }))
+		row("  full frame against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Full, s.Floor.Full) }))
 	}
-	row("full run, per step (trace included)", func(r *bench.Report) string { return bench.FormatMS(r.RunPerStep) })
+	row("full run, per step (trace included)", func(r *bench.Report) string {
+		if r.RunSteps == 0 {
+			return "skipped"
+		}
+		return bench.FormatMS(r.RunPerStep)
+	})
 	remote := func(f func(*bench.RemoteStats) bench.Stats) func(r *bench.Report) string {
 		return func(r *bench.Report) string {
 			if r.Remote == nil {
-				return "-"
+				return "skipped"
 			}
 			return pp(f(r.Remote))
 		}
@@ -168,7 +208,7 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	pooled := func(f func(*bench.PoolStats) string) func(r *bench.Report) string {
 		return func(r *bench.Report) string {
 			if r.Pool == nil {
-				return "-"
+				return "skipped"
 			}
 			return f(r.Pool)
 		}
@@ -178,19 +218,19 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	row("reset back to back (no wait for the pool)", pooled(func(p *bench.PoolStats) string { return pp(p.ResetLoop) }))
 	row("  its hit rate, refill p50 / p95", pooled(func(p *bench.PoolStats) string {
 		if p.Loop == nil {
-			return "-"
+			return "skipped"
 		}
 		return fmt.Sprintf("%.0f %%, %s / %s", 100*p.Loop.HitRate, bench.FormatMS(p.Loop.RefillP50), bench.FormatMS(p.Loop.RefillP95))
 	}))
 	row("eval episodes/min, without / with --pool", pooled(func(p *bench.PoolStats) string {
 		if p.Eval == nil {
-			return "-"
+			return "skipped"
 		}
 		return fmt.Sprintf("%.1f / %.1f", p.Eval.PerMinute, p.Eval.PooledPerMinute)
 	}))
 	row("idle pooled environments, MiB each", pooled(func(p *bench.PoolStats) string {
 		if p.Capacity == nil {
-			return "-"
+			return "skipped"
 		}
 		return fmt.Sprintf("%d, %.0f MiB", p.Capacity.Filled, p.Capacity.SandboxMiB.P50)
 	}))

@@ -3,6 +3,7 @@ package environment
 import (
 	"context"
 	"strings"
+	"time"
 )
 
 // Capabilities is what a backend supports on this host. Callers choose
@@ -112,4 +113,39 @@ func (c Capabilities) String() string {
 // have the tools (the test image has).
 type SeedStepper interface {
 	SeedStep(ctx context.Context, env Environment, x, y int) (int, error)
+}
+
+// ColdFloorer is implemented by backends that can time their runtime's own
+// floor for a cold start, for `agentbox bench` to hold the cold start
+// against: a sandbox made with Create's hardening from cfg, running `true`
+// in place of the guest, from its creation until it has exited. What is
+// left of it is removed afterwards, outside the time.
+type ColdFloorer interface {
+	ColdFloor(ctx context.Context, cfg Config) (time.Duration, error)
+}
+
+// Floorer is implemented by environments that can time the primitives of
+// a step alone, in their sandbox (`agentbox bench`): samples of each.
+type Floorer interface {
+	Floor(ctx context.Context, samples int) (Floor, error)
+}
+
+// Floor is what the primitives of a step cost alone, one duration a
+// sample. Ping is an empty request's round trip over the backend's
+// channel, FrameTrip the round trip of one that carries a whole frame
+// back, compressed as a screenshot's (FrameBytes), and Decode its
+// decompression; the guest times the others in the sandbox: one XTEST
+// motion with its sync, one capture of the screen (MIT-SHM when SHM), the
+// hash of a frame, its compression (Encode) and a PNG encode of it.
+type Floor struct {
+	SHM        bool
+	FrameBytes int
+	Ping       []time.Duration
+	FrameTrip  []time.Duration
+	Motion     []time.Duration
+	Capture    []time.Duration
+	Hash       []time.Duration
+	Encode     []time.Duration
+	Decode     []time.Duration
+	PNG        []time.Duration
 }

@@ -105,7 +105,8 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 }
 
 // screenshot captures the screen; an unchanged screen (same hash as the
-// host's) is answered without pixels.
+// host's) is answered without pixels. The hash and the compression read
+// the capture where it is (the MIT-SHM segment): no copy of the frame.
 func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wire.ScreenshotResponse, []byte, error) {
 	var resp wire.ScreenshotResponse
 	if g.x == nil {
@@ -113,14 +114,22 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	}
 	xctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
-	f, err := g.x.Capture(xctx, g.capBuf)
+	var err error
+	g.capBuf, err = g.x.CaptureShared(xctx, g.capBuf, func(f x11.Frame) error {
+		pix := packed(f)
+		resp.Width, resp.Height = f.Width, f.Height
+		resp.Hash = xxhash.Sum64(pix)
+		if req.IfNot != 0 && req.IfNot == resp.Hash {
+			resp.Unchanged = true
+			return nil
+		}
+		resp.Encoding = wire.EncodingBGRXS2
+		g.encBuf = s2.Encode(g.encBuf[:cap(g.encBuf)], pix)
+		return nil
+	})
 	if err != nil {
 		return resp, nil, fmt.Errorf("capture: %w", err)
 	}
-	g.capBuf = f.Pix[:cap(f.Pix)]
-	pix := packed(f)
-	resp.Width, resp.Height = f.Width, f.Height
-	resp.Hash = xxhash.Sum64(pix)
 	if req.WithState {
 		st, err := g.state(xctx)
 		if err != nil {
@@ -128,12 +137,9 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 		}
 		resp.State = &st
 	}
-	if req.IfNot != 0 && req.IfNot == resp.Hash {
-		resp.Unchanged = true
+	if resp.Unchanged {
 		return resp, nil, nil
 	}
-	resp.Encoding = wire.EncodingBGRXS2
-	g.encBuf = s2.Encode(g.encBuf[:cap(g.encBuf)], pix)
 	return resp, g.encBuf, nil
 }
 
@@ -154,12 +160,13 @@ func packed(f x11.Frame) []byte {
 func (g *Guest) frameHash(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
-	f, err := g.x.Capture(ctx, g.capBuf)
-	if err != nil {
-		return 0, err
-	}
-	g.capBuf = f.Pix[:cap(f.Pix)]
-	return xxhash.Sum64(packed(f)), nil
+	var h uint64
+	var err error
+	g.capBuf, err = g.x.CaptureShared(ctx, g.capBuf, func(f x11.Frame) error {
+		h = xxhash.Sum64(packed(f))
+		return nil
+	})
+	return h, err
 }
 
 // state reports cursor, windows and the app's state.

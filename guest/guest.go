@@ -71,6 +71,8 @@ type Guest struct {
 
 	capBuf []byte
 	encBuf []byte
+	// floorPix is the last frame the floor request captured (floor.go).
+	floorPix, floorEnc []byte
 
 	curMu     sync.Mutex
 	curID     uint32
@@ -318,6 +320,11 @@ func (g *Guest) handle(m *wire.Message) {
 		var req wire.ResetRequest
 		if err = decode(&req); err == nil {
 			out, err = g.reset(ctx)
+		}
+	case wire.MethodFloor:
+		var req wire.FloorRequest
+		if err = decode(&req); err == nil {
+			out, payload, err = g.floor(ctx, req)
 		}
 	case wire.MethodStop:
 		var req wire.StopRequest

@@ -20,6 +20,7 @@ const (
 	MethodReadFile   = "read_file"  // ReadFileRequest → ReadFileResponse + payload (a chunk of a file below the home)
 	MethodClock      = "clock"      // ClockRequest → ClockResponse (an app launched with a virtual clock)
 	MethodReset      = "reset"      // ResetRequest → ResetResponse: the sandbox back to its state before the first launch (a relaunch)
+	MethodFloor      = "floor"      // FloorRequest → FloorResponse (+ payload: the screen's pixels, with Frame): a step's primitives timed alone (agentbox bench)
 )
 
 // Events (guest → host).
@@ -251,6 +252,34 @@ type ResetResponse struct {
 	// sent last (the guest's own copy, never what the app left there):
 	// the host need not send the same app again.
 	AppKept bool `json:"app_kept,omitempty"`
+}
+
+// FloorRequest asks the guest to time the primitives of a step alone, one
+// at a time, Samples times each (at most MaxFloorSamples): one XTEST
+// motion with a sync, one capture of the whole screen (MIT-SHM where it is
+// in use), the hash of a frame, its compression as a screenshot sends it
+// (EncodingBGRXS2) and a PNG encode of it. With Frame, it times nothing
+// and answers at once with the last frame it captured, compressed as a
+// screenshot's payload: the host times the round trip of a frame's bytes
+// over the channel.
+type FloorRequest struct {
+	Samples int  `json:"samples"`
+	Frame   bool `json:"frame,omitempty"`
+}
+
+// MaxFloorSamples bounds FloorRequest.Samples.
+const MaxFloorSamples = 10_000
+
+// FloorResponse holds the durations in microseconds, one per sample.
+type FloorResponse struct {
+	Width   int     `json:"w"`
+	Height  int     `json:"h"`
+	SHM     bool    `json:"shm"` // the captures went through MIT-SHM
+	Motion  []int64 `json:"motion_us,omitempty"`
+	Capture []int64 `json:"capture_us,omitempty"`
+	Hash    []int64 `json:"hash_us,omitempty"`
+	Encode  []int64 `json:"encode_us,omitempty"`
+	PNG     []int64 `json:"png_us,omitempty"`
 }
 
 // OutputEvent accompanies app output bytes.

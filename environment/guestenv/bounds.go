@@ -104,6 +104,17 @@ func (c *Client) check(h *wire.Header, payload int) error {
 		}
 		return nil
 	}
+	if h.Method == wire.MethodFloor {
+		// A frame's round trip: at most the screen's pixels, compressed.
+		var sw, sh int
+		if sc := c.screen.Load(); sc != nil {
+			sw, sh = sc.Width, sc.Height
+		}
+		if payload > s2.MaxEncodedLen(4*sw*sh) {
+			return fmt.Errorf("a floor response carries %d bytes, more than the %d×%d screen's pixels", payload, sw, sh)
+		}
+		return nil
+	}
 	if h.Method != wire.MethodScreenshot {
 		if payload > 0 {
 			return fmt.Errorf("the response carries a %d-byte payload; only screenshots and file chunks have one", payload)

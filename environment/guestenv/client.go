@@ -463,6 +463,34 @@ func (c *Client) Ping(ctx context.Context) error {
 	return c.wrap("ping", err)
 }
 
+// Floor asks the guest to time a step's primitives alone
+// (wire.MethodFloor), samples of each.
+func (c *Client) Floor(ctx context.Context, samples int) (wire.FloorResponse, error) {
+	var resp wire.FloorResponse
+	// Each sample is a motion, a capture and a hash, and up to 50 PNG
+	// encodes: well below 50 ms each even at 4K on a busy machine.
+	bound := time.Duration(samples)*50*time.Millisecond + 30*time.Second
+	_, err := c.call(ctx, wire.MethodFloor, bound, wire.FloorRequest{Samples: samples}, &resp, nil)
+	if err != nil {
+		return resp, c.wrap("floor", err)
+	}
+	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > n {
+		return resp, c.wrap("floor", fmt.Errorf("%w: more timings than the %d samples asked for", environment.ErrGuest, n))
+	}
+	return resp, nil
+}
+
+// FloorFrame is one round trip of a request whose answer carries the
+// screen's last captured pixels, compressed as a screenshot's
+// (wire.FloorRequest.Frame); it returns the payload.
+func (c *Client) FloorFrame(ctx context.Context) ([]byte, error) {
+	p, err := c.call(ctx, wire.MethodFloor, 10*time.Second, wire.FloorRequest{Frame: true}, nil, nil)
+	if err != nil {
+		return nil, c.wrap("floor", err)
+	}
+	return p, nil
+}
+
 // WaitServed waits until the read loop has ended (after the stream closed).
 func (c *Client) WaitServed(ctx context.Context) {
 	select {

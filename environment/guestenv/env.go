@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
@@ -377,6 +379,55 @@ func (e *Env) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping: %w", environment.ErrClosed)
 	}
 	return e.guest.Ping(ctx)
+}
+
+var _ environment.Floorer = (*Env)(nil)
+
+// Floor implements environment.Floorer: the guest times the motion, the
+// capture, the hash, the compression and the PNG encode in the sandbox;
+// the round trips of an empty request (ping) and of a compressed frame,
+// and the frame's decompression, are timed here.
+func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error) {
+	var fl environment.Floor
+	if e.guest == nil {
+		return fl, fmt.Errorf("floor: %w", environment.ErrClosed)
+	}
+	r, err := e.guest.Floor(ctx, samples)
+	if err != nil {
+		return fl, err
+	}
+	us := func(v []int64) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Microsecond
+		}
+		return d
+	}
+	fl.SHM = r.SHM
+	fl.Motion, fl.Capture, fl.Hash, fl.Encode, fl.PNG = us(r.Motion), us(r.Capture), us(r.Hash), us(r.Encode), us(r.PNG)
+	for range samples {
+		t := time.Now()
+		if err := e.guest.Ping(ctx); err != nil {
+			return fl, err
+		}
+		fl.Ping = append(fl.Ping, time.Since(t))
+	}
+	var buf []byte
+	for range samples {
+		t := time.Now()
+		p, err := e.guest.FloorFrame(ctx)
+		if err != nil {
+			return fl, err
+		}
+		fl.FrameTrip = append(fl.FrameTrip, time.Since(t))
+		fl.FrameBytes = len(p)
+		t = time.Now()
+		if buf, err = s2.Decode(buf[:cap(buf)], p); err != nil {
+			return fl, fmt.Errorf("floor: the frame: %w", err)
+		}
+		fl.Decode = append(fl.Decode, time.Since(t))
+	}
+	return fl, nil
 }
 
 // Close implements environment.Environment: a frozen sandbox is thawed

@@ -313,3 +313,18 @@ func TestCgroupMechanics(t *testing.T) {
 		t.Errorf("%s still exists: %v", cg.dir, err)
 	}
 }
+
+// TestFloorArgs: the cold-start floor runs bubblewrap with Create's
+// arguments but for the command (true) and the info descriptor.
+func TestFloorArgs(t *testing.T) {
+	b := &bwrapInfo{path: "/usr/bin/bwrap", version: "0.8.0", size: true, disableUserns: true}
+	res := environment.Resources{}.WithDefaults()
+	args := sandboxArgs(b, environment.Config{RunID: "r"}, res, "/opt/guest", rlimits(res), nil)
+	got := floorArgs(args)
+	if got[len(got)-1] != "/usr/bin/true" || slices.Contains(got, "--info-fd") || slices.Contains(got, "--sandboxed") {
+		t.Fatalf("floor args end %q, contain --info-fd %v", got[len(got)-3:], slices.Contains(got, "--info-fd"))
+	}
+	if len(got) != len(args)-4 || !slices.Equal(got[:len(got)-1], slices.Delete(slices.Clone(args[:len(args)-3]), slices.Index(args, "--info-fd"), slices.Index(args, "--info-fd")+2)) {
+		t.Errorf("floor args differ from Create's beyond the command and --info-fd:\n%q\n%q", got, args)
+	}
+}

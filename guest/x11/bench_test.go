@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/s2"
+
 	"github.com/codegirl-games/agentbox/guest/xserver"
 )
 
@@ -133,5 +136,49 @@ func BenchmarkTypeText(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/char")
 		})
+	}
+}
+
+// BenchmarkScreenshotPath is what the guest's screenshot does with a
+// capture, through MIT-SHM: the hash (an unchanged screen) or the hash and
+// the compression (a changed one), from a copy out of the segment
+// (Capture) against from the segment itself (CaptureShared).
+func BenchmarkScreenshotPath(b *testing.B) {
+	for _, size := range [][2]int{{640, 480}, {1920, 1080}} {
+		e := newEnv(b, xserver.Config{Width: size[0], Height: size[1]}, false)
+		ctx := testCtx(b, 10*time.Minute)
+		for _, work := range []string{"hash", "hash+s2"} {
+			use := func(pix []byte, enc []byte) []byte {
+				_ = xxhash.Sum64(pix)
+				if work == "hash+s2" {
+					enc = s2.Encode(enc[:cap(enc)], pix)
+				}
+				return enc
+			}
+			b.Run(fmt.Sprintf("copy/%s/%dx%d", work, size[0], size[1]), func(b *testing.B) {
+				var buf, enc []byte
+				for b.Loop() {
+					f, err := e.c.Capture(ctx, buf)
+					if err != nil {
+						b.Fatal(err)
+					}
+					buf = f.Pix[:cap(f.Pix)]
+					enc = use(f.Pix, enc)
+				}
+			})
+			b.Run(fmt.Sprintf("shared/%s/%dx%d", work, size[0], size[1]), func(b *testing.B) {
+				var buf, enc []byte
+				for b.Loop() {
+					var err error
+					buf, err = e.c.CaptureShared(ctx, buf, func(f Frame) error { enc = use(f.Pix, enc); return nil })
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				if !e.c.SHM() {
+					b.Fatalf("no MIT-SHM: %v", e.c.SHMFailure())
+				}
+			})
+		}
 	}
 }

@@ -140,11 +140,60 @@ func (c *Conn) SHM() bool {
 // (for example a sandbox without System V IPC), or nil.
 func (c *Conn) SHMFailure() error { return c.capt.failure() }
 
+// CaptureShared captures the whole screen and calls fn with the frame
+// while the capture lane is held. Through MIT-SHM the frame's pixels are
+// the shared segment itself, not a copy: fn must not keep them, or write
+// them, past its return. Without MIT-SHM the frame is captured into dst
+// (reused when its capacity suffices). It returns the buffer to pass as
+// dst next time, and fn's error as it is.
+func (c *Conn) CaptureShared(ctx context.Context, dst []byte, fn func(Frame) error) ([]byte, error) {
+	if c.format != nil {
+		return dst, c.format
+	}
+	w, h := c.width, c.height
+	n := w * h * 4
+	f := Frame{Width: w, Height: h, Stride: w * 4}
+	o, err := c.begin(ctx, &c.capture, "capture")
+	if err != nil {
+		return dst, err
+	}
+	defer o.end()
+	if c.hasSHM && !c.opts.coreCapture && c.capt.failure() == nil {
+		used, err := c.getSHM(o, f, n)
+		if err != nil {
+			return dst, o.wrap("capture", err)
+		}
+		if used {
+			f.Pix = c.capt.mem[:n:n]
+			return dst, fn(f)
+		}
+	}
+	if cap(dst) < n {
+		dst = make([]byte, n)
+	}
+	f.Pix = dst[:n]
+	if err := c.captureCore(o, f); err != nil {
+		return dst, o.wrap("capture", err)
+	}
+	return dst, fn(f)
+}
+
 // captureSHM captures f through the shared segment. It reports false
 // without an error when MIT-SHM turned out to be unusable (the caller then
 // falls back to core GetImage for good).
 func (c *Conn) captureSHM(o *op, f Frame) (bool, error) {
 	n := len(f.Pix)
+	used, err := c.getSHM(o, f, n)
+	if used && err == nil {
+		copy(f.Pix, c.capt.mem[:n])
+	}
+	return used, err
+}
+
+// getSHM has the server write f's rectangle (n bytes) into the shared
+// segment, setting the segment up first if need be; it reports false
+// without an error when MIT-SHM turned out to be unusable.
+func (c *Conn) getSHM(o *op, f Frame, n int) (bool, error) {
 	if len(c.capt.mem) < n {
 		if err := c.capt.setup(o, c.xc, max(n, c.width*c.height*4)); err != nil {
 			if isContextErr(err) {
@@ -169,7 +218,6 @@ func (c *Conn) captureSHM(o *op, f Frame) (bool, error) {
 		c.capt.free()
 		return false, nil
 	}
-	copy(f.Pix, c.capt.mem[:n])
 	return true, nil
 }
 

@@ -261,6 +261,21 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				return err
 			}
 			out = wire.ResetResponse{Exit: &exit, Killed: 1}
+		case wire.MethodFloor:
+			var req wire.FloorRequest
+			_ = json.Unmarshal(m.Body, &req)
+			resp := wire.FloorResponse{Width: screen.Width, Height: screen.Height, SHM: true}
+			if req.Frame {
+				payload = blank
+			}
+			for i := range req.Samples {
+				resp.Motion = append(resp.Motion, 50+int64(i))
+				resp.Capture = append(resp.Capture, 300)
+				resp.Hash = append(resp.Hash, 40)
+				resp.Encode = append(resp.Encode, 200)
+				resp.PNG = append(resp.PNG, 9000)
+			}
+			out = resp
 		case wire.MethodStop:
 			if g.OnStop != nil && g.OnStop(w, m) {
 				if w.err != nil {

@@ -1,0 +1,33 @@
+package docker
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+// TestFloorOptions: the cold-start floor's container is Create's, hardening
+// and all, but for its command (true), its name and its stdio.
+func TestFloorOptions(t *testing.T) {
+	cfg := environment.Config{RunID: "r1", Runtime: "runc"}
+	res := environment.Resources{}.WithDefaults()
+	want := createOptions(cfg, "img", "/srv/guest", res)
+	got := floorOptions(cfg, "img", "/srv/guest", res)
+	if !reflect.DeepEqual(got.HostConfig, want.HostConfig) {
+		t.Errorf("host config differs:\n%+v\n%+v", got.HostConfig, want.HostConfig)
+	}
+	if got.Config.Cmd[0] != "true" || len(got.Config.Cmd) != 1 || got.Config.OpenStdin || got.Config.AttachStdout {
+		t.Errorf("floor container: cmd %q, stdin %v, attached %v", got.Config.Cmd, got.Config.OpenStdin, got.Config.AttachStdout)
+	}
+	g, w := *got.Config, *want.Config
+	g.Cmd, w.Cmd = nil, nil
+	g.OpenStdin, g.StdinOnce, g.AttachStdin, g.AttachStdout, g.AttachStderr = w.OpenStdin, w.StdinOnce, w.AttachStdin, w.AttachStdout, w.AttachStderr
+	g.Labels[LabelCreated], w.Labels[LabelCreated] = "", ""
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("container config differs beyond command and stdio:\n%+v\n%+v", g, w)
+	}
+	if got.Name != want.Name+"-floor" {
+		t.Errorf("name %q", got.Name)
+	}
+}
