@@ -49,5 +49,6 @@ func (s *Session) ForkPoint(ctx context.Context) (ForkPoint, error) {
 	if err != nil {
 		return ForkPoint{}, err
 	}
+	s.tw.Flush() // the recorded screenshots are on disk for the forks to compare with
 	return ForkPoint{RunID: s.cfg.RunID, TraceDir: s.cfg.TraceDir, Steps: s.steps, Frame: f, State: st}, nil
 }
