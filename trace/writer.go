@@ -70,19 +70,19 @@ type Writer struct {
 	lines   int // records written to steps.jsonl
 
 	// Screenshots: one file per distinct frame.
-	shots    map[uint64]string
-	names    map[string]bool
-	sendMu   lockrank.RWMutex[sendLock] // held for reading while queueing; Finish closes jobs under it
-	jobs     chan pngJob
+	shots  map[uint64]string
+	names  map[string]bool
+	sendMu lockrank.RWMutex[sendLock] // held for reading while queueing; Finish closes jobs under it
+	jobs   chan pngJob
 	// queued and written count the screenshots sent to the encoder and
 	// those it has finished (under shotMu); encoded is signalled at each.
 	queued, written int64
 	encoded         *sync.Cond
-	wg       sync.WaitGroup
-	shotErr  error
-	shotMu   lockrank.Mutex[shotLock]
-	nShots   int
-	finished bool
+	wg              sync.WaitGroup
+	shotErr         error
+	shotMu          lockrank.Mutex[shotLock]
+	nShots          int
+	finished        bool
 }
 
 // The Writer's lock ranks: after every caller's, leaves but for their
