@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -13,9 +15,23 @@ import (
 // parent's state (the first observation of each is the parent's screen),
 // independent from then on; a bad count is the server's error.
 func TestForkOverARealServer(t *testing.T) {
-	c, _ := server(t)
+	c, dir := server(t)
 	ctx := t.Context()
-	env, err := c.Create(ctx, api.CreateRequest{App: "mover"})
+	// The mover with --step: each key press moves it 7 px whatever the
+	// time (by default it moves by time × speed, and a wall-clock fork of
+	// it may diverge: TestForkFifty).
+	step := t.TempDir()
+	bin, err := os.ReadFile(filepath.Join(dir, "mover"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(step, "mover"), bin, 0o755)
+	os.WriteFile(filepath.Join(step, "agentbox.json"), []byte(`{"command": "mover", "args": ["--step", "7"], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "30s"}`), 0o644)
+	up, err := c.Upload(ctx, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := c.Create(ctx, api.CreateRequest{Upload: up.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,10 +43,6 @@ func TestForkOverARealServer(t *testing.T) {
 		if _, _, _, _, _, err := env.Step(ctx, action.Action{Kind: action.Key, Keys: "Right"}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	parent, err := env.Observe(ctx)
-	if err != nil {
-		t.Fatal(err)
 	}
 	var ae *api.Error
 	if _, err := env.Fork(ctx, 0); !errors.As(err, &ae) || ae.Code != api.CodeInvalidRequest {
@@ -45,6 +57,10 @@ func TestForkOverARealServer(t *testing.T) {
 	}
 	if len(forks) != 2 {
 		t.Fatalf("%d forks", len(forks))
+	}
+	parent, err := env.Observe(ctx) // its screen now: the one the forks were checked against
+	if err != nil {
+		t.Fatal(err)
 	}
 	px, _ := greenX(parent.Screen)
 	var after []float64

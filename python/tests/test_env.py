@@ -138,16 +138,31 @@ def test_fork(client, target):
     """env.fork(n): environments in the parent's state (the first screen
     the parent's), independent from then on, each trace naming its
     parent; a count of 0 is refused."""
+    import shutil
+    import tempfile
+
     fmt = "array" if agentbox.have_numpy() else "rgb"
-    with client.create("mover", observation=fmt) as env:
+    # The mover with --step: each key press moves it 7 px whatever the
+    # time (by default it moves by time x speed, and a wall-clock fork of
+    # it may diverge).
+    app = tempfile.mkdtemp(prefix="agentbox-pytest-stepmover-")
+    try:
+        shutil.copy(os.path.join(built().app, "mover"), os.path.join(app, "mover"))
+        with open(os.path.join(app, "agentbox.json"), "w") as f:
+            json.dump({"command": "mover", "args": ["--step", "7"], "window_title": "mover",
+                       "ready_output": "mover: ready", "ready_timeout": "20s"}, f)
+        up = client.upload(app)
+    finally:
+        shutil.rmtree(app, True)
+    with client.create(upload=up["id"], observation=fmt) as env:
         env.reset()
         for _ in range(5):
             env.step({"action": "key", "keys": "Right"})
-        obs, info = env.observe()
-        px, _ = green_x(obs, fmt)
         with pytest.raises(agentbox.InvalidRequest):
             env.fork(0)
         forks = env.fork(2)
+        obs, info = env.observe()
+        px, _ = green_x(obs, fmt)
         try:
             xs = []
             for f, key in zip(forks, ("Left", "Down")):
