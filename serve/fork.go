@@ -24,11 +24,14 @@ import (
 // (environment.ForkReplay): each fork is a fresh (pooled) sandbox into
 // which the parent's recorded steps are replayed — the same actions, on a
 // virtual clock moved by the same amounts, on the wall clock with the
-// recorded intervals between them — and every replayed screen is compared
-// with the parent's recorded one, the last with the parent's screen now.
-// A screen beyond the replay rules (replay.DefaultRules) is an error
-// naming the first step that differed (fork_diverged), never an
-// approximation, and then no fork is kept: all or none.
+// recorded intervals between them — and the fork's screen after the
+// replay, once it rests, is compared with the parent's screen now, by
+// the replay rules (replay.DefaultRules). Every replayed step's screen is
+// compared with the parent's recorded one too: a step's screenshot may
+// catch the app mid-draw (in the parent or the fork), so a difference
+// there is not an error by itself, but when the last screen differs the
+// error (fork_diverged) names the first step that differed — never an
+// approximation — and then no fork is kept: all or none.
 
 func (s *Server) handleFork(w http.ResponseWriter, r *http.Request, owner string) {
 	e, aerr := s.lookup(r, owner)
@@ -250,6 +253,7 @@ func (e *env) replayFork(ctx context.Context, steps []trace.Step, dir string, fp
 	}
 	var lastRec float64
 	var lastSent time.Time
+	first, firstMsg := 0, "" // the first step whose screen differed from the parent's recording
 	for _, st := range steps {
 		obs, err := sess.Observe(ctx)
 		if err != nil {
@@ -261,8 +265,13 @@ func (e *env) replayFork(ctx context.Context, steps []trace.Step, dir string, fp
 		if obs.Step != st.Step {
 			return apiError(api.CodeInternal, "fork %s: observed step %d, replaying step %d", e.id, obs.Step, st.Step)
 		}
-		if msg := compareRecorded(obs.Observation, st.Observation, dir, rules); msg != "" {
-			return diverged(st.Step, "%s", msg)
+		// A screen unlike the parent's recorded one is noted, not yet
+		// an error: either screenshot may have caught the app mid-draw
+		// (a step's screenshot waits for no redraw unless the
+		// environment settles). The first such step is the one named
+		// when the screen after the replay differs.
+		if msg := compareRecorded(obs.Observation, st.Observation, dir, rules); msg != "" && first == 0 {
+			first, firstMsg = st.Step, msg
 		}
 		if st.Action == nil {
 			return apiError(api.CodeInternal, "fork %s: the parent's step %d has no recorded action", e.id, st.Step)
@@ -301,24 +310,59 @@ func (e *env) replayFork(ctx context.Context, steps []trace.Step, dir string, fp
 			return diverged(st.Step, "the step ended the fork's episode (%s)", res.Ended.String())
 		}
 	}
-	obs, err := sess.Observe(ctx)
-	if err != nil {
-		return failed(fp.Steps+1, err)
+	// The screen after the replay, as it rests, against the parent's now:
+	// looks 50 ms apart until it matches, or two are the same, or
+	// forkSettle has passed.
+	deadline := time.Now().Add(forkSettle)
+	var prev uint64
+	for n := 0; ; n++ {
+		obs, err := sess.Observe(ctx)
+		if err != nil {
+			return failed(fp.Steps+1, err)
+		}
+		if obs.Ended != nil {
+			return diverged(fp.Steps+1, "the fork's episode ended (%s)", obs.Ended.String())
+		}
+		if obs.Screen == nil {
+			return diverged(fp.Steps+1, "the fork has no screenshot to compare")
+		}
+		d, same := compareNow(fp, obs.Observation, rules)
+		if same {
+			if first != 0 {
+				e.srv.logf("fork %s of environment %s: step %d's screen differed from the parent's recording (%s), the screen after the replay matches its screen now", e.id, fp.RunID, first, firstMsg)
+			}
+			return nil
+		}
+		if n > 0 && obs.Screen.Hash == prev || time.Now().After(deadline) {
+			if first != 0 {
+				return diverged(first, "%s; and its screen after the replay differs from the parent's screen now: %s", firstMsg, d)
+			}
+			return diverged(fp.Steps+1, "its screen after the replay differs from the parent's screen now: %s", d)
+		}
+		prev = obs.Screen.Hash
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return failed(fp.Steps+1, ctx.Err())
+		}
 	}
-	if obs.Ended != nil {
-		return diverged(fp.Steps+1, "the fork's episode ended (%s)", obs.Ended.String())
+}
+
+// forkSettle bounds how long a fork's last screen may take to rest.
+const forkSettle = 2 * time.Second
+
+// compareNow compares the fork's screen after the replay with the
+// parent's at the fork point: whether they match by the rules, and how
+// they differ.
+func compareNow(fp session.ForkPoint, got *observe.Observation, rules replay.Rules) (replay.Diff, bool) {
+	if got.Screen.Hash == fp.Frame.Hash && got.Screen.Width == fp.Frame.Width && got.Screen.Height == fp.Frame.Height {
+		return replay.Diff{}, true
 	}
-	if obs.Screen == nil {
-		return diverged(fp.Steps+1, "the fork has no screenshot to compare")
-	}
-	if obs.Screen.Hash == fp.Frame.Hash && obs.Screen.Width == fp.Frame.Width && obs.Screen.Height == fp.Frame.Height {
-		return nil
-	}
-	at := regions(fp.State.Cursor, obs.Cursor, fp.State.Windows, obs.Windows)
-	if d := replay.Compare(fp.Frame.Image(), obs.Screen.Image(), rules, at); d.Diverged(rules) {
-		return diverged(fp.Steps+1, "its screen after the replay differs from the parent's screen now: %s", d)
-	}
-	return nil
+	at := regions(fp.State.Cursor, got.Cursor, fp.State.Windows, got.Windows)
+	d := replay.Compare(fp.Frame.Image(), got.Screen.Image(), rules, at)
+	return d, !d.Diverged(rules)
 }
 
 // compareRecorded compares a replayed observation with the parent's

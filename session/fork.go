@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
@@ -42,13 +43,42 @@ func (s *Session) ForkPoint(ctx context.Context) (ForkPoint, error) {
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
 	defer cancel()
-	f, st, err := env.Observe(lctx)
-	if err == nil && f == nil {
-		err = errors.New("the sandbox gave no screenshot")
-	}
-	if err != nil {
-		return ForkPoint{}, err
+	// The screen as it rests: a step that just ran may still be drawn.
+	// Looks 50 ms apart until two are the same (at most forkSettle).
+	var f *observe.Frame
+	var st environment.State
+	deadline := time.Now().Add(forkSettle)
+	for {
+		prev := f
+		var err error
+		f, st, err = env.Observe(lctx)
+		if err == nil && f == nil {
+			err = errors.New("the sandbox gave no screenshot")
+		}
+		if err != nil {
+			return ForkPoint{}, err
+		}
+		if prev != nil && prev.Hash == f.Hash || time.Now().After(deadline) {
+			break
+		}
+		if err := sleepCtx(lctx, 50*time.Millisecond); err != nil {
+			return ForkPoint{}, err
+		}
 	}
 	s.tw.Flush() // the recorded screenshots are on disk for the forks to compare with
 	return ForkPoint{RunID: s.cfg.RunID, TraceDir: s.cfg.TraceDir, Steps: s.steps, Frame: f, State: st}, nil
+}
+
+// forkSettle bounds how long ForkPoint waits for the screen to rest.
+const forkSettle = 2 * time.Second
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
