@@ -47,7 +47,11 @@ type Options struct {
 	// PoolEvalParallel.
 	PoolResets, PoolCapacity           int
 	PoolEvalEpisodes, PoolEvalParallel int
-	Screens                            []observe.Screen
+	// Forks is how many times a ForkSteps-step mover episode is forked
+	// into ForkCount through serve's API, the Go client timing each
+	// until all are ready (0 skips).
+	Forks, ForkSteps, ForkCount int
+	Screens                     []observe.Screen
 	// GuestBinary is the agentbox binary the pool's figures run inside
 	// their sandboxes (default: this executable).
 	GuestBinary string
@@ -217,7 +221,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.PoolCapacity <= 0 {
 		skip("the warm pool's capacity (--pool-capacity 0)")
 	}
-	if o.PoolResets > 0 || o.PoolCapacity > 0 || o.PoolEvalEpisodes > 0 {
+	if o.Forks <= 0 {
+		skip("the fork of an episode through serve (--forks 0)")
+	}
+	if o.PoolResets > 0 || o.PoolCapacity > 0 || o.PoolEvalEpisodes > 0 || o.Forks > 0 {
 		rep.Pool = &PoolStats{}
 	}
 	if o.PoolResets > 0 {
@@ -225,6 +232,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := poolReset(ctx, o, rep.Pool); err != nil {
 			return nil, fmt.Errorf("the warm pool's reset: %w", err)
 		}
+	}
+	if o.Forks > 0 {
+		logf("fork of a %d-step mover episode into %d through agentbox serve, %d times …", o.ForkSteps, o.ForkCount, o.Forks)
+		fs, err := forkBench(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("the fork: %w", err)
+		}
+		rep.Pool.Fork = fs
 	}
 	if o.PoolEvalEpisodes > 0 {
 		logf("agentbox eval of %d mover play-tests at --parallel %d, without and with --pool …", o.PoolEvalEpisodes, max(o.PoolEvalParallel, 1))

@@ -51,6 +51,7 @@ type PoolStats struct {
 	// capability relaunch; none else).
 	ResetRelaunch Stats
 	Loop          *LoopStats `json:",omitempty"`
+	Fork          *ForkStats `json:",omitempty"`
 	Capacity      *Capacity  `json:",omitempty"`
 	Eval          *EvalStats `json:",omitempty"`
 }
@@ -113,15 +114,21 @@ type poolServer struct {
 }
 
 func startServer(ctx context.Context, o Options, dir string, size, max int) (*poolServer, func(), error) {
+	return startServerOf(ctx, o, o.App, dir, size, max, 4)
+}
+
+// startServerOf is startServer with the mover of appDir and envs
+// environments per token.
+func startServerOf(ctx context.Context, o Options, appDir, dir string, size, max, envs int) (*poolServer, func(), error) {
 	token := "bench-" + randomHex(16)
-	b, err := app.Load(o.App, app.DefaultLimits) // the server closes it
+	b, err := app.Load(appDir, app.DefaultLimits) // the server closes it
 	if err != nil {
 		return nil, nil, err
 	}
 	srv, err := serve.New(serve.Options{
 		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": b}, Tokens: []string{token},
 		Env: environment.Config{Image: o.Image, Screen: observe.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
-		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: 4, Log: io.Discard, Pool: size, PoolMax: max,
+		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: envs, Log: io.Discard, Pool: size, PoolMax: max,
 		StartTimeout: 3 * time.Minute,
 	})
 	if err != nil {
@@ -572,6 +579,10 @@ func (p *PoolStats) print(w io.Writer) {
 	}
 	if p.ResetRelaunch.N > 0 {
 		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back: %s\n", p.ResetRelaunch)
+	}
+	if f := p.Fork; f != nil {
+		fmt.Fprintf(w, "fork of a %d-step mover episode into %d (POST /v1/envs/{id}/fork, fork: %s, --pool %d), until all are ready, from the Go client:\n", f.Steps, f.Count, f.Mode, f.Pool)
+		fmt.Fprintf(w, "  %s\n", f.Ready)
 	}
 	if c := p.Capacity; c != nil {
 		fmt.Fprintf(w, "idle pooled environments held by one server (%d CPUs, %.1f GiB):\n", c.CPUs, c.MemTotalMiB/1024)

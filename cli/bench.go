@@ -36,7 +36,8 @@ with its trace, the same step in-process and through agentbox serve (over its
 WebSocket and over plain HTTP, side by side), the warm pool's figures (reset →
 first observation from serve's pool against a cold create; eval's episodes
 per minute with and without --pool; with --pool-capacity, how many idle
-pooled environments one server holds and the memory each takes), and — for
+pooled environments one server holds and the memory each takes), the fork of
+a 50-step episode into 4 through serve's API (until all are ready), and — for
 comparison — the seed-style step that ran docker exec scrot, docker exec cat
 and docker exec xdotool per step.
 It reports figures, the machine and its load before and after, and what it
@@ -116,6 +117,9 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 	fl.IntVar(&o.PoolResets, "pool-resets", 30, "resets measured from agentbox serve's warm pool and cold, in turn (0 skips)")
 	fl.IntVar(&o.PoolEvalEpisodes, "pool-eval", 12, "mover play-test episodes run with agentbox eval --parallel 2 and with --pool 2 besides, to compare episodes per minute (0 skips)")
 	o.PoolEvalParallel = 2
+	fl.IntVar(&o.Forks, "forks", 5, "times a mover episode is forked through agentbox serve, each timed until all forks are ready (0 skips)")
+	fl.IntVar(&o.ForkSteps, "fork-steps", 50, "steps of the episode each fork replays")
+	fl.IntVar(&o.ForkCount, "fork-count", 4, "forks made each time")
 	fl.IntVar(&o.PoolCapacity, "pool-capacity", 0, "fill a warm pool of this many idle environments in one server and measure the memory each takes (0 skips)")
 	fl.StringVar(&screens, "screens", "640x480,1920x1080", "screen sizes for the step latency")
 	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
@@ -221,6 +225,12 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 			return "skipped"
 		}
 		return fmt.Sprintf("%.0f %%, %s / %s", 100*p.Loop.HitRate, bench.FormatMS(p.Loop.RefillP50), bench.FormatMS(p.Loop.RefillP95))
+	}))
+	row("fork (--fork-steps into --fork-count), ready", pooled(func(p *bench.PoolStats) string {
+		if p.Fork == nil {
+			return "-"
+		}
+		return pp(p.Fork.Ready)
 	}))
 	row("eval episodes/min, without / with --pool", pooled(func(p *bench.PoolStats) string {
 		if p.Eval == nil {

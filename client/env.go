@@ -244,6 +244,31 @@ func (e *Env) Info(ctx context.Context) (api.Environment, error) {
 	return d, nil
 }
 
+// Fork makes n new environments in this one's state at its current step
+// (POST /v1/envs/{id}/fork): the server replays the episode so far into
+// fresh sandboxes and checks each fork's screen against this one's (an
+// *api.Error with the code fork_diverged, naming the first step that
+// differed, when one does not match; then none is kept). Each fork is
+// independent from then on; its Reset returns its first observation, in
+// the forked state, without starting another episode. The forks take
+// this Env's Transport, Image, AlwaysImage, Reward and ResetMode. A step
+// in flight on the server is waited for.
+func (e *Env) Fork(ctx context.Context, n int) ([]*Env, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var resp api.ForkResponse
+	if err := e.c.doJSON(ctx, "POST", e.path("/fork"), nil, api.ForkRequest{Count: n}, &resp); err != nil {
+		return nil, err
+	}
+	forks := make([]*Env, 0, len(resp.Environments))
+	for _, d := range resp.Environments {
+		f := newEnv(e.c, d, true)
+		f.Transport, f.Image, f.AlwaysImage, f.Reward, f.ResetMode = e.Transport, e.Image, e.AlwaysImage, e.Reward, e.ResetMode
+		forks = append(forks, f)
+	}
+	return forks, nil
+}
+
 // Close ends the episode (closed, unless it has ended), removes the
 // sandbox and forgets the environment on the server; the trace stays.
 func (e *Env) Close(ctx context.Context) (api.Environment, error) {

@@ -32,7 +32,7 @@ func TestBenchFloor(t *testing.T) {
 			flags := need(t)
 			out := filepath.Join(t.TempDir(), "bench.json")
 			args := append([]string{"bench", "--app", moverApp(t, ""), "--cold", "1", "--samples", "5", "--floor-samples", "5",
-				"--steps", "0", "--seed-steps", "0", "--remote-samples", "0", "--pool-resets", "0", "--pool-eval", "0",
+				"--steps", "0", "--seed-steps", "0", "--remote-samples", "0", "--pool-resets", "0", "--pool-eval", "0", "--forks", "0",
 				"--screens", "640x480", "--json", out}, flags...)
 			r := agentbox(t, args...)
 			if r.code != 0 {

@@ -34,6 +34,31 @@ type Capabilities struct {
 	// Relaunch: its environments implement Resetter (reset in place,
 	// the relaunch reset mode).
 	Relaunch bool `json:"relaunch"`
+	// Fork is how a running environment of the backend is forked (agentbox
+	// serve's fork): ForkSnapshot when the backend can copy a running
+	// sandbox (a microVM's snapshot); empty means ForkReplay, which every
+	// backend can do (ForkOf).
+	Fork string `json:"fork,omitempty"`
+}
+
+// Fork modes (Capabilities.Fork).
+const (
+	// ForkReplay: a fork is a fresh sandbox into which the parent's
+	// recorded episode is replayed, verified by its screen. Exact when
+	// the app's time is controlled (the virtual clock) or the app does
+	// not read it.
+	ForkReplay = "replay"
+	// ForkSnapshot: a fork is a copy of the running sandbox.
+	ForkSnapshot = "snapshot"
+)
+
+// ForkOf is how b's environments are forked: its declared Fork, else
+// ForkReplay.
+func ForkOf(b Backend) string {
+	if f := CapabilitiesOf(b).Fork; f != "" {
+		return f
+	}
+	return ForkReplay
 }
 
 // Limits says which of Resources a backend holds the whole sandbox to.

@@ -225,6 +225,9 @@ type runData struct {
 	Screen    string `json:"screen"`
 	Agentbox  string `json:"agentbox,omitempty"`
 	Settle    string `json:"settle,omitempty"`
+	// ForkedFrom names the run this one was forked from and the step
+	// ("run R (environment E), at step N"); empty when it was not.
+	ForkedFrom string `json:"forked_from,omitempty"`
 	// SettleCapped says how many screens were taken after a stable
 	// settle gave up at its cap ("3 screens did not settle within 2s").
 	SettleCapped string             `json:"settle_capped,omitempty"`
@@ -354,6 +357,13 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 	}
 	if run.Settings != nil {
 		p.Run.Settle = run.Settings.Settle
+	}
+	if f := run.ForkedFrom; f != nil {
+		p.Run.ForkedFrom = fmt.Sprintf("run %s", f.Run)
+		if f.Env != "" {
+			p.Run.ForkedFrom += fmt.Sprintf(" (environment %s)", f.Env)
+		}
+		p.Run.ForkedFrom += fmt.Sprintf(", at step %d: steps 1–%d replay it", f.Step, f.Step)
 	}
 	if !run.Started.IsZero() {
 		p.Run.Started = run.Started.Format(time.RFC3339)

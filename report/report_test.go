@@ -325,3 +325,16 @@ func TestHumanStepsAndTakeover(t *testing.T) {
 		}
 	}
 }
+
+// TestForkedFrom: a fork's page names its parent and the step.
+func TestForkedFrom(t *testing.T) {
+	tr := write(t, 2, "", nil)
+	tr.Run.ForkedFrom = &trace.ForkOrigin{Run: "parent-run", Env: "env-1", Step: 50}
+	html, _, err := Render(t.Context(), tr, tr.Dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pageData(t, html).Run.ForkedFrom; got != "run parent-run (environment env-1), at step 50: steps 1–50 replay it" {
+		t.Fatalf("forked_from: %q", got)
+	}
+}

@@ -79,6 +79,11 @@ type env struct {
 	resetMode  string
 	relaunched bool
 	kept       *keptSandbox
+	// forkedFrom is the parent of a fork (fork.go), and forkClock the
+	// clock of its first episode (the parent's, moved by the parent's
+	// recorded amounts): its later episodes are its own.
+	forkedFrom *api.ForkedFrom
+	forkClock  *session.Clock
 }
 
 // keptSandbox is a sandbox being reset in place for the next episode:
@@ -176,7 +181,7 @@ func (e *env) describe() api.Environment {
 		ID: e.id, App: e.appName, Backend: e.backend.Name(), Screen: e.cfg.Screen,
 		Limits: api.Limits{CPUs: r.CPUs, MemoryMB: r.MemoryMB, PIDs: r.PIDs, TmpfsMB: r.TmpfsMB},
 		Task:   e.task, State: e.state, Episode: e.episode, RunID: e.runID, Trace: e.trace, Steps: e.steps,
-		ResetMode: e.resetMode, Relaunched: e.relaunched,
+		ResetMode: e.resetMode, Relaunched: e.relaunched, ForkedFrom: e.forkedFrom,
 		End: e.end, Created: e.created, Connections: e.conns,
 		Files: e.files, FilesRefused: e.refused,
 	}
@@ -349,6 +354,15 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 	e.runID = e.srv.o.RunID(e.appName)
 	e.trace = filepath.Join(e.srv.o.Out, e.runID)
 	runID, dir, task := e.runID, e.trace, e.task
+	clock := e.clock
+	var forked *trace.ForkOrigin
+	if n == 1 && e.forkedFrom != nil {
+		f := e.forkedFrom
+		forked = &trace.ForkOrigin{Run: f.RunID, Trace: f.Trace, Env: f.Env, Step: f.Step}
+		if e.forkClock != nil {
+			clock = *e.forkClock
+		}
+	}
 	e.mu.Unlock()
 
 	e.log.Add(session.Event{Kind: session.EventEpisode, Episode: n, RunID: runID, Trace: dir})
@@ -373,7 +387,8 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 		StartTimeout: s.o.StartTimeout,
 		ReadyTimeout: s.o.ReadyTimeout,
 		Settle:       e.settle,
-		Clock:        e.clock,
+		Clock:        clock,
+		ForkedFrom:   forked,
 		MaxRate:      s.o.MaxRate,
 		TraceDir:     dir,
 		LogCap:       s.o.LogCap,

@@ -69,6 +69,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/envs/{id}/observation", s.handleObserve},
 		{"POST", "/v1/envs/{id}/act", s.handleAct},
 		{"POST", "/v1/envs/{id}/reset", s.handleReset},
+		{"POST", "/v1/envs/{id}/fork", s.handleFork},
 		{"GET", "/v1/envs/{id}/events", s.handleEvents},
 		{"GET", "/v1/envs/{id}/ws", s.handleWS},
 		{"GET", "/v1/envs/{id}/files/{path}", s.handleGetFile},

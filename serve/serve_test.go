@@ -151,6 +151,13 @@ func TestAPIFollowsTheDocument(t *testing.T) {
 	if rr.Environment.Episode != 2 || rr.Environment.Task != "again" || rr.Observation == nil || rr.Observation.Step != 1 || rr.Environment.RunID == e.RunID {
 		t.Errorf("reset: %+v", rr)
 	}
+	var fr api.ForkResponse
+	h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/fork", body: []byte(`{"count":1}`)}).decode(t, &fr)
+	if len(fr.Environments) != 1 || fr.Environments[0].ForkedFrom == nil || fr.Environments[0].ForkedFrom.Env != e.ID || fr.Fork != "replay" {
+		t.Errorf("fork: %+v", fr)
+	} else {
+		h.do(req{method: "DELETE", path: "/v1/envs/" + fr.Environments[0].ID})
+	}
 	h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action":"done","message":"ok"}`)}).decode(t, &st)
 	if st.Ended == nil || st.Ended.Outcome != "success" || !st.Ended.Terminated {
 		t.Errorf("done: %+v", st)

@@ -450,6 +450,7 @@ func (s *Server) info() api.Server {
 		Limits:         api.Limits{CPUs: r.CPUs, MemoryMB: r.MemoryMB, PIDs: r.PIDs, TmpfsMB: r.TmpfsMB},
 		MaxUploadBytes: s.o.UploadLimits.MaxBytes, MaxUploadFiles: s.o.UploadLimits.MaxFiles,
 		MaxSteps: s.o.MaxSteps, MaxTimeoutMS: s.o.Timeout.Milliseconds(), Pool: s.poolInfo(),
+		Capabilities: api.Capabilities{Fork: s.forkMode()},
 	}
 }
 

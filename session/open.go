@@ -213,10 +213,11 @@ func (s *Session) initialRecord() trace.Run {
 		backend = s.cfg.Prepared.Env.Info().Backend
 	}
 	return trace.Run{
-		ID:       s.cfg.RunID,
-		Agentbox: versionString(),
-		Task:     s.cfg.Task,
-		Agent:    s.cfg.AgentInfo,
+		ID:         s.cfg.RunID,
+		Agentbox:   versionString(),
+		Task:       s.cfg.Task,
+		ForkedFrom: s.cfg.ForkedFrom,
+		Agent:      s.cfg.AgentInfo,
 		App: trace.AppInfo{
 			Target: b.Target, TargetPath: b.Path, Command: b.Manifest.Command, Args: b.Manifest.Args,
 			InImage: b.InImage, WindowTitle: b.Manifest.WindowTitle,

@@ -120,6 +120,11 @@ type Config struct {
 	// launches the app. It must match Env (image, screen, limits).
 	Prepared *Prepared
 
+	// ForkedFrom, when set, names the episode this one is forked from
+	// (recorded in run.json): the caller replays the parent's steps into
+	// it (agentbox serve's fork).
+	ForkedFrom *trace.ForkOrigin
+
 	// Inputs, when set, are the task's files, staged below the sandbox's
 	// home before the app starts (app.LoadInputs checked them before
 	// anything was created; the caller closes them). Collect says what is

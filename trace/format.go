@@ -163,6 +163,20 @@ type Run struct {
 	// written before resume existed.
 	ResumedFrom *ResumedFrom `json:"resumed_from,omitempty"`
 	ResumedBy   string       `json:"resumed_by,omitempty"`
+	// ForkedFrom names the episode this one was forked from (agentbox
+	// serve's fork): its first steps replay the parent's up to Step, and
+	// its own steps follow. Absent in runs that were not forked.
+	ForkedFrom *ForkOrigin `json:"forked_from,omitempty"`
+}
+
+// ForkOrigin is the parent of a forked episode: its run ID and trace
+// directory, the environment of agentbox serve that ran it, and the
+// step it was forked at (the fork replayed steps 1 to Step).
+type ForkOrigin struct {
+	Run   string `json:"run"`
+	Trace string `json:"trace,omitempty"`
+	Env   string `json:"env,omitempty"`
+	Step  int    `json:"step"`
 }
 
 // FilesDir holds a trace's collected files, by their path below the

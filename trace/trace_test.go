@@ -177,3 +177,27 @@ func TestRunJSONFields(t *testing.T) {
 		t.Errorf("run.json = %s", data)
 	}
 }
+
+// TestFlush: once Flush returns, every screenshot queued before it is on
+// disk (a fork compares with them while the run goes on).
+func TestFlush(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	w, err := Create(dir, Run{ID: "flush"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rels []string
+	for i := range 5 {
+		f := &observe.Frame{Width: 8, Height: 8, Pix: make([]byte, 4*8*8), Hash: uint64(i + 1)}
+		rels = append(rels, w.Screenshot(i+1, f))
+	}
+	w.Flush()
+	for _, rel := range rels {
+		if _, err := os.Stat(filepath.Join(dir, rel)); err != nil {
+			t.Errorf("after Flush: %v", err)
+		}
+	}
+	if err := w.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -76,15 +76,19 @@ type Writer struct {
 	lock    *os.File // writer.lock, held until Finish
 
 	// Screenshots: one file per distinct frame.
-	shots    map[uint64]string
-	names    map[string]bool
-	sendMu   lockrank.RWMutex[sendLock] // held for reading while queueing; Finish closes jobs under it
-	jobs     chan pngJob
-	wg       sync.WaitGroup
-	shotErr  error
-	shotMu   lockrank.Mutex[shotLock]
-	nShots   int
-	finished bool
+	shots  map[uint64]string
+	names  map[string]bool
+	sendMu lockrank.RWMutex[sendLock] // held for reading while queueing; Finish closes jobs under it
+	jobs   chan pngJob
+	// queued and written count the screenshots sent to the encoder and
+	// those it has finished (under shotMu); encoded is signalled at each.
+	queued, written int64
+	encoded         *sync.Cond
+	wg              sync.WaitGroup
+	shotErr         error
+	shotMu          lockrank.Mutex[shotLock]
+	nShots          int
+	finished        bool
 }
 
 // The Writer's lock ranks: after every caller's, leaves but for their
@@ -149,6 +153,7 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 		jobs:  make(chan pngJob, opts.Queue),
 		lock:  lock,
 	}
+	w.encoded = sync.NewCond(&w.shotMu)
 	w.run.Format, w.run.Version, w.run.Status = Format, Version, StatusRunning
 	if w.run.Started.IsZero() {
 		w.run.Started = w.start
@@ -273,27 +278,56 @@ func (w *Writer) Screenshot(step int, f *observe.Frame) string {
 	w.names[rel] = true
 	w.nShots++
 	w.mu.Unlock()
-	w.jobs <- pngJob{frame: f, path: filepath.Join(w.dir, filepath.FromSlash(rel))}
+	w.queue(pngJob{frame: f, path: filepath.Join(w.dir, filepath.FromSlash(rel))})
 	return rel
+}
+
+// queue sends a screenshot to the encoder.
+func (w *Writer) queue(j pngJob) {
+	w.shotMu.Lock()
+	w.queued++
+	w.shotMu.Unlock()
+	w.jobs <- j
+}
+
+// Flush waits until every screenshot queued before it was called has
+// been written (or has failed): a reader of the trace then finds them.
+func (w *Writer) Flush() {
+	w.shotMu.Lock()
+	defer w.shotMu.Unlock()
+	want := w.queued
+	for w.written < want {
+		w.encoded.Wait()
+	}
 }
 
 func (w *Writer) encoder() {
 	defer w.wg.Done()
 	for j := range w.jobs {
-		err := func() error {
-			data, err := j.frame.PNG()
-			if err != nil {
-				return err
-			}
-			return writeFileAtomic(j.path, data, false)
-		}()
+		w.encode(j)
+	}
+}
+
+func (w *Writer) encode(j pngJob) {
+	defer func() {
+		w.shotMu.Lock()
+		w.written++
+		w.encoded.Broadcast()
+		w.shotMu.Unlock()
+	}()
+	err := func() error {
+		data, err := j.frame.PNG()
 		if err != nil {
-			w.shotMu.Lock()
-			if w.shotErr == nil {
-				w.shotErr = fmt.Errorf("trace: screenshot %s: %w", filepath.Base(j.path), err)
-			}
-			w.shotMu.Unlock()
+			return err
 		}
+		return writeFileAtomic(j.path, data, false)
+	}()
+	if err != nil {
+		w.shotMu.Lock()
+		if w.shotErr == nil {
+			w.shotErr = fmt.Errorf("trace: screenshot %s: %w", filepath.Base(j.path), err)
+		}
+		w.shotMu.Unlock()
 	}
 }
 
@@ -316,7 +350,7 @@ func (w *Writer) Marked(step int, f *observe.Frame) string {
 	}
 	w.names[rel] = true
 	w.mu.Unlock()
-	w.jobs <- pngJob{frame: f, path: filepath.Join(w.dir, filepath.FromSlash(rel))}
+	w.queue(pngJob{frame: f, path: filepath.Join(w.dir, filepath.FromSlash(rel))})
 	return rel
 }
 

@@ -62,6 +62,7 @@ type config struct {
 	exitAfter     time.Duration
 	crashAfter    time.Duration
 	printEvery    time.Duration
+	stepPX        float64 // >0: each arrow key press moves the square this far, whatever the time
 	noWindow      bool
 	verbose       bool
 }
@@ -138,6 +139,7 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.exitAfter, "exit-after", 0, "exit 0 after this long (0 = never)")
 	flag.DurationVar(&cfg.crashAfter, "crash-after", 0, "exit 3 after this long (0 = never)")
 	flag.DurationVar(&cfg.printEvery, "print-every", 0, "print the position this often (0 = never)")
+	flag.Float64Var(&cfg.stepPX, "step", 0, "move this many pixels per arrow key press instead of by time × speed (0 = by time): the picture then depends on the keys alone")
 	flag.BoolVar(&cfg.noWindow, "no-window", false, "never create a window, just sleep")
 	flag.BoolVar(&cfg.verbose, "v", false, "log X errors and events to stderr")
 	flag.Parse()
@@ -148,6 +150,8 @@ func parseFlags() (config, error) {
 		return cfg, fmt.Errorf("window size %dx%d out of range", cfg.width, cfg.height)
 	case cfg.speed < 0 || math.IsNaN(cfg.speed) || math.IsInf(cfg.speed, 0):
 		return cfg, fmt.Errorf("bad speed %v", cfg.speed)
+	case cfg.stepPX < 0 || math.IsNaN(cfg.stepPX) || math.IsInf(cfg.stepPX, 0):
+		return cfg, fmt.Errorf("bad step %v", cfg.stepPX)
 	}
 	return cfg, nil
 }
@@ -276,6 +280,16 @@ func (a *app) handle(ev xgb.Event) (code int, done bool) {
 			return 0, true
 		}
 		a.latched[e.Detail/8] |= 1 << (e.Detail % 8)
+		if a.cfg.stepPX > 0 && a.ready {
+			for _, k := range a.keys {
+				if slices.Contains(k.codes, e.Detail) {
+					a.x += k.dx * a.cfg.stepPX
+					a.y += k.dy * a.cfg.stepPX
+					a.clamp()
+					a.draw()
+				}
+			}
+		}
 	case xproto.MappingNotifyEvent:
 		if e.Request == xproto.MappingKeyboard {
 			if err := a.loadKeymap(); err != nil {
@@ -330,7 +344,7 @@ func (a *app) tick() error {
 	a.latched = [32]byte{}
 
 	moving := vx != 0 || vy != 0
-	if moving {
+	if moving && a.cfg.stepPX == 0 {
 		a.x += vx * a.cfg.speed * dt
 		a.y += vy * a.cfg.speed * dt
 		a.clamp()

@@ -19,6 +19,7 @@ from .errors import (
     AppStartFailed,
     Busy,
     EpisodeEnded,
+    ForkDiverged,
     InvalidAction,
     InvalidJSON,
     InvalidRequest,
@@ -38,6 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client",
     "Env",
+    "ForkDiverged",
     "make",
     "DEFAULT_URL",
     "OBSERVATIONS",

@@ -545,6 +545,29 @@ class Env:
             raise self.client._error("GET", target, status, data)
         return bytes(data)
 
+    def fork(self, n):
+        """Make ``n`` new environments in this one's state at its current
+        step (POST /v1/envs/{id}/fork) and return them as Envs, each in
+        this one's settings (observation, transport, reward…). The server
+        replays the episode so far into fresh sandboxes and checks each
+        fork's screen against this one's: when one does not match it
+        raises ForkDiverged (``step``: the first step that differed) and
+        keeps none. Each fork's reset() returns its first observation, in
+        the forked state, without starting another episode; the forks are
+        independent from then on. Close them as any Env."""
+        self._check_open()
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError("fork count %r: want an int" % (n,))
+        answer = self.client.request("POST", self._path("/fork"), body={"count": n})
+        forks = []
+        for d in answer.get("environments") or []:
+            f = Env(self.client, d["id"], observation=self.observation, transport=self.transport,
+                    reward=self.reward, always_image=self.always_image)
+            f.http_binary, f.reset_mode = self.http_binary, self.reset_mode
+            f._describe, f._fresh = d, True
+            forks.append(f)
+        return forks
+
     def describe(self):
         """The environment as the server has it now (GET /v1/envs/{id}):
         state, episode, run_id, trace, steps, end…"""

@@ -20,6 +20,7 @@ __all__ = [
     "Busy",
     "EpisodeEnded",
     "AppStartFailed",
+    "ForkDiverged",
     "ShuttingDown",
     "ServerUnavailable",
     "Timeout",
@@ -39,18 +40,20 @@ class APIError(AgentboxError):
     some codes ``end`` (how the episode ended) and ``trace`` (the trace
     directory of an episode that failed to start)."""
 
-    def __init__(self, code, message, status=0, end=None, trace=None):
+    def __init__(self, code, message, status=0, end=None, trace=None, step=None):
         self.code = code
         self.message = message
         self.status = status
         self.end = end
         self.trace = trace
+        #: fork_diverged: the first step whose screen differed.
+        self.step = step
         super().__init__("%s (%d): %s" % (code, status, message))
 
     @classmethod
     def from_json(cls, err, status=0):
         return api_error(err.get("code") or "internal", err.get("message") or "", err.get("status") or status,
-                         err.get("end"), err.get("trace"))
+                         err.get("end"), err.get("trace"), err.get("step"))
 
 
 class Unauthorized(APIError):
@@ -96,6 +99,12 @@ class AppStartFailed(APIError):
     """422 app_start: the app did not start (``trace`` has its output)."""
 
 
+class ForkDiverged(APIError):
+    """422 fork_diverged: a fork's replayed screen did not match its
+    parent's; ``step`` is the first step that differed, ``trace`` the
+    fork's trace. No fork was kept."""
+
+
 class ShuttingDown(APIError):
     """503 shutting_down: the server is stopping."""
 
@@ -111,13 +120,14 @@ _BY_CODE = {
     "busy": Busy,
     "episode_ended": EpisodeEnded,
     "app_start": AppStartFailed,
+    "fork_diverged": ForkDiverged,
     "shutting_down": ShuttingDown,
 }
 
 
-def api_error(code, message, status=0, end=None, trace=None):
+def api_error(code, message, status=0, end=None, trace=None, step=None):
     """The APIError (subclass) of a code."""
-    return _BY_CODE.get(code, APIError)(code, message, status, end, trace)
+    return _BY_CODE.get(code, APIError)(code, message, status, end, trace, step)
 
 
 class ServerUnavailable(AgentboxError, ConnectionError):

@@ -157,3 +157,57 @@ def test_a_url_that_is_not_agentbox():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_fork_returns_environments_and_raises_fork_diverged():
+    """env.fork(n) posts the count and returns Envs of the answer's
+    environments in the parent's settings; fork_diverged raises
+    ForkDiverged with the step."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Forks(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            req = json.loads(self.rfile.read(n))
+            seen.append((self.path, req))
+            if req["count"] == 2:
+                status = 201
+                body = {"fork": "replay", "ready_ms": 12.5, "environments": [
+                    {"id": "env-a", "state": "running", "steps": 50, "forked_from": {"env": "env-p", "run_id": "r", "step": 50}},
+                    {"id": "env-b", "state": "running", "steps": 50, "forked_from": {"env": "env-p", "run_id": "r", "step": 50}}]}
+            else:
+                status = 422
+                body = {"error": {"code": "fork_diverged", "status": 422, "step": 7, "trace": "/t",
+                                  "message": "fork env-c of environment r diverged at step 7"}}
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forks)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        c = agentbox.Client("http://127.0.0.1:%d" % srv.server_address[1], "test-token-0123456789", timeout=30)
+        env = agentbox.Env(c, "env-p", observation="rgba", transport="http")
+        forks = env.fork(2)
+        assert [f.id for f in forks] == ["env-a", "env-b"]
+        assert all(f.observation == "rgba" and f.transport == "http" and f._fresh for f in forks)
+        assert forks[0]._describe["forked_from"]["step"] == 50
+        with pytest.raises(agentbox.ForkDiverged) as e:
+            env.fork(3)
+        assert e.value.step == 7 and e.value.status == 422 and e.value.trace == "/t"
+        with pytest.raises(TypeError):
+            env.fork("2")
+        assert seen == [("/v1/envs/env-p/fork", {"count": 2}), ("/v1/envs/env-p/fork", {"count": 3})]
+        c.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()

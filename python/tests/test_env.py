@@ -134,6 +134,53 @@ def test_reset_gives_a_fresh_episode_and_trace(client, target):
         assert [st["step"] for st in steps] == [1, 2]  # the first episode's steps, and only those
 
 
+def test_fork(client, target):
+    """env.fork(n): environments in the parent's state (the first screen
+    the parent's), independent from then on, each trace naming its
+    parent; a count of 0 is refused."""
+    import shutil
+    import tempfile
+
+    fmt = "array" if agentbox.have_numpy() else "rgb"
+    # The mover with --step: each key press moves it 7 px whatever the
+    # time (by default it moves by time x speed, and a wall-clock fork of
+    # it may diverge).
+    app = tempfile.mkdtemp(prefix="agentbox-pytest-stepmover-")
+    try:
+        shutil.copy(os.path.join(built().app, "mover"), os.path.join(app, "mover"))
+        with open(os.path.join(app, "agentbox.json"), "w") as f:
+            json.dump({"command": "mover", "args": ["--step", "7"], "window_title": "mover",
+                       "ready_output": "mover: ready", "ready_timeout": "20s"}, f)
+        up = client.upload(app)
+    finally:
+        shutil.rmtree(app, True)
+    with client.create(upload=up["id"], observation=fmt) as env:
+        env.reset()
+        for _ in range(5):
+            env.step({"action": "key", "keys": "Right"})
+        with pytest.raises(agentbox.InvalidRequest):
+            env.fork(0)
+        forks = env.fork(2)
+        obs, info = env.observe()
+        px, _ = green_x(obs, fmt)
+        try:
+            xs = []
+            for f, key in zip(forks, ("Left", "Down")):
+                obs, finfo = f.reset()
+                assert green_x(obs, fmt)[0] == px and finfo["episode"] == 1
+                for _ in range(3):
+                    obs, _, _, _, _ = f.step({"action": "key", "keys": key})
+                xs.append(green_x(obs, fmt)[0])
+                d = f.describe()
+                assert d["forked_from"]["env"] == env.id and d["forked_from"]["step"] == 5, d
+                if local_trace(target, d["trace"]):
+                    assert run_json(d["trace"])["forked_from"]["step"] == 5
+            assert xs[0] < px and xs[1] == px, (xs, px)
+        finally:
+            for f in forks:
+                f.close()
+
+
 @pytest.mark.parametrize("transport", ["websocket", "http"])
 def test_relaunch_resets_in_place(client, target, transport):
     """reset_mode relaunch: each reset starts a new episode (its own trace)

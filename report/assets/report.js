@@ -50,6 +50,7 @@
   }
   fact("run", R.id, true);
   fact("task", R.task);
+  fact("forked from", R.forked_from);
   fact("agent", R.agent);
   fact("app", R.app);
   fact("steps", R.steps);

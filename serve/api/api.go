@@ -47,6 +47,7 @@ const (
 	CodeShuttingDown         = "shutting_down"          // 503: the server is stopping
 	CodeInternal             = "internal"               // 500
 	CodeUnsupportedOperation = "unsupported_operation"  // 400: a WebSocket op the server does not know
+	CodeForkDiverged         = "fork_diverged"          // 422: a fork's replayed screen did not match its parent's (Step names the first that differed)
 )
 
 // Codes lists every error code, in the order serve/openapi.json's Error
@@ -55,7 +56,7 @@ const (
 var Codes = []string{CodeUnauthorized, CodeBadHost, CodeCrossOrigin, CodeNotFound, CodeMethodNotAllowed,
 	CodeUnsupportedMedia, CodeTooLarge, CodeInvalidJSON, CodeInvalidRequest, CodeInvalidAction, CodeUnknownApp,
 	CodeInvalidUpload, CodeTooManyEnvironments, CodeTooManyUploads, CodeBusy, CodeEpisodeEnded, CodeAppStart,
-	CodeEnvironment, CodeShuttingDown, CodeInternal, CodeUnsupportedOperation, CodeTooManyConnections}
+	CodeEnvironment, CodeShuttingDown, CodeInternal, CodeUnsupportedOperation, CodeTooManyConnections, CodeForkDiverged}
 
 // Status is the HTTP status of an error code.
 func Status(code string) int {
@@ -74,7 +75,7 @@ func Status(code string) int {
 		return 413
 	case CodeInvalidJSON, CodeInvalidAction, CodeUnsupportedOperation:
 		return 400
-	case CodeInvalidRequest, CodeUnknownApp, CodeInvalidUpload, CodeAppStart:
+	case CodeInvalidRequest, CodeUnknownApp, CodeInvalidUpload, CodeAppStart, CodeForkDiverged:
 		return 422
 	case CodeTooManyEnvironments, CodeTooManyUploads, CodeTooManyConnections:
 		return 429
@@ -95,8 +96,13 @@ type Error struct {
 	Status  int    `json:"status"`
 	// End is how the episode ended (episode_ended, app_start, environment).
 	End *End `json:"end,omitempty"`
-	// Trace is the trace directory of an episode that failed to start.
+	// Trace is the trace directory of an episode that failed to start,
+	// or of the fork that diverged (fork_diverged).
 	Trace string `json:"trace,omitempty"`
+	// Step is the first step whose replayed screen differed from the
+	// parent's (fork_diverged); the parent's step count + 1 when only
+	// the screen after the last step did.
+	Step int `json:"step,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -205,6 +211,48 @@ type Server struct {
 	MaxTimeoutMS   int64  `json:"max_timeout_ms"`
 	// Pool is the warm pool, when the server keeps one (serve --pool).
 	Pool *Pool `json:"pool,omitempty"`
+	// Capabilities are what the server can do beyond the basics.
+	Capabilities Capabilities `json:"capabilities"`
+}
+
+// Capabilities are what a server can do beyond the basics.
+type Capabilities struct {
+	// Fork is how POST /v1/envs/{id}/fork makes its environments:
+	// replay (the parent's episode replayed into fresh sandboxes and
+	// checked against its screen) or snapshot (a copy of the running
+	// sandbox, on backends that can).
+	Fork string `json:"fork"`
+}
+
+// ForkModes are how a server forks (Capabilities.Fork,
+// ForkResponse.Fork): environment.ForkReplay and ForkSnapshot.
+var ForkModes = []string{"replay", "snapshot"}
+
+// ForkRequest is the body of POST /v1/envs/{id}/fork.
+type ForkRequest struct {
+	// Count is how many forks to make: at least 1, and no more than the
+	// token may still hold (Server.MaxEnvironments).
+	Count int `json:"count"`
+}
+
+// ForkResponse is the forks made, each in its parent's state at the
+// step it was forked at, each independent of the others from then on.
+type ForkResponse struct {
+	Environments []Environment `json:"environments"`
+	// Fork is how they were made (replay or snapshot).
+	Fork string `json:"fork"`
+	// ReadyMS is how long until all of them were ready.
+	ReadyMS float64 `json:"ready_ms"`
+}
+
+// ForkedFrom is a fork's parent: its environment, the run ID and trace
+// of its episode, and the step it was forked at (the fork's first
+// observation is of step Step+1).
+type ForkedFrom struct {
+	Env   string `json:"env"`
+	RunID string `json:"run_id"`
+	Trace string `json:"trace,omitempty"`
+	Step  int    `json:"step"`
 }
 
 // Pool is the server's warm pool: sandboxes created ahead, display and
@@ -365,6 +413,9 @@ type Environment struct {
 	// previous episode's, reset in place.
 	ResetMode  string `json:"reset_mode"`
 	Relaunched bool   `json:"relaunched,omitempty"`
+	// ForkedFrom names the environment and step this one was forked
+	// from (POST /v1/envs/{id}/fork); absent otherwise.
+	ForkedFrom *ForkedFrom `json:"forked_from,omitempty"`
 	// End is how the latest episode ended, once it has.
 	End *End `json:"end,omitempty"`
 	// Files are the files collected when the latest episode ended (its

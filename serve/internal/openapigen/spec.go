@@ -31,6 +31,8 @@ func API() Spec {
 			{Type: reflect.TypeFor[api.ResetRequest]()},
 			{Type: reflect.TypeFor[api.ApprovalAnswer]()},
 			{Type: reflect.TypeFor[api.ResetResponse]()},
+			{Type: reflect.TypeFor[api.ForkRequest]()},
+			{Type: reflect.TypeFor[api.ForkResponse]()},
 			{Type: reflect.TypeFor[api.Event]()},
 			{Type: reflect.TypeFor[api.Request](), Name: "WSRequest"},
 			{Type: reflect.TypeFor[api.Response](), Name: "WSResponse"},
@@ -56,6 +58,9 @@ func API() Spec {
 			"ResetRequest.mode":        {Enum: anys(api.ResetModes)},
 			"WSRequest.mode":           {Enum: anys(api.ResetModes)},
 			"Frame.format":             {Enum: anys(api.Images)},
+			"ForkRequest.count":        {Minimum: min(1)},
+			"ForkResponse.fork":        {Enum: anys(api.ForkModes)},
+			"Capabilities.fork":        {Enum: anys(api.ForkModes)},
 			"WSRequest.op":             {Enum: anys(api.Ops)},
 			"WSRequest.image":          {Enum: anys(api.Images)},
 			"WSRequest.action":         {Ref: "Action"},
@@ -66,7 +71,7 @@ func API() Spec {
 			"Screen.depth":             {Enum: []any{0, observe.ScreenDepth}, Optional: true, Describe: func(any, string) string { return "" }},
 		},
 		// The request bodies the server decodes refusing unknown fields.
-		Closed: []string{"Action", "Selector", "CreateRequest", "Limits", "Screen", "ResetRequest", "WSRequest", "ApprovalAnswer"},
+		Closed: []string{"Action", "Selector", "CreateRequest", "Limits", "Screen", "ResetRequest", "ForkRequest", "WSRequest", "ApprovalAnswer"},
 	}
 }
 

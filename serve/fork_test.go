@@ -1,0 +1,242 @@
+package serve
+
+import (
+	"bytes"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+
+	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/trace"
+	"github.com/codegirl-games/agentbox/wire"
+)
+
+// countingGuests makes scripted guests and counts them; diverge, when
+// set, says whether the nth sandbox (from 1) shows another screen (all
+// white) after its first screenshot.
+type countingGuests struct {
+	made    atomic.Int32
+	diverge func(n int) bool
+	onAct   func()
+}
+
+func (c *countingGuests) guest() *guestenvtest.Guest {
+	n := int(c.made.Add(1))
+	g := &guestenvtest.Guest{}
+	if c.onAct != nil {
+		g.OnAct = func(*guestenvtest.Writer) { c.onAct() }
+	}
+	if c.diverge != nil && c.diverge(n) {
+		g.OnScreenshot = func(w *guestenvtest.Writer, m *wire.Message, shot int) bool {
+			if shot < 2 {
+				return false
+			}
+			width, height := observe.DefaultScreen.Width, observe.DefaultScreen.Height
+			resp, _ := guestenvtest.Blank(width, height)
+			resp.Hash = 2
+			pix := bytes.Repeat([]byte{0xff}, 4*width*height)
+			w.Reply(m.ID, m.Method, resp, s2.Encode(nil, pix))
+			return true
+		}
+	}
+	return g
+}
+
+// closed counts the sandboxes removed.
+func closedSandboxes(h *harness) int {
+	_, n := h.backend.GuestErrors()
+	return n
+}
+
+// waitClosed waits until want sandboxes have been removed.
+func waitClosed(t *testing.T, h *harness, want int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for closedSandboxes(h) < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := closedSandboxes(h); n != want {
+		t.Fatalf("%d sandboxes removed, want %d", n, want)
+	}
+}
+
+func (h *harness) act(id, body string) {
+	h.t.Helper()
+	if a := h.do(req{method: "POST", path: "/v1/envs/" + id + "/act", body: []byte(body)}); a.status != 200 {
+		h.t.Fatalf("act %s: %d %s", body, a.status, a.body)
+	}
+}
+
+// TestFork: a fork of a running episode replays its steps into new
+// environments, each naming its parent (the API and run.json), each
+// independent of the others.
+func TestFork(t *testing.T) {
+	var g countingGuests
+	h := newHarness(t, g.guest, nil)
+	var info api.Server
+	h.do(req{method: "GET", path: "/v1/server"}).decode(t, &info)
+	if info.Capabilities.Fork != "replay" {
+		t.Fatalf("capabilities: %+v", info.Capabilities)
+	}
+	e := h.create(testToken, `, "task": "move"`)
+	for _, a := range []string{`{"action":"key","keys":"Right"}`, `{"action":"click","x":10,"y":10}`, `{"action":"wait","ms":5}`} {
+		h.act(e.ID, a)
+	}
+	a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/fork", body: []byte(`{"count": 2}`)})
+	if a.status != 201 {
+		t.Fatalf("fork: %d %s", a.status, a.body)
+	}
+	var fr api.ForkResponse
+	a.decode(t, &fr)
+	if len(fr.Environments) != 2 || fr.Fork != "replay" || fr.ReadyMS <= 0 {
+		t.Fatalf("fork: %+v", fr)
+	}
+	for _, f := range fr.Environments {
+		ff := f.ForkedFrom
+		if ff == nil || ff.Env != e.ID || ff.RunID != e.RunID || ff.Step != 3 || ff.Trace != e.Trace {
+			t.Fatalf("fork %s: forked_from %+v", f.ID, ff)
+		}
+		if f.State != api.StateRunning || f.Steps != 3 || f.Task != "move" || f.ID == e.ID || f.Trace == e.Trace {
+			t.Fatalf("fork: %+v", f)
+		}
+	}
+	// Independent: a step in one fork is not another's, nor the parent's.
+	one, two := fr.Environments[0], fr.Environments[1]
+	h.act(one.ID, `{"action":"key","keys":"Left"}`)
+	var got1, got2, parent api.Environment
+	h.do(req{method: "GET", path: "/v1/envs/" + one.ID}).decode(t, &got1)
+	h.do(req{method: "GET", path: "/v1/envs/" + two.ID}).decode(t, &got2)
+	h.do(req{method: "GET", path: "/v1/envs/" + e.ID}).decode(t, &parent)
+	if got1.Steps != 4 || got2.Steps != 3 || parent.Steps != 3 {
+		t.Fatalf("steps after one fork's step: %d, %d, parent %d", got1.Steps, got2.Steps, parent.Steps)
+	}
+	for _, id := range []string{one.ID, two.ID, e.ID} {
+		h.do(req{method: "DELETE", path: "/v1/envs/" + id})
+	}
+	// The fork's trace names its parent and holds the replayed steps.
+	tr, err := trace.Open(one.Trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := tr.Run.ForkedFrom; f == nil || f.Run != e.RunID || f.Env != e.ID || f.Step != 3 {
+		t.Fatalf("run.json forked_from: %+v", tr.Run.ForkedFrom)
+	}
+	if len(tr.Steps) != 4 || tr.Steps[0].Action.Keys != "Right" || tr.Steps[3].Action.Keys != "Left" || !strings.Contains(tr.Steps[0].Decision.Message, "fork") {
+		t.Fatalf("the fork's steps: %+v", tr.Steps)
+	}
+	if ptr, _ := trace.Open(e.Trace); ptr == nil || ptr.Run.ForkedFrom != nil {
+		t.Fatal("the parent's run.json names a parent")
+	}
+	waitClosed(t, h, 3)
+}
+
+// TestForkDiverged: a fork whose screen differs from its parent's is an
+// error naming the first step that differed, and no fork is kept.
+func TestForkDiverged(t *testing.T) {
+	g := countingGuests{diverge: func(n int) bool { return n == 3 }} // the second fork
+	h := newHarness(t, g.guest, nil)
+	e := h.create(testToken, "")
+	h.act(e.ID, `{"action":"key","keys":"Right"}`)
+	h.act(e.ID, `{"action":"key","keys":"Right"}`)
+	a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/fork", body: []byte(`{"count": 2}`)})
+	var eb api.ErrorBody
+	a.decode(t, &eb)
+	if a.status != 422 || eb.Error.Code != api.CodeForkDiverged || eb.Error.Step != 2 || !strings.Contains(eb.Error.Message, "step 2") {
+		t.Fatalf("a diverging fork: %d %s", a.status, a.body)
+	}
+	waitClosed(t, h, 2) // both forks, the one that matched too
+	var list []api.Environment
+	h.do(req{method: "GET", path: "/v1/envs"}).decode(t, &list)
+	if len(list) != 1 || list[0].ID != e.ID || list[0].State != api.StateRunning {
+		t.Fatalf("environments after a failed fork: %+v", list)
+	}
+	h.act(e.ID, `{"action":"key","keys":"Left"}`) // the parent goes on
+}
+
+// TestForkRefused: bad counts, an unknown environment, an ended episode;
+// each its status, nothing created.
+func TestForkRefused(t *testing.T) {
+	var g countingGuests
+	h := newHarness(t, g.guest, nil) // 3 environments per token
+	e := h.create(testToken, "")
+	other := h.create(otherToken, "")
+	for _, c := range []struct {
+		id, body string
+		status   int
+		code     string
+		invalid  bool
+	}{
+		{e.ID, `{"count": 0}`, 422, api.CodeInvalidRequest, true},
+		{e.ID, `{"count": -2}`, 422, api.CodeInvalidRequest, true},
+		{e.ID, `{"count": 4}`, 422, api.CodeInvalidRequest, false},
+		{e.ID, `{"count": 3}`, 429, api.CodeTooManyEnvironments, false},
+		{e.ID, `{"count": "two"}`, 400, api.CodeInvalidJSON, true},
+		{e.ID, `{"count": 1, "at": 2}`, 400, api.CodeInvalidJSON, true},
+		{"env-nothere", `{"count": 1}`, 404, api.CodeNotFound, false},
+		{other.ID, `{"count": 1}`, 404, api.CodeNotFound, false}, // another token's
+	} {
+		a := h.do(req{method: "POST", path: "/v1/envs/" + c.id + "/fork", body: []byte(c.body), invalid: c.invalid})
+		if a.status != c.status || a.errorCode() != c.code {
+			t.Errorf("fork %s %s: %d %s; want %d %s", c.id, c.body, a.status, a.body, c.status, c.code)
+		}
+	}
+	h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action":"done"}`)})
+	a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/fork", body: []byte(`{"count": 1}`)})
+	if a.status != 409 || a.errorCode() != api.CodeEpisodeEnded {
+		t.Errorf("fork of an ended episode: %d %s", a.status, a.body)
+	}
+	if n := g.made.Load(); n != 2 {
+		t.Fatalf("%d sandboxes made, want the 2 environments' only", n)
+	}
+	var list []api.Environment
+	h.do(req{method: "GET", path: "/v1/envs"}).decode(t, &list)
+	if len(list) != 1 {
+		t.Fatalf("environments after refused forks: %+v", list)
+	}
+}
+
+// TestForkWaitsForStep: a fork asked for while an action is in flight
+// waits for it (the parent's step lock) and forks after it.
+func TestForkWaitsForStep(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	g := countingGuests{onAct: func() {
+		once.Do(func() {
+			entered <- struct{}{}
+			<-release
+		})
+	}}
+	h := newHarness(t, g.guest, nil)
+	e := h.create(testToken, "")
+	stepped := make(chan answer, 1)
+	go func() {
+		stepped <- h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action":"key","keys":"Return"}`)})
+	}()
+	<-entered
+	forked := make(chan answer, 1)
+	go func() {
+		forked <- h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/fork", body: []byte(`{"count": 1}`)})
+	}()
+	select {
+	case a := <-forked:
+		t.Fatalf("the fork answered while the step was in flight: %d %s", a.status, a.body)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if a := <-stepped; a.status != 200 {
+		t.Fatalf("step: %d %s", a.status, a.body)
+	}
+	a := <-forked
+	var fr api.ForkResponse
+	a.decode(t, &fr)
+	if a.status != 201 || len(fr.Environments) != 1 || fr.Environments[0].ForkedFrom.Step != 1 || fr.Environments[0].Steps != 1 {
+		t.Fatalf("fork after the step: %d %s", a.status, a.body)
+	}
+}
