@@ -121,6 +121,44 @@ func parseRegion(s string) (image.Rectangle, error) {
 	return image.Rect(n[0], n[1], n[2], n[3]), nil
 }
 
+// recording is what replay and resume take from a recorded run: its
+// settle and clock, the backend (the flag's, else the recorded one) and
+// the sandbox — the recording's, held to the rules of the flags that set
+// it (a trace is input, and may have been crafted), with --image and
+// --guest-binary applied.
+type recording struct {
+	settle  session.Settle
+	clock   session.Clock
+	backend environment.Backend
+	env     environment.Config
+}
+
+func (f *sandboxFlags) recording(cmd *cobra.Command, dir string, src *trace.Trace) (recording, error) {
+	var r recording
+	var err error
+	if r.settle, err = replay.SettleFromRun(src.Run); err != nil {
+		return r, usageErrorf("%s: recorded settle: %v", dir, err)
+	}
+	if r.clock, err = session.ClockFromRun(src); err != nil {
+		return r, usageErrorf("%s: %v", dir, err)
+	}
+	name := f.backend
+	if name == "" {
+		name = src.Run.Env.Backend
+	}
+	if r.backend, err = environment.Lookup(name, backendOptions(cmd)); err != nil {
+		return r, usageErrorf("backend: %v", err)
+	}
+	if r.env, err = recordedEnv(src.Run); err != nil {
+		return r, err
+	}
+	if f.image != "" {
+		r.env.Image = f.image
+	}
+	r.env.GuestBinary = f.guestBinary
+	return r, nil
+}
+
 func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, argsGiven bool) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	rules := replay.Rules{Area: f.area, Tolerance: f.tolerance, CursorArea: f.cursorArea}
@@ -170,33 +208,11 @@ func runReplay(cmd *cobra.Command, f replayFlags, dir string, appArgs []string, 
 	if src.Incomplete {
 		fmt.Fprintf(stderr, "agentbox: %s is an incomplete trace; replaying its %d recorded steps\n", termsafe.Line(dir), len(src.Steps))
 	}
-	settle, err := replay.SettleFromRun(src.Run)
-	if err != nil {
-		return usageErrorf("%s: recorded settle: %v", dir, err)
-	}
-	clock, err := session.ClockFromRun(src)
-	if err != nil {
-		return usageErrorf("%s: %v", dir, err)
-	}
-
-	backendName := f.backend
-	if backendName == "" {
-		backendName = src.Run.Env.Backend
-	}
-	backend, err := environment.Lookup(backendName, backendOptions(cmd))
-	if err != nil {
-		return usageErrorf("backend: %v", err)
-	}
-	// The sandbox is the recording's, held to the rules of the flags that
-	// set it: a trace is input, and may have been crafted.
-	envCfg, err := recordedEnv(src.Run)
+	rec, err := f.recording(cmd, dir, src)
 	if err != nil {
 		return err
 	}
-	if f.image != "" {
-		envCfg.Image = f.image
-	}
-	envCfg.GuestBinary = f.guestBinary
+	settle, clock, backend, envCfg := rec.settle, rec.clock, rec.backend, rec.env
 	var logCap int64
 	if src.Run.Settings != nil {
 		logCap = src.Run.Settings.LogCap

@@ -14,7 +14,6 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	agentexec "github.com/codegirl-games/agentbox/agent/exec"
 	"github.com/codegirl-games/agentbox/agent/script"
-	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/observe"
@@ -129,30 +128,11 @@ func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 	}
 	upto := trace.LastCompleted(src)
 
-	settle, err := replay.SettleFromRun(src.Run)
-	if err != nil {
-		return usageErrorf("%s: recorded settle: %v", dir, err)
-	}
-	clock, err := session.ClockFromRun(src)
-	if err != nil {
-		return usageErrorf("%s: %v", dir, err)
-	}
-	backendName := f.backend
-	if backendName == "" {
-		backendName = src.Run.Env.Backend
-	}
-	backend, err := environment.Lookup(backendName, backendOptions(cmd))
-	if err != nil {
-		return usageErrorf("backend: %v", err)
-	}
-	envCfg, err := recordedEnv(src.Run)
+	rec, err := f.recording(cmd, dir, src)
 	if err != nil {
 		return err
 	}
-	if f.image != "" {
-		envCfg.Image = f.image
-	}
-	envCfg.GuestBinary = f.guestBinary
+	settle, clock, backend, envCfg := rec.settle, rec.clock, rec.backend, rec.env
 	target := src.Run.App.TargetPath
 	if target == "" {
 		target = src.Run.App.Target
