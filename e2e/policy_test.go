@@ -3,7 +3,8 @@ package e2e
 // The policy gate's red-team suite on a real app, on both backends: a
 // GTK3 dialog (zenity --question) whose "Delete" button is sensitive. Each
 // way of pressing it — by selector, by its pixels, by Tab + Return, by
-// space, by its mnemonic (Alt+D), and a flood of asks — is held under
+// space, by its mnemonic (Alt+D), by a drag onto it or from it, and a
+// flood of asks — is held under
 // --approve deny: the app
 // never sees the press (zenity exits 0 only when Delete is pressed).
 
@@ -151,6 +152,13 @@ func TestPolicyHoldsDelete(t *testing.T) {
   - {action: key, keys: alt+d, optional: true}
 `, x, y, bounds[0]+2, bounds[1]+2, x, y))
 			held(t, tr, action.Click, action.Click, action.MouseDown, action.Key)
+
+			// By a drag from outside the dialog onto the button (its
+			// release lands on Delete), and one from the button away.
+			tr = run(t, fmt.Sprintf(`  - {action: drag, path: [[20, 20], [%d, %d]], optional: true}
+  - {action: drag, path: [[%d, %d], [20, 20]], optional: true}
+`, x, y, x, y))
+			held(t, tr, action.Drag, action.Drag)
 		})
 	}
 }
