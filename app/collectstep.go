@@ -184,11 +184,15 @@ func parseCollectStep(m map[string]json.RawMessage) (CollectStep, error) {
 		st.Expect, st.Title = kind, title
 		return st, nil
 	}
+	lim := action.DefaultLimits(1<<15, 1<<15)
 	if timeoutMS == 0 {
 		timeoutMS = DefaultCollectWaitMS
 	}
+	if timeoutMS > lim.MaxWaitMS {
+		return st, fmt.Errorf("%s %s: timeout_ms: want at most %d, got %d", verb, kind, lim.MaxWaitMS, timeoutMS)
+	}
 	st.Action = action.Action{Kind: action.Wait, Until: waitFor[kind], Title: title, MS: timeoutMS, StableMS: stableMS}
-	if err := action.Validate(st.Action, action.DefaultLimits(1<<15, 1<<15)); err != nil {
+	if err := action.Validate(st.Action, lim); err != nil {
 		return st, fmt.Errorf("%s %s: %v", verb, kind, err)
 	}
 	return st, nil
