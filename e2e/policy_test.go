@@ -3,7 +3,8 @@ package e2e
 // The policy gate's red-team suite on a real app, on both backends: a
 // GTK3 dialog (zenity --question) whose "Delete" button is sensitive. Each
 // way of pressing it — by selector, by its pixels, by Tab + Return, by
-// space, and a flood of asks — is held under --approve deny: the app
+// space, by its mnemonic (Alt+D), and a flood of asks — is held under
+// --approve deny: the app
 // never sees the press (zenity exits 0 only when Delete is pressed).
 
 import (
@@ -19,7 +20,7 @@ import (
 	"github.com/codegirl-games/agentbox/trace"
 )
 
-const deleteManifest = `{"command": "zenity", "args": ["--question", "--title=Delete everything", "--text=Delete all files?", "--ok-label=Delete", "--cancel-label=Cancel"],
+const deleteManifest = `{"command": "zenity", "args": ["--question", "--title=Delete everything", "--text=Delete all files?", "--ok-label=_Delete", "--cancel-label=_Cancel"],
  "window_title": "Delete everything", "ready_timeout": "60s"}`
 
 const deletePolicy = `# the dialog's Delete is asked every time; nobody answers (--approve deny)
@@ -140,14 +141,16 @@ func TestPolicyHoldsDelete(t *testing.T) {
 			}
 
 			// By its pixels: the button's centre, its corner, and a
-			// press and release there.
+			// press there; then by its mnemonic, Alt+D (GTK presses the
+			// button labelled _Delete; the tree says keys ["alt+d"]).
 			x, y := (bounds[0]+bounds[2])/2, (bounds[1]+bounds[3])/2
 			tr = run(t, fmt.Sprintf(`  - {action: click, x: %d, y: %d, optional: true}
   - {action: click, x: %d, y: %d, optional: true}
   - {action: mouse_move, x: %d, y: %d}
   - {action: mouse_down, optional: true}
+  - {action: key, keys: alt+d, optional: true}
 `, x, y, bounds[0]+2, bounds[1]+2, x, y))
-			held(t, tr, action.Click, action.Click, action.MouseDown)
+			held(t, tr, action.Click, action.Click, action.MouseDown, action.Key)
 		})
 	}
 }

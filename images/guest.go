@@ -49,7 +49,13 @@ func GuestID(path string) (string, error) {
 //
 //	GuestRef("agentbox/runtime:bookworm", id) = "agentbox/runtime:bookworm-guest-" + id
 //	GuestRef("registry:5000/team/app", id)   = "registry:5000/team/app:latest-guest-" + id
+//
+// A base that already carries this id — the reference `image build
+// --guest` printed, given back as --image — is returned as it is.
 func GuestRef(base, id string) string {
+	if _, tag := splitTag(base); !strings.Contains(base, "@") && (strings.HasSuffix(tag, "-guest-"+id) || tag == "guest-"+id) {
+		return base
+	}
 	repo, digest, byDigest := strings.Cut(base, "@")
 	if byDigest {
 		_, hexd, _ := strings.Cut(digest, ":")

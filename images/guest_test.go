@@ -18,6 +18,11 @@ func TestGuestRef(t *testing.T) {
 		{"app@sha256:aabbccddeeff00112233", "app:guest-" + id + "-aabbccddeeff"},
 		{"app:v1@sha256:aabbccddeeff00112233", "app:guest-" + id + "-aabbccddeeff"},
 		{"app:" + long, "app:" + long[:128-len("-guest-")-len(id)] + "-guest-" + id},
+		// The reference `image build --guest` printed, given back: as it is.
+		{"agentbox/runtime:bookworm-guest-" + id, "agentbox/runtime:bookworm-guest-" + id},
+		{"registry:5000/team/app:latest-guest-" + id, "registry:5000/team/app:latest-guest-" + id},
+		// Another guest's image is a base like any other.
+		{"agentbox/runtime:bookworm-guest-fedcba9876543210", "agentbox/runtime:bookworm-guest-fedcba9876543210-guest-" + id},
 	} {
 		got := GuestRef(c.base, id)
 		if got != c.want {

@@ -59,6 +59,11 @@ type Element struct {
 	// Bounds is where the element is on the screen, in screen pixels
 	// [x0, y0, x1, y1), when it has a place.
 	Bounds *action.Rect `json:"bounds,omitempty"`
+	// Keys are the keyboard shortcuts that press it, as chords
+	// ("alt+d" for a button labelled _Delete, "ctrl+Delete" for a menu
+	// item's accelerator), read for buttons, menu items, check boxes and
+	// links.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // MaxElementText bounds an element's name and text.

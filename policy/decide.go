@@ -114,9 +114,18 @@ func SubjectOf(a action.Action, cursor action.Point, tree *observe.Tree) Subject
 	case action.Key:
 		s.Press = activates(a.Keys)
 		focused()
+		if shortcut(&s, a.Keys, false) {
+			s.Press = true
+		}
 	case action.KeyDown, action.KeyUp:
 		s.Press = activates(a.Key)
 		focused()
+		// Which modifiers are held is not known here: a key pressed down
+		// that ends a shortcut is taken as that shortcut (asks more, never
+		// less).
+		if a.Kind == action.KeyDown && shortcut(&s, a.Key, true) {
+			s.Press = true
+		}
 	case action.Type:
 		s.Press = strings.ContainsAny(a.Text, "\n\r ")
 		if !target() {
@@ -124,6 +133,62 @@ func SubjectOf(a action.Action, cursor action.Point, tree *observe.Tree) Subject
 		}
 	}
 	return s
+}
+
+// shortcut adds to s the elements a keyboard shortcut presses (an
+// element's Keys: a button's mnemonic, a menu item's accelerator) when
+// chord is one of them — or, with lastOnly, ends in the same key.
+func shortcut(s *Subject, chord string, lastOnly bool) bool {
+	if s.Tree == nil {
+		return false
+	}
+	want, err := keysym.ParseChord(chord)
+	if err != nil || len(want) == 0 {
+		return false
+	}
+	found := false
+	for i := range s.Tree.Elements {
+		e := &s.Tree.Elements[i]
+		for _, k := range e.Keys {
+			got, err := keysym.ParseChord(k)
+			if err != nil || len(got) == 0 {
+				continue
+			}
+			if (lastOnly && fold(got[len(got)-1]) == fold(want[len(want)-1])) || (!lastOnly && sameChord(got, want)) {
+				s.Elements = append(s.Elements, i)
+				if c, ok := e.Center(); ok {
+					s.Points = append(s.Points, c)
+				}
+				found = true
+				break
+			}
+		}
+	}
+	return found
+}
+
+// fold maps an upper-case Latin letter's keysym to its lower case: a
+// shortcut names the key, not the case.
+func fold(k keysym.Keysym) keysym.Keysym {
+	if k >= 'A' && k <= 'Z' {
+		return k + 'a' - 'A'
+	}
+	return k
+}
+
+// sameChord reports whether two chords press the same keys, in any
+// order of modifiers.
+func sameChord(a, b []keysym.Keysym) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	fa, fb := make([]keysym.Keysym, len(a)), make([]keysym.Keysym, len(b))
+	for i := range a {
+		fa[i], fb[i] = fold(a[i]), fold(b[i])
+	}
+	slices.Sort(fa)
+	slices.Sort(fb)
+	return slices.Equal(fa, fb)
 }
 
 func deref(p *int) int {

@@ -20,7 +20,14 @@
 //	    kind: type
 //	    text: "/hunter2/"
 //	    decision: deny
+//	mask:
+//	  - name: account balance
+//	    target: {role: label, name: "/^Balance/"}
+//	  - name: the ad banner
+//	    region: [0, 440, 640, 480]
 //
+// Mask rules paint what they match on every frame that leaves the
+// session core (package mask), beside the fields masked without a rule.
 // Without an accessibility tree (no --a11y, or a backend without one) a
 // target can match nothing: only kind, region and text rules apply.
 package policy
@@ -37,6 +44,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/suggest"
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
+	"github.com/codegirl-games/agentbox/mask"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -104,6 +112,8 @@ type Policy struct {
 	Rules   []Rule   `json:"rules"`
 	// MaxAsks bounds the asks of an episode (DefaultMaxAsks).
 	MaxAsks int `json:"max_asks"`
+	// Mask are the rules of what the screens show painted over.
+	Mask []mask.Rule `json:"mask,omitempty"`
 }
 
 // Load reads and parses the policy file at path.
@@ -116,7 +126,8 @@ func Load(path string) (*Policy, error) {
 }
 
 var (
-	topFields  = []string{"default", "rules", "max_asks"}
+	topFields  = []string{"default", "rules", "max_asks", "mask"}
+	maskFields = []string{"name", "target", "region"}
 	ruleFields = []string{"name", "kind", "target", "region", "text", "decision", "sensitive"}
 	selFields  = []string{"id", "role", "name", "index", "ancestor"}
 )
@@ -168,6 +179,20 @@ func Parse(file string, data []byte) (*Policy, error) {
 				}
 				p.Rules = append(p.Rules, r)
 			}
+		case "mask":
+			if v.Kind != yaml.SequenceNode {
+				return w.Field(k, v, "must be a list of mask rules (each a target or a region)")
+			}
+			if len(v.Content) > MaxRules {
+				return w.Field(k, v, "has %d rules; at most %d", len(v.Content), MaxRules)
+			}
+			for i, n := range v.Content {
+				r, err := parseMask(w.In(fmt.Sprintf("mask rule %d", i+1)), n, i+1)
+				if err != nil {
+					return err
+				}
+				p.Mask = append(p.Mask, r)
+			}
 		}
 		return nil
 	})
@@ -178,6 +203,13 @@ func Parse(file string, data []byte) (*Policy, error) {
 	for _, r := range p.Rules {
 		if l, ok := seen[r.Name]; ok {
 			return nil, w.Errorf(r.Line, "rule name %q is used twice (first at line %d): results name rules, so names must differ", r.Name, l)
+		}
+		seen[r.Name] = r.Line
+	}
+	seen = map[string]int{}
+	for _, r := range p.Mask {
+		if l, ok := seen[r.Name]; ok {
+			return nil, w.Errorf(r.Line, "mask rule name %q is used twice (first at line %d)", r.Name, l)
 		}
 		seen[r.Name] = r.Line
 	}
@@ -193,6 +225,63 @@ func decision(w yamlwalk.Walker, k, v *yaml.Node) (Decision, error) {
 		return "", w.Field(k, v, "%q is not a decision%s (allow, ask or deny)", s, suggest.Hint(s, decisions))
 	}
 	return Decision(s), nil
+}
+
+// parseMask reads a mask rule: a name, and a target or a region.
+func parseMask(w yamlwalk.Walker, n *yaml.Node, num int) (mask.Rule, error) {
+	name := fmt.Sprintf("mask %d", num)
+	if n.Kind != yaml.MappingNode {
+		return mask.Rule{}, w.Errorf(n.Line, "a mask rule is a mapping with a target or a region")
+	}
+	var target *action.Selector
+	var region *action.Rect
+	err := w.Mapping(n, "a mask rule", maskFields, func(k, v *yaml.Node) error {
+		switch k.Value {
+		case "name":
+			s, err := w.Text(k, v)
+			if err != nil {
+				return err
+			}
+			if s = strings.TrimSpace(s); s == "" || len(s) > 200 {
+				return w.Field(k, v, "must be 1 to 200 characters")
+			}
+			name = s
+		case "target":
+			sel, err := selector(w, k, v, 0)
+			if err != nil {
+				return err
+			}
+			target = sel
+		case "region":
+			r, err := parseRegion(w, k, v)
+			if err != nil {
+				return err
+			}
+			region = r
+		}
+		return nil
+	})
+	if err != nil {
+		return mask.Rule{}, err
+	}
+	r, err := mask.NewRule(name, target, region)
+	if err != nil {
+		return r, w.Errorf(n.Line, "%v", err)
+	}
+	r.Line = n.Line
+	return r, nil
+}
+
+// parseRegion reads [x0, y0, x1, y1] in screen pixels.
+func parseRegion(w yamlwalk.Walker, k, v *yaml.Node) (*action.Rect, error) {
+	var rect []int
+	if v.Kind != yaml.SequenceNode || v.Decode(&rect) != nil || len(rect) != 4 {
+		return nil, w.Field(k, v, "must be [x0, y0, x1, y1] in screen pixels")
+	}
+	if rect[0] < 0 || rect[1] < 0 || rect[2] <= rect[0] || rect[3] <= rect[1] {
+		return nil, w.Field(k, v, "%v is empty or negative: [x0, y0, x1, y1] with x1 > x0 ≥ 0 and y1 > y0 ≥ 0", rect)
+	}
+	return &action.Rect{rect[0], rect[1], rect[2], rect[3]}, nil
 }
 
 func parseRule(w yamlwalk.Walker, n *yaml.Node, num int) (Rule, error) {
@@ -235,14 +324,9 @@ func parseRule(w yamlwalk.Walker, n *yaml.Node, num int) (Rule, error) {
 			}
 			r.Target, r.target = sel, m
 		case "region":
-			var rect []int
-			if v.Kind != yaml.SequenceNode || v.Decode(&rect) != nil || len(rect) != 4 {
-				return w.Field(k, v, "must be [x0, y0, x1, y1] in screen pixels")
-			}
-			if rect[0] < 0 || rect[1] < 0 || rect[2] <= rect[0] || rect[3] <= rect[1] {
-				return w.Field(k, v, "%v is empty or negative: [x0, y0, x1, y1] with x1 > x0 ≥ 0 and y1 > y0 ≥ 0", rect)
-			}
-			r.Region = &action.Rect{rect[0], rect[1], rect[2], rect[3]}
+			rect, err := parseRegion(w, k, v)
+			r.Region = rect
+			return err
 		case "text":
 			s, err := w.Text(k, v)
 			if err != nil {
@@ -370,9 +454,13 @@ func (p *Policy) NeedsTree() bool {
 }
 
 // Describe renders the policy for a run's header: "policy FILE: N rules,
-// default D".
+// default D" (and its mask rules).
 func (p *Policy) Describe() string {
-	return fmt.Sprintf("policy %s: %d rules, default %s", p.File, len(p.Rules), p.Default)
+	s := fmt.Sprintf("policy %s: %d rules, default %s", p.File, len(p.Rules), p.Default)
+	if len(p.Mask) > 0 {
+		s += fmt.Sprintf(", %d mask rules", len(p.Mask))
+	}
+	return s
 }
 
 // roleHint is the "did you mean" of an unknown role: the closest role, or

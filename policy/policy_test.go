@@ -63,7 +63,7 @@ func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"empty", ``, `invalid policy: p.yaml:1: the file is empty (a policy is a mapping with default and rules)`},
 		{"not yaml", "rules: [", `invalid policy: p.yaml: yaml: line 1: did not find expected node content`},
-		{"unknown top", "defualt: deny\n", `invalid policy: p.yaml:1: unknown field "defualt" (did you mean default?) (a policy has default, rules, max_asks)`},
+		{"unknown top", "defualt: deny\n", `invalid policy: p.yaml:1: unknown field "defualt" (did you mean default?) (a policy has default, rules, max_asks, mask)`},
 		{"bad default", "default: maybe\n", `invalid policy: p.yaml:1: field "default": "maybe" is not a decision (allow, ask or deny)`},
 		{"rules not list", "rules: {}\n", `invalid policy: p.yaml:1: field "rules": must be a list of rules`},
 		{"unknown rule field", "rules:\n  - decision: deny\n    kinds: click\n", `invalid policy: p.yaml:3: rule 1: unknown field "kinds" (did you mean kind?) (a rule has name, kind, target, region, text, decision, sensitive)`},
@@ -80,6 +80,13 @@ func TestParseErrors(t *testing.T) {
 		{"twice", "rules:\n  - decision: deny\n    decision: allow\n", `invalid policy: p.yaml:3: rule 1: field "decision" appears twice`},
 		{"same name", "rules:\n  - {name: a, decision: deny}\n  - {name: a, decision: allow}\n", `invalid policy: p.yaml:3: rule name "a" is used twice (first at line 2): results name rules, so names must differ`},
 		{"max asks", "max_asks: -1\n", `invalid policy: p.yaml:1: field "max_asks": must be a whole number from 0 to 10000`},
+		{"mask not list", "mask: {}\n", `invalid policy: p.yaml:1: field "mask": must be a list of mask rules (each a target or a region)`},
+		{"mask neither", "mask:\n  - name: x\n", `invalid policy: p.yaml:2: mask rule 1: a mask rule names a target or a region (one of the two)`},
+		{"mask both", "mask:\n  - {target: {role: label}, region: [0, 0, 1, 1]}\n", `invalid policy: p.yaml:2: mask rule 1: a mask rule names a target or a region (one of the two)`},
+		{"mask decision", "mask:\n  - {region: [0, 0, 1, 1], decision: deny}\n", `invalid policy: p.yaml:2: mask rule 1: unknown field "decision" (a mask rule has name, target, region)`},
+		{"mask bad region", "mask:\n  - region: [0, 0, 0, 1]\n", `invalid policy: p.yaml:2: mask rule 1: field "region": [0 0 0 1] is empty or negative: [x0, y0, x1, y1] with x1 > x0 ≥ 0 and y1 > y0 ≥ 0`},
+		{"mask unknown role", "mask:\n  - target: {role: pasword text}\n", `invalid policy: p.yaml:2: mask rule 1: field "role": unknown role "pasword text" (did you mean password text?) (AT-SPI's roles, such as push button, text, check box, menu item)`},
+		{"mask same name", "mask:\n  - {name: a, region: [0, 0, 1, 1]}\n  - {name: a, region: [0, 0, 2, 2]}\n", `invalid policy: p.yaml:3: mask rule name "a" is used twice (first at line 2)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("p.yaml", []byte(tc.in))
@@ -228,5 +235,18 @@ func TestTTYTimeout(t *testing.T) {
 	ans, err := NewTTY(r, &strings.Builder{}).Approve(ctx, Request{Rule: "r"})
 	if err != nil || ans.Allow || ans.Note != "timed out" {
 		t.Fatalf("answer %+v, %v", ans, err)
+	}
+}
+
+func TestParseMask(t *testing.T) {
+	p, err := Parse("p.yaml", []byte("mask:\n  - name: balance\n    target: {role: label, name: \"/^Balance/\"}\n  - region: [0, 440, 640, 480]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Mask) != 2 || p.Mask[0].Name != "balance" || p.Mask[0].Line != 2 || p.Mask[1].Name != "mask 2" || p.Mask[1].Region == nil {
+		t.Fatalf("mask rules %+v", p.Mask)
+	}
+	if !strings.Contains(p.Describe(), "2 mask rules") {
+		t.Errorf("Describe: %s", p.Describe())
 	}
 }

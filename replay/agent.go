@@ -11,6 +11,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/mask"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -345,6 +346,16 @@ func (a *Agent) check(obs *observe.Observation, rec *trace.Observation, final bo
 		return nil
 	}
 	got := obs.Screen.Image()
+	if len(rec.Masked) > 0 {
+		// What the recording painted over was never seen: the replay's
+		// screen is painted the same before it is compared (a replay
+		// without the recording's vault or policy masks nothing itself).
+		areas := make([]mask.Area, len(rec.Masked))
+		for i, m := range rec.Masked {
+			areas[i] = mask.Area{Rect: m.Rect}
+		}
+		got = mask.Paint(obs.Screen, areas).Image()
+	}
 	at := regionsOf(rec.Cursor, obs.Cursor, rec.Windows, obs.Windows)
 	d := Compare(want, got, a.rules, at)
 	c.Pixels, c.Compared, c.Fraction, c.MaxDelta = d.Pixels, d.Compared, d.Fraction, d.MaxDelta

@@ -10,6 +10,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/mask"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -193,5 +194,45 @@ func TestAgentKeepsDenials(t *testing.T) {
 	}
 	if d.Action.Kind != action.Wait {
 		t.Errorf("the denied click was replayed: %+v", d.Action)
+	}
+}
+
+// TestAgentComparesMasked: what the recording painted over (a masked
+// password field) is painted alike on the replay's screen before it is
+// compared: a replay without the recording's vault or policy does not
+// diverge on pixels nobody saw.
+func TestAgentComparesMasked(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rec")
+	tw, err := trace.Create(dir, trace.Run{ID: "rec"}, trace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	area := action.Rect{8, 8, 56, 40}
+	red := color.RGBA{200, 0, 0, 255}
+	rec := mask.Paint(frameOf(red, 1), []mask.Area{{Rect: area}})
+	done := action.Action{Kind: action.Done}
+	tw.Record(trace.Record{Type: trace.TypeStep, Step: 1, TMS: 100,
+		Observation: &trace.Observation{Screenshot: tw.Screenshot(1, rec), FrameHash: trace.FrameHash(rec.Hash), Width: 64, Height: 48, Running: true,
+			Masked: []trace.MaskedArea{{Rect: area, Why: string(mask.WhyPassword)}}},
+		Decision: &trace.Decision{LatencyMS: 1}, Action: &done})
+	if err := tw.Finish(func(r *trace.Run) { r.Outcome = trace.Success }); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trace.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replay shows the field's content (green) where the recording
+	// was painted, and the same red elsewhere.
+	shown := frameOf(red, 2)
+	img := shown.Image()
+	for y := area[1]; y < area[3]; y++ {
+		for x := area[0]; x < area[2]; x++ {
+			img.Set(x, y, color.RGBA{0, 200, 0, 255})
+		}
+	}
+	a := NewAgent(tr, DefaultRules(), TimingFast)
+	if d, _ := a.Decide(t.Context(), obs(1, shown)); d.Action.Kind != action.Done || a.Divergence != nil {
+		t.Fatalf("decision %+v, divergence %+v: want the masked area left out", d, a.Divergence)
 	}
 }

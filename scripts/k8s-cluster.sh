@@ -11,7 +11,7 @@
 #                                    import the pause image and agentbox's images
 #   scripts/k8s-cluster.sh env       print the exports that point tools at it
 #   scripts/k8s-cluster.sh load REF… import Docker images into the cluster
-#   scripts/k8s-cluster.sh status    say what runs
+#   scripts/k8s-cluster.sh status    say what runs (exit 0 only when all of it does)
 #   scripts/k8s-cluster.sh restart NAME  stop and start a component again
 #   scripts/k8s-cluster.sh down      stop everything and remove its state
 #
@@ -462,12 +462,27 @@ envs() {
 	printf 'export PATH=%q:"$PATH"\n' "$BIN"
 }
 
+# status says what runs; it exits 0 only when every component runs (3 when
+# none does, 1 when some do), as `systemctl status` does.
 status() {
-	local n
+	local n up=0 all=0
 	for n in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet registry; do
-		if running "$n"; then echo "$n: running (pid $(pidof_ "$n"))"; else echo "$n: stopped"; fi
+		all=$((all + 1))
+		if running "$n"; then
+			up=$((up + 1))
+			echo "$n: running (pid $(pidof_ "$n"))"
+		else
+			echo "$n: stopped"
+		fi
 	done
-	if [[ -f $KUBECONFIG_ADMIN ]]; then kubectl_ get nodes 2>/dev/null || true; fi
+	if ((up > 0)) && [[ -f $KUBECONFIG_ADMIN ]]; then kubectl_ get nodes 2>/dev/null || true; fi
+	if ((up == 0)); then
+		say "the cluster is down (scripts/k8s-cluster.sh up starts it)"
+		return 3
+	elif ((up < all)); then
+		say "$((all - up)) of $all components are stopped"
+		return 1
+	fi
 }
 
 down() {

@@ -28,6 +28,7 @@ func (s *Session) wantsTree() bool {
 // failed ends it (the error returned).
 func (s *Session) accessibility(ctx context.Context, step int, obs *observe.Observation, rec *trace.Record) error {
 	s.marks = nil
+	defer func() { s.maskTree = nil }()
 	if !s.wantsTree() {
 		return nil
 	}
@@ -39,7 +40,10 @@ func (s *Session) accessibility(ctx context.Context, step int, obs *observe.Obse
 		info.Error = environment.ErrNoA11y.Error()
 		return nil
 	}
-	t, err := acc.Tree(ctx, s.cfg.TreeLimits)
+	t, err := s.maskTree, error(nil) // the paint's read, when it made one
+	if t == nil {
+		t, err = acc.Tree(ctx, s.cfg.TreeLimits)
+	}
 	if err != nil {
 		if errors.Is(err, environment.ErrGuest) || ctx.Err() != nil {
 			return err

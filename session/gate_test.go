@@ -59,7 +59,7 @@ func (e *gateEnv) Tree(context.Context, observe.TreeLimits) (*observe.Tree, erro
 	t := &observe.Tree{Apps: 1, Elements: []observe.Element{
 		{ID: "1.2/0", Parent: -1, Role: "application", Name: "files"},
 		{ID: "1.2/1", Parent: 0, Depth: 1, Role: "dialog", Name: "Confirm", Bounds: &action.Rect{0, 0, 400, 300}},
-		{ID: "1.2/2", Parent: 1, Depth: 2, Role: "push button", Name: "Delete", Bounds: &action.Rect{100, 200, 180, 240}, States: del},
+		{ID: "1.2/2", Parent: 1, Depth: 2, Role: "push button", Name: "Delete", Bounds: &action.Rect{100, 200, 180, 240}, States: del, Keys: []string{"alt+d"}},
 		{ID: "1.2/3", Parent: 1, Depth: 2, Role: "push button", Name: "Cancel", Bounds: &action.Rect{200, 200, 280, 240}, States: []string{"enabled", "focusable", "showing"}},
 	}}
 	for i := range e.b.extra {
@@ -193,6 +193,9 @@ func TestPolicyHoldsTheDeleteButton(t *testing.T) {
 		{"by Tab + Enter", []agent.Decision{keyDec("Tab"), keyDec("Return"), doneDec}, 2, []string{"key Tab"}},
 		{"by Tab + space", []agent.Decision{keyDec("Tab"), keyDec("space"), doneDec}, 2, []string{"key Tab"}},
 		{"by Tab + a typed newline", []agent.Decision{keyDec("Tab"), {Action: action.Action{Kind: action.Type, Text: "\n"}}, doneDec}, 2, []string{"key Tab"}},
+		{"by its shortcut", []agent.Decision{keyDec("alt+d"), doneDec}, 1, nil},
+		{"by its shortcut, other case and order", []agent.Decision{keyDec("Alt_L+D"), doneDec}, 1, nil},
+		{"by its shortcut's key held down", []agent.Decision{{Action: action.Action{Kind: action.KeyDown, Key: "d"}}, {Action: action.Action{Kind: action.KeyUp, Key: "d"}}, doneDec}, 1, []string{"key_up d"}},
 		{"by a drag onto it", []agent.Decision{{Action: action.Action{Kind: action.Drag, Path: action.Path{{X: 300, Y: 100}, {X: 140, Y: 220}}}}, doneDec}, 1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,7 +248,8 @@ func TestPolicyAllowsWhatItShould(t *testing.T) {
 		{Action: action.Action{Kind: action.MouseMove, X: action.Int(140), Y: action.Int(220)}},
 		keyDec("Tab"),
 		click(140, 220),
-		click(140, 220), // sensitive: "always" granted nothing, asked again
+		click(140, 220),  // sensitive: "always" granted nothing, asked again
+		keyDec("ctrl+d"), // not Delete's shortcut (alt+d)
 		doneDec,
 	}}
 	res, tr := runFake(t, &b.fakeBackend, ag, func(c *Config) {
@@ -255,14 +259,14 @@ func TestPolicyAllowsWhatItShould(t *testing.T) {
 	if res.Outcome != trace.Success {
 		t.Fatalf("result = %+v", res)
 	}
-	want := []string{"click 210,210", "mouse_move 140,220", "key Tab", "click 140,220", "click 140,220"}
+	want := []string{"click 210,210", "mouse_move 140,220", "key Tab", "click 140,220", "click 140,220", "key ctrl+d"}
 	if got := performed(b.envs[0]); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("performed %q, want %q", got, want)
 	}
 	if len(ap.asked) != 2 {
 		t.Errorf("asked %d times, want 2 (a sensitive rule is asked every time)", len(ap.asked))
 	}
-	for i, st := range tr.Steps[:5] {
+	for i, st := range tr.Steps[:6] {
 		if st.Policy == nil || !st.Policy.Allowed {
 			t.Errorf("step %d policy %+v", i+1, st.Policy)
 		}
@@ -270,8 +274,8 @@ func TestPolicyAllowsWhatItShould(t *testing.T) {
 	if d := tr.Steps[0].Policy; d.Rule != "default" || d.Decision != "allow" {
 		t.Errorf("step 1 policy %+v", d)
 	}
-	if tr.Steps[5].Policy != nil {
-		t.Errorf("done was gated: %+v", tr.Steps[5].Policy)
+	if tr.Steps[6].Policy != nil {
+		t.Errorf("done was gated: %+v", tr.Steps[6].Policy)
 	}
 }
 

@@ -109,6 +109,11 @@ type Session struct {
 	// paused is how far asks have moved the deadline on (ns): the time
 	// they waited for an answer.
 	paused atomic.Int64
+
+	// The masker of screens handed out (mask.go); maskTree is the raw tree
+	// the pending observation's paint read (the step's tree reuses it).
+	maskHolder
+	maskTree *observe.Tree
 }
 
 // StartError is Open's error when the episode ended before its first step
@@ -160,6 +165,10 @@ func open(ctx context.Context, cfg Config, loop Loop) (*Session, error) {
 	s.events = newSink(tw, s.started, cfg.App.Manifest.ReadyOutput)
 	s.events.listen = cfg.Listener
 	s.events.secrets = newRedaction(cfg.Vault)
+	s.masker = newMasker(cfg.Policy, cfg.Vault)
+	if note := s.maskNote(); note != "" {
+		fmt.Fprintf(cfg.Progress, "agentbox: %s\n", note)
+	}
 	// The sandbox's events reach the session through a Relay, so that a
 	// relaunch can hand the sandbox to the next episode's session.
 	s.relay = NewRelay()

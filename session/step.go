@@ -200,7 +200,11 @@ func (s *Session) Peek(ctx context.Context) (*observe.Frame, environment.State, 
 		return nil, environment.State{}, environment.ErrClosed
 	}
 	f, st, err := env.Observe(ctx)
+	if err != nil {
+		return nil, st, err
+	}
 	st.Windows = s.events.secrets.windows(st.Windows) // a watcher is told no value either
+	f, _, _, err = s.paint(ctx, f, false)             // nor shown one
 	return f, st, err
 }
 
@@ -605,6 +609,11 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 	if err != nil {
 		return nil, nil, err
 	}
+	frame, tree, areas, err := s.paint(ctx, frame, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.maskTree = tree
 	var lines []observe.LogLine
 	var netEvs []observe.NetEvent
 	if consume {
@@ -632,7 +641,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 			FrameHash:  trace.FrameHash(frame.Hash),
 			Width:      frame.Width, Height: frame.Height,
 			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
-			Network: netEvs, Clock: s.clockStamp(),
+			Network: netEvs, Clock: s.clockStamp(), Masked: maskedAreas(areas),
 		},
 	}
 	return obs, rec, nil

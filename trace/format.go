@@ -363,6 +363,18 @@ type Observation struct {
 	// Clock is the app's virtual time when the screenshot was taken (RFC
 	// 3339, UTC); absent on the wall clock.
 	Clock string `json:"clock,omitempty"`
+	// Masked are the areas painted over before the screenshot left the
+	// session (password fields, card numbers, the vault's values, the
+	// policy's mask rules); absent when none was.
+	Masked []MaskedArea `json:"masked,omitempty"`
+}
+
+// MaskedArea is one painted area of a screenshot: where, and why (never
+// what it showed).
+type MaskedArea struct {
+	Rect action.Rect `json:"rect"`
+	Why  string      `json:"why"`
+	Rule string      `json:"rule,omitempty"`
 }
 
 // TreeInfo points to an accessibility tree in the trace

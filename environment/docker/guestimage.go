@@ -95,6 +95,19 @@ func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOption
 	if err != nil {
 		return fail("base", err)
 	}
+	if res.Ref == o.Base {
+		// The base is this guest's image already (the reference an earlier
+		// build printed): nothing to layer.
+		if base.labels[images.LabelGuest] != id {
+			return fail("base", fmt.Errorf("%s is named for guest %s but carries guest %q: rebuild it with `agentbox image build --guest`", o.Base, id, base.labels[images.LabelGuest]))
+		}
+		res.ID, res.Size, res.UpToDate = base.id, base.size, true
+		p.printf("%s is up to date (%s)", res.Ref, buildShortID(base.id))
+		if err := finishGuestImage(ctx, cli, o, &res, p); err != nil {
+			return GuestImageResult{}, err
+		}
+		return res, nil
+	}
 	cur, err := inspectBuildImage(ctx, cli, res.Ref)
 	switch {
 	case err != nil && !cerrdefs.IsNotFound(err):
@@ -138,22 +151,31 @@ func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOption
 		res.ID, res.Size = cur.id, cur.size
 		p.printf("built %s (%s) in %s", res.Ref, buildShortID(cur.id), images.FormatDuration(time.Since(t)))
 	}
+	if err := finishGuestImage(ctx, cli, o, &res, p); err != nil {
+		return GuestImageResult{}, err
+	}
+	return res, nil
+}
+
+// finishGuestImage writes the built image to o.Save and pushes it to
+// o.Push, where they are set.
+func finishGuestImage(ctx context.Context, cli *client.Client, o GuestImageOptions, res *GuestImageResult, p buildProgress) error {
 	if o.Save != "" {
 		if err := saveImage(ctx, cli, res.Ref, o.Save); err != nil {
-			return fail("save", err)
+			return fmt.Errorf("guest image %s: save: %w", res.Ref, err)
 		}
 		res.Saved = o.Save
 		p.printf("saved %s to %s", res.Ref, o.Save)
 	}
 	if o.Push != "" {
-		target := images.GuestRef(o.Push, id)
+		target := images.GuestRef(o.Push, res.GuestID)
 		if err := pushImage(ctx, cli, res.Ref, target); err != nil {
-			return fail("push "+target, err)
+			return fmt.Errorf("guest image %s: push %s: %w", res.Ref, target, err)
 		}
 		res.Pushed = target
 		p.printf("pushed %s", target)
 	}
-	return res, nil
+	return nil
 }
 
 // guestContextTar is the guest image's build context: the Dockerfile and

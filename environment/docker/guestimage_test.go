@@ -87,6 +87,12 @@ func TestBuildGuestImage(t *testing.T) {
 	if err != nil || !again.UpToDate || again.ID != res.ID {
 		t.Errorf("second build: %+v, %v; want up to date", again, err)
 	}
+	// The reference the build printed, given back as the base (`--image
+	// REF` on Kubernetes): taken as it is, not suffixed again.
+	same, err := BuildGuestImage(ctx, cli, GuestImageOptions{Base: res.Ref, Binary: bin})
+	if err != nil || !same.UpToDate || same.Ref != res.Ref || same.ID != res.ID {
+		t.Errorf("build on its own ref: %+v, %v; want %s up to date", same, err, res.Ref)
+	}
 	f, err := os.Open(save)
 	if err != nil {
 		t.Fatal(err)

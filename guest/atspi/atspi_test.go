@@ -262,3 +262,25 @@ func (w *syncWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+func TestKeyBindings(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+	}{
+		{"<Alt>d", []string{"alt+d"}},
+		{"<Alt>f;<Alt>f:d;<Control>Delete", []string{"alt+f", "ctrl+Delete"}},
+		{";;<Primary><Shift>s", []string{"ctrl+shift+s"}},
+		{"<Control>q;;<Control>q", []string{"ctrl+q"}},
+		{"F2", []string{"F2"}},
+		{"", nil},
+		{"<Hyper>x", nil},
+		{"<Alt", nil},
+		{"<Alt>", nil},
+		{"a b", nil},
+	} {
+		if got := atspi.KeyBindings(c.in); strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("KeyBindings(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

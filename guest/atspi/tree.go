@@ -26,6 +26,7 @@ const (
 	ifaceTable      = "org.a11y.atspi.Table"
 	ifaceText       = "org.a11y.atspi.Text"
 	ifaceValue      = "org.a11y.atspi.Value"
+	ifaceAction     = "org.a11y.atspi.Action"
 	ifaceProps      = "org.freedesktop.DBus.Properties"
 	coordTypeScreen = uint32(0)
 )
@@ -345,6 +346,7 @@ func (r *reader) readLevel(level []*node) {
 			text  *dbus.Call
 			count *dbus.Call
 			val   *dbus.Call
+			keys  *dbus.Call
 		}
 		var more []pending
 		var kids []*dbus.Call // per node of part; nil: none asked
@@ -383,9 +385,14 @@ func (r *reader) readLevel(level []*node) {
 				case ifaceValue:
 					p.val = r.call(n.ref, ifaceProps+".Get", ifaceValue, "CurrentValue")
 					second = append(second, p.val)
+				case ifaceAction:
+					if pressRoles[n.el.Role] {
+						p.keys = r.call(n.ref, ifaceAction+".GetKeyBinding", int32(0))
+						second = append(second, p.keys)
+					}
 				}
 			}
-			if p.text != nil || p.val != nil {
+			if p.text != nil || p.val != nil || p.keys != nil {
 				more = append(more, p)
 			}
 		}
@@ -401,7 +408,7 @@ func (r *reader) readLevel(level []*node) {
 		}
 		r.visibleDescendants(managed)
 		for _, p := range more {
-			for _, c := range []*dbus.Call{p.text, p.count, p.val} {
+			for _, c := range []*dbus.Call{p.text, p.count, p.val, p.keys} {
 				if c != nil && isTimeout(c.Err) {
 					r.slow[p.n.ref.bus] = true
 				}
@@ -441,8 +448,77 @@ func (r *reader) readLevel(level []*node) {
 					}
 				}
 			}
+			if p.keys != nil {
+				var kb string
+				if p.keys.Store(&kb) == nil {
+					p.n.el.Keys = KeyBindings(kb)
+					for _, k := range p.n.el.Keys {
+						r.bytes += len(k) + 4
+					}
+				}
+			}
 		}
 	}
+}
+
+// pressRoles are the roles whose keyboard shortcuts are read (the
+// Action interface's key binding): what a policy's press rule can name.
+var pressRoles = map[string]bool{
+	"push button": true, "toggle button": true, "menu item": true, "check menu item": true,
+	"radio menu item": true, "check box": true, "radio button": true, "link": true,
+}
+
+// KeyBindings turns an AT-SPI key binding — "mnemonic;sequence;shortcut"
+// in GTK's accelerator syntax ("<Alt>d", "<Alt>f:d", "<Control>Delete";
+// parts may be empty) — into agentbox's chords ("alt+d", "ctrl+Delete"):
+// the mnemonic and the shortcut, since the sequence (a menu's path)
+// presses nothing by itself. Parts that do not parse are left out.
+func KeyBindings(kb string) []string {
+	parts := strings.Split(kb, ";")
+	var out []string
+	for i, p := range parts {
+		if i == 1 || i > 2 {
+			continue
+		}
+		if c, ok := chordOf(strings.TrimSpace(p)); ok && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// chordOf converts one accelerator ("<Control><Shift>Delete", "<Alt>d",
+// "F2") to a chord ("ctrl+shift+Delete").
+func chordOf(acc string) (string, bool) {
+	if acc == "" || len(acc) > 64 || strings.ContainsAny(acc, ": ") {
+		return "", false
+	}
+	var mods []string
+	for strings.HasPrefix(acc, "<") {
+		end := strings.IndexByte(acc, '>')
+		if end < 0 {
+			return "", false
+		}
+		switch strings.ToLower(acc[1:end]) {
+		case "control", "ctrl", "primary", "ctl":
+			mods = append(mods, "ctrl")
+		case "shift", "shft":
+			mods = append(mods, "shift")
+		case "alt", "mod1":
+			mods = append(mods, "alt")
+		case "super", "mod4":
+			mods = append(mods, "super")
+		case "meta":
+			mods = append(mods, "meta")
+		default:
+			return "", false
+		}
+		acc = acc[end+1:]
+	}
+	if acc == "" || strings.ContainsAny(acc, "<>+") {
+		return "", false
+	}
+	return strings.Join(append(mods, acc), "+"), true
 }
 
 // textRoles are the roles whose text is their content (an entry, a text
