@@ -3,6 +3,7 @@ package action
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -224,6 +225,26 @@ func TestEveryKindHasASpec(t *testing.T) {
 	for k := range kindSpecs {
 		if !slices.Contains(Kinds, k) {
 			t.Errorf("kindSpecs has a row for %s, which is not in Kinds", k)
+		}
+	}
+}
+
+// TestWaitFileJSON: a wait until file is encoded with its file under
+// "file" (how the host sends it to the guest and records it), which Parse
+// reads back; "path" is the same field on the way in.
+func TestWaitFileJSON(t *testing.T) {
+	a := Action{Kind: Wait, Until: UntilFile, File: "~/Documents/a.ods", MS: 60000}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"action":"wait","ms":60000,"until":"file","file":"~/Documents/a.ods"}`; string(b) != want {
+		t.Errorf("marshalled %s, want %s", b, want)
+	}
+	for _, in := range []string{string(b), `{"action":"wait","ms":60000,"until":"file","path":"~/Documents/a.ods"}`} {
+		back, err := Parse([]byte(in))
+		if err != nil || !reflect.DeepEqual(back, a) {
+			t.Errorf("Parse(%s) = %+v, %v; want %+v", in, back, err, a)
 		}
 	}
 }
