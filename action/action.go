@@ -91,6 +91,9 @@ const (
 	UntilStable Until = "stable" // the screen is unchanged for StableMS
 	UntilWindow Until = "window" // a window whose title matches Title exists
 	UntilChange Until = "change" // the screen differs from when the wait began
+	// UntilFile: the file at File (below the home) was written since the
+	// app was launched and has kept its size and time for StableMS.
+	UntilFile Until = "file"
 )
 
 // Point is a screen position in pixels, origin top left.
@@ -159,12 +162,13 @@ type Action struct {
 	// never part of an action.
 	Secret string `json:"secret,omitempty"`
 
-	Path Path `json:"path,omitempty"` // drag
+	Path Path `json:"path,omitempty"` // drag (wait until file: Parse reads a string path as file)
 
 	MS       int    `json:"ms,omitempty"`        // wait: duration, or deadline for until
 	Until    Until  `json:"until,omitempty"`     // wait
 	Title    string `json:"title,omitempty"`     // wait until window
-	StableMS int    `json:"stable_ms,omitempty"` // wait until stable
+	StableMS int    `json:"stable_ms,omitempty"` // wait until stable, wait until file
+	File     string `json:"file,omitempty"`      // wait until file: ~/… below the home
 
 	Region   *Rect   `json:"region,omitempty"`    // screenshot
 	Scale    float64 `json:"scale,omitempty"`     // screenshot
@@ -228,6 +232,9 @@ func (a Action) String() string {
 		}
 		return s
 	case Wait:
+		if a.Until == UntilFile {
+			return fmt.Sprintf("wait until file %s", a.File)
+		}
 		if a.Until != "" {
 			return fmt.Sprintf("wait until %s", a.Until)
 		}

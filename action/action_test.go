@@ -3,6 +3,7 @@ package action
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,12 @@ func TestParse(t *testing.T) {
 		{`{"action":"type","text":"héllo ✓"}`, `type "héllo ✓"`, ""},
 		{`{"action":"wait","ms":1000}`, "wait 1000ms", ""},
 		{`{"action":"wait","until":"stable","stable_ms":300}`, "wait until stable", ""},
+		// wait until file takes its file under either name.
+		{`{"action":"wait","until":"file","file":"~/a.ods"}`, "wait until file ~/a.ods", ""},
+		{`{"action":"wait","until":"file","path":"~/Documents/a.ods","ms":60000}`, "wait until file ~/Documents/a.ods", ""},
+		{`{"action":"wait","until":"file","path":"~/a","file":"~/a"}`, "", `field "path": give file or path`},
+		{`{"action":"wait","until":"file","path":[[1,2]]}`, "", `field "path": must be a string`},
+		{`{"action":"click","file":"~/a"}`, "", `field "file": unknown field`},
 		{`{"action":"done","success":false,"message":"x"}`, "done (gave up)", ""},
 		{`{"action":"drag","path":[[1,2],[3,4]]}`, "drag", ""},
 		{`{"action":"screenshot","region":[0,0,10,10]}`, "screenshot", ""},
@@ -113,6 +120,19 @@ func TestValidate(t *testing.T) {
 		{`{"action":"wait","until":"window"}`, `field "title": required`},
 		{`{"action":"wait","until":"soon"}`, `unknown condition`},
 		{`{"action":"wait","title":"x"}`, `need until`},
+		{`{"action":"wait","until":"file"}`, `field "file": required with until: file`},
+		{`{"action":"wait","until":"file","file":"~/a","stable_ms":200,"ms":60000}`, ""},
+		{`{"action":"wait","until":"stable","path":"~/a"}`, `field "file": (or path) is only for until: file`},
+		{`{"action":"wait","path":"~/a"}`, `is only for until: file`},
+		{`{"action":"wait","until":"file","file":"~/a","title":"x"}`, `field "title": only with until: window`},
+		{`{"action":"wait","until":"file","file":"~/a","stable_ms":-1}`, `field "stable_ms"`},
+		{`{"action":"wait","until":"file","file":"/etc/passwd"}`, `below the home`},
+		{`{"action":"wait","until":"file","file":"a.ods"}`, `below the home`},
+		{`{"action":"wait","until":"file","file":"~/"}`, `want a file below the home`},
+		{`{"action":"wait","until":"file","file":"~/../x"}`, `leaves the home`},
+		{`{"action":"wait","until":"file","file":"~/a/../../x"}`, `leaves the home`},
+		{`{"action":"wait","until":"file","file":"~/a//b"}`, `empty or . segment`},
+		{`{"action":"wait","until":"file","file":"~/./a"}`, `empty or . segment`},
 		{`{"action":"screenshot","region":[0,0,641,10]}`, `inside the 640x480 screen`},
 		{`{"action":"screenshot","scale":2}`, `(0, 1]`},
 		{`{"action":"done"}`, ""},
@@ -150,6 +170,7 @@ func FuzzParse(f *testing.F) {
 		`{"action":"click","x":10,"y":20,"button":"right","count":2,"keys":"shift"}`,
 		`{"action":"drag","path":[[1,2],[3,4]]}`,
 		`{"action":"wait","until":"window","title":"/re/"}`,
+		`{"action":"wait","until":"file","path":"~/Documents/a.ods"}`,
 		`{"action":"type","text":"日本"}`,
 		`{"action":"click","target":{"role":"push button","name":"O*","index":0,"ancestor":{"role":"dialog","name":"/^A/"}}}`,
 		`{"action":"type","text":"x","target":{"id":"1.2/8"}}`,
@@ -204,6 +225,26 @@ func TestEveryKindHasASpec(t *testing.T) {
 	for k := range kindSpecs {
 		if !slices.Contains(Kinds, k) {
 			t.Errorf("kindSpecs has a row for %s, which is not in Kinds", k)
+		}
+	}
+}
+
+// TestWaitFileJSON: a wait until file is encoded with its file under
+// "file" (how the host sends it to the guest and records it), which Parse
+// reads back; "path" is the same field on the way in.
+func TestWaitFileJSON(t *testing.T) {
+	a := Action{Kind: Wait, Until: UntilFile, File: "~/Documents/a.ods", MS: 60000}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"action":"wait","ms":60000,"until":"file","file":"~/Documents/a.ods"}`; string(b) != want {
+		t.Errorf("marshalled %s, want %s", b, want)
+	}
+	for _, in := range []string{string(b), `{"action":"wait","ms":60000,"until":"file","path":"~/Documents/a.ods"}`} {
+		back, err := Parse([]byte(in))
+		if err != nil || !reflect.DeepEqual(back, a) {
+			t.Errorf("Parse(%s) = %+v, %v; want %+v", in, back, err, a)
 		}
 	}
 }

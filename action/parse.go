@@ -93,6 +93,9 @@ func FromMap(raw map[string]json.RawMessage) (Action, error) {
 	if a.Kind == Key && given(raw["key"]) && given(raw["keys"]) {
 		return a, errorf(a.Kind, "key", "give keys (a key or chord) or key (one key), not both")
 	}
+	if a.Kind == Wait && given(raw["path"]) && given(raw["file"]) {
+		return a, errorf(a.Kind, "path", "give file or path (the same: the file of until: file), not both")
+	}
 	names := make([]string, 0, len(raw))
 	for name := range raw {
 		names = append(names, name)
@@ -174,6 +177,8 @@ func (a *Action) set(name string, v json.RawMessage) error {
 		return decodeString(k, name, v, func(s string) { a.Until = Until(s) })
 	case "title":
 		return decodeString(k, name, v, func(s string) { a.Title = s })
+	case "file":
+		return decodeString(k, name, v, func(s string) { a.File = s })
 	case "message":
 		return decodeString(k, name, v, func(s string) { a.Message = s })
 	case "success":
@@ -206,6 +211,11 @@ func (a *Action) set(name string, v json.RawMessage) error {
 		a.Region = &r
 		return nil
 	case "path":
+		if k == Wait {
+			// wait until file takes its file in file; path is the same
+			// field under the name a person would give it.
+			return decodeString(k, name, v, func(s string) { a.File = s })
+		}
 		var pts [][]json.Number
 		if err := json.Unmarshal(v, &pts); err != nil {
 			return errorf(k, name, "must be a list of [x, y] points, got %s", short(v))

@@ -3,6 +3,7 @@ package action
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/codegirl-games/agentbox/internal/keysym"
@@ -87,7 +88,7 @@ var kindSpecs = map[Kind]kindSpec{
 	MouseUp:           {fields: []string{"button"}, check: checkButtonOf},
 	Drag:              {fields: []string{"path", "button"}, check: checkDrag},
 	Scroll:            {fields: []string{"x", "y", "dx", "dy", "keys", "target", "mark"}, check: checkScroll},
-	Wait:              {fields: []string{"ms", "until", "title", "stable_ms"}, check: checkWait},
+	Wait:              {fields: []string{"ms", "until", "title", "stable_ms", "file", "path"}, check: checkWait},
 	CursorPosition:    {fields: []string{}},
 	Done:              {fields: []string{"success", "message"}},
 	AccessibilityTree: {fields: []string{}},
@@ -248,24 +249,65 @@ func checkWait(a Action, l Limits) error {
 	if a.MS < 0 || a.MS > l.MaxWaitMS {
 		return errorf(k, "ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.MS)
 	}
+	if a.File != "" && a.Until != UntilFile {
+		return errorf(k, "file", "(or path) is only for until: file")
+	}
 	switch a.Until {
 	case "":
 		if a.Title != "" || a.StableMS != 0 {
 			return errorf(k, "until", "title and stable_ms need until")
 		}
 	case UntilStable:
-		if a.StableMS < 0 || a.StableMS > l.MaxWaitMS {
-			return errorf(k, "stable_ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.StableMS)
-		}
+		return checkStableMS(a, l)
 	case UntilWindow:
 		if a.Title == "" {
 			return errorf(k, "title", "required with until: window")
 		}
 	case UntilChange:
+	case UntilFile:
+		if a.File == "" {
+			return errorf(k, "file", "required with until: file (a path below the home, e.g. ~/Documents/out.ods)")
+		}
+		if a.Title != "" {
+			return errorf(k, "title", "only with until: window")
+		}
+		if _, err := HomeRel(a.File); err != nil {
+			return errorf(k, "file", "%v", err)
+		}
+		return checkStableMS(a, l)
 	default:
-		return errorf(k, "until", "unknown condition %q; known: stable, window, change", a.Until)
+		return errorf(k, "until", "unknown condition %q; known: stable, window, change, file", a.Until)
 	}
 	return nil
+}
+
+func checkStableMS(a Action, l Limits) error {
+	if a.StableMS < 0 || a.StableMS > l.MaxWaitMS {
+		return errorf(a.Kind, "stable_ms", "must be between 0 and %d, got %d", l.MaxWaitMS, a.StableMS)
+	}
+	return nil
+}
+
+// HomeRel turns the file of a wait until file (~/a/b, below the home)
+// into its slash-separated path relative to the home: no "..", no "."
+// or empty segment, not the home itself.
+func HomeRel(p string) (string, error) {
+	rel, ok := strings.CutPrefix(p, "~/")
+	if !ok {
+		return "", fmt.Errorf("%q: want a path below the home, written ~/…", p)
+	}
+	if rel == "" || strings.ContainsRune(rel, 0) || strings.Contains(rel, "\\") {
+		return "", fmt.Errorf("%q: want a file below the home, written ~/…", p)
+	}
+	for _, seg := range strings.Split(rel, "/") {
+		switch seg {
+		case "..":
+			return "", fmt.Errorf("%q leaves the home (..)", p)
+		case "", ".":
+			return "", fmt.Errorf("%q: empty or . segment", p)
+		}
+	}
+	return rel, nil
 }
 
 func onScreen(x, y int, l Limits) bool {

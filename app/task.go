@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/stagepath"
 )
 
@@ -63,9 +62,9 @@ type Collect struct {
 	// *, ?, […] and ** for any depth).
 	Patterns []string
 	Limits   CollectLimits
-	// Before are the actions run after the episode, before collecting
+	// Before are the steps run after the episode, before collecting
 	// (before_collect), recorded as steps of the actor collect.
-	Before []action.Action
+	Before []CollectStep
 }
 
 // Empty reports whether nothing is to be collected.
@@ -171,21 +170,15 @@ func (t *TaskFiles) Set(field string, raw json.RawMessage) error {
 	case "before_collect":
 		var list []map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return &FieldError{Field: "before_collect", Index: -1, Msg: ": want a list of actions such as {action: key, keys: ctrl+s}"}
+			return &FieldError{Field: "before_collect", Index: -1, Msg: ": want a list of steps such as {action: key, keys: ctrl+s}, {wait_for: window, title: …} or {expect: running}"}
 		}
 		t.Collect.Before = nil
 		for i, m := range list {
-			if _, ok := m["action"]; !ok {
-				return &FieldError{Field: "before_collect", Index: i, Msg: ": want an action step such as {action: key, keys: ctrl+s} (checks are not run here; wait with {action: wait, until: window, title: …})"}
-			}
-			a, err := action.FromMap(m)
-			if err == nil {
-				err = action.Validate(a, action.DefaultLimits(1<<15, 1<<15))
-			}
+			st, err := parseCollectStep(m)
 			if err != nil {
 				return &FieldError{Field: "before_collect", Index: i, Msg: ": " + err.Error()}
 			}
-			t.Collect.Before = append(t.Collect.Before, a)
+			t.Collect.Before = append(t.Collect.Before, st)
 		}
 	default:
 		return fmt.Errorf("unknown field %q", field)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/codegirl-games/agentbox/action"
 )
 
 func TestManifestTaskFields(t *testing.T) {
@@ -32,7 +34,16 @@ func TestManifestTaskFields(t *testing.T) {
 		{"limits zero files", `{"command": "x", "collect": ["~/a"], "collect_limits": {"files": 0}}`, `field "collect_limits".files`},
 		{"limits bad unit", `{"command": "x", "collect": ["~/a"], "collect_limits": {"bytes": "5 parsecs"}}`, `field "collect_limits".bytes`},
 		{"limits unknown", `{"command": "x", "collect": ["~/a"], "collect_limits": {"size": 5}}`, `unknown field "size"`},
-		{"before_collect a check", `{"command": "x", "collect": ["~/a"], "before_collect": [{"expect": "running"}]}`, `field "before_collect"[0]: want an action step`},
+		{"before_collect checks", `{"command": "x", "collect": ["~/a"], "before_collect": [{"wait_for": "window", "title": "*saved*", "timeout_ms": 60000}, {"wait_for": "stable", "stable_ms": 500}, {"wait_for": "changed"}, {"expect": "running"}, {"expect": "window", "title": "/^x$/"}, {"expect": "exited", "code": 0}]}`, ""},
+		{"before_collect two verbs", `{"command": "x", "collect": ["~/a"], "before_collect": [{"expect": "running", "action": "key", "keys": "a"}]}`, `field "before_collect"[0]: want exactly one of action, wait_for or expect`},
+		{"before_collect no verb", `{"command": "x", "collect": ["~/a"], "before_collect": [{"keys": "a"}]}`, `field "before_collect"[0]: want exactly one of`},
+		{"before_collect unknown wait_for", `{"command": "x", "collect": ["~/a"], "before_collect": [{"wait_for": "pixel"}]}`, `wait_for: unknown "pixel"; known here: changed, stable, window`},
+		{"before_collect unknown expect", `{"command": "x", "collect": ["~/a"], "before_collect": [{"expect": "moved"}]}`, `expect: unknown "moved"; known here: exited, running, window`},
+		{"before_collect window without title", `{"command": "x", "collect": ["~/a"], "before_collect": [{"wait_for": "window"}]}`, `wait_for window: title is required`},
+		{"before_collect bad title", `{"command": "x", "collect": ["~/a"], "before_collect": [{"expect": "window", "title": "/(/"}]}`, `expect window: title:`},
+		{"before_collect field not taken", `{"command": "x", "collect": ["~/a"], "before_collect": [{"expect": "running", "title": "x"}]}`, `expect running: unknown field "title"; it takes none`},
+		{"before_collect bad timeout", `{"command": "x", "collect": ["~/a"], "before_collect": [{"wait_for": "changed", "timeout_ms": -5}]}`, `wait_for changed: timeout_ms: want a positive number`},
+		{"before_collect timeout too long", `{"command": "x", "collect": ["~/a"], "before_collect": [{"wait_for": "changed", "timeout_ms": 99999999}]}`, `wait_for changed: timeout_ms: want at most 120000, got 99999999`},
 		{"before_collect bad action", `{"command": "x", "collect": ["~/a"], "before_collect": [{"action": "fly"}]}`, `field "before_collect"[0]`},
 		{"before_collect without collect", `{"command": "x", "before_collect": [{"action": "key", "keys": "ctrl+s"}]}`, `without "collect"`},
 		{"unknown field still refused", `{"command": "x", "collects": ["~/a"]}`, `unknown field "collects"`},
@@ -48,6 +59,22 @@ func TestManifestTaskFields(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
 			case err != nil && !errors.Is(err, ErrInvalid):
 				t.Fatalf("err = %v, not ErrInvalid", err)
+			}
+			if tt.name == "before_collect checks" {
+				var got []string
+				for _, st := range m.Task.Collect.Before {
+					got = append(got, st.String())
+				}
+				want := `wait_for window "*saved*"|wait_for stable|wait_for changed|expect running|expect window "/^x$/"|expect exited (code 0)`
+				if strings.Join(got, "|") != want {
+					t.Errorf("steps %q, want %s", got, want)
+				}
+				if a := m.Task.Collect.Before[0].Action; a.Kind != action.Wait || a.Until != action.UntilWindow || a.MS != 60000 {
+					t.Errorf("wait_for window's action = %+v", a)
+				}
+				if a := m.Task.Collect.Before[2].Action; a.Until != action.UntilChange || a.MS != DefaultCollectWaitMS {
+					t.Errorf("wait_for changed's action = %+v", a)
+				}
 			}
 			if tt.name == "all" {
 				c := m.Task.Collect

@@ -99,31 +99,42 @@ func TestExampleTasksSuite(t *testing.T) {
 	}
 }
 
-// TestExampleTasks: `agentbox eval examples/tasks/suite.yaml` on the
-// Docker backend with the office image, two episodes at a time: every
-// solution grades verified (its script passing) and every wrong attempt
-// incorrect (never malformed or infrastructure). It logs the suite's
-// episodes per minute.
-//
-// Docker only: the local backend runs the host's programs, and the fresh
-// clone's set-up (scripts/deps.sh test, what make test installs) does not
-// install LibreOffice, GIMP or Mousepad (scripts/deps.sh office: about
-// 1 GB); see examples/tasks/README.md for the suite on the local backend.
+// TestExampleTasks: `agentbox eval examples/tasks/suite.yaml` on each
+// backend, two episodes at a time — on Docker with the office image, on
+// the local backend with the host's applications (scripts/deps.sh test
+// installs the image's packages: the list is images/Dockerfile.office's)
+// and the image's LibreOffice settings written into each sandbox's home:
+// every solution grades verified (its script passing) and every wrong
+// attempt incorrect (never malformed or infrastructure). It logs the
+// suite's episodes per minute on each.
 func TestExampleTasks(t *testing.T) {
-	requireCurrentImage(t, testenv.OfficeImage)
 	testenv.Require(t, testenv.Slow("the example tasks on LibreOffice, GIMP, Mousepad and Chromium"))
 	_, pairs := exampleTaskPairs(t)
-
 	bin := testenv.Build(t, "./cmd/agentbox")
+	t.Run("docker", func(t *testing.T) {
+		requireCurrentImage(t, testenv.OfficeImage)
+		runExampleTasks(t, bin, pairs, "--backend", "docker", "--image", testenv.OfficeImage)
+	})
+	t.Run("local", func(t *testing.T) {
+		requireLocal(t)
+		testenv.Require(t, testenv.Programs("localc", "lowriter", "loimpress", "mousepad", "gimp", "chromium"))
+		runExampleTasks(t, bin, pairs, "--backend", "local")
+	})
+}
+
+// runExampleTasks runs the example suite with the backend's flags and
+// checks every pair's grades.
+func runExampleTasks(t *testing.T, bin string, pairs map[string][2]*eval.Task, backend ...string) {
 	out := filepath.Join(t.TempDir(), "eval")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "eval", exampleTasks, "--backend", "docker", "--image", testenv.OfficeImage, "--memory", "2g",
-		"--parallel", "2", "--out", out,
+	args := append([]string{"eval", exampleTasks}, backend...)
+	args = append(args, "--memory", "2g", "--parallel", "2", "--out", out,
 		// GIMP and LibreOffice start in 3–5 s on an idle machine and took
 		// over a minute, the default, beside the whole suite on two busy
 		// cores: the start and the window are given time, the tasks not.
 		"--start-timeout", "4m", "--ready-timeout", "3m")
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	start := time.Now()

@@ -156,6 +156,18 @@ func (g *Guest) perform(ctx context.Context, a action.Action, res *action.Result
 			return x.Scroll(ctx, deref(a.DX), deref(a.DY))
 		})
 	case action.Wait:
+		if a.Until == action.UntilFile {
+			met, seen, err := g.waitFile(ctx, a)
+			if err != nil {
+				return err
+			}
+			res.Met = &met
+			if !met {
+				res.OK = false
+				res.Error = fmt.Sprintf("wait until file %s: not met within %dms: %s", a.File, untilMS(a), seen)
+			}
+			return nil
+		}
 		met, err := g.wait(ctx, a)
 		if err != nil {
 			return err
@@ -329,6 +341,37 @@ func (g *Guest) wait(ctx context.Context, a action.Action) (bool, error) {
 		}
 	}
 	return false, wire.Errorf(wire.CodeInvalid, "unknown wait condition %q", a.Until)
+}
+
+// waitFile waits until the file of a (below the home) was written since
+// the app was launched and has stayed the same for stable_ms (waitFile's
+// rules); seen says what it saw last when that did not hold in time.
+func (g *Guest) waitFile(ctx context.Context, a action.Action) (bool, string, error) {
+	if g.home == "" {
+		return false, "", wire.Errorf(wire.CodeInvalid, "wait until file: the display is not started")
+	}
+	rel, err := action.HomeRel(a.File)
+	if err != nil {
+		return false, "", wire.Errorf(wire.CodeInvalid, "wait until file: %v", err)
+	}
+	var since time.Time
+	if g.app != nil {
+		since = g.app.started
+	}
+	stable := time.Duration(a.StableMS) * time.Millisecond
+	if stable <= 0 {
+		stable = defaultStableMS * time.Millisecond
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Duration(untilMS(a))*time.Millisecond)
+	defer cancel()
+	met, seen, err := waitFile(wctx, g.home, rel, since, stable, pollInterval)
+	if err != nil {
+		return false, "", wire.Errorf(wire.CodeInvalid, "wait until file: %v", err)
+	}
+	if !met && ctx.Err() != nil {
+		return false, "", ctx.Err()
+	}
+	return met, seen, nil
 }
 
 // waitResult turns the end of a wait into (met, error): the wait's own

@@ -92,8 +92,9 @@ func writeStaged(dir string, req wire.WriteFileRequest, data []byte) error {
 
 // appProc is the running app.
 type appProc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when it has exited and its output is drained
+	cmd     *exec.Cmd
+	started time.Time     // just before it was started (wait until file)
+	done    chan struct{} // closed when it has exited and its output is drained
 
 	mu   sync.Mutex
 	exit *observe.Exit
@@ -202,7 +203,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	}
 	outW.Close()
 	errW.Close()
-	p := &appProc{cmd: cmd, done: make(chan struct{})}
+	p := &appProc{cmd: cmd, started: t, done: make(chan struct{})}
 	g.app = p
 	resp.PID = cmd.Process.Pid
 

@@ -69,7 +69,7 @@ func toolTable() []*tool {
 		{name: "key_up", title: "Release a key", kind: action.KeyUp, run: act,
 			desc: "Release a key held with key_down."},
 		{name: "wait", title: "Wait", kind: action.Wait, run: act,
-			desc: "Wait ms milliseconds; or until a condition holds, ms being the most to wait (default 10 s): until=stable (the screen unchanged for stable_ms, default 500), until=window (a window whose title matches title: a glob, or /regex/), until=change (the screen differs from when the wait began). The result's met says whether the condition held."},
+			desc: "Wait ms milliseconds; or until a condition holds, ms being the most to wait (default 10 s): until=stable (the screen unchanged for stable_ms, default 500), until=window (a window whose title matches title: a glob, or /regex/), until=change (the screen differs from when the wait began), until=file (the file at file, ~/… below the home, was written since the app was launched and has stayed the same for stable_ms, default 500: a save is done). The result's met says whether the condition held."},
 		{name: "cursor_position", title: "Where the pointer is", kind: action.CursorPosition, readOnly: true, run: act,
 			desc: "Tell where the mouse pointer is (the result's cursor)."},
 		{name: "done", title: "Finish the episode", kind: action.Done, run: act,
@@ -199,16 +199,21 @@ func fieldSchema(kind action.Kind, field string) map[string]any {
 	case "secret":
 		return map[string]any{"type": "string", "description": "the name of a secret of the vault (its value is never shown)"}
 	case "path":
+		if kind == action.Wait {
+			return map[string]any{"type": "string", "description": "the same as file (give one of them)"}
+		}
 		return map[string]any{"type": "array", "minItems": 2, "description": "the points [[x, y], …] the pointer passes through",
 			"items": map[string]any{"type": "array", "minItems": 2, "maxItems": 2, "items": map[string]any{"type": "integer"}}}
 	case "ms":
 		return integer("milliseconds to wait; with until, the most to wait (default 10000)")
 	case "until":
-		return map[string]any{"type": "string", "enum": []string{"stable", "window", "change"}, "description": "wait for a condition instead of a fixed time"}
+		return map[string]any{"type": "string", "enum": []string{"stable", "window", "change", "file"}, "description": "wait for a condition instead of a fixed time"}
 	case "title":
 		return map[string]any{"type": "string", "description": "with until=window: the title to wait for (a glob, or /regex/)"}
 	case "stable_ms":
-		return integer("with until=stable: how long the screen must stay unchanged (default 500)")
+		return integer("with until=stable: how long the screen must stay unchanged; with until=file: the file (default 500)")
+	case "file":
+		return map[string]any{"type": "string", "description": "with until=file: the file to wait for, ~/… below the home (e.g. ~/Documents/out.ods)"}
 	case "region":
 		return map[string]any{"type": "array", "minItems": 4, "maxItems": 4, "items": map[string]any{"type": "integer"},
 			"description": "only this part of the screen: [x0, y0, x1, y1] in screen pixels, x1 and y1 exclusive"}

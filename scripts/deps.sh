@@ -12,19 +12,21 @@
 #                 xterm, xdotool, xcalc, the core X fonts, keysymdef.h,
 #                 dbus-daemon and at-spi2-core (--a11y), zenity, speedcrunch,
 #                 bubblewrap, libfaketime (--clock virtual), ffmpeg/ffprobe,
-#                 Chromium, python3, git, and for Debian's python3
+#                 Chromium, python3, git, for Debian's python3
 #                 (/usr/bin/python3) pytest, NumPy and pip (the Python
-#                 client's tests)
+#                 client's tests), and office (the example tasks on the
+#                 local backend)
 #   lint          staticcheck in $(go env GOPATH)/bin
 #   k8s           test, and what scripts/k8s-cluster.sh needs for its
 #                 one-node cluster: etcd, containerd and runc, the CNI
 #                 plugins, gcc and a static libc (its pause binary), openssl
 #   office        the office image's applications on the host, for the
-#                 local backend (opt-in, not in test: about 1 GB):
-#                 LibreOffice Calc, Writer and Impress with its GTK3 plugin
-#                 (libreoffice-gtk3: the only one with an accessibility
-#                 tree), Mousepad, GIMP with GTK2's accessibility modules,
-#                 Chromium, and the fonts of images/Dockerfile.office
+#                 local backend (about 1 GB; test includes it: the example
+#                 tasks run on both backends): exactly the packages of
+#                 images/Dockerfile.office's apt-get install, read from it —
+#                 LibreOffice Calc, Writer and Impress with its GTK3 plugin,
+#                 Mousepad, GIMP with GTK2's accessibility modules,
+#                 Chromium, and the fonts
 #   all           test and lint
 #
 # As root it installs the missing Debian packages (apt-get), starts dockerd
@@ -71,10 +73,10 @@ want_docker=false want_host=false want_lint=false want_k8s=false want_office=fal
 case $profile in
 office) want_office=true ;;
 demo | images) want_docker=true ;;
-test) want_docker=true want_host=true ;;
+test) want_docker=true want_host=true want_office=true ;;
 k8s) want_docker=true want_host=true want_k8s=true ;;
 lint) want_lint=true ;;
-all) want_docker=true want_host=true want_lint=true ;;
+all) want_docker=true want_host=true want_office=true want_lint=true ;;
 esac
 
 root=false
@@ -99,6 +101,28 @@ need_file() { [ -e "$1" ] || need "$2" "$1"; }
 # in PATH, pyenv's or a virtual environment's, does not see them), and that
 # is the interpreter the Python client's tests fall back to.
 need_pymod() { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import $1" >/dev/null 2>&1 || need "$2" "Python module $1 for /usr/bin/python3"; }
+# office_packages DOCKERFILE: every package of the Dockerfile's apt-get
+# install that dpkg does not have installed.
+office_packages() {
+	local f=$1 p list have
+	[ -r "$f" ] || {
+		say "$f: cannot read it (the office image's package list)"
+		exit 1
+	}
+	# The lines after "apt-get install ... \" up to the line that ends the
+	# list (";"), without the backslashes.
+	list=$(awk '/apt-get install/ { on = 1; next } on && /^[[:space:]]*;/ { exit } on { gsub(/\\/, ""); print }' "$f")
+	[ -n "$list" ] || {
+		say "$f: no apt-get install list in it"
+		exit 1
+	}
+	# One dpkg-query for the lot: "PACKAGE STATUS" for those it knows.
+	# shellcheck disable=SC2086 # the list is words
+	have=$(dpkg-query -W -f='${Package} ${Status}\n' $list 2>/dev/null | awk '/ install ok installed$/ { print $1 }') || true
+	for p in $list; do
+		grep -qx -- "$p" <<<"$have" || need "$p" "the office image's $p"
+	done
+}
 
 if $want_docker; then
 	need_tool docker docker.io
@@ -141,20 +165,11 @@ if $want_host; then
 fi
 
 if $want_office; then
-	# The packages of images/Dockerfile.office (keep the two lists alike).
-	need_tool localc libreoffice-calc
-	need_tool lowriter libreoffice-writer
-	need_tool loimpress libreoffice-impress
-	need_file /usr/lib/libreoffice/program/libvclplug_gtk3lo.so libreoffice-gtk3
-	need_tool mousepad mousepad
-	need_tool gimp gimp
-	need_tool chromium chromium
-	need_file /usr/lib/x86_64-linux-gnu/gtk-2.0/modules/libatk-bridge.so libatk-adaptor
-	need_file /usr/lib/x86_64-linux-gnu/gtk-2.0/modules/libgail.so libgail-common
-	need_file /usr/share/fonts/truetype/liberation2 fonts-liberation2
-	need_file /usr/share/fonts/truetype/crosextra/Carlito-Regular.ttf fonts-crosextra-carlito
-	need_file /usr/share/fonts/truetype/crosextra/Caladea-Regular.ttf fonts-crosextra-caladea
-	need_file /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf fonts-dejavu-extra
+	# The office image's packages, read from images/Dockerfile.office (its
+	# one apt-get install: the list is kept there and only there), so the
+	# local backend runs the same applications, plugins and fonts as the
+	# image. Installed with --no-install-recommends, as the image does.
+	office_packages "$(dirname "$0")/../images/Dockerfile.office"
 fi
 
 if $want_k8s; then

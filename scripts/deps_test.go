@@ -65,18 +65,61 @@ func shadowPath(t *testing.T, hide ...string) string {
 	return dir
 }
 
-// script copies deps.sh where any user may run it.
+// script copies deps.sh where any user may run it, as scripts/deps.sh
+// beside images/Dockerfile.office (its office package list).
 func script(t *testing.T) string {
+	t.Helper()
+	df, err := os.ReadFile("../images/Dockerfile.office")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scriptWith(t, df)
+}
+
+// scriptWith is script with the given images/Dockerfile.office.
+func scriptWith(t *testing.T, dockerfile []byte) string {
 	t.Helper()
 	b, err := os.ReadFile("deps.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(world(t), "deps.sh")
+	root := world(t)
+	for _, d := range []string{"scripts", "images"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "images", "Dockerfile.office"), dockerfile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, "scripts", "deps.sh")
 	if err := os.WriteFile(p, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestOfficePackages: the office profile (and test's) asks for exactly the
+// packages of images/Dockerfile.office's apt-get install, each by its
+// name, those dpkg has not installed; a Dockerfile without that list is
+// an error that names it.
+func TestOfficePackages(t *testing.T) {
+	testenv.Require(t, testenv.Programs("dpkg-query"))
+	df, err := os.ReadFile("../images/Dockerfile.office")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus := bytes.Replace(df, []byte("        mousepad \\\n"), []byte("        mousepad \\\n        agentbox-no-such-package \\\n"), 1)
+	if bytes.Equal(bogus, df) {
+		t.Fatal("images/Dockerfile.office: no mousepad line in its apt-get install")
+	}
+	r := runAs(t, true, strings.Join(stdPath, ":"), scriptWith(t, bogus), "--check", "office")
+	if r.code != 1 || !strings.Contains(r.output, "the office image's agentbox-no-such-package (package agentbox-no-such-package)") {
+		t.Errorf("exit %d: want 1 naming the package of the Dockerfile's list that is not installed\n%s", r.code, r.output)
+	}
+	if r := runAs(t, true, strings.Join(stdPath, ":"), scriptWith(t, []byte("FROM x\n")), "--check", "office"); r.code != 1 || !strings.Contains(r.output, "no apt-get install list in it") {
+		t.Errorf("exit %d: want 1 saying the Dockerfile has no package list\n%s", r.code, r.output)
+	}
 }
 
 type result struct {

@@ -35,6 +35,7 @@ func TestTaskFilesServed(t *testing.T) {
 		{"to outside the home", fmt.Sprintf(`, "inputs": [{"from": "upload:%s/data/level.txt", "to": "~/../p"}]`, up.ID), 422, `field "inputs"[0].to`},
 		{"collect outside the home", `, "collect": ["/etc/*"]`, 422, `field "collect"[0]`},
 		{"before_collect without collect", `, "before_collect": [{"action": "key", "keys": "ctrl+s"}]`, 422, `without "collect"`},
+		{"before_collect unknown expect", `, "collect": ["~/a"], "before_collect": [{"expect": "moved"}]`, 422, `field "before_collect"[0]: expect: unknown "moved"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := h.do(req{method: "POST", path: "/v1/envs", body: []byte(`{"app": "game"` + tt.extra + `}`)})
@@ -46,7 +47,7 @@ func TestTaskFilesServed(t *testing.T) {
 		})
 	}
 
-	e := h.create("", fmt.Sprintf(`, "inputs": [{"from": "upload:%s/data/level.txt", "to": "~/Documents/level.txt"}], "collect": ["~/Documents/*.txt"], "before_collect": [{"action": "key", "keys": "ctrl+s"}]`, up.ID))
+	e := h.create("", fmt.Sprintf(`, "inputs": [{"from": "upload:%s/data/level.txt", "to": "~/Documents/level.txt"}], "collect": ["~/Documents/*.txt"], "before_collect": [{"action": "key", "keys": "ctrl+s"}, {"expect": "running"}]`, up.ID))
 	a = h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action": "done"}`)})
 	var st api.StepResponse
 	a.decode(t, &st)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -12,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -41,10 +44,10 @@ func inputInfos(in *app.Inputs, sums map[string]string) []trace.FileInfo {
 // of the sandbox into the trace's files/, recording them in run.json. It
 // runs when the episode ends, whatever the outcome, before the teardown;
 // a sandbox that has died is recorded as such.
-func (s *Session) collect(ctx context.Context) {
+func (s *Session) collect(ctx context.Context) (failed *End) {
 	c := s.cfg.Collect
 	if c.Empty() {
-		return
+		return nil
 	}
 	env := s.environment()
 	t := time.Now()
@@ -80,7 +83,7 @@ func (s *Session) collect(ctx context.Context) {
 	if f, ok := env.(environment.Freezer); ok && s.isFrozen() {
 		_ = f.Thaw(cctx) // a frozen app cannot save its file
 	}
-	s.beforeCollect(cctx, env, c.Before)
+	failed = s.beforeCollect(cctx, env, c.Before)
 	got, err := col.Collect(cctx, patterns, c.Limits, filepath.Join(s.tw.Dir(), trace.FilesDir))
 	files := make([]trace.FileInfo, 0, len(got.Files))
 	for _, f := range got.Files {
@@ -99,6 +102,7 @@ func (s *Session) collect(ctx context.Context) {
 		run.FilesRefused = append(run.FilesRefused, refused...)
 	})
 	fmt.Fprintf(s.cfg.Progress, "agentbox: collected %s into %s (%d refused)\n", plural.S(len(files), "file"), filepath.Join(s.tw.Dir(), trace.FilesDir), len(refused))
+	return failed
 }
 
 // isFrozen reports whether the app is frozen while the agent decides.
@@ -120,23 +124,39 @@ func (s *Session) collectFailed(err error) {
 	})
 }
 
-// beforeCollect performs the task's before_collect actions, each
-// recorded as a step of the actor collect; a failing one is recorded and
-// the next runs. They are numbered after the episode's steps and its final
-// observation (which takes the number after the last step), and are not
-// counted among the episode's steps.
-func (s *Session) beforeCollect(ctx context.Context, env environment.Environment, steps []action.Action) {
+// EventCollectCheck is the trace event of a before_collect expect step:
+// data {step, check, ok, message}.
+const EventCollectCheck = "collect_check"
+
+// beforeCollect performs the task's before_collect steps, each recorded
+// as a step of the actor collect. An action that fails is recorded and
+// the next step runs; a wait_for that is not met in time or an expect
+// that does not hold ends the steps, and its End (failure, check_failed,
+// naming the step) is returned for the episode. They are numbered after
+// the episode's steps and its final observation (which takes the number
+// after the last step), and are not counted among the episode's steps.
+func (s *Session) beforeCollect(ctx context.Context, env environment.Environment, steps []app.CollectStep) *End {
 	if len(steps) == 0 {
-		return
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	step := s.steps + 1 // the final observation's
-	for _, a := range steps {
+	for i, st := range steps {
 		step++
+		if st.Check == app.StepExpect {
+			ok, msg := expectHolds(ctx, env, st)
+			s.tw.Record(trace.Record{Type: trace.TypeEvent, Step: step, Actor: trace.ActorCollect, Event: EventCollectCheck,
+				Data: map[string]any{"step": step, "check": st.String(), "ok": ok, "message": msg}})
+			if !ok {
+				return s.collectCheckFailed(i, st, msg)
+			}
+			continue
+		}
+		a := st.Action
 		rec := trace.Record{Type: trace.TypeStep, Step: step, Actor: trace.ActorCollect, Action: &a}
 		if err := s.tw.Record(rec); err != nil {
-			return
+			return nil
 		}
 		s.tell(Event{Kind: EventStep, Step: step, Actor: trace.ActorCollect, Action: &a})
 		t := time.Now()
@@ -158,12 +178,77 @@ func (s *Session) beforeCollect(ctx context.Context, env environment.Environment
 		s.tw.Record(trace.Record{Type: trace.TypeResult, Step: step, Result: &res, DurationMS: msOf(time.Since(t))})
 		s.tell(Event{Kind: EventResult, Step: step, Result: &res})
 		if !res.OK {
-			fmt.Fprintf(s.cfg.Progress, "agentbox: before_collect step %d (%s): %s\n", step, termsafe.Line(a.String()), termsafe.Line(res.Error))
+			fmt.Fprintf(s.cfg.Progress, "agentbox: before_collect step %d (%s): %s\n", step, termsafe.Line(st.String()), termsafe.Line(res.Error))
+			if st.Check == app.StepWaitFor {
+				return s.collectCheckFailed(i, st, res.Error)
+			}
 		}
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 	}
+	return nil
+}
+
+// collectCheckFailed is the End of a before_collect check (the i-th
+// step, 0-based) that did not hold.
+func (s *Session) collectCheckFailed(i int, st app.CollectStep, msg string) *End {
+	m := fmt.Sprintf("before_collect step %d (%s) did not hold: %s", i+1, st.String(), msg)
+	if st.Check == app.StepExpect {
+		fmt.Fprintf(s.cfg.Progress, "agentbox: %s\n", termsafe.Line(m))
+	}
+	return &End{Outcome: trace.Failure, Reason: trace.ReasonCheckFailed, Message: m}
+}
+
+// expectHolds checks an expect step against the desktop as it is.
+func expectHolds(ctx context.Context, env environment.Environment, st app.CollectStep) (bool, string) {
+	_, state, err := env.Observe(ctx)
+	if err != nil {
+		return false, "the desktop could not be read: " + err.Error()
+	}
+	switch st.Expect {
+	case app.ExpectWindow:
+		match, err := action.TitleMatcher(st.Title)
+		if err != nil { // checked when the task was read
+			return false, err.Error()
+		}
+		var titles []string
+		for _, w := range state.Windows {
+			if match(w.Title) {
+				return true, fmt.Sprintf("window %q", w.Title)
+			}
+			titles = append(titles, strconv.Quote(w.Title))
+		}
+		if len(titles) == 0 {
+			return false, "no window is open"
+		}
+		return false, "no window's title matches; the windows: " + strings.Join(titles, ", ")
+	case app.ExpectRunning:
+		if state.Running {
+			return true, "the app runs"
+		}
+		return false, "the app has exited" + exitText(state.Exit)
+	case app.ExpectExited:
+		if state.Running {
+			return false, "the app still runs"
+		}
+		if st.Code != nil && (state.Exit == nil || state.Exit.Code != *st.Code) {
+			return false, "the app has exited" + exitText(state.Exit) + fmt.Sprintf(", not with code %d", *st.Code)
+		}
+		return true, "the app has exited" + exitText(state.Exit)
+	}
+	return false, fmt.Sprintf("unknown expect %q", st.Expect) // checked when the task was read
+}
+
+// exitText says how the app exited: " (code 1)", " (signal 9)", or "".
+func exitText(e *observe.Exit) string {
+	switch {
+	case e == nil:
+		return ""
+	case e.Signal != "":
+		return fmt.Sprintf(" (signal %s)", e.Signal)
+	}
+	return fmt.Sprintf(" (code %d)", e.Code)
 }
 
 // collected is what collection recorded in run.json.

@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -20,6 +23,10 @@ import (
 type collectingBackend struct {
 	fakeBackend
 	dead bool
+
+	// windows are the desktop's windows (Observe's state; a wait until
+	// window is met by them), besides the fake's.
+	windows []observe.Window
 
 	cmu      sync.Mutex
 	patterns []string
@@ -45,6 +52,28 @@ func (e *collectingEnv) Done() <-chan struct{} {
 		return closedChan()
 	}
 	return nil
+}
+
+func (e *collectingEnv) Observe(ctx context.Context) (*observe.Frame, environment.State, error) {
+	f, st, err := e.fakeEnv.Observe(ctx)
+	st.Windows = e.b.windows
+	return f, st, err
+}
+
+func (e *collectingEnv) Act(ctx context.Context, a action.Action) (action.Result, error) {
+	if a.Kind == action.Wait && a.Until == action.UntilWindow {
+		match, err := action.TitleMatcher(a.Title)
+		if err != nil {
+			return action.Result{}, err
+		}
+		for _, w := range e.b.windows {
+			if match(w.Title) {
+				return action.Result{OK: true}, nil
+			}
+		}
+		return action.Result{OK: false, Error: fmt.Sprintf("wait until window: not met within %dms", a.MS)}, nil
+	}
+	return e.fakeEnv.Act(ctx, a)
 }
 
 func closedChan() chan struct{} { c := make(chan struct{}); close(c); return c }
@@ -88,7 +117,7 @@ func TestCollectAndGrade(t *testing.T) {
 	done := &scripted{steps: []agent.Decision{{Action: action.Action{Kind: action.Done}}}}
 	res, tr := runFake(t, &b.fakeBackend, done, func(c *Config) {
 		c.Backend = b
-		c.Collect = app.Collect{Patterns: []string{"~/Documents/*.txt"}, Before: []action.Action{{Kind: action.Key, Keys: "ctrl+s"}}}
+		c.Collect = app.Collect{Patterns: []string{"~/Documents/*.txt"}, Before: []app.CollectStep{{Action: action.Action{Kind: action.Key, Keys: "ctrl+s"}}}}
 		c.Grader = g
 	})
 	if b.calls != 1 || len(b.patterns) != 1 || b.patterns[0] != "Documents/*.txt" {
@@ -152,5 +181,79 @@ func TestCollectFromDeadSandbox(t *testing.T) {
 	}
 	if tr.Run.Grade == nil {
 		t.Error("the grader was not called")
+	}
+}
+
+// TestBeforeCollectChecks: before_collect's wait_for and expect steps. A
+// check that holds lets the episode's ending stand; one that does not
+// ends the steps, turns a success into a failure (check_failed) whose
+// message names the step and what was seen, adds itself to a failure's
+// message; the files are collected and graded either way.
+func TestBeforeCollectChecks(t *testing.T) {
+	steps := func(t *testing.T, js string) []app.CollectStep {
+		t.Helper()
+		var tf app.TaskFiles
+		if err := tf.Set("before_collect", json.RawMessage(js)); err != nil {
+			t.Fatal(err)
+		}
+		return tf.Collect.Before
+	}
+	giveUp := action.Action{Kind: action.Done, Success: new(bool)}
+	for _, c := range []struct {
+		name    string
+		steps   string
+		end     action.Action
+		outcome trace.Outcome
+		reason  string
+		message string // a part of the run's message; "" for the agent's own
+		recs    int    // the collect actor's records: steps and checks
+	}{
+		{"all hold", `[{"wait_for": "window", "title": "mover*"}, {"expect": "window", "title": "/^mover - saved$/"}, {"expect": "running"}, {"action": "key", "keys": "ctrl+s"}]`,
+			action.Action{Kind: action.Done}, trace.Success, trace.ReasonDone, "", 4},
+		{"expect window fails", `[{"action": "key", "keys": "ctrl+s"}, {"expect": "window", "title": "*saved as*"}, {"action": "key", "keys": "ctrl+q"}]`,
+			action.Action{Kind: action.Done}, trace.Failure, trace.ReasonCheckFailed,
+			`before_collect step 2 (expect window "*saved as*") did not hold: no window's title matches; the windows: "mover - saved"`, 2},
+		{"wait_for window not met", `[{"wait_for": "window", "title": "Export*", "timeout_ms": 50}, {"expect": "running"}]`,
+			action.Action{Kind: action.Done}, trace.Failure, trace.ReasonCheckFailed,
+			`before_collect step 1 (wait_for window "Export*") did not hold: wait until window: not met within 50ms`, 1},
+		{"expect exited fails", `[{"expect": "exited"}]`,
+			action.Action{Kind: action.Done}, trace.Failure, trace.ReasonCheckFailed,
+			`before_collect step 1 (expect exited) did not hold: the app still runs`, 1},
+		{"a failure stands and says it", `[{"expect": "exited", "code": 3}]`,
+			giveUp, trace.Failure, trace.ReasonGaveUp, `; and before_collect step 1 (expect exited (code 3)) did not hold: the app still runs`, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := &collectingBackend{windows: []observe.Window{{ID: 1, Title: "mover - saved"}}}
+			g := &gradeRecorder{b: b}
+			ag := &scripted{steps: []agent.Decision{{Action: c.end}}}
+			res, tr := runFake(t, &b.fakeBackend, ag, func(cfg *Config) {
+				cfg.Backend = b
+				cfg.Collect = app.Collect{Patterns: []string{"~/Documents/*.txt"}, Before: steps(t, c.steps)}
+				cfg.Grader = g
+			})
+			if res.Outcome != c.outcome || res.Reason != c.reason || tr.Run.Outcome != c.outcome || tr.Run.Reason != c.reason {
+				t.Errorf("result %s (%s), run.json %s (%s): want %s (%s); message %q", res.Outcome, res.Reason, tr.Run.Outcome, tr.Run.Reason, c.outcome, c.reason, res.Message)
+			}
+			if c.message != "" && (!strings.Contains(res.Message, c.message) || !strings.Contains(tr.Run.Message, c.message)) {
+				t.Errorf("message %q (run.json %q): want it to contain %q", res.Message, tr.Run.Message, c.message)
+			}
+			if b.calls != 1 || res.Grade == nil {
+				t.Errorf("collected %d times, grade %+v: want the files collected and graded", b.calls, res.Grade)
+			}
+			recs := 0
+			for _, s := range tr.Steps {
+				if s.Actor == trace.ActorCollect {
+					recs++
+				}
+			}
+			for _, e := range tr.Records {
+				if e.Event == EventCollectCheck {
+					recs++
+				}
+			}
+			if recs != c.recs {
+				t.Errorf("%d collect steps and checks in the trace, want %d", recs, c.recs)
+			}
+		})
 	}
 }

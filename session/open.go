@@ -453,7 +453,7 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 	// fail, and the step ends with the closing End. The agent (an agent
 	// program) stops meanwhile, inside the run's time.
 	waitAgent := s.closeAgent()
-	s.collect(ctx) // before_collect and the task's files, before the teardown
+	collectFailed := s.collect(ctx) // before_collect and the task's files, before the teardown
 	if s.relaunching.Load() {
 		s.resetInPlace(ctx) // Relaunch: the sandbox is kept for the next episode
 	} else {
@@ -463,6 +463,23 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 	grade := s.grade(ctx)
 
 	s.mu.Lock()
+	if collectFailed != nil {
+		// A before_collect check that did not hold: a success becomes its
+		// failure; any other ending stands, and says it too.
+		base := s.end
+		if base == nil {
+			base = end
+		}
+		failed := collectFailed
+		if base.Outcome != trace.Success {
+			failed = &End{Outcome: base.Outcome, Reason: base.Reason, Message: base.Message + "; and " + collectFailed.Message}
+		}
+		if s.end == nil {
+			end = failed
+		} else {
+			s.end = failed
+		}
+	}
 	if s.end == nil {
 		s.end = end
 		if finalPending && s.pending != nil {

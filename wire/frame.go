@@ -33,7 +33,9 @@ import (
 // 2: the guest answers ping from its read loop, at once, even while a
 // request is being worked on (the host's liveness check relies on it).
 // 3: reset (a relaunch in place) and its event.
-// 4: floor (a step's primitives timed alone, for agentbox bench).
+// 4: floor (a step's primitives timed alone, for agentbox bench), and
+// the act request's wait until file (an older guest would refuse it as
+// an unknown condition only once a script used it).
 const Protocol = 4
 
 // Magic starts the guest's hello, so a stream polluted by something else

@@ -26,6 +26,7 @@ var notInSchema = map[string]string{
 	"until":     "a model waits for time; conditions are scripts' vocabulary",
 	"title":     "as until",
 	"stable_ms": "as until",
+	"file":      "as until",
 	"delay_ms":  "type's pacing is agentbox's, not the model's",
 }
 

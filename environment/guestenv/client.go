@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,6 +240,32 @@ func (c *Client) StageInputs(ctx context.Context, in *app.Inputs) (map[string]st
 		sums[f.Rel] = sum
 	}
 	return sums, nil
+}
+
+// StagePreset writes a backend's preset files below the home, with the
+// directories above them (a directory that exists is kept); the guest
+// checks each path as it checks the app's.
+func (c *Client) StagePreset(ctx context.Context, files []PresetFile) error {
+	made := map[string]bool{}
+	for _, f := range files {
+		parts := strings.Split(f.Path, "/")
+		for i := 1; i < len(parts); i++ {
+			dir := strings.Join(parts[:i], "/")
+			if made[dir] {
+				continue
+			}
+			made[dir] = true
+			req := wire.WriteFileRequest{Path: dir, Mode: 0o700, Dir: true, Home: true}
+			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, nil); err != nil {
+				return c.wrap("stage preset "+dir, err)
+			}
+		}
+		req := wire.WriteFileRequest{Path: f.Path, Mode: 0o600, Home: true}
+		if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, f.Data); err != nil {
+			return c.wrap("stage preset "+f.Path, err)
+		}
+	}
+	return nil
 }
 
 // opener opens a staged file by its path.

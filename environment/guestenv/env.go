@@ -74,6 +74,26 @@ type Options struct {
 	Said string
 	// Hint, if set, may add advice to that tail in error messages.
 	Hint func(tail string) string
+	// Preset, if set, says what each Launch adds for its app before the
+	// task's inputs: files below the home and environment variables (the
+	// local backend sets the host's apps up as the office image does).
+	Preset func(spec environment.LaunchSpec) Preset
+}
+
+// Preset is what a backend adds to one launch: files written below the
+// home before the task's inputs (which may replace them), and variables
+// of the app's environment before the manifest's (which may override
+// them).
+type Preset struct {
+	Files []PresetFile
+	Env   []string // KEY=VALUE
+}
+
+// PresetFile is a file of a Preset: its path below the home (slashes,
+// checked as a staged path), and its bytes.
+type PresetFile struct {
+	Path string
+	Data []byte
 }
 
 // Env is an environment.Environment whose guest runs in a backend's
@@ -259,13 +279,20 @@ func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 	}
 	e.appKept = false
 	var err error
+	var preset Preset
+	if e.opts.Preset != nil {
+		preset = e.opts.Preset(spec)
+	}
+	if err := e.guest.StagePreset(ctx, preset.Files); err != nil {
+		return environment.LaunchResult{}, e.Explain(ctx, fmt.Errorf("stage the app's preset: %w", err))
+	}
 	var inputs map[string]string
 	if spec.Inputs != nil {
 		if inputs, err = e.guest.StageInputs(ctx, spec.Inputs); err != nil {
 			return environment.LaunchResult{}, e.Explain(ctx, fmt.Errorf("stage the task's inputs: %w", err))
 		}
 	}
-	r, err := e.guest.Launch(ctx, spec, nil)
+	r, err := e.guest.Launch(ctx, spec, preset.Env)
 	r.Files, r.Inputs = sums, inputs
 	if errors.Is(err, environment.ErrGuest) {
 		return r, e.Explain(ctx, err)

@@ -394,7 +394,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if noOpenbox != "" {
 		e.extra["wm"] = noOpenbox
 	}
-	g := guestenv.New(e, guestenv.Options{Backend: Name, Config: cfg, Began: t0, Said: "it said", Hint: usernsHint})
+	g := guestenv.New(e, guestenv.Options{Backend: Name, Config: cfg, Began: t0, Said: "it said", Hint: usernsHint, Preset: preset})
 	defer func() {
 		if retErr != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

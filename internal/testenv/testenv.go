@@ -136,6 +136,8 @@ var debian = map[string]string{
 	"xcalc": "x11-apps", "xdotool": "xdotool", "bwrap": "bubblewrap",
 	"ffmpeg": "ffmpeg", "ffprobe": "ffmpeg", "python3": "python3", "chromium": "chromium",
 	"dbus-daemon": "dbus-daemon", "zenity": "zenity", "speedcrunch": "speedcrunch",
+	"localc": "libreoffice-calc", "lowriter": "libreoffice-writer", "loimpress": "libreoffice-impress",
+	"mousepad": "mousepad", "gimp": "gimp",
 }
 
 // Programs needs executables in PATH: X servers, window managers, apps,

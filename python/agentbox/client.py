@@ -275,7 +275,7 @@ class Client:
         episode; ``settle``: "none", "fixed:200ms", "stable:150ms".
         ``inputs`` ([{"from": "upload:ID/PATH", "to": "~/PATH"}]),
         ``collect`` (["~/Documents/*.ods"]), ``collect_limits`` ({"files",
-        "bytes"}) and ``before_collect`` (actions) are the task's files
+        "bytes"}) and ``before_collect`` (actions, ``wait_for`` and ``expect`` steps) are the task's files
         (docs/tasks.md): the step that ends an episode has them in
         ``info["files"]``, and Env.file reads one. ``grade`` (a list of
         checks, never command or expected) grades them on the server: the

@@ -323,9 +323,13 @@ type CreateRequest struct {
 	Collect []string `json:"collect,omitempty"`
 	// CollectLimits bound collection (default 100 files, 64 MiB).
 	CollectLimits *app.CollectLimits `json:"collect_limits,omitempty"`
-	// BeforeCollect are actions run after an episode ends, before its
-	// files are collected (recorded as steps of the actor collect).
-	BeforeCollect []action.Action `json:"before_collect,omitempty"`
+	// BeforeCollect are the steps run after an episode ends, before its
+	// files are collected (recorded as steps of the actor collect):
+	// actions ({action: key, keys: ctrl+s}), waits ({wait_for: window |
+	// stable | changed, title, timeout_ms, stable_ms}) and checks ({expect:
+	// window | running | exited, title, code}); a wait or check that does
+	// not hold fails the episode (docs/tasks.md).
+	BeforeCollect []map[string]any `json:"before_collect,omitempty"`
 	// Grade is the private grader of each episode's collected files: a
 	// list of checks (docs/tasks.md) but command and expected, which
 	// would run or read on the server's host. Its verdict comes with the
