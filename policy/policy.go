@@ -166,54 +166,73 @@ func Parse(file string, data []byte) (*Policy, error) {
 			p.MaxAsks = n
 			return nil
 		case "rules":
-			if v.Kind != yaml.SequenceNode {
-				return w.Field(k, v, "must be a list of rules")
-			}
-			if len(v.Content) > MaxRules {
-				return w.Field(k, v, "has %d rules; at most %d", len(v.Content), MaxRules)
-			}
-			for i, n := range v.Content {
-				r, err := parseRule(w.In(fmt.Sprintf("rule %d", i+1)), n, i+1)
-				if err != nil {
-					return err
-				}
-				p.Rules = append(p.Rules, r)
-			}
+			var err error
+			p.Rules, err = parseList(w, k, v, "rules", "rule", parseRule)
+			return err
 		case "mask":
-			if v.Kind != yaml.SequenceNode {
-				return w.Field(k, v, "must be a list of mask rules (each a target or a region)")
-			}
-			if len(v.Content) > MaxRules {
-				return w.Field(k, v, "has %d rules; at most %d", len(v.Content), MaxRules)
-			}
-			for i, n := range v.Content {
-				r, err := parseMask(w.In(fmt.Sprintf("mask rule %d", i+1)), n, i+1)
-				if err != nil {
-					return err
-				}
-				p.Mask = append(p.Mask, r)
-			}
+			var err error
+			p.Mask, err = parseList(w, k, v, "mask rules (each a target or a region)", "mask rule", parseMask)
+			return err
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]int{}
+	names := make([]named, 0, len(p.Rules)+len(p.Mask))
 	for _, r := range p.Rules {
-		if l, ok := seen[r.Name]; ok {
-			return nil, w.Errorf(r.Line, "rule name %q is used twice (first at line %d): results name rules, so names must differ", r.Name, l)
-		}
-		seen[r.Name] = r.Line
+		names = append(names, named{r.Name, r.Line, "rule name %q is used twice (first at line %d): results name rules, so names must differ"})
 	}
-	seen = map[string]int{}
+	if err := uniqueNames(w, names); err != nil {
+		return nil, err
+	}
+	names = names[:0]
 	for _, r := range p.Mask {
-		if l, ok := seen[r.Name]; ok {
-			return nil, w.Errorf(r.Line, "mask rule name %q is used twice (first at line %d)", r.Name, l)
-		}
-		seen[r.Name] = r.Line
+		names = append(names, named{r.Name, r.Line, "mask rule name %q is used twice (first at line %d)"})
+	}
+	if err := uniqueNames(w, names); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// parseList reads a list field (rules, mask) of at most MaxRules items,
+// each by parse, in a walker naming the item ("rule 3").
+func parseList[T any](w yamlwalk.Walker, k, v *yaml.Node, what, item string, parse func(yamlwalk.Walker, *yaml.Node, int) (T, error)) ([]T, error) {
+	if v.Kind != yaml.SequenceNode {
+		return nil, w.Field(k, v, "must be a list of %s", what)
+	}
+	if len(v.Content) > MaxRules {
+		return nil, w.Field(k, v, "has %d rules; at most %d", len(v.Content), MaxRules)
+	}
+	out := make([]T, 0, len(v.Content))
+	for i, n := range v.Content {
+		r, err := parse(w.In(fmt.Sprintf("%s %d", item, i+1)), n, i+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// named is a rule's name and line, with the message of a second use.
+type named struct {
+	name string
+	line int
+	msg  string
+}
+
+// uniqueNames refuses a name used twice, at its second line.
+func uniqueNames(w yamlwalk.Walker, names []named) error {
+	seen := map[string]int{}
+	for _, n := range names {
+		if l, ok := seen[n.name]; ok {
+			return w.Errorf(n.line, n.msg, n.name, l)
+		}
+		seen[n.name] = n.line
+	}
+	return nil
 }
 
 func decision(w yamlwalk.Walker, k, v *yaml.Node) (Decision, error) {
