@@ -58,9 +58,9 @@ type damageState struct {
 	// kept says the kept frame (the segment with MIT-SHM, core otherwise)
 	// holds the whole screen as of the last Subtract, or later.
 	kept    bool
-	keptSHM bool // … and it is the segment
+	keptSHM bool   // … and it is the segment
 	core    []byte // the kept frame without MIT-SHM
-	gen  uint64 // the kept frame's content; moves on with every capture
+	gen     uint64 // the kept frame's content; moves on with every capture
 
 	failMu sync.Mutex
 	fail   error // why DAMAGE is not used
