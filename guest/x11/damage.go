@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/shm"
@@ -47,6 +48,10 @@ const damageBandGap = 32
 // maxDamageBands bounds the GetImage requests of one capture; more bands
 // are captured as the one band that spans them.
 const maxDamageBands = 8
+
+// genSeq numbers frame generations across every Conn of the process, so
+// that a Gen never names two different frames, even of two connections.
+var genSeq atomic.Uint64
 
 // damageState is the damage object and the kept frame, guarded by the
 // capture lane.
@@ -165,7 +170,7 @@ func (c *Conn) CaptureDamaged(ctx context.Context, fn func(Frame) error) error {
 	}
 	if len(bands) > 0 {
 		d.kept = false
-		d.gen++
+		d.gen = genSeq.Add(1)
 		if err := c.captureBands(o, f, n, bands); err != nil {
 			return o.wrap("capture", err)
 		}
