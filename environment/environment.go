@@ -266,6 +266,7 @@ type Info struct {
 	Display string            `json:"display"`
 	WM      bool              `json:"wm"`
 	SHM     bool              `json:"shm"`
+	Damage  bool              `json:"damage,omitempty"`     // DAMAGE spares capturing an unchanged screen
 	Timings map[string]int64  `json:"timings_ms,omitempty"` // create, guest, xvfb, wm …
 	Extra   map[string]string `json:"extra,omitempty"`
 }

@@ -303,26 +303,37 @@ func (g *Guest) wait(ctx context.Context, a action.Action) (bool, error) {
 		if stable <= 0 {
 			stable = defaultStableMS * time.Millisecond
 		}
+		// Where the server reports damage, the wait follows it rather
+		// than looking every pollInterval: subscribed before the first
+		// look, so that no change after a look goes unreported.
+		var damaged <-chan struct{}
+		if g.x.Damage() {
+			ch, stop := g.x.WatchDamage()
+			defer stop()
+			damaged = ch
+		}
 		first, err := g.frameHash(wctx)
 		if err != nil {
 			return g.waitResult(ctx, err)
 		}
-		last, since := first, time.Now()
+		last, since, look := first, time.Now(), time.Now()
 		// On a virtual clock, the screen is stable only once the app
 		// is idle too (idle.go): it has drawn the instant it is at.
 		var load *appLoad
 		if g.vclock != nil && a.Until == action.UntilStable {
 			load = newAppLoad(g.vclock.file)
 			load.busy()
+			damaged = nil // the app's load is looked at every pollInterval
 		}
-		tick := time.NewTicker(pollInterval)
-		defer tick.Stop()
 		for {
-			select {
-			case <-tick.C:
-			case <-wctx.Done():
-				return g.waitResult(ctx, wctx.Err())
+			var due time.Time
+			if a.Until == action.UntilStable {
+				due = since.Add(stable)
 			}
+			if err := nextLook(wctx, damaged, look, due); err != nil {
+				return g.waitResult(ctx, err)
+			}
+			look = time.Now()
 			h, err := g.frameHash(wctx)
 			if err != nil {
 				return g.waitResult(ctx, err)
@@ -341,6 +352,44 @@ func (g *Guest) wait(ctx context.Context, a action.Action) (bool, error) {
 		}
 	}
 	return false, wire.Errorf(wire.CodeInvalid, "unknown wait condition %q", a.Until)
+}
+
+// damageBackstop is the longest a wait following damage goes without
+// looking at the screen: a look at an undamaged screen costs one round
+// trip to the X server, no capture.
+const damageBackstop = time.Second
+
+// nextLook waits until a wait should look at the screen again after its
+// look at last: without damage reports (damaged nil), pollInterval after
+// it; with them, when one arrives or at due (when the screen would have
+// been stable long enough; zero: none) or after damageBackstop, whichever
+// is first — and never sooner than pollInterval after the last look, so
+// that an app drawing all the time costs what polling cost.
+func nextLook(ctx context.Context, damaged <-chan struct{}, last, due time.Time) error {
+	next := last.Add(pollInterval)
+	if damaged != nil {
+		wake := last.Add(damageBackstop)
+		if !due.IsZero() && due.Before(wake) {
+			wake = due
+		}
+		t := time.NewTimer(time.Until(wake))
+		select {
+		case <-damaged:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // waitFile waits until the file of a (below the home) was written since

@@ -75,6 +75,10 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 	}
 	g.x = xc
 	resp.SHM = xc.SHM()
+	resp.Damage = xc.Damage()
+	if err := xc.DamageFailure(); err != nil {
+		g.logf("warn", "screen changes found by capturing the whole screen each time: %v", err)
+	}
 
 	if !req.NoWM {
 		t = time.Now()
@@ -107,6 +111,9 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 // screenshot captures the screen; an unchanged screen (same hash as the
 // host's) is answered without pixels. The hash and the compression read
 // the capture where it is (the MIT-SHM segment): no copy of the frame.
+// Where the server offers DAMAGE, a screen nothing drew on since the last
+// capture is not captured again, and its hash and encoding are those
+// kept from then (x11.CaptureDamaged, keptFrame).
 func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wire.ScreenshotResponse, []byte, error) {
 	var resp wire.ScreenshotResponse
 	if g.x == nil {
@@ -114,17 +121,19 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	}
 	xctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
-	var err error
-	g.capBuf, err = g.x.CaptureShared(xctx, g.capBuf, func(f x11.Frame) error {
-		pix := packed(f)
+	err := g.x.CaptureDamaged(xctx, func(f x11.Frame) error {
 		resp.Width, resp.Height = f.Width, f.Height
-		resp.Hash = xxhash.Sum64(pix)
+		resp.Hash = g.kept.hash(f)
 		if req.IfNot != 0 && req.IfNot == resp.Hash {
 			resp.Unchanged = true
 			return nil
 		}
 		resp.Encoding = wire.EncodingBGRXS2
-		g.encBuf = s2.Encode(g.encBuf[:cap(g.encBuf)], pix)
+		if g.kept.encGen != f.Gen {
+			g.kept.encGen = 0
+			g.encBuf = s2.Encode(g.encBuf[:cap(g.encBuf)], packed(f))
+			g.kept.encGen = f.Gen
+		}
 		return nil
 	})
 	if err != nil {
@@ -143,6 +152,22 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	return resp, g.encBuf, nil
 }
 
+// keptFrame is what was computed from the last frame x11.CaptureDamaged
+// gave, by its Gen (0: nothing): its hash, and whether Guest.encBuf holds
+// its encoding. Used under the capture lane only.
+type keptFrame struct {
+	hashGen, encGen uint64
+	sum             uint64
+}
+
+// hash returns f's hash, computed only when f is not the frame hashed last.
+func (k *keptFrame) hash(f x11.Frame) uint64 {
+	if k.hashGen != f.Gen || f.Gen == 0 {
+		k.sum, k.hashGen = xxhash.Sum64(packed(f)), f.Gen
+	}
+	return k.sum
+}
+
 // packed returns the frame's rows without padding.
 func packed(f x11.Frame) []byte {
 	row := 4 * f.Width
@@ -156,14 +181,15 @@ func packed(f x11.Frame) []byte {
 	return out
 }
 
-// frameHash captures the screen and hashes it, for waits.
+// frameHash captures the screen and hashes it, for waits; like
+// screenshot, it neither captures nor hashes a screen DAMAGE says is
+// unchanged.
 func (g *Guest) frameHash(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
 	var h uint64
-	var err error
-	g.capBuf, err = g.x.CaptureShared(ctx, g.capBuf, func(f x11.Frame) error {
-		h = xxhash.Sum64(packed(f))
+	err := g.x.CaptureDamaged(ctx, func(f x11.Frame) error {
+		h = g.kept.hash(f)
 		return nil
 	})
 	return h, err

@@ -71,6 +71,7 @@ type Guest struct {
 
 	capBuf []byte
 	encBuf []byte
+	kept   keptFrame // what encBuf and the last hash are of (display.go)
 	// floorPix is the last frame the floor request captured (floor.go).
 	floorPix, floorEnc []byte
 

@@ -265,6 +265,23 @@ func TestGuestOverPipe(t *testing.T) {
 	if !again.Unchanged {
 		t.Errorf("the screen never held still for an unchanged answer")
 	}
+	// The same screen asked for in full: with DAMAGE the guest neither
+	// captures nor encodes it again, and what it sends is still the frame
+	// its hash names.
+	if !started.Damage {
+		t.Errorf("start: DAMAGE not in use on Xvfb: %+v", started)
+	}
+	var full wire.ScreenshotResponse
+	pix = h.must(wire.MethodScreenshot, wire.ScreenshotRequest{}, &full, nil)
+	if raw, err := s2.Decode(nil, pix); err != nil || full.Unchanged || full.Hash != again.Hash || xxhash.Sum64(raw) != full.Hash {
+		t.Errorf("the unchanged screen in full: %+v, %d bytes (%v)", full, len(raw), err)
+	}
+	// A wait until stable follows damage: met on a still screen.
+	var stable action.Result
+	h.must(wire.MethodAct, wire.ActRequest{Action: action.Action{Kind: action.Wait, Until: action.UntilStable, StableMS: 200, MS: 60000}}, &stable, nil)
+	if !stable.OK {
+		t.Errorf("wait until stable on a still screen: %+v", stable)
+	}
 
 	// act: a click inside xev's window and a typed letter reach xev.
 	x, y := win.X+win.Width/2, win.Y+win.Height/2

@@ -275,7 +275,7 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 	info := env.Info()
 	_ = s.tw.Update(func(run *trace.Run) {
 		run.Env.ID, run.Env.ImageID, run.Env.Display = info.ID, info.ImageID, info.Display
-		run.Env.WM, run.Env.SHM, run.Env.Timings = info.WM, info.SHM, info.Timings
+		run.Env.WM, run.Env.SHM, run.Env.Damage, run.Env.Timings = info.WM, info.SHM, info.Damage, info.Timings
 		run.Env.Extra = info.Extra
 		if info.Image != "" {
 			run.Env.Image = info.Image

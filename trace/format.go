@@ -268,6 +268,7 @@ type EnvInfo struct {
 	Display string           `json:"display,omitempty"`
 	WM      bool             `json:"wm"`
 	SHM     bool             `json:"shm"`
+	Damage  bool             `json:"damage,omitempty"` // DAMAGE spared capturing an unchanged screen
 	Limits  map[string]any   `json:"limits,omitempty"`
 	Timings map[string]int64 `json:"timings_ms,omitempty"`
 	// Extra holds backend-specific facts (which limits apply, …).

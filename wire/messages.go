@@ -71,11 +71,14 @@ type NetListen struct {
 // StartResponse reports the desktop that came up.
 type StartResponse struct {
 	Display string `json:"display"`
-	WM      bool   `json:"wm"`      // a window manager is running
-	SHM     bool   `json:"shm"`     // MIT-SHM capture is in use
-	XvfbMS  int64  `json:"xvfb_ms"` // display ready after
-	WMMS    int64  `json:"wm_ms"`
-	A11yMS  int64  `json:"a11y_ms,omitempty"` // the accessibility bus ready after
+	WM      bool   `json:"wm"`  // a window manager is running
+	SHM     bool   `json:"shm"` // MIT-SHM capture is in use
+	// Damage: the server's DAMAGE reports spare the capture of an
+	// unchanged screen (false: every screenshot captures it whole).
+	Damage bool  `json:"damage,omitempty"`
+	XvfbMS int64 `json:"xvfb_ms"` // display ready after
+	WMMS   int64 `json:"wm_ms"`
+	A11yMS int64 `json:"a11y_ms,omitempty"` // the accessibility bus ready after
 }
 
 // A11yTreeRequest asks for the accessibility tree, within limits (zero

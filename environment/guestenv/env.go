@@ -260,6 +260,7 @@ func (e *Env) Info() environment.Info {
 	info.Display = e.start.Display
 	info.WM = e.start.WM
 	info.SHM = e.start.SHM
+	info.Damage = e.start.Damage
 	info.Timings = e.timings
 	return info
 }

@@ -14,9 +14,13 @@ import (
 // Frame is a captured image: Height rows of Width pixels, each pixel four
 // bytes B, G, R, X (X undefined), rows Stride bytes apart. X and Y are the
 // position of the image on the screen.
+//
+// Gen is set by CaptureDamaged only: two of its frames with the same Gen
+// hold the same pixels.
 type Frame struct {
 	X, Y, Width, Height, Stride int
 	Pix                         []byte
+	Gen                         uint64
 }
 
 // coreBandBytes bounds the size of one core GetImage reply: larger captures
@@ -194,6 +198,9 @@ func (c *Conn) captureSHM(o *op, f Frame) (bool, error) {
 // segment, setting the segment up first if need be; it reports false
 // without an error when MIT-SHM turned out to be unusable.
 func (c *Conn) getSHM(o *op, f Frame, n int) (bool, error) {
+	if f.X != 0 || f.Y != 0 || f.Width != c.width || f.Height != c.height {
+		c.dmg.kept = false // CaptureDamaged's frame is overwritten
+	}
 	if len(c.capt.mem) < n {
 		if err := c.capt.setup(o, c.xc, max(n, c.width*c.height*4)); err != nil {
 			if isContextErr(err) {

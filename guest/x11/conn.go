@@ -29,6 +29,7 @@ type Option func(*options)
 
 type options struct {
 	coreCapture bool
+	noDamage    bool
 }
 
 // WithCoreCapture makes the Conn capture with core GetImage even when MIT-SHM
@@ -59,6 +60,7 @@ type Conn struct {
 	// confirmNS accumulates the time spent confirming input (ConfirmTime).
 	confirmNS atomic.Int64
 	capt      captureState // guarded by the capture lane
+	dmg       damageState  // guarded by the capture lane, except its failure
 	heldMu    sync.Mutex   // guards heldKey and heldBtn
 	heldKey   []uint32     // snapshot for Held, updated under the input lane
 	heldBtn   []int
@@ -66,6 +68,8 @@ type Conn struct {
 	subMu  sync.Mutex
 	subs   map[*subscriber]struct{}
 	shared *subscriber // WindowsChanged's channel
+	// dmgSubs are WatchDamage's channels, guarded by subMu.
+	dmgSubs map[*subscriber]struct{}
 
 	selectq chan xproto.Window // windows to select PropertyChange on
 
@@ -102,6 +106,7 @@ func Open(ctx context.Context, display string, opts ...Option) (c *Conn, err err
 		capture:    newLane(),
 		query:      newLane(),
 		subs:       map[*subscriber]struct{}{},
+		dmgSubs:    map[*subscriber]struct{}{},
 		selectq:    make(chan xproto.Window, 1024),
 		wm:         wmSyncState{answer: make(chan struct{}, 1)},
 		closed:     make(chan struct{}),
@@ -154,6 +159,9 @@ func Open(ctx context.Context, display string, opts ...Option) (c *Conn, err err
 			if _, err := xfixes.QueryVersion(xc, 5, 0).Reply(); err != nil {
 				return err
 			}
+		}
+		if err := c.initDamage(); err != nil {
+			return err
 		}
 		if err := c.atoms.intern(xc); err != nil {
 			return err

@@ -4,6 +4,15 @@
 // notifications. It speaks the protocol through github.com/jezek/xgb and
 // starts no helper processes.
 //
+// # Capture
+//
+// Capture and CaptureRect copy the screen out; CaptureShared hands the
+// MIT-SHM segment itself to a callback. CaptureDamaged does the same for
+// only what changed: where the server offers DAMAGE it keeps the last
+// frame, captures nothing when the server reports no damage since, and
+// only the damaged rows otherwise (see damage.go); WatchDamage reports
+// damage as it happens.
+//
 // # Deadlines
 //
 // Every method that talks to the server takes a context and returns by its

@@ -1,6 +1,7 @@
 package x11
 
 import (
+	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/xproto"
 )
 
@@ -13,6 +14,7 @@ func (c *Conn) drainEvents() {
 	defer c.closeShared()
 	defer c.markClosed()
 	defer c.notify()
+	defer c.notifyDamage()
 	for {
 		ev, xerr := c.xc.WaitForEvent()
 		if ev == nil && xerr == nil {
@@ -40,6 +42,8 @@ func (c *Conn) drainEvents() {
 			} else if e.Atom == xproto.AtomWmName || e.Atom == c.atoms.netWmName || e.Atom == c.atoms.wmState {
 				c.notify()
 			}
+		case damage.NotifyEvent:
+			c.notifyDamage()
 		case xproto.MappingNotifyEvent:
 			c.kb.mappingChanged(e)
 		case xproto.CreateNotifyEvent:
