@@ -52,6 +52,11 @@ type Options struct {
 	// until all are ready (0 skips).
 	Forks, ForkSteps, ForkCount int
 	Screens                     []observe.Screen
+	// Concurrency lists the numbers of environments measured stepping at
+	// once (the step's scale with the machine's load), ScaleSteps steps
+	// each (none skips).
+	Concurrency []int
+	ScaleSteps  int
 	// GuestBinary is the agentbox binary the pool's figures run inside
 	// their sandboxes (default: this executable).
 	GuestBinary string
@@ -132,6 +137,8 @@ type Report struct {
 	Remote *RemoteStats `json:",omitempty"`
 	// Pool is the warm pool's figures.
 	Pool *PoolStats `json:",omitempty"`
+	// Scale is the step with several environments stepping at once.
+	Scale []ScalePoint `json:",omitempty"`
 }
 
 // Run measures everything.
@@ -189,6 +196,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				return nil, fmt.Errorf("step latency %s: %w", screenName(s), err)
 			}
 			rep.Steps = append(rep.Steps, st)
+		}
+	}
+
+	switch {
+	case len(o.Concurrency) == 0:
+		skip("the step with environments stepping at once (--concurrency none)")
+	case o.ScaleSteps <= 0:
+		skip("the step with environments stepping at once (--scale-steps 0)")
+	default:
+		for _, n := range o.Concurrency {
+			logf("the step with %d environments stepping at once: %d steps each …", n, o.ScaleSteps)
+			pt, err := scaleStep(ctx, o, bundle, n)
+			if err != nil {
+				return nil, fmt.Errorf("the step with %d environments at once: %w", n, err)
+			}
+			rep.Scale = append(rep.Scale, pt)
 		}
 	}
 
@@ -515,6 +538,7 @@ func (r *Report) Print(w io.Writer, o Options) {
 			s.Floor.print(w, s)
 		}
 	}
+	printScale(w, r.Scale)
 	if r.RunSteps > 0 {
 		fmt.Fprintf(w, "%d-step run with its full trace (PNGs, JSONL, logs):\n  %s per step; trace writing %.1f%% of the loop; %s waiting for the last PNGs\n",
 			r.RunSteps, FormatMS(r.RunPerStep), 100*r.TraceShare, FormatMS(r.TraceFinish))

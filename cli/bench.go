@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ func newBenchCmd() *cobra.Command {
 		f       sandboxFlags
 		screens string
 		jsonOut string
+		concur  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -50,6 +52,10 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 					return usageErrorf("--screens %v", err)
 				}
 				o.Screens = append(o.Screens, sc)
+			}
+			var err error
+			if o.Concurrency, err = parseConcurrency(concur); err != nil {
+				return usageErrorf("--concurrency %v", err)
 			}
 			if o.App == "" {
 				// The default is the demo of the source tree bench runs in.
@@ -122,8 +128,33 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 	fl.IntVar(&o.ForkCount, "fork-count", 4, "forks made each time")
 	fl.IntVar(&o.PoolCapacity, "pool-capacity", 0, "fill a warm pool of this many idle environments in one server and measure the memory each takes (0 skips)")
 	fl.StringVar(&screens, "screens", "640x480,1920x1080", "screen sizes for the step latency")
-	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file")
+	fl.StringVar(&jsonOut, "json", "", "also write the figures as JSON to this file (agentbox bench plot draws it)")
+	fl.StringVar(&concur, "concurrency", "none", "numbers of environments measured stepping at once at 640x480, e.g. 1,8,32,64 (none skips)")
+	fl.IntVar(&o.ScaleSteps, "scale-steps", 50, "steps each environment takes in a --concurrency measurement")
+	cmd.AddCommand(newBenchPlotCmd())
 	return cmd
+}
+
+// maxConcurrency bounds --concurrency: each environment is a sandbox
+// with its X server and app.
+const maxConcurrency = 256
+
+// parseConcurrency reads --concurrency: "none" or a list of counts.
+func parseConcurrency(v string) ([]int, error) {
+	v = strings.TrimSpace(v)
+	if v == "none" || v == "" {
+		return nil, nil
+	}
+	var ns []int
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > maxConcurrency {
+			return nil, fmt.Errorf("%q: want none or a list of counts from 1 to %d, e.g. 1,8,32,64", f, maxConcurrency)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }
 
 // benchRun is one backend's figures.

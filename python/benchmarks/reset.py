@@ -8,10 +8,15 @@ reset ends a running episode.
 
     agentbox serve --pool 2 --app mover=examples/mover &
     python3 python/benchmarks/reset.py --resets 20     # AGENTBOX_URL, AGENTBOX_TOKEN
+
+Against a server that has no such app (serve in a cluster,
+deploy/kubernetes/serve.yaml), --upload DIR sends the app first; --cafile
+trusts the server's own certificate.
 """
 
 import argparse
 import os
+import ssl
 import sys
 import time
 
@@ -29,9 +34,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--resets", type=int, default=20)
     ap.add_argument("--app", default="mover")
+    ap.add_argument("--upload", metavar="DIR", help="upload this app directory and reset episodes of it (instead of --app)")
+    ap.add_argument("--cafile", help="trust this certificate (PEM) for an https server")
+    ap.add_argument("--modes", default="fresh,relaunch", help="reset modes measured in turn")
     args = ap.parse_args()
-    client = agentbox.Client()
-    envs = {mode: client.create(args.app, reset_mode=mode) for mode in ("fresh", "relaunch")}
+    ctx = ssl.create_default_context(cafile=args.cafile) if args.cafile else None
+    client = agentbox.Client(ssl_context=ctx)
+    app, upload = args.app, None
+    if args.upload:
+        app, upload = None, client.upload(args.upload)["id"]
+    envs = {mode: client.create(app, upload=upload, reset_mode=mode) for mode in args.modes.split(",")}
     times = {mode: [] for mode in envs}
     try:
         for env in envs.values():
