@@ -45,15 +45,15 @@ type env struct {
 	approvals    policy.Waiting // the policy's asks waiting for an answer (By: api)
 	// mcpAsks, in an MCP client's environment, answers the asks of the
 	// actor mcp (the client, by elicitation).
-	mcpAsks policy.Approver
-	backend      environment.Backend
-	cfg          environment.Config
-	maxSteps     int
-	timeout      time.Duration
-	settle       session.Settle
-	clock        session.Clock // the app's clock (CreateRequest.Clock)
-	created      time.Time
-	log          *session.EventLog
+	mcpAsks  policy.Approver
+	backend  environment.Backend
+	cfg      environment.Config
+	maxSteps int
+	timeout  time.Duration
+	settle   session.Settle
+	clock    session.Clock // the app's clock (CreateRequest.Clock)
+	created  time.Time
+	log      *session.EventLog
 	// actor drives its episodes (trace.ActorRemote, or trace.ActorMCP for
 	// an MCP session's), named client when it said who it is.
 	actor, client string
