@@ -42,10 +42,10 @@ func TestFiguresGateMask(t *testing.T) {
 		}
 		file := writeScript(t, script.String())
 		for _, governed := range []bool{false, true} {
-			args := []string{"run", appDir(t, deleteManifest), "--script", file, "--a11y", "--approve", "deny",
+			args := []string{"run", appDir(t, deleteManifest), "--script", file, "--a11y",
 				"--timeout", "10m", "--screen", fmt.Sprintf("%dx%d", sc.w, sc.h), "--backend", "docker", "--image", a11yImage()}
 			if governed {
-				args = append(args, "--policy", pol)
+				args = append(args, "--policy", pol, "--approve", "deny")
 			}
 			r := agentbox(t, args...)
 			if r.code != 0 {
