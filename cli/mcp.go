@@ -15,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -84,8 +85,8 @@ func mcpFlagUse(name string, run flagUse, runTakes bool) (flagUse, bool) {
 	case "log-cap":
 		return flagUse{sizeFlag(trace.DefaultLogCap), "cap on each of an episode's stdout.log and stderr.log, and on the window events recorded"}, true
 	case "policy":
-		// stdin is the protocol's: no terminal to ask on.
-		return flagUse{"", "policy file of allow/ask/deny rules every action passes before it runs; its asks are denied (docs/policy.md)"}, true
+		// stdin is the protocol's: no terminal to ask on; the client is asked.
+		return flagUse{"", "policy file of allow/ask/deny rules every action passes before it runs; its asks go to the client where it supports elicitation, else they are denied (docs/policy.md)"}, true
 	}
 	return run, runTakes
 }
@@ -163,12 +164,16 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 	if spec != nil {
 		cfg.Grader = spec
 	}
-	local := mcp.NewLocal(mcp.LocalOptions{
-		Config: cfg,
-		App:    bundleName(bundle), Out: f.out, Context: ctx,
-		RunID: func() string { return newRunID(bundle) },
-	})
-	srv := mcp.New(mcp.Options{Open: func(string) mcp.Episodes { return local }, Version: version.Version})
+	// One session over stdio: its episodes are opened once, with the
+	// client as who answers the policy's asks.
+	open := func(_ string, asks policy.Approver) mcp.Episodes {
+		return mcp.NewLocal(mcp.LocalOptions{
+			Config: cfg,
+			App:    bundleName(bundle), Out: f.out, Context: ctx, Asks: asks,
+			RunID: func() string { return newRunID(bundle) },
+		})
+	}
+	srv := mcp.New(mcp.Options{Open: open, Version: version.Version})
 	fmt.Fprintf(stderr, "agentbox mcp: serving %s on %s over stdio; traces under %s\n", termsafe.Line(target), backend.Name(), termsafe.Line(absOr(f.out)))
 	err = srv.ServeStdio(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 	switch {

@@ -50,7 +50,8 @@ func (f *sandboxFlags) gate() (gateOptions, error) {
 		g.policy = p
 	}
 	if a == "" && !f.takes("approve") { // mcp: stdin is the protocol's
-		a = policy.ApproveDeny
+		g.approver = mcpClient{} // the client's asker, once it connects
+		return g, nil
 	}
 	if a == "" {
 		a = policy.ApproveDeny
@@ -111,6 +112,14 @@ func (liveApprover) Approve(context.Context, policy.Request) (policy.Answer, err
 	return policy.Answer{By: policy.ApproveLive, Note: "no live page to ask on"}, nil
 }
 
+// mcpClient stands for the MCP client as who answers asks (agentbox
+// mcp): each session's episodes take the client's own asker instead.
+type mcpClient struct{}
+
+func (mcpClient) Approve(context.Context, policy.Request) (policy.Answer, error) {
+	return policy.Answer{By: "mcp", Note: "no MCP client to ask"}, nil
+}
+
 // liveCheck refuses --approve live without --live.
 func (g gateOptions) liveCheck(live liveFlag) error {
 	if _, ok := g.approver.(liveApprover); ok && live.addr == "" {
@@ -125,6 +134,8 @@ func approverName(a policy.Approver) string {
 		return "the terminal (--approve tty)"
 	case liveApprover:
 		return "the person in control at the live page (--approve live)"
+	case mcpClient:
+		return "the MCP client, by elicitation (denied when it declared none)"
 	}
 	return "nobody: every ask is denied (--approve deny)"
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,5 +63,19 @@ func TestPolicyUsage(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(se.String(), c.want) {
 			t.Errorf("%q: exit %d, %q; want exit 2 and %q", args, code, se.String(), c.want)
 		}
+	}
+}
+
+// TestServeAppPolicy: serve reads each registered app's manifest policy
+// before it listens: one that does not parse is exit 2 naming the app,
+// the file and the line.
+func TestServeAppPolicy(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command": "xterm", "policy": "p.yaml"}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("rules:\n  - name: x\n    kind: clik\n    decision: ask\n"), 0o644)
+	var se bytes.Buffer
+	code := Main([]string{"serve", "--listen", "127.0.0.1:0", "--app", "x=" + dir, "--write-token", filepath.Join(t.TempDir(), "token")}, io.Discard, &se)
+	if want := "--app x: the manifest's policy: invalid policy: " + filepath.Join(dir, "p.yaml") + `:3: rule 1: field "kind": unknown action kind "clik"`; code != ExitUsage || !strings.Contains(se.String(), want) {
+		t.Errorf("exit %d, %q; want exit %d saying %q", code, se.String(), ExitUsage, want)
 	}
 }

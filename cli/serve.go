@@ -24,6 +24,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
@@ -344,6 +345,16 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 			return o, usageErrorf("--app %s: %v", name, err)
 		}
 		o.Apps[name] = b
+		if b.PolicyPath() != "" {
+			p, err := policy.Load(b.PolicyPath())
+			if err != nil {
+				return o, usageErrorf("--app %s: the manifest's policy: %v", name, err)
+			}
+			if o.AppPolicies == nil {
+				o.AppPolicies = map[string]*policy.Policy{}
+			}
+			o.AppPolicies[name] = p
+		}
 	}
 	return o, nil
 }

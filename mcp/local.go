@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/codegirl-games/agentbox/internal/termsafe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -29,6 +30,9 @@ type LocalOptions struct {
 	// Context is what the episodes run under; cancel it with
 	// session.ErrInterrupted on a signal.
 	Context context.Context
+	// Asks answers the policy's asks (Options.Open's asks); nil leaves
+	// Config.Approver.
+	Asks policy.Approver
 }
 
 // eventLogBytes bounds what Local keeps of its episodes' events for
@@ -99,6 +103,9 @@ func (l *Local) Launch(req Launch) (Episode, error) {
 	cfg.TraceDir = filepath.Join(l.o.Out, cfg.RunID)
 	cfg.Task = l.task
 	cfg.Actor = trace.ActorMCP
+	if l.o.Asks != nil {
+		cfg.Approver = l.o.Asks
+	}
 	opts := map[string]string{"episode": strconv.Itoa(n)}
 	if req.Client != "" {
 		opts["client"] = req.Client

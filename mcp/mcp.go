@@ -32,6 +32,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -122,7 +123,11 @@ var ErrNotLaunched = errors.New("no app has been launched yet")
 type Options struct {
 	// Open makes the episodes of a new MCP session; owner is who the
 	// session belongs to (over HTTP the token's owner, over stdio "").
-	Open func(owner string) Episodes
+	// asks is the session's Approver: the policy's asks of its steps (the
+	// actor mcp) go to the client (by elicitation, where it declared it;
+	// else they are denied). The episodes' sessions take it as their
+	// Approver for that actor.
+	Open func(owner string, asks policy.Approver) Episodes
 	// Version is agentbox's version, told to clients.
 	Version string
 }
@@ -149,6 +154,12 @@ type client struct {
 	eps   Episodes
 
 	launchMu sync.Mutex // launches (and automatic launches) one at a time
+
+	// stepping holds the client's one step in flight (ask.go); cur is
+	// that step, or the last one until its result is taken.
+	stepping chan struct{}
+	askMu    sync.Mutex
+	cur      *pending
 }
 
 // errClosing refuses a session when the server is shutting down.
@@ -206,7 +217,8 @@ func (s *Server) client(ss *sdk.ServerSession, owner string) (*client, error) {
 	if s.closing {
 		return nil, errClosing
 	}
-	c := &client{ss: ss, owner: owner, eps: s.o.Open(owner)}
+	c := &client{ss: ss, owner: owner, stepping: make(chan struct{}, 1)}
+	c.eps = s.o.Open(owner, asker{c})
 	s.sessions[ss] = c
 	s.wg.Add(1)
 	go func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
 	"github.com/codegirl-games/agentbox/grade"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
 	"github.com/codegirl-games/agentbox/wire"
@@ -60,6 +61,13 @@ func newFixture(t *testing.T, guest func() *guestenvtest.Guest) *fixture {
 // changed by config.
 func newFixtureWith(t *testing.T, guest func() *guestenvtest.Guest, config func(*session.Config)) *fixture {
 	t.Helper()
+	return newFixtureClient(t, guest, config, nil, nil)
+}
+
+// newFixtureClient is newFixtureWith with the client's options (its
+// handlers, its protocol version).
+func newFixtureClient(t *testing.T, guest func() *guestenvtest.Guest, config func(*session.Config), copts *sdk.ClientOptions, sopts *sdk.ClientSessionOptions) *fixture {
+	t.Helper()
 	if guest == nil {
 		guest = func() *guestenvtest.Guest { return &guestenvtest.Guest{} }
 	}
@@ -79,12 +87,12 @@ func newFixtureWith(t *testing.T, guest func() *guestenvtest.Guest, config func(
 		App:    "game", Out: f.out, Context: ctx,
 		RunID: func() string { n++; return "episode-" + string(rune('0'+n)) },
 	})
-	f.srv = New(Options{Open: func(string) Episodes { return f.local }, Version: "test"})
+	f.srv = New(Options{Open: func(_ string, asks policy.Approver) Episodes { f.local.o.Asks = asks; return f.local }, Version: "test"})
 	st, ct := sdk.NewInMemoryTransports()
 	served := make(chan error, 1)
 	go func() { served <- f.srv.sdk.Run(ctx, st) }()
-	c := sdk.NewClient(&sdk.Implementation{Name: "fixture", Version: "1"}, nil)
-	cs, err := c.Connect(t.Context(), ct, nil)
+	c := sdk.NewClient(&sdk.Implementation{Name: "fixture", Version: "1"}, copts)
+	cs, err := c.Connect(t.Context(), ct, sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +489,7 @@ func (panicking) Current() (Episode, error) { panic("a bug") }
 // process would end).
 func TestPanicIsAToolError(t *testing.T) {
 	f := newFixture(t, nil)
-	f.srv.o.Open = func(string) Episodes { return panicking{f.local} }
+	f.srv.o.Open = func(string, policy.Approver) Episodes { return panicking{f.local} }
 	st, ct := sdk.NewInMemoryTransports()
 	go f.srv.sdk.Run(t.Context(), st)
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "p", Version: "1"}, nil).Connect(t.Context(), ct, nil)

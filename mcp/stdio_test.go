@@ -16,6 +16,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/session"
 )
 
@@ -53,7 +54,7 @@ func serveStdio(t *testing.T, input string, until []string) (string, error) {
 		App: "game", Out: t.TempDir(), Context: ctx,
 		RunID: func() string { return "episode" },
 	})
-	srv := New(Options{Open: func(string) Episodes { return local }, Version: "test"})
+	srv := New(Options{Open: func(string, policy.Approver) Episodes { return local }, Version: "test"})
 	var out testenv.Buffer // ServeStdio's output
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)

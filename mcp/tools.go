@@ -35,7 +35,7 @@ type tool struct {
 	// action.
 	props    map[string]any
 	readOnly bool
-	run      func(s *Server, ctx context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult
+	run      func(s *Server, ctx context.Context, c *client, t *tool, req *sdk.CallToolRequest) *sdk.CallToolResult
 }
 
 // toolTable is every tool, in the order clients list them.
@@ -250,7 +250,7 @@ func (s *Server) handler(t *tool) sdk.ToolHandler {
 		if len(req.Params.Arguments) > action.MaxJSON {
 			return toolError("%s: the arguments are %d bytes; the most is %d", t.name, len(req.Params.Arguments), action.MaxJSON), nil
 		}
-		return t.run(s, ctx, c, t, req.Params.Arguments), nil
+		return t.run(s, ctx, c, t, req), nil
 	}
 }
 
@@ -407,16 +407,40 @@ type stepAnswer struct {
 // step performs an action tool's action as a step of the running episode.
 // When the step ended the episode, closed is what its end collected and
 // graded (nil when nothing was to be collected).
-func (s *Server) step(c *client, t *tool, args json.RawMessage) (ep Episode, res *session.StepResult, closed *Closed, failed *sdk.CallToolResult) {
-	a, err := parseAction(t, args)
-	if err != nil {
-		return Episode{}, nil, nil, toolError("%v", err)
+//
+// A step the policy asks about waits for the client's answer (ask.go):
+// on protocol 2026-07-28 and later the call then answers with the
+// question (failed, an input-required result), and the client's retry,
+// naming the step by its request state, answers it and waits on.
+func (s *Server) step(ctx context.Context, c *client, t *tool, req *sdk.CallToolRequest) (ep Episode, res *session.StepResult, closed *Closed, failed *sdk.CallToolResult) {
+	var p *pending
+	if req.Params.RequestState != "" {
+		var err error
+		if p, err = c.resume(t, req); err != nil {
+			return Episode{}, nil, nil, toolError("%v", err)
+		}
+	} else {
+		a, err := parseAction(t, req.Params.Arguments)
+		if err != nil {
+			return Episode{}, nil, nil, toolError("%v", err)
+		}
+		ep, err = s.episode(c)
+		if err != nil {
+			return ep, nil, nil, toolError("%v", err)
+		}
+		if p, err = c.start(ctx, t, ep, a); err != nil {
+			return ep, nil, nil, toolError("%v", err)
+		}
 	}
-	ep, err = s.episode(c)
-	if err != nil {
-		return ep, nil, nil, toolError("%v", err)
+	ep = p.ep
+	input, err := c.await(ctx, req, p)
+	switch {
+	case err != nil:
+		return ep, nil, nil, toolError("%s: %v", t.name, err)
+	case input != nil:
+		return ep, nil, nil, input
 	}
-	r, err := ep.Session.Act(c.eps.Context(), session.Step{Actor: trace.ActorMCP, Action: a})
+	r, err := p.res, p.err
 	if err != nil {
 		return ep, nil, nil, endedError(c, ep, err)
 	}
@@ -443,8 +467,8 @@ func (c *Closed) sentence() string {
 }
 
 // act is the run of an action tool.
-func (s *Server) act(_ context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
-	ep, res, closed, failed := s.step(c, t, args)
+func (s *Server) act(ctx context.Context, c *client, t *tool, req *sdk.CallToolRequest) *sdk.CallToolResult {
+	ep, res, closed, failed := s.step(ctx, c, t, req)
 	if failed != nil {
 		return failed
 	}
@@ -479,8 +503,8 @@ type imageSize struct {
 
 // screenshot takes the screenshot step, then the observation it asked
 // for (a region, scaled), whose image is the answer.
-func (s *Server) screenshot(_ context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
-	ep, res, closed, failed := s.step(c, t, args)
+func (s *Server) screenshot(ctx context.Context, c *client, t *tool, req *sdk.CallToolRequest) *sdk.CallToolResult {
+	ep, res, closed, failed := s.step(ctx, c, t, req)
 	if failed != nil {
 		return failed
 	}
@@ -530,7 +554,8 @@ type launchAnswer struct {
 	Windows []observe.Window `json:"windows"`
 }
 
-func (s *Server) launch(ctx context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
+func (s *Server) launch(ctx context.Context, c *client, t *tool, req *sdk.CallToolRequest) *sdk.CallToolResult {
+	args := req.Params.Arguments
 	var in struct {
 		App  string  `json:"app"`
 		Task *string `json:"task"`
@@ -568,7 +593,8 @@ type stateAnswer struct {
 	Exit    string           `json:"exit,omitempty"`
 }
 
-func (s *Server) state(ctx context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
+func (s *Server) state(ctx context.Context, c *client, t *tool, req *sdk.CallToolRequest) *sdk.CallToolResult {
+	args := req.Params.Arguments
 	if err := decodeArgs(t, args, &struct{}{}); err != nil {
 		return toolError("%v", err)
 	}
@@ -627,7 +653,8 @@ type outputChunk struct {
 	Exit    string `json:"exit,omitempty"`
 }
 
-func (s *Server) readOutput(ctx context.Context, c *client, t *tool, args json.RawMessage) *sdk.CallToolResult {
+func (s *Server) readOutput(ctx context.Context, c *client, t *tool, req *sdk.CallToolRequest) *sdk.CallToolResult {
+	args := req.Params.Arguments
 	var in struct {
 		After    int64  `json:"after"`
 		MaxBytes int    `json:"max_bytes"`

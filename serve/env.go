@@ -43,14 +43,17 @@ type env struct {
 	grader       session.Grader // nil: the request named no grade
 	policy       *policy.Policy // nil: the request named no policy
 	approvals    policy.Waiting // the policy's asks waiting for an answer (By: api)
-	backend      environment.Backend
-	cfg          environment.Config
-	maxSteps     int
-	timeout      time.Duration
-	settle       session.Settle
-	clock        session.Clock // the app's clock (CreateRequest.Clock)
-	created      time.Time
-	log          *session.EventLog
+	// mcpAsks, in an MCP client's environment, answers the asks of the
+	// actor mcp (the client, by elicitation).
+	mcpAsks  policy.Approver
+	backend  environment.Backend
+	cfg      environment.Config
+	maxSteps int
+	timeout  time.Duration
+	settle   session.Settle
+	clock    session.Clock // the app's clock (CreateRequest.Clock)
+	created  time.Time
+	log      *session.EventLog
 	// actor drives its episodes (trace.ActorRemote, or trace.ActorMCP for
 	// an MCP session's), named client when it said who it is.
 	actor, client string
@@ -380,7 +383,7 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 		Collect:      e.collect,
 		Grader:       e.grader,
 		Policy:       e.policy,
-		Approver:     &e.approvals,
+		Approver:     e.approver(),
 		Vault:        s.o.Vault,
 		MaxSteps:     e.maxSteps,
 		Timeout:      e.timeout,
@@ -611,4 +614,24 @@ func observation(e *env, episode int, o *session.Observation, image, known strin
 		obs.Frame.Data = f.Pix
 	}
 	return obs, nil
+}
+
+// approver answers the environment's asks: the API (by the ask's ID), or
+// in an MCP client's environment the client, for its own steps.
+func (e *env) approver() policy.Approver {
+	if e.mcpAsks == nil {
+		return &e.approvals
+	}
+	return byActor{trace.ActorMCP: e.mcpAsks, "": &e.approvals}
+}
+
+// byActor routes an ask by the actor of its step ("": any other).
+type byActor map[string]policy.Approver
+
+// Approve implements policy.Approver.
+func (b byActor) Approve(ctx context.Context, req policy.Request) (policy.Answer, error) {
+	if a, ok := b[req.Actor]; ok {
+		return a.Approve(ctx, req)
+	}
+	return b[""].Approve(ctx, req)
 }

@@ -359,7 +359,7 @@ func (s *Server) handleCreateEnv(w http.ResponseWriter, r *http.Request, owner s
 		writeError(w, aerr)
 		return
 	}
-	e, aerr := s.createEnv(owner, req, trace.ActorRemote, "")
+	e, aerr := s.createEnv(owner, req, trace.ActorRemote, "", nil)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -369,12 +369,15 @@ func (s *Server) handleCreateEnv(w http.ResponseWriter, r *http.Request, owner s
 
 // createEnv makes an environment for owner, driven by actor (named client
 // when known), and starts its first episode.
-func (s *Server) createEnv(owner string, req api.CreateRequest, actor, client string) (*env, *api.Error) {
+//
+// asks, for an MCP client's environment, answers the policy's asks of
+// its steps (the actor mcp); the API's answer any other's (nil: all).
+func (s *Server) createEnv(owner string, req api.CreateRequest, actor, client string, asks policy.Approver) (*env, *api.Error) {
 	e, aerr := s.newEnv(owner, req)
 	if aerr != nil {
 		return nil, aerr
 	}
-	e.actor, e.client = actor, client
+	e.actor, e.client, e.mcpAsks = actor, client, asks
 	done, ok := s.track()
 	if !ok {
 		s.removeEnv(e)
@@ -509,6 +512,9 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 			return nil, apiError(api.CodeNotFound, "no upload %q", req.Upload)
 		}
 		e.appName, e.bundle, e.upload = u.name, u.bundle, u
+	}
+	if e.policy == nil && req.App != "" {
+		e.policy = s.o.AppPolicies[req.App]
 	}
 	if err := session.CheckClock(e.clock, e.backend, e.bundle); err != nil {
 		return nil, apiError(api.CodeInvalidRequest, "clock virtual: %s", strings.TrimPrefix(err.Error(), session.ErrNoClock.Error()+": "))

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/codegirl-games/agentbox/mcp"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -27,8 +28,8 @@ func (s *Server) mcpHandler() http.Handler {
 
 // newMCP makes the server's MCP server.
 func (s *Server) newMCP(version string) *mcp.Server {
-	return mcp.New(mcp.Options{Version: version, Open: func(owner string) mcp.Episodes {
-		return &mcpEpisodes{s: s, owner: owner}
+	return mcp.New(mcp.Options{Version: version, Open: func(owner string, asks policy.Approver) mcp.Episodes {
+		return &mcpEpisodes{s: s, owner: owner, asks: asks}
 	}})
 }
 
@@ -38,6 +39,7 @@ func (s *Server) newMCP(version string) *mcp.Server {
 type mcpEpisodes struct {
 	s     *Server
 	owner string
+	asks  policy.Approver // the client's: the policy's asks of its steps
 
 	mu sync.Mutex
 	e  *env
@@ -140,7 +142,7 @@ func (m *mcpEpisodes) Launch(l mcp.Launch) (mcp.Episode, error) {
 	if l.Task != nil {
 		req.Task = *l.Task
 	}
-	e, aerr := s.createEnv(m.owner, req, trace.ActorMCP, l.Client)
+	e, aerr := s.createEnv(m.owner, req, trace.ActorMCP, l.Client, m.asks)
 	if aerr != nil {
 		return mcp.Episode{}, errors.New(aerr.Message)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/trace"
 	"github.com/codegirl-games/agentbox/wire"
@@ -348,5 +350,59 @@ func TestMCPShutdown(t *testing.T) {
 		if tr.Incomplete || tr.Run.Outcome != trace.Interrupted || tr.Run.Reason != trace.ReasonSignal {
 			t.Errorf("%s: incomplete %v, %s/%s", dir, tr.Incomplete, tr.Run.Outcome, tr.Run.Reason)
 		}
+	}
+}
+
+// TestMCPAsks: over /v1/mcp the registered app's manifest policy gates
+// the client's steps, and its asks go to the client by elicitation (the
+// streamable HTTP handler keeps sessions, so the SDK's client negotiates
+// 2025-11-25: elicitation/create during the call); a client that
+// declared no elicitation has them denied.
+func TestMCPAsks(t *testing.T) {
+	p, err := policy.Parse("policy.yaml", []byte("rules:\n  - name: clicks ask\n    kind: click\n    decision: ask\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, nil, func(o *Options) { o.AppPolicies = map[string]*policy.Policy{"game": p} })
+	var answers []bool
+	var mu sync.Mutex
+	elicit := func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		allow := len(answers) == 0 // the first yes, then no
+		answers = append(answers, allow)
+		return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"allow": allow}}, nil
+	}
+	hc := &http.Client{Transport: bearer{testToken, http.DefaultTransport}}
+	connect := func(opts *sdk.ClientOptions) *sdk.ClientSession {
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts).Connect(t.Context(),
+			&sdk.StreamableClientTransport{Endpoint: h.url + "/v1/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	cs := connect(&sdk.ClientOptions{ElicitationHandler: elicit})
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Logf("the protocol negotiated is %s", v)
+	}
+	if res := mcpCall(t, cs, "click", map[string]any{"x": 10, "y": 10}); res.IsError {
+		t.Errorf("an allowed click: %s", resultText(res))
+	}
+	if res := mcpCall(t, cs, "click", map[string]any{"x": 10, "y": 10}); !res.IsError || !strings.Contains(resultText(res), `policy rule "clicks ask" asks, and it was denied by mcp`) {
+		t.Errorf("a denied click: %s", resultText(res))
+	}
+	if res := mcpCall(t, cs, "key", map[string]any{"keys": "a"}); res.IsError {
+		t.Errorf("a key (not asked): %s", resultText(res))
+	}
+	mu.Lock()
+	if len(answers) != 2 {
+		t.Errorf("asked %d times, want 2", len(answers))
+	}
+	mu.Unlock()
+	plain := connect(nil)
+	if res := mcpCall(t, plain, "click", map[string]any{"x": 10, "y": 10}); !res.IsError || !strings.Contains(resultText(res), "declared no elicitation") {
+		t.Errorf("a client without elicitation: %s", resultText(res))
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
 	"github.com/codegirl-games/agentbox/observe"
+	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve/api"
 	"github.com/codegirl-games/agentbox/session"
@@ -53,6 +54,11 @@ type Options struct {
 	// Apps are the registered apps (--app NAME=DIR), by name. The server
 	// closes them when it shuts down.
 	Apps map[string]*app.Bundle
+	// AppPolicies are the registered apps' manifest policies (their
+	// field policy), by name: an environment of the app whose create
+	// request names no policy — and every one an MCP client launches —
+	// is gated by it.
+	AppPolicies map[string]*policy.Policy
 	// Tokens are the bearer tokens the server accepts (at least one).
 	Tokens []string
 

@@ -609,9 +609,14 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 	if err != nil {
 		return nil, nil, err
 	}
+	tm := time.Now()
 	frame, tree, areas, err := s.paint(ctx, frame, true)
 	if err != nil {
 		return nil, nil, err
+	}
+	var maskMS float64
+	if s.masker.Active() {
+		maskMS = msOf(time.Since(tm))
 	}
 	s.maskTree = tree
 	var lines []observe.LogLine
@@ -641,7 +646,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 			FrameHash:  trace.FrameHash(frame.Hash),
 			Width:      frame.Width, Height: frame.Height,
 			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
-			Network: netEvs, Clock: s.clockStamp(), Masked: maskedAreas(areas),
+			Network: netEvs, Clock: s.clockStamp(), Masked: maskedAreas(areas), MaskMS: maskMS,
 		},
 	}
 	return obs, rec, nil

@@ -394,6 +394,10 @@ type Observation struct {
 	// session (password fields, card numbers, the vault's values, the
 	// policy's mask rules); absent when none was.
 	Masked []MaskedArea `json:"masked,omitempty"`
+	// MaskMS is what masking the screenshot took in a governed run: the
+	// tree read for it, the areas found, the frame painted; absent when
+	// the run masks nothing.
+	MaskMS float64 `json:"mask_ms,omitempty"`
 }
 
 // MaskedArea is one painted area of a screenshot: where, and why (never
