@@ -546,7 +546,7 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 			}
 			return nil, apiError(api.CodeInvalidRequest, "%s", msg)
 		}
-		e.inputs = in
+		e.inputs = &inputSet{in: in, refs: 1}
 	}
 	if e.upload != nil {
 		e.upload.inUse++
@@ -608,7 +608,11 @@ func (s *Server) removeEnv(e *env) {
 	}
 	e.removed = true
 	delete(s.envs, e.id)
-	e.inputs.Close()
+	if in := e.inputs; in != nil {
+		if in.refs--; in.refs == 0 {
+			in.in.Close()
+		}
+	}
 	for _, u := range append([]*upload{e.upload}, e.inputUploads...) {
 		if u == nil {
 			continue
