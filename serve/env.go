@@ -274,8 +274,16 @@ func (e *env) ended(episode int, end *session.End) *session.Result {
 			return &res
 		}
 		go func() {
+			// The sandbox is handed on once it is reset in place; the
+			// trace is finalised after (a reset closes the session
+			// behind the next episode, and a close waits for it).
 			defer done()
-			relaunch()
+			p, err := sess.RelaunchBehind(e.srv.base, *end)
+			kept.prep, kept.err = p, err
+			close(kept.done)
+			r := sess.Close(e.srv.base, *end) // waits for the close RelaunchBehind began
+			e.sessionClosed(sess, r)
+			e.graded(episode, r.Grade)
 		}()
 		return nil
 	}
