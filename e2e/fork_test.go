@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -219,4 +221,92 @@ func TestForkWallClockDiverges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inputMoverManifest runs the mover (--step) with its background read
+// from the task input ~/bg.txt: a sandbox without the input has no app,
+// one with other bytes another picture.
+const inputMoverManifest = `{"command": "sh", "args": ["-c", "exec ./mover --step 7 --bg \"$(cat \"$HOME/bg.txt\")\""], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s", "inputs": [{"from": "bg.txt", "to": "~/bg.txt"}], "collect": ["~/bg.txt"]}`
+
+// TestForkInputs: an environment with a task input (the mover's
+// background colour, staged into the home) forks: each fork is staged
+// with the parent's input, its first screen is the parent's (the
+// colour drawn), and the file its episode collects is the input's bytes.
+func TestForkInputs(t *testing.T) {
+	const bg = "#336699\n"
+	for _, b := range moverForkBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			b.check(t)
+			dir := moverApp(t, inputMoverManifest)
+			if err := os.WriteFile(filepath.Join(dir, "bg.txt"), []byte(bg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, c := forkServe(t, b.args, "mover="+dir, "--pool", "2")
+			ctx := t.Context()
+			env, err := c.Create(ctx, api.CreateRequest{App: "mover"})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, s.log())
+			}
+			defer env.Close(context.WithoutCancel(ctx))
+			if _, _, err := env.Reset(ctx); err != nil {
+				t.Fatalf("%v\n%s", err, s.log())
+			}
+			for _, k := range []string{"Right", "Down", "Right", "Right", "Down"} {
+				if _, _, _, _, _, err := env.Step(ctx, action.Action{Kind: action.Key, Keys: k}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			parent, err := env.Observe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bgAt(parent); got != [3]byte{0x33, 0x66, 0x99} {
+				t.Fatalf("the parent's background %x, want the input's #336699", got)
+			}
+			forks, err := env.Fork(ctx, 2)
+			if err != nil {
+				t.Fatalf("fork of an environment with inputs: %v\n%s", err, s.log())
+			}
+			for _, f := range forks {
+				defer f.Close(context.WithoutCancel(ctx))
+			}
+			for i, f := range forks {
+				obs, _, err := f.Reset(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if obs.Frame.Hash != parent.Frame.Hash {
+					t.Errorf("fork %d's first screen (frame %s) is not the parent's (%s)", i, obs.Frame.Hash, parent.Frame.Hash)
+				}
+				_, _, terminated, _, info, err := f.Step(ctx, action.Action{Kind: action.Done})
+				if err != nil || !terminated {
+					t.Fatalf("fork %d: done: %v, %v", i, terminated, err)
+				}
+				if len(info.Files) != 1 || info.Files[0].Path != "bg.txt" {
+					t.Fatalf("fork %d collected %+v, want bg.txt", i, info.Files)
+				}
+				data, err := f.File(ctx, "bg.txt", 0)
+				if err != nil || string(data) != bg {
+					t.Fatalf("fork %d's staged input: %q, %v; want %q", i, data, err, bg)
+				}
+				tr := openTrace(t, info.Trace)
+				if len(tr.Run.Inputs) != 1 || tr.Run.Inputs[0].Path != "bg.txt" || tr.Run.ForkedFrom == nil {
+					t.Errorf("fork %d's run.json: inputs %+v, forked_from %+v", i, tr.Run.Inputs, tr.Run.ForkedFrom)
+				}
+			}
+		})
+	}
+}
+
+// bgAt is the colour near the bottom-right corner of the observation's
+// first window (the mover's background: its square starts top-left).
+func bgAt(o *client.Observation) [3]byte {
+	if o.Screen == nil || len(o.Windows) == 0 {
+		return [3]byte{}
+	}
+	w := o.Windows[0]
+	x, y := min(w.X+w.Width, o.Screen.Width)-3, min(w.Y+w.Height, o.Screen.Height)-3
+	i := 4 * (y*o.Screen.Width + x)
+	p := o.Screen.Pix
+	return [3]byte{p[i], p[i+1], p[i+2]}
 }

@@ -129,17 +129,27 @@ func (g *Guest) reset(ctx context.Context) (wire.ResetResponse, error) {
 		_, resp.Exit = g.app.status()
 		g.app = nil
 	}
+	// The X server's reset (and the windows' going) and the directories'
+	// restore touch nothing of each other's: they run at once.
 	xctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
-	st, err := g.x.Reset(xctx, g.base.x)
-	if err != nil {
-		return resp, fmt.Errorf("reset the X server: %w", err)
-	}
-	resp.Clients, resp.Props = st.Clients, st.Props
-	g.waitNoWindows(ctx)
+	var st x11.ResetStats
+	xdone := make(chan error, 1)
+	go func() {
+		var err error
+		st, err = g.x.Reset(xctx, g.base.x)
+		if err == nil {
+			g.waitNoWindows(ctx)
+		}
+		xdone <- err
+	}()
 	resp.Removed = g.base.restore()
 	removeSysVShm()
 	resp.AppKept = g.staged.restage(g.appDir)
+	if err := <-xdone; err != nil {
+		return resp, fmt.Errorf("reset the X server: %w", err)
+	}
+	resp.Clients, resp.Props = st.Clients, st.Props
 	if err := g.conn.Notify(wire.EventReset, struct{}{}, nil); err != nil {
 		return resp, err
 	}

@@ -34,10 +34,11 @@ type env struct {
 	appName   string
 	bundle    *app.Bundle
 	upload    *upload // nil for a registered app
-	// inputs are the task's files, staged into every episode's sandbox;
+	// inputs are the task's files, staged into every episode's sandbox
+	// (shared with the environment's forks, which stage the same);
 	// inputUploads the uploads they come from (held in use); collect what
 	// each episode's end copies out (docs/tasks.md).
-	inputs       *app.Inputs
+	inputs       *inputSet
 	inputUploads []*upload
 	collect      app.Collect
 	grader       session.Grader // nil: the request named no grade
@@ -87,6 +88,23 @@ type env struct {
 	// recorded amounts): its later episodes are its own.
 	forkedFrom *api.ForkedFrom
 	forkClock  *session.Clock
+}
+
+// inputSet is a task's opened inputs, shared by the environment that
+// loaded them and its forks (each fork stages the very files its parent's
+// episodes stage): closed when the last of them is removed. refs is
+// guarded by Server.mu.
+type inputSet struct {
+	in   *app.Inputs
+	refs int
+}
+
+// get is the inputs (nil for none).
+func (s *inputSet) get() *app.Inputs {
+	if s == nil {
+		return nil
+	}
+	return s.in
 }
 
 // keptSandbox is a sandbox being reset in place for the next episode:
@@ -259,8 +277,16 @@ func (e *env) ended(episode int, end *session.End) *session.Result {
 			return &res
 		}
 		go func() {
+			// The sandbox is handed on once it is reset in place; the
+			// trace is finalised after (a reset closes the session
+			// behind the next episode, and a close waits for it).
 			defer done()
-			relaunch()
+			p, err := sess.RelaunchBehind(e.srv.base, *end)
+			kept.prep, kept.err = p, err
+			close(kept.done)
+			r := sess.Close(e.srv.base, *end) // waits for the close RelaunchBehind began
+			e.sessionClosed(sess, r)
+			e.graded(episode, r.Grade)
 		}()
 		return nil
 	}
@@ -379,7 +405,7 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 		AgentInfo:    e.agentInfo(n),
 		Actor:        e.actor,
 		Task:         task,
-		Inputs:       e.inputs,
+		Inputs:       e.inputs.get(),
 		Collect:      e.collect,
 		Grader:       e.grader,
 		Policy:       e.policy,

@@ -74,9 +74,6 @@ func (s *Server) fork(parent *env, count int) (*api.ForkResponse, *api.Error) {
 	if count < 1 || count > s.o.MaxEnvironments {
 		return nil, apiError(api.CodeInvalidRequest, "count %d: want 1 to %d (the environments a token may hold)", count, s.o.MaxEnvironments)
 	}
-	if parent.inputs != nil {
-		return nil, apiError(api.CodeInvalidRequest, "environment %s has task inputs: forking one is not supported yet", parent.id)
-	}
 	sess, _, aerr := parent.current()
 	if aerr != nil {
 		return nil, aerr
@@ -189,6 +186,9 @@ func (s *Server) reserveForks(parent *env, count int) ([]*env, *api.Error) {
 			n++
 		}
 	}
+	if parent.removed { // closed since it was looked up: its inputs too
+		return nil, apiError(api.CodeNotFound, "environment %s is closed", parent.id)
+	}
 	if n+count > s.o.MaxEnvironments {
 		return nil, apiError(api.CodeTooManyEnvironments, "a fork into %d: this token holds %d live environments and may hold %d (close some first)", count, n, s.o.MaxEnvironments)
 	}
@@ -202,10 +202,20 @@ func (s *Server) reserveForks(parent *env, count int) ([]*env, *api.Error) {
 			appName: parent.appName, bundle: parent.bundle, upload: parent.upload, collect: parent.collect,
 			grader: parent.grader, policy: parent.policy, backend: parent.backend, cfg: parent.cfg,
 			maxSteps: parent.maxSteps, timeout: parent.timeout, settle: parent.settle, clock: parent.clock,
-			actor: parent.actor, client: parent.client, task: task, resetMode: mode}
+			actor: parent.actor, client: parent.client, task: task, resetMode: mode,
+			inputs: parent.inputs, inputUploads: parent.inputUploads}
 		f.approvals.By = policy.ApproveAPI
 		if f.upload != nil {
 			f.upload.inUse++
+		}
+		// The parent's inputs, staged into the fork's sandboxes as into
+		// the parent's: held (they and their uploads) until the last of
+		// the parent and its forks is removed.
+		if f.inputs != nil {
+			f.inputs.refs++
+		}
+		for _, u := range f.inputUploads {
+			u.inUse++
 		}
 		s.envs[f.id] = f
 		forks = append(forks, f)

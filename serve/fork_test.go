@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,5 +239,65 @@ func TestForkWaitsForStep(t *testing.T) {
 	a.decode(t, &fr)
 	if a.status != 201 || len(fr.Environments) != 1 || fr.Environments[0].ForkedFrom.Step != 1 || fr.Environments[0].Steps != 1 {
 		t.Fatalf("fork after the step: %d %s", a.status, a.body)
+	}
+}
+
+// TestForkInputs: an environment with task inputs forks; each fork's
+// sandbox is staged with the parent's inputs (collected back, the same
+// bytes), and the set stays open for the forks after the parent is
+// closed: a fork's next episode restages them.
+func TestForkInputs(t *testing.T) {
+	var g countingGuests
+	h := newHarness(t, g.guest, nil)
+	a := h.do(req{method: "POST", path: "/v1/uploads", body: gameTar(t), contentType: "application/x-tar"})
+	if a.status != 201 {
+		t.Fatalf("upload: %d %s", a.status, a.body)
+	}
+	var up api.Upload
+	a.decode(t, &up)
+	e := h.create(testToken, fmt.Sprintf(`, "inputs": [{"from": "upload:%s/data/level.txt", "to": "~/Documents/level.txt"}], "collect": ["~/Documents/*.txt"]`, up.ID))
+	h.act(e.ID, `{"action":"key","keys":"Right"}`)
+	h.act(e.ID, `{"action":"wait","ms":5}`)
+	a = h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/fork", body: []byte(`{"count": 2}`)})
+	if a.status != 201 {
+		t.Fatalf("fork of an environment with inputs: %d %s", a.status, a.body)
+	}
+	var fr api.ForkResponse
+	a.decode(t, &fr)
+	if len(fr.Environments) != 2 {
+		t.Fatalf("fork: %+v", fr)
+	}
+	// The upload the inputs come from is deleted and the parent closed:
+	// the forks hold both.
+	h.do(req{method: "DELETE", path: "/v1/uploads/" + up.ID})
+	h.do(req{method: "DELETE", path: "/v1/envs/" + e.ID})
+	staged := func(id, when string) {
+		t.Helper()
+		a := h.do(req{method: "POST", path: "/v1/envs/" + id + "/act", body: []byte(`{"action": "done"}`)})
+		var st api.StepResponse
+		a.decode(t, &st)
+		if st.Ended == nil || len(st.Files) != 1 || st.Files[0].Path != "Documents/level.txt" || st.Files[0].Size != 1 {
+			t.Fatalf("fork %s %s: the step that ended it: %s", id, when, a.body)
+		}
+		if a := h.do(req{method: "GET", path: "/v1/envs/" + id + "/files/Documents%2Flevel.txt"}); a.status != 200 || string(a.body) != "1" {
+			t.Fatalf("fork %s %s: the staged input: %d %q", id, when, a.status, a.body)
+		}
+	}
+	for _, f := range fr.Environments {
+		staged(f.ID, "after the replay")
+		if a := h.do(req{method: "POST", path: "/v1/envs/" + f.ID + "/reset", body: []byte(`{}`)}); a.status != 200 {
+			t.Fatalf("reset fork %s after its parent closed: %d %s", f.ID, a.status, a.body)
+		}
+		staged(f.ID, "in its next episode")
+	}
+	for _, f := range fr.Environments {
+		h.do(req{method: "DELETE", path: "/v1/envs/" + f.ID})
+	}
+	// The last holder gone, the deleted upload goes too.
+	h.srv.mu.Lock()
+	_, kept := h.srv.uploads[up.ID]
+	h.srv.mu.Unlock()
+	if kept {
+		t.Fatal("the deleted upload outlived the parent and its forks")
 	}
 }

@@ -552,7 +552,7 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 			}
 			return nil, apiError(api.CodeInvalidRequest, "%s", msg)
 		}
-		e.inputs = in
+		e.inputs = &inputSet{in: in, refs: 1}
 	}
 	if e.upload != nil {
 		e.upload.inUse++
@@ -614,7 +614,11 @@ func (s *Server) removeEnv(e *env) {
 	}
 	e.removed = true
 	delete(s.envs, e.id)
-	e.inputs.Close()
+	if in := e.inputs; in != nil {
+		if in.refs--; in.refs == 0 {
+			in.in.Close()
+		}
+	}
 	for _, u := range append([]*upload{e.upload}, e.inputUploads...) {
 		if u == nil {
 			continue
@@ -1029,18 +1033,20 @@ func (s *Server) reset(e *env, task *string, mode, image, known string) (*api.Re
 	var prep *session.Prepared
 	switch {
 	case mode == api.ResetRelaunch && was == api.StateRunning:
-		r, p, err := sess.Relaunch(s.base, end)
+		// The sandbox is taken as soon as it is reset in place; the
+		// episode's trace is finalised behind the next one's start
+		// (closeBehind below waits for it), as a fresh reset's teardown.
+		p, err := sess.RelaunchBehind(s.base, end)
 		if errors.Is(err, session.ErrStepInFlight) { // a step came in meanwhile: nothing changed
 			e.mu.Lock()
 			e.state, e.kept, e.resetMode, e.task = was, kept, prevMode, prevTask
 			e.mu.Unlock()
 			return nil, relaunchBusy(e)
 		}
-		e.sessionClosed(sess, r)
 		if err != nil {
 			s.logf("environment %s: no relaunch, a fresh sandbox instead: %v", e.id, err)
 		}
-		prep, sess = p, nil
+		prep = p
 	case mode == api.ResetRelaunch && kept != nil:
 		<-kept.done // the ended episode's relaunch (ended)
 		if kept.err != nil {

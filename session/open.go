@@ -60,6 +60,9 @@ type Session struct {
 	relaunching atomic.Bool
 	kept        *Prepared
 	keptErr     error
+	// keptReady, set by RelaunchBehind, is closed once the reset in place
+	// is done (kept or keptErr set), before the rest of the close.
+	keptReady chan struct{}
 
 	// ctl is who drives (control.go); seen the screen of the controller's
 	// last look (what a person's takeover is compared with).
@@ -458,6 +461,12 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 		s.resetInPlace(ctx) // Relaunch: the sandbox is kept for the next episode
 	} else {
 		s.teardown(ctx)
+	}
+	s.cmu.Lock()
+	ready := s.keptReady
+	s.cmu.Unlock()
+	if ready != nil {
+		close(ready) // RelaunchBehind: the next episode may take the sandbox
 	}
 	waitAgent()
 	grade := s.grade(ctx)

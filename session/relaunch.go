@@ -56,6 +56,33 @@ func (s *Session) Relaunch(ctx context.Context, end End) (Result, *Prepared, err
 	return r, s.kept, s.keptErr
 }
 
+// RelaunchBehind is Relaunch that returns as soon as the sandbox is
+// reset in place (or could not be: the error says why, as Relaunch's),
+// without waiting for the rest of the close: the agent's end, the grade
+// and the trace's finish go on behind, and Close (or Done) waits for
+// them — call Close before the trace is read or the process ends. So the
+// next episode starts while this one's trace is finalised.
+func (s *Session) RelaunchBehind(ctx context.Context, end End) (*Prepared, error) {
+	s.cmu.Lock()
+	if s.closing != nil {
+		s.cmu.Unlock()
+		<-s.closed
+		return nil, fmt.Errorf("%w: the session was closed already", ErrNoRelaunch)
+	}
+	s.relaunching.Store(true)
+	if s.inFlight.Load() > 0 {
+		s.relaunching.Store(false)
+		s.cmu.Unlock()
+		return nil, ErrStepInFlight
+	}
+	ready := make(chan struct{})
+	s.keptReady = ready
+	s.cmu.Unlock()
+	go s.Close(ctx, end)
+	<-ready
+	return s.kept, s.keptErr
+}
+
 // resetInPlace resets the session's sandbox for the next episode instead
 // of tearing it down (Relaunch); on failure it tears it down.
 func (s *Session) resetInPlace(ctx context.Context) {
