@@ -77,7 +77,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
 	f.registerClock(fl, "the app")
-	fl.StringVar(&f.name, "name", "", "a named sandbox: keep the app user's home across runs of NAME (one run at a time; `agentbox sandboxes` lists and removes them)")
+	fl.StringVar(&f.name, "name", "", "a named sandbox: keep the app user's home across the runs of `NAME`, one at a time (agentbox sandboxes ls, rm)")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
 	f.index.register(fl)
