@@ -368,6 +368,9 @@ func namedHome(cfg environment.Config, res environment.Resources, uid, gid int) 
 		return nil, "", err
 	}
 	home, err := lock.HostHome(uid, gid)
+	if err == nil && !reachable(filepath.Join(home, "."), uid, gid) {
+		err = fmt.Errorf("%w: sandbox %s's home %s must be reachable by uid %d, which sandboxes run as: every directory above it searchable (set $%s to another directory)", environment.ErrUnavailable, cfg.Name, home, uid, named.EnvRoot)
+	}
 	if err == nil {
 		err = lock.CheckSize(named.DirSize(home), int64(res.TmpfsMB)<<20)
 	}

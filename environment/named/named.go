@@ -191,8 +191,9 @@ func Acquire(root, name, backend, runID string) (*Lock, error) {
 		host, _ := os.Hostname()
 		h := Holder{RunID: runID, PID: os.Getpid(), Start: environment.ProcessStart(os.Getpid()), Host: host, Since: time.Now().UTC()}
 		data, _ := json.Marshal(h)
-		if err := f.Truncate(0); err == nil {
-			_, err = f.WriteAt(append(data, '\n'), 0)
+		// Who holds it, for the next run's message; the lock holds without.
+		if f.Truncate(0) == nil {
+			_, _ = f.WriteAt(append(data, '\n'), 0)
 		}
 		return l, nil
 	}
