@@ -14,15 +14,16 @@ import (
 
 func newGCCmd() *cobra.Command {
 	var (
-		all, dryRun bool
-		backendName string
+		all, dryRun, withNamed bool
+		backendName            string
 	)
 	cmd := &cobra.Command{
 		Use:   "gc",
 		Short: "Remove sandboxes that a killed agentbox left behind",
 		Long: `gc finds the sandboxes agentbox labelled as its own and removes those whose
 owning agentbox process (on this host) is gone. --all removes every agentbox
-sandbox, including those of runs still in progress.`,
+sandbox, including those of runs still in progress. Named sandboxes (run --name)
+are kept, whatever the options, unless --named: then those no run holds go too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			names := environment.Backends()
@@ -53,6 +54,13 @@ sandbox, including those of runs still in progress.`,
 				}
 				reaped = append(reaped, got...)
 			}
+			if withNamed {
+				got, err := gcNamed(ctx, cmd, backendName, dryRun)
+				if err != nil {
+					return failErr(err)
+				}
+				reaped = append(reaped, got...)
+			}
 			out := cmd.OutOrStdout()
 			failed := 0
 			for _, x := range reaped {
@@ -79,6 +87,7 @@ sandbox, including those of runs still in progress.`,
 		},
 	}
 	cmd.Flags().BoolVar(&all, "all", false, "remove every agentbox sandbox, even of live runs")
+	cmd.Flags().BoolVar(&withNamed, "named", false, "also remove the named sandboxes (run --name) that no run holds, their homes with them")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed")
 	cmd.Flags().StringVar(&backendName, "backend", "", "backend to collect from (default: every backend available here)")
 	return cmd

@@ -36,6 +36,7 @@ type runFlags struct {
 	json  bool
 	live  liveFlag
 	vault vaultFlag
+	name  string // --name: a named sandbox
 }
 
 func newRunCmd() *cobra.Command {
@@ -76,6 +77,7 @@ exited), 2 usage or configuration error, 3 infrastructure error, 130 interrupted
 	fl.StringArrayVar(&f.agentOpts, "agent-opt", nil, "agent option KEY=VALUE (repeatable)")
 	fl.StringVar(&f.grade, "grade", "", "grade the collected files with the checks of FILE (YAML: a list of checks, or grade: [...]; docs/tasks.md), run on the host after the episode, never shown to the agent")
 	f.registerClock(fl, "the app")
+	fl.StringVar(&f.name, "name", "", "a named sandbox: keep the app user's home across the runs of `NAME`, one at a time (agentbox sandboxes ls, rm)")
 	fl.BoolVar(&f.json, "json", false, "print the result as one JSON object on stdout (messages stay on stderr)")
 	f.live.register(fl, "the run")
 	f.index.register(fl)
@@ -122,6 +124,13 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
+	backendName := f.backend
+	if f.name != "" {
+		if backendName, err = namedBackend(f.name, f.backend); err != nil {
+			return err
+		}
+		envCfg.Name = f.name
+	}
 	logCap, settle := so.logCap, so.settle
 	clock, err := f.parseClock(cmd.Flags())
 	if err != nil {
@@ -192,7 +201,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 	if c, ok := ag.(agent.Closer); ok {
 		defer c.Close()
 	}
-	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, &so.gate, chooseBackend(cmd, f.backend), f.image, f.ociRuntime, f.allowUnbounded)
+	bundle, backend, note, err := loadTarget(cmd.Context(), target, &envCfg, env, &so.gate, chooseBackend(cmd, backendName), f.image, f.ociRuntime, f.allowUnbounded)
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,9 @@ func loadTarget(ctx context.Context, target string, envCfg *environment.Config, 
 	if err != nil {
 		return nil, nil, "", err
 	}
+	if envCfg.Name != "" && !environment.CapabilitiesOf(backend).Named {
+		return nil, nil, "", usageErrorf("--name: the %s backend has no named sandboxes (`agentbox doctor` lists what each backend can do); use --backend docker or local", backend.Name())
+	}
 	if err := checkHostLimits(ctx, backend, envCfg.Resources, flagNames, allowUnbounded); err != nil {
 		return nil, nil, "", err
 	}

@@ -34,6 +34,10 @@ type Capabilities struct {
 	// Relaunch: its environments implement Resetter (reset in place,
 	// the relaunch reset mode).
 	Relaunch bool `json:"relaunch"`
+	// Named: Config.Name keeps the app user's home across runs of that
+	// name (a Docker volume, a directory on this host), and the backend
+	// implements NamedHomes.
+	Named bool `json:"named"`
 	// Fork is how a running environment of the backend is forked (agentbox
 	// serve's fork): ForkSnapshot when the backend can copy a running
 	// sandbox (a microVM's snapshot); empty means ForkReplay, which every
@@ -101,6 +105,7 @@ var capabilityList = []capability{
 	{"a network by policy", func(c Capabilities) bool { return c.Network }},
 	{"a virtual clock", func(c Capabilities) bool { return c.VirtualClock }},
 	{"reset in place", func(c Capabilities) bool { return c.Relaunch }},
+	{"named sandboxes", func(c Capabilities) bool { return c.Named }},
 }
 
 // Missing names what need asks for and c lacks ("custom images"), in a
@@ -128,6 +133,16 @@ func (c Capabilities) String() string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
+}
+
+// NamedHomes is implemented by backends with Capabilities.Named: the
+// homes of named sandboxes as the backend keeps them (agentbox's record
+// of each, its lock and its directory, are environment/named's).
+type NamedHomes interface {
+	// HomeSize is the bytes the name's home holds; -1 when unknown.
+	HomeSize(ctx context.Context, name string) (int64, error)
+	// RemoveHome removes the name's home; one already gone is no error.
+	RemoveHome(ctx context.Context, name string) error
 }
 
 // SeedStepper is implemented by backends that can take the seed-style step

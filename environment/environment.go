@@ -169,6 +169,14 @@ type Config struct {
 	// loopback, as always. Connections are told to an Events that is a
 	// NetRecorder.
 	Network *netpolicy.Policy
+	// Name, when set, makes the sandbox a named one (backends with
+	// Capabilities.Named): the app user's home is the name's, kept from
+	// the last run of that name and kept for the next, and held by this
+	// sandbox alone until it is closed (environment/named). Create fails
+	// at once, wrapping named.ErrLocked, while another run holds it.
+	// Such a sandbox does not reset in place (Resetter): its home is not
+	// the sandbox's to restore.
+	Name string
 }
 
 // Events receives the app's output and life events. Calls come from one

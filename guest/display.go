@@ -38,6 +38,12 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		defer cancel()
 	}
 	g.screen, g.home, g.appDir = s, req.Home, req.AppDir
+	if g.opts.Sandboxed && g.home != "" {
+		// A named sandbox's home was kept from its last run: what that
+		// run's desktop left in the runtime directory (sockets, the
+		// clock's file) is not this one's.
+		_ = os.RemoveAll(filepath.Join(g.home, ".run"))
+	}
 	for _, d := range []string{g.home, g.appDir, filepath.Join(g.home, ".config")} {
 		if d == "" {
 			continue

@@ -222,6 +222,7 @@ type runData struct {
 	Backend   string `json:"backend,omitempty"`
 	Image     string `json:"image,omitempty"`
 	ImageID   string `json:"image_id,omitempty"`
+	Sandbox   string `json:"sandbox,omitempty"` // the named sandbox (run --name)
 	Screen    string `json:"screen"`
 	Agentbox  string `json:"agentbox,omitempty"`
 	Settle    string `json:"settle,omitempty"`
@@ -350,7 +351,7 @@ func build(ctx context.Context, tr *trace.Trace, baseDir string, opts Options) (
 		Agent:     describeAgent(run.Agent),
 		App:       describeApp(run.App),
 		AppDigest: run.App.Digest,
-		Backend:   run.Env.Backend, Image: run.Env.Image, ImageID: run.Env.ImageID,
+		Backend:   run.Env.Backend, Image: run.Env.Image, ImageID: run.Env.ImageID, Sandbox: run.Env.Sandbox,
 		Screen:   fmt.Sprintf("%d×%d×%d", run.Env.Screen.Width, run.Env.Screen.Height, run.Env.Screen.Depth),
 		Agentbox: run.Agentbox, Steps: len(tr.Steps), Timings: run.Timings,
 		DurationMS: run.DurationMS,

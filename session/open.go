@@ -230,6 +230,7 @@ func (s *Session) initialRecord() trace.Run {
 			Backend: backend,
 			Image:   s.cfg.Env.Image,
 			Runtime: s.cfg.Env.Runtime,
+			Sandbox: s.cfg.Env.Name,
 			Screen:  s.cfg.Env.Screen,
 			Limits:  limitsMap(s.cfg.Env.Resources.WithDefaults()),
 		},

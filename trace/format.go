@@ -259,11 +259,14 @@ type AppInfo struct {
 
 // EnvInfo says where it ran.
 type EnvInfo struct {
-	Backend string           `json:"backend"`
-	ID      string           `json:"id,omitempty"`
-	Image   string           `json:"image,omitempty"`
-	ImageID string           `json:"image_id,omitempty"`
-	Runtime string           `json:"runtime,omitempty"`
+	Backend string `json:"backend"`
+	ID      string `json:"id,omitempty"`
+	Image   string `json:"image,omitempty"`
+	ImageID string `json:"image_id,omitempty"`
+	Runtime string `json:"runtime,omitempty"`
+	// Sandbox is the named sandbox whose home the run had (run --name);
+	// absent for a sandbox of its own.
+	Sandbox string           `json:"sandbox,omitempty"`
 	Screen  observe.Screen   `json:"screen"`
 	Display string           `json:"display,omitempty"`
 	WM      bool             `json:"wm"`

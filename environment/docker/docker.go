@@ -63,6 +63,7 @@ func (*Backend) Capabilities() environment.Capabilities {
 		// it fails the launch, saying so.
 		VirtualClock: true,
 		Relaunch:     true,
+		Named:        true,
 	}
 }
 
@@ -149,8 +150,19 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		cli.Close()
 		return nil, err
 	}
+	// A named sandbox: its lock, held until the sandbox is gone, and its
+	// volume (named.go).
+	opts := guestenv.Options{Backend: Name, Config: cfg, Began: t0}
+	if cfg.Name != "" {
+		lock, err := namedHome(ctx, cli, cfg, image, res)
+		if err != nil {
+			cli.Close()
+			return nil, err
+		}
+		opts.AfterTeardown = func(ctx context.Context) error { return releaseHome(ctx, lock, cfg.Name) }
+	}
 	sb := &sandbox{cli: cli, runtime: cfg.Runtime, image: image, imageID: img.ID}
-	g := guestenv.New(sb, guestenv.Options{Backend: Name, Config: cfg, Began: t0})
+	g := guestenv.New(sb, opts)
 	defer func() {
 		if retErr != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -171,6 +183,9 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, err
 	}
 	create := createOptions(cfg, image, guestBin, res)
+	if cfg.Name != "" {
+		create.HostConfig.Mounts = append(create.HostConfig.Mounts, homeMount(cfg.Name))
+	}
 	if netDir != "" {
 		create.HostConfig.Mounts = append(create.HostConfig.Mounts, mount.Mount{
 			Type: mount.TypeBind, Source: netDir, Target: guestenv.NetDir, ReadOnly: true,

@@ -78,6 +78,9 @@ type Options struct {
 	// task's inputs: files below the home and environment variables (the
 	// local backend sets the host's apps up as the office image does).
 	Preset func(spec environment.LaunchSpec) Preset
+	// AfterTeardown, if set, runs once the sandbox is gone, in Close (a
+	// named sandbox's home is measured and its lock released).
+	AfterTeardown func(ctx context.Context) error
 }
 
 // Preset is what a backend adds to one launch: files written below the
@@ -374,6 +377,9 @@ func (e *Env) Reset(ctx context.Context) error {
 	if e.guest == nil {
 		return fmt.Errorf("reset: %w", environment.ErrClosed)
 	}
+	if n := e.opts.Config.Name; n != "" {
+		return fmt.Errorf("reset: sandbox %s is named: its home is kept across runs, not restored; a named sandbox is not reset in place (start each episode fresh)", n)
+	}
 	if e.frozen.Load() {
 		if err := e.thaw(ctx); err != nil {
 			return fmt.Errorf("reset: thaw: %w", err)
@@ -492,6 +498,9 @@ func (e *Env) close(ctx context.Context) error {
 	err := e.sb.Teardown(ctx)
 	if nerr := e.closeNetwork(); nerr != nil {
 		err = errors.Join(err, nerr)
+	}
+	if e.opts.AfterTeardown != nil {
+		err = errors.Join(err, e.opts.AfterTeardown(ctx))
 	}
 	if e.guest != nil {
 		wctx, cancel := context.WithTimeout(ctx, servedBound)

@@ -32,6 +32,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/environment/named"
 	"github.com/codegirl-games/agentbox/internal/faketime"
 	"github.com/codegirl-games/agentbox/internal/fds"
 	"github.com/codegirl-games/agentbox/internal/pipes"
@@ -74,7 +75,7 @@ var _ environment.Capable = (*Backend)(nil)
 // mounted); elsewhere resource limits bound processes per sandbox (and
 // memory per process only, which is not a sandbox's limit).
 func (*Backend) Capabilities() environment.Capabilities {
-	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true, Relaunch: true}
+	c := environment.Capabilities{Reap: true, Limits: environment.Limits{PIDs: true}, Network: true, Relaunch: true, Named: true}
 	// The sandbox runs the host's programs: a virtual clock needs the
 	// host's libfaketime (scripts/deps.sh test installs it).
 	c.VirtualClock = faketime.Lib() != ""
@@ -343,6 +344,43 @@ func withNetDir(args []string, dir string) []string {
 	return slices.Insert(args, i, "--ro-bind", dir, guestenv.NetDir)
 }
 
+// withHome binds a named sandbox's home (a directory of this host) over
+// the home in the sandbox's tmpfs, read-write; bubblewrap binds it nosuid
+// and nodev. Nothing when dir is "".
+func withHome(args []string, dir string) []string {
+	if dir == "" {
+		return args
+	}
+	i := slices.Index(args, "--remount-ro")
+	return slices.Insert(args, i, "--bind", dir, guestenv.Home)
+}
+
+// namedHome takes a named sandbox's lock and makes its home, owned by
+// the sandbox's host identity, refusing one over the tmpfs's size (the
+// bound the home has in an unnamed sandbox).
+func namedHome(cfg environment.Config, res environment.Resources, uid, gid int) (*named.Lock, string, error) {
+	root, err := named.Root()
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %w", environment.ErrUnavailable, err)
+	}
+	lock, err := named.Acquire(root, cfg.Name, Name, cfg.RunID)
+	if err != nil {
+		return nil, "", err
+	}
+	home, err := lock.HostHome(uid, gid)
+	if err == nil && !reachable(filepath.Join(home, "."), uid, gid) {
+		err = fmt.Errorf("%w: sandbox %s's home %s must be reachable by uid %d, which sandboxes run as: every directory above it searchable (set $%s to another directory)", environment.ErrUnavailable, cfg.Name, home, uid, named.EnvRoot)
+	}
+	if err == nil {
+		err = lock.CheckSize(named.DirSize(home), int64(res.TmpfsMB)<<20)
+	}
+	if err != nil {
+		lock.Abandon()
+		return nil, "", err
+	}
+	return lock, home, nil
+}
+
 // Create implements environment.Backend: it starts the guest inside
 // bubblewrap, performs the handshake and brings up the display. On error
 // everything it started is gone.
@@ -394,7 +432,20 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if noOpenbox != "" {
 		e.extra["wm"] = noOpenbox
 	}
-	g := guestenv.New(e, guestenv.Options{Backend: Name, Config: cfg, Began: t0, Said: "it said", Hint: usernsHint, Preset: preset})
+	// A named sandbox: its lock (held until the sandbox is gone) and its
+	// home, a directory of this host's bound over the tmpfs's.
+	var home string
+	opts := guestenv.Options{Backend: Name, Config: cfg, Began: t0, Said: "it said", Hint: usernsHint, Preset: preset}
+	if cfg.Name != "" {
+		lock, h, err := namedHome(cfg, res, uid, gid)
+		if err != nil {
+			return nil, err
+		}
+		home = h
+		e.extra["home"] = home
+		opts.AfterTeardown = func(context.Context) error { return lock.Release(named.DirSize(home)) }
+	}
+	g := guestenv.New(e, opts)
 	defer func() {
 		if retErr != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -437,7 +488,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if e.cg != nil {
 		limits = limits[2:] // the cgroup bounds processes and memory
 	}
-	args := withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, e.cg.binds()), netDir)
+	args := withHome(withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, e.cg.binds()), netDir), home)
 	t := time.Now()
 	if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 		if e.cg == nil || e.cg.fd == nil || e.cmd != nil || ctx.Err() != nil {
@@ -449,7 +500,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		e.cg = nil
 		attr.UseCgroupFD, attr.CgroupFD = false, 0
 		limits = rlimits(res)
-		args = withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, nil), netDir)
+		args = withHome(withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, nil), netDir), home)
 		if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 			return nil, err
 		}
@@ -533,3 +584,19 @@ func (e *sandbox) start(ctx context.Context, g *guestenv.Env, bwrap string, args
 	e.extra["pidns"] = e.pidNS
 	return nil
 }
+
+var _ environment.NamedHomes = (*Backend)(nil)
+
+// HomeSize implements environment.NamedHomes: the home is a directory
+// below the name's (named.Root).
+func (*Backend) HomeSize(_ context.Context, name string) (int64, error) {
+	root, err := named.Root()
+	if err != nil {
+		return -1, err
+	}
+	return named.DirSize(filepath.Join(root, name, "home")), nil
+}
+
+// RemoveHome implements environment.NamedHomes: nothing beyond the
+// name's directory, which named.Remove removes.
+func (*Backend) RemoveHome(context.Context, string) error { return nil }

@@ -90,6 +90,7 @@
     if (T[k] !== undefined) chips.appendChild(el("span", "", k.replace("_", " ") + " " + dur(T[k])));
   }
   if (R.image_id) chips.appendChild(el("span", "", "image " + R.image_id.replace("sha256:", "").slice(0, 12)));
+  if (R.sandbox) chips.appendChild(el("span", "", "sandbox " + R.sandbox));
   if (R.app_digest) chips.appendChild(el("span", "", "app " + R.app_digest.slice(0, 12)));
   if (R.agentbox) chips.appendChild(el("span", "", "agentbox " + R.agentbox));
   for (const lg of D.logs) {
