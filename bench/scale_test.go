@@ -48,4 +48,3 @@ func TestScaleScriptedGuest(t *testing.T) {
 		t.Errorf("report:\n%s", out.String())
 	}
 }
-
