@@ -279,7 +279,11 @@ func TestMCPLease(t *testing.T) {
 					w.Event(wire.EventOutput, wire.OutputEvent{Stream: observe.Stdout}, []byte("acted\n"))
 				}}
 			}
-			h := newHarness(t, guest, func(o *Options) { o.Lease = 300 * time.Millisecond })
+			// The lease runs from each call: long enough that the calls
+			// before the wait below are never more than it apart on a
+			// busy machine (or the environment closes early and the
+			// unread output is never printed), short enough to wait out.
+			h := newHarness(t, guest, func(o *Options) { o.Lease = 2 * time.Second })
 			cs, err := mcpConnect(t, h, testToken)
 			if err != nil {
 				t.Fatal(err)

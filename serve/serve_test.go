@@ -494,7 +494,9 @@ func pad(name string) tarEntry {
 // episode interrupted as lease_expired, its sandbox removed, its trace
 // finalised); requests and an open WebSocket keep it.
 func TestLease(t *testing.T) {
-	h := newHarness(t, nil, func(o *Options) { o.Lease = 400 * time.Millisecond })
+	// A lease the test's own requests, 100 ms apart, never miss on a busy
+	// machine.
+	h := newHarness(t, nil, func(o *Options) { o.Lease = 1500 * time.Millisecond })
 	kept, idle, held := h.create("", ""), h.create("", ""), h.create("", "")
 	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(h.url, "http")+"/v1/envs/"+held.ID+"/ws",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
@@ -523,7 +525,7 @@ func TestLease(t *testing.T) {
 	}
 	// The WebSocket kept its environment past several leases; once it is
 	// closed the lease runs again.
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second)
 	if a := h.do(req{method: "GET", path: "/v1/envs/" + held.ID}); a.status != 200 {
 		t.Fatalf("the environment with an open WebSocket was closed: %d", a.status)
 	}
@@ -545,7 +547,9 @@ func TestLease(t *testing.T) {
 // seen as TestMCPLease failing under -race, where a step took over the
 // test's 300 ms lease.)
 func TestLeaseLongStep(t *testing.T) {
-	const lease = 300 * time.Millisecond
+	// Long enough that the request just after the step is within it on a
+	// busy machine.
+	const lease = time.Second
 	guest := func() *guestenvtest.Guest {
 		return &guestenvtest.Guest{OnAct: func(*guestenvtest.Writer) { time.Sleep(4 * lease) }}
 	}
