@@ -192,6 +192,13 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.Stdin = nil // /dev/null
+	if err := g.startObserver(); err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return resp, err
+	}
 	oomBefore := oomKills()
 	t := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -220,6 +227,9 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		e := exitOf(cmd.ProcessState, err)
 		if e.Signal == "SIGKILL" && oomKills() > oomBefore {
 			e.OOM = true
+		}
+		if g.obs != nil {
+			g.obs.noteExit(cmd.Process.Pid, e)
 		}
 		// Give the readers a moment to drain what the app wrote last;
 		// detached children may hold the pipes open for longer.

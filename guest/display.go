@@ -38,6 +38,7 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		defer cancel()
 	}
 	g.screen, g.home, g.appDir = s, req.Home, req.AppDir
+	g.observeOn = req.Observe
 	for _, d := range []string{g.home, g.appDir, filepath.Join(g.home, ".config")} {
 		if d == "" {
 			continue
