@@ -52,7 +52,7 @@ import (
 
 // Bounds of the observer.
 const (
-	observePoll     = 25 * time.Millisecond
+	observePoll      = 25 * time.Millisecond
 	maxWatches       = 4096
 	maxPaths         = 2000 // distinct paths coalesced per checkpoint
 	maxProcEvents    = 2000 // process events kept per checkpoint
@@ -94,7 +94,7 @@ type observer struct {
 	events []observe.ActivityEvent // process events since the checkpoint
 	// Lost and counted since the checkpoint.
 	procLost, unseen, qOverflow, pathsLost int64
-	watchLost                              int64 // directories never watched (kept: it stays true)
+	watchLost                              int64  // directories never watched (kept: it stays true)
 	unseenWhy                              string // said once, at the first checkpoint
 	countPIDs                              bool   // ns_last_pid is readable
 	lastPID                                int
@@ -622,7 +622,6 @@ func exitOfStatus(status int) observe.Exit {
 		return observe.Exit{Code: ws.ExitStatus()}
 	}
 }
-
 
 // readCmdline reads a process's argv, bounded.
 func readCmdline(pid int) ([]string, bool) {
