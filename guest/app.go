@@ -213,6 +213,9 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	p := &appProc{cmd: cmd, started: t, done: make(chan struct{})}
 	g.app = p
 	resp.PID = cmd.Process.Pid
+	if g.obs != nil {
+		g.obs.started(cmd.Process.Pid, append([]string{bin}, g.homeArgs(req.Args)...))
+	}
 
 	logCap := req.LogCap
 	if logCap <= 0 {

@@ -72,7 +72,9 @@ type procSeen struct {
 	ppid    int
 	exit    *observe.Exit // seen as a zombie
 	ignored bool          // there before the observer began (the guest's own)
-	gen     uint64
+	// launching: the app's process is still the guest's launcher.
+	launching bool
+	gen       uint64
 }
 
 // fileAgg is one path's changes since the last checkpoint.
@@ -97,6 +99,7 @@ type observer struct {
 	watchLost                              int64  // directories never watched (kept: it stays true)
 	unseenWhy                              string // said once, at the first checkpoint
 	countPIDs                              bool   // ns_last_pid is readable
+	seeded                                 int    // processes seen outside a look since the last (started)
 	lastPID                                int
 	exits                                  map[int]observe.Exit // noted by the guest (the app's own)
 
@@ -179,6 +182,30 @@ func (o *observer) close() {
 	defer o.mu.Unlock()
 	unix.Close(o.fd)
 	o.fd = -1
+}
+
+// started records the app's process at once, before the guest waits for
+// it (it is at least a zombie until then), so that an app that ends
+// before the next look still has its exec and its exit. argv is the app's
+// command line as launched: the process may still be the guest's launcher
+// (harden.go), which replaces itself with the app.
+func (o *observer) started(pid int, argv []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.procs[pid]; ok {
+		return
+	}
+	st, ok := o.readStat(pid)
+	if !ok {
+		return
+	}
+	// Still the launcher: its exec of the app is no event.
+	self, _ := os.Executable()
+	launching := st.comm == commOf(self)
+	p := &procSeen{start: st.start, comm: st.comm, ppid: st.ppid, gen: o.gen, argv: argv, launching: launching}
+	o.procs[pid] = p
+	o.seeded++
+	o.proc(observe.ActivityEvent{Time: time.Now(), Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
 }
 
 // noteExit records the status of a process the guest waited for (the app).
@@ -491,7 +518,8 @@ func (o *observer) pollProcs(baseline bool) {
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	o.gen++
-	fresh := 0
+	fresh := o.seeded
+	o.seeded = 0
 	now := time.Now()
 	for _, n := range names {
 		pid, err := strconv.Atoi(n)
@@ -520,10 +548,16 @@ func (o *observer) pollProcs(baseline bool) {
 				p.argv, p.cut = readCmdline(pid)
 				o.proc(observe.ActivityEvent{Time: now, Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
 			}
+		case st.comm != p.comm && (st.state == 'Z' || p.launching):
+			// A zombie has no command line left to read; the launcher
+			// became the app, whose command line started has.
+			p.comm, p.launching = st.comm, false
 		case st.comm != p.comm && !p.ignored:
 			p.comm = st.comm
-			p.argv, p.cut = readCmdline(pid)
-			o.proc(observe.ActivityEvent{Time: now, Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
+			if argv, cut := readCmdline(pid); len(argv) > 0 { // empty: it has just ended
+				p.argv, p.cut = argv, cut
+				o.proc(observe.ActivityEvent{Time: now, Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
+			}
 		}
 		if st.state == 'Z' && p.exit == nil && !p.ignored {
 			e := exitOfStatus(st.exitCode)
@@ -644,6 +678,16 @@ func readCmdline(pid int) ([]string, bool) {
 		args, cut = args[:maxArgs], true
 	}
 	return args, cut
+}
+
+// commOf is the kernel's name of a process running the program at path:
+// its base name, cut to TASK_COMM_LEN.
+func commOf(path string) string {
+	c := filepath.Base(path)
+	if len(c) > 15 {
+		c = c[:15]
+	}
+	return c
 }
 
 // lastPID is the last PID handed out in the guest's PID namespace.
