@@ -2,6 +2,7 @@ package observe
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -139,4 +140,41 @@ func quoteArgv(argv []string) string {
 		}
 	}
 	return "[" + strings.Join(q, " ") + "]"
+}
+
+// Problem says what is wrong with a recorded event ("": nothing):
+// trace.Validate's check of each one.
+func (e ActivityEvent) Problem() string {
+	switch e.Kind {
+	case ActExec, ActExit:
+		if e.PID <= 0 {
+			return fmt.Sprintf("%s without a pid", e.Kind)
+		}
+	case ActFile:
+		if e.Path == "" {
+			return "file event without a path"
+		}
+		if len(e.Ops) == 0 {
+			return fmt.Sprintf("file event %s without an operation", e.Path)
+		}
+		for _, op := range e.Ops {
+			if !slices.Contains(FileOps, op) {
+				return fmt.Sprintf("file event %s: unknown operation %q", e.Path, op)
+			}
+		}
+		if e.SHA256 != "" && len(e.SHA256) != 64 {
+			return fmt.Sprintf("file event %s: sha256 %q is not 64 hex digits", e.Path, e.SHA256)
+		}
+	case ActUnseen:
+		if e.N <= 0 {
+			return "unseen event without a count"
+		}
+	case ActOverflow:
+		if e.Reason == "" {
+			return "overflow event without a reason"
+		}
+	default:
+		return fmt.Sprintf("unknown kind %q (known: %s)", e.Kind, strings.Join(ActivityKinds, ", "))
+	}
+	return ""
 }

@@ -6,10 +6,6 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-
-	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Validate checks that a trace read back is whole and consistent, and
@@ -62,7 +58,7 @@ func Validate(tr *Trace) []string {
 	for _, rec := range tr.Records {
 		if rec.Observation != nil {
 			for i, e := range rec.Observation.Activity {
-				if why := badActivity(e); why != "" {
+				if why := e.Problem(); why != "" {
 					add("steps.jsonl: step %d: activity %d: %s", rec.Step, i+1, why)
 				}
 			}
@@ -96,40 +92,4 @@ func Validate(tr *Trace) []string {
 		}
 	}
 	return bad
-}
-
-// badActivity says what is wrong with one event of the trusted observer.
-func badActivity(e observe.ActivityEvent) string {
-	switch e.Kind {
-	case observe.ActExec, observe.ActExit:
-		if e.PID <= 0 {
-			return fmt.Sprintf("%s without a pid", e.Kind)
-		}
-	case observe.ActFile:
-		if e.Path == "" {
-			return "file event without a path"
-		}
-		if len(e.Ops) == 0 {
-			return fmt.Sprintf("file event %s without an operation", e.Path)
-		}
-		for _, op := range e.Ops {
-			if !slices.Contains(observe.FileOps, op) {
-				return fmt.Sprintf("file event %s: unknown operation %q", e.Path, op)
-			}
-		}
-		if e.SHA256 != "" && len(e.SHA256) != 64 {
-			return fmt.Sprintf("file event %s: sha256 %q is not 64 hex digits", e.Path, e.SHA256)
-		}
-	case observe.ActUnseen:
-		if e.N <= 0 {
-			return "unseen event without a count"
-		}
-	case observe.ActOverflow:
-		if e.Reason == "" {
-			return "overflow event without a reason"
-		}
-	default:
-		return fmt.Sprintf("unknown kind %q (known: %s)", e.Kind, strings.Join(observe.ActivityKinds, ", "))
-	}
-	return ""
 }
