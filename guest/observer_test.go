@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -28,13 +29,27 @@ func startTestObserver(t *testing.T, root string, run bool) *observer {
 	return o
 }
 
-// fileEvents indexes a checkpoint's file events by path.
+// fileEvents indexes checkpoints' file events by path, a path's
+// operations over several checkpoints joined (the last one's hash kept).
 func fileEvents(evs []observe.ActivityEvent) map[string]observe.ActivityEvent {
 	m := map[string]observe.ActivityEvent{}
 	for _, e := range evs {
-		if e.Kind == observe.ActFile {
-			m[e.Path] = e
+		if e.Kind != observe.ActFile {
+			continue
 		}
+		if old, ok := m[e.Path]; ok {
+			var ops []string
+			for _, op := range observe.FileOps {
+				if old.Has(op) || e.Has(op) {
+					ops = append(ops, op)
+				}
+			}
+			e.Ops = ops
+			if e.From == "" {
+				e.From = old.From
+			}
+		}
+		m[e.Path] = e
 	}
 	return m
 }
@@ -55,6 +70,7 @@ echo draft > .doc.tmp && mv .doc.tmp doc.txt
 mkdir -p sub/deep && echo x > sub/deep/y
 echo gone > del && rm del
 echo mine > .run/clock
+echo ready
 read go
 exit 3`
 	cmd := exec.Command("sh", "-c", script)
@@ -63,16 +79,25 @@ exit 3`
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
+	// Its files are made before the first checkpoint.
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
 	running := o.checkpoint(0)
 	stdin.Close()
 	// Left a zombie until the observer has looked: its status is read
 	// from /proc, as for a process the app has not reaped yet.
 	for {
-		if st, ok := o.readStat(pid); !ok || st.state == 'Z' {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if st, ok := parseStat(b); err != nil || !ok || st.state == 'Z' {
 			break
 		}
 		runtime.Gosched()
@@ -133,9 +158,9 @@ exit 3`
 	for _, e := range evs {
 		switch {
 		case e.Kind == observe.ActExec && e.PID == pid:
-			execd = len(e.Argv) == 3 && e.Argv[0] == "sh" && e.Argv[1] == "-c"
+			execd = execd || len(e.Argv) == 3 && e.Argv[0] == "sh" && e.Argv[1] == "-c"
 		case e.Kind == observe.ActExit && e.PID == pid:
-			exited = e.Exit != nil && e.Exit.Code == 3
+			exited = exited || e.Exit != nil && e.Exit.Code == 3
 		case e.Kind == observe.ActUnseen:
 			unseen = e.N > 0
 		}
