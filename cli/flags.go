@@ -35,6 +35,7 @@ type sandboxFlags struct {
 	pids                                    int
 	noWM                                    bool
 	a11y, a11yTree, marks                   bool
+	observe                                 bool
 	allowUnbounded                          bool
 
 	timeout, startTimeout time.Duration
@@ -137,6 +138,9 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 		"a11y": {
 			run:  {false, "start the sandbox's private accessibility bus (D-Bus + AT-SPI): the tree can be read and actions can name elements"},
 			eval: {false, "start each sandbox's accessibility bus"}},
+		"observe": {
+			run:  {false, "record the app's processes (exec, exit) and the files it changes below /tmp in the trace, by the guest outside the app's reach (the trusted observer; docs/observer.md)"},
+			eval: {false, "record each app's processes and changed files in its trace (the trusted observer)"}},
 		"a11y-tree": {
 			run:  {false, "read the accessibility tree at every step, for the agent and the trace (implies --a11y)"},
 			eval: {false, "read the accessibility tree at every step (implies --a11y)"}},
@@ -173,6 +177,7 @@ func serveFlagUses() map[string]flagUse {
 		"pids":                   {environment.DefaultPIDs, "process limit per sandbox (the default and the most)"},
 		"tmpfs":                  {sizeFlag(environment.DefaultTmpfsMB << 20), "writable /tmp per sandbox (the default and the most)"},
 		"no-wm":                  {false, "start no window manager"},
+		"observe":                {false, "record every environment's processes and changed files in its traces (the trusted observer)"},
 		"allow-unbounded-limits": {false, allowUnboundedUsage},
 		"timeout":                {serve.DefaultTimeout, "deadline of an episode (the default and the most a client may ask for)"},
 		"start-timeout":          {session.DefaultStartTimeout, "deadline for creating a sandbox and starting its app"},
@@ -193,7 +198,7 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
 		"ready-timeout": &f.readyTimeout, "log-cap": &f.logCap, "settle": &f.settle,
 		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
-		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks, "allow-unbounded-limits": &f.allowUnbounded,
+		"a11y": &f.a11y, "a11y-tree": &f.a11yTree, "marks": &f.marks, "observe": &f.observe, "allow-unbounded-limits": &f.allowUnbounded,
 		"allow-net": &f.allowNet, "forward": &f.forward, "net-resolve": &f.netResolve,
 		"net-max-bytes": &f.netMaxBytes, "net-max-rate": &f.netMaxRate,
 		"policy": &f.policyFile, "approve": &f.approve,
@@ -287,7 +292,7 @@ func (f *sandboxFlags) launch() (logCap int64, settle session.Settle, err error)
 // guest binary; every value checked.
 func (f *sandboxFlags) config() (environment.Config, error) {
 	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
-		A11y: f.a11y || f.a11yTree || f.marks}
+		A11y: f.a11y || f.a11yTree || f.marks, Observe: f.observe}
 	if f.takes("screen") {
 		s, err := observe.ParseScreen(f.screen)
 		if err != nil {

@@ -169,6 +169,7 @@ func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 			return err
 		}
 		envCfg.A11y = envCfg.A11y || sc.NeedsA11y()
+		envCfg.Observe = envCfg.Observe || sc.NeedsObserver()
 		taskFiles = taskFiles.Merge(sc.Files)
 		sa = script.New(sc)
 		next, actor = sa, trace.ActorScript

@@ -163,6 +163,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 			spec = sc.Grade
 		}
 		envCfg.A11y = envCfg.A11y || sc.NeedsA11y()
+		envCfg.Observe = envCfg.Observe || sc.NeedsObserver()
 		if !cmd.Flags().Changed("max-steps") {
 			f.maxSteps = script.MaxSteps // waits poll; --timeout bounds the run
 		}

@@ -177,6 +177,10 @@ type Config struct {
 	// Such a sandbox does not reset in place (Resetter): its home is not
 	// the sandbox's to restore.
 	Name string
+	// Observe starts the trusted observer (--observe): the guest records
+	// the app's processes and the files it changes, read at each
+	// checkpoint through Observer.
+	Observe bool
 }
 
 // Events receives the app's output and life events. Calls come from one
@@ -348,6 +352,16 @@ type Liveness interface {
 	Ping(ctx context.Context) error
 }
 
+// Observer is implemented by environments whose guest can run the trusted
+// observer; a sandbox created without Config.Observe answers with an error
+// wrapping ErrNoObserver.
+type Observer interface {
+	// Activity is a checkpoint: what the app did since the previous one
+	// (processes, files; written files hashed now), in the order seen,
+	// bounded with overflow events that say what was left out.
+	Activity(ctx context.Context) ([]observe.ActivityEvent, error)
+}
+
 // Accessible is implemented by environments that can read the
 // accessibility tree; a sandbox created without Config.A11y answers with
 // an error wrapping ErrNoA11y.
@@ -371,6 +385,8 @@ var (
 	ErrAppExited = errors.New("app exited")
 	// ErrClosed: the environment was closed.
 	ErrClosed = errors.New("environment closed")
+	// ErrNoObserver: the sandbox has no trusted observer (Config.Observe).
+	ErrNoObserver = errors.New("the sandbox has no observer (start it with --observe)")
 	// ErrNoA11y: the sandbox has no accessibility bus (Config.A11y).
 	ErrNoA11y = errors.New("the sandbox has no accessibility bus (start it with --a11y)")
 )

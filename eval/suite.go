@@ -61,6 +61,9 @@ type Task struct {
 	// A11y starts each episode's accessibility bus (as --a11y); a script
 	// that names elements turns it on by itself.
 	A11y bool
+	// Observe runs each episode's trusted observer (as --observe); a
+	// script that checks file_written or process turns it on by itself.
+	Observe bool
 	// AllowNet and Forward add to the command line's --allow-net and
 	// --forward (and the app manifest's allow_net) for this task.
 	AllowNet []netpolicy.Rule
@@ -86,7 +89,7 @@ type Task struct {
 	inputs         *app.Inputs // loaded for the run (Run)
 }
 
-var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "allow_net", "forward", "grade", "clock", "clock_step", "policy"}, app.TaskFields...)
+var taskFields = append([]string{"name", "target", "task", "script", "agent", "options", "timeout", "episodes", "max_steps", "screen", "image", "env", "a11y", "observe", "allow_net", "forward", "grade", "clock", "clock_step", "policy"}, app.TaskFields...)
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
@@ -200,6 +203,10 @@ func LoadWith(path string, o LoadOptions) (*Suite, error) {
 				}
 			case "a11y":
 				if v.Kind != yaml.ScalarNode || v.Decode(&t.A11y) != nil {
+					err = fail("want true or false")
+				}
+			case "observe":
+				if v.Kind != yaml.ScalarNode || v.Decode(&t.Observe) != nil {
 					err = fail("want true or false")
 				}
 			case "options", "env":

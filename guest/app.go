@@ -192,6 +192,13 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.Stdin = nil // /dev/null
+	if err := g.startObserver(); err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return resp, err
+	}
 	oomBefore := oomKills()
 	t := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -206,6 +213,9 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	p := &appProc{cmd: cmd, started: t, done: make(chan struct{})}
 	g.app = p
 	resp.PID = cmd.Process.Pid
+	if g.obs != nil {
+		g.obs.started(cmd.Process.Pid, append([]string{bin}, g.homeArgs(req.Args)...))
+	}
 
 	logCap := req.LogCap
 	if logCap <= 0 {
@@ -220,6 +230,9 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		e := exitOf(cmd.ProcessState, err)
 		if e.Signal == "SIGKILL" && oomKills() > oomBefore {
 			e.OOM = true
+		}
+		if g.obs != nil {
+			g.obs.noteExit(cmd.Process.Pid, e)
 		}
 		// Give the readers a moment to drain what the app wrote last;
 		// detached children may hold the pipes open for longer.

@@ -44,6 +44,7 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		// clock's file) is not this one's.
 		_ = os.RemoveAll(filepath.Join(g.home, ".run"))
 	}
+	g.observeOn = req.Observe
 	for _, d := range []string{g.home, g.appDir, filepath.Join(g.home, ".config")} {
 		if d == "" {
 			continue

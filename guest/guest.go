@@ -63,6 +63,11 @@ type Guest struct {
 	bus    *atspi.Bus // the accessibility bus, when asked for
 	net    *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
 
+	// observeOn starts the trusted observer with the app (observer.go);
+	// obs is it once the app was launched.
+	observeOn bool
+	obs       *observer
+
 	vclock *vclock // the app's virtual clock, when it was launched with one (clock.go)
 
 	winMu   sync.Mutex
@@ -322,6 +327,11 @@ func (g *Guest) handle(m *wire.Message) {
 		if err = decode(&req); err == nil {
 			out, err = g.reset(ctx)
 		}
+	case wire.MethodActivity:
+		var req wire.ActivityRequest
+		if err = decode(&req); err == nil {
+			out, err = g.activity(req)
+		}
 	case wire.MethodFloor:
 		var req wire.FloorRequest
 		if err = decode(&req); err == nil {
@@ -374,6 +384,9 @@ func (g *Guest) shutdown(grace time.Duration) {
 		}
 		if g.bus != nil {
 			g.bus.Stop()
+		}
+		if g.obs != nil {
+			g.obs.close()
 		}
 		g.net.close()
 		if g.opts.Sandboxed {

@@ -165,6 +165,9 @@ type Observation struct {
 	// sandbox's network (--allow-net, --forward) since the previous
 	// observation: a denied one says so, and why.
 	Network []NetEvent
+	// Activity is what the trusted observer (--observe) saw the app do
+	// since the previous observation: processes and files.
+	Activity []ActivityEvent
 	// Running is false once the app has exited; Exit then says how.
 	Running bool
 	Exit    *Exit

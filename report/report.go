@@ -305,8 +305,9 @@ type resultData struct {
 	CMS   float64 `json:"cms,omitempty"` // of which confirming the input
 }
 
-// lineData is one line of app output ("o" stdout, "e" stderr) or an event
-// ("v") at T ms since the run started.
+// lineData is one line of app output ("o" stdout, "e" stderr), an event
+// ("v") or the trusted observer's event ("a") at T ms since the run
+// started.
 type lineData struct {
 	K string  `json:"k"`
 	T float64 `json:"t"`
@@ -734,20 +735,32 @@ func alignOutput(tr *trace.Trace, steps []stepData) {
 				}
 				lines = append(lines, lineData{K: k, T: float64(l.T.Microseconds()) / 1000, X: clip(l.Text, maxLineRunes)})
 			}
+			// The trusted observer's events, at the time each was seen:
+			// on the step whose action was running then.
+			for _, ev := range r.Observation.Activity {
+				t := r.TMS
+				if !ev.Time.IsZero() && !tr.Run.Started.IsZero() {
+					t = min(r.TMS, float64(ev.Time.Sub(tr.Run.Started).Microseconds())/1000)
+				}
+				lines = append(lines, lineData{K: "a", T: t, X: clip("observer: "+ev.String(), maxMessageRunes)})
+			}
 		case r.Type == trace.TypeEvent:
 			lines = append(lines, lineData{K: "v", T: r.TMS, X: describeEvent(r)})
 		}
 	}
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].T < lines[j].T })
 	j := 0
-	counts := make([][2]int, len(steps)) // lines of output, events
+	counts := make([][3]int, len(steps)) // lines of output, events, the observer's events
 	for _, l := range lines {
 		for j+1 < len(steps) && steps[j+1].T <= l.T {
 			j++
 		}
-		if l.K == "v" {
+		switch l.K {
+		case "v":
 			counts[j][1]++
-		} else {
+		case "a":
+			counts[j][2]++
+		default:
 			counts[j][0]++
 		}
 		s := &steps[j]
@@ -764,6 +777,9 @@ func alignOutput(tr *trace.Trace, steps []stepData) {
 		}
 		if c[1] > 0 {
 			parts = append(parts, plural.S(c[1], "event"))
+		}
+		if c[2] > 0 {
+			parts = append(parts, plural.S(c[2], "observed process or file event"))
 		}
 		steps[i].Sum = strings.Join(parts, ", ")
 	}

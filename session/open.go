@@ -246,6 +246,7 @@ func (s *Session) initialRecord() trace.Run {
 			A11y:                s.cfg.Env.A11y,
 			Tree:                s.cfg.Tree,
 			Marks:               s.cfg.Marks,
+			Observe:             s.cfg.Env.Observe,
 			Clock:               s.cfg.Clock.settings(),
 		},
 		Network:     networkInfo(s.cfg.Env.Network),

@@ -178,3 +178,19 @@ func (s *Session) unseal(a action.Action) (action.Action, *action.Result) {
 	}
 	return action.Action{Kind: action.Type, Text: val, DelayMS: a.DelayMS, Target: a.Target}, nil
 }
+
+// activity redacts what the observer recorded of the app's words: its
+// command lines and paths (the events are the session's own copy).
+func (x *redaction) activity(evs []observe.ActivityEvent) []observe.ActivityEvent {
+	if x == nil {
+		return evs
+	}
+	for i := range evs {
+		e := &evs[i]
+		for j := range e.Argv {
+			e.Argv[j] = x.r.String(e.Argv[j])
+		}
+		e.Path, e.From = x.r.String(e.Path), x.r.String(e.From)
+	}
+	return evs
+}

@@ -621,9 +621,13 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 	s.maskTree = tree
 	var lines []observe.LogLine
 	var netEvs []observe.NetEvent
+	var activity []observe.ActivityEvent
 	if consume {
 		lines = s.events.takeLines()
 		netEvs = s.events.takeNetwork()
+		if activity, err = s.activity(ctx, env); err != nil {
+			return nil, nil, err
+		}
 	}
 	exit := s.events.exit()
 	st.Windows = s.events.secrets.windows(st.Windows)
@@ -634,7 +638,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 	obs := &observe.Observation{
 		Step: step, Elapsed: time.Since(s.started), Screen: frame,
 		Cursor: st.Cursor, Windows: st.Windows, Output: lines, Network: netEvs,
-		Running: running, Exit: exit,
+		Activity: activity, Running: running, Exit: exit,
 	}
 	tw := time.Now()
 	shot := s.tw.Screenshot(step, frame) // queues the PNG; blocks only if encoding falls behind
@@ -646,10 +650,28 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 			FrameHash:  trace.FrameHash(frame.Hash),
 			Width:      frame.Width, Height: frame.Height,
 			Cursor: st.Cursor, Windows: st.Windows, Running: running, Output: lines,
-			Network: netEvs, Clock: s.clockStamp(), Masked: maskedAreas(areas), MaskMS: maskMS,
+			Network: netEvs, Activity: activity, Clock: s.clockStamp(), Masked: maskedAreas(areas), MaskMS: maskMS,
 		},
 	}
 	return obs, rec, nil
+}
+
+// activity is a checkpoint of the trusted observer (Config.Env.Observe):
+// what the app did since the previous observation, its paths and
+// arguments with the vault's values replaced.
+func (s *Session) activity(ctx context.Context, env environment.Environment) ([]observe.ActivityEvent, error) {
+	if !s.cfg.Env.Observe {
+		return nil, nil
+	}
+	o, ok := env.(environment.Observer)
+	if !ok {
+		return nil, fmt.Errorf("activity: %w", environment.ErrNoObserver)
+	}
+	evs, err := o.Activity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.events.secrets.activity(evs), nil
 }
 
 // final records the observation of a step that was never decided.

@@ -293,6 +293,9 @@ type Settings struct {
 	A11y  bool `json:"a11y,omitempty"`
 	Tree  bool `json:"tree,omitempty"`
 	Marks bool `json:"marks,omitempty"`
+	// Observe: the trusted observer recorded the app's processes and
+	// files (--observe); each observation's activity holds them.
+	Observe bool `json:"observe,omitempty"`
 	// FreezeWhileThinking and MaxRate are --freeze-while-thinking and
 	// --max-rate (0: no bound). Absent in traces written before they were
 	// recorded (agentbox f2e3deb and older), which ran with the default
@@ -368,6 +371,12 @@ type Observation struct {
 	// Network is what the agent was shown of the sandbox's connections
 	// since the previous observation (network.jsonl has every one).
 	Network []observe.NetEvent `json:"network,omitempty"`
+	// Activity is what the trusted observer (--observe) recorded since the
+	// previous observation: processes run and ended, files changed below
+	// the sandbox's writable directories (coalesced per path, written
+	// files hashed at this checkpoint), and overflow and unseen events
+	// wherever something was left out. Absent without --observe.
+	Activity []observe.ActivityEvent `json:"activity,omitempty"`
 	// View is the region and size the agent was shown, when it asked for
 	// one with a screenshot action.
 	View *ViewInfo `json:"view,omitempty"`

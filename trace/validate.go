@@ -56,6 +56,13 @@ func Validate(tr *Trace) []string {
 	}
 	seen := map[string]bool{}
 	for _, rec := range tr.Records {
+		if rec.Observation != nil {
+			for i, e := range rec.Observation.Activity {
+				if why := e.Problem(); why != "" {
+					add("steps.jsonl: step %d: activity %d: %s", rec.Step, i+1, why)
+				}
+			}
+		}
 		o := rec.Observation
 		if o == nil || o.Screenshot == "" || seen[o.Screenshot] || !tr.HasScreenshot(o.Screenshot) {
 			continue

@@ -36,7 +36,8 @@ import (
 // 4: floor (a step's primitives timed alone, for agentbox bench), and
 // the act request's wait until file (an older guest would refuse it as
 // an unknown condition only once a script used it).
-const Protocol = 4
+// 5: the trusted observer: start's observe and the activity request.
+const Protocol = 5
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.

@@ -20,6 +20,7 @@ const (
 	MethodReadFile   = "read_file"  // ReadFileRequest → ReadFileResponse + payload (a chunk of a file below the home)
 	MethodClock      = "clock"      // ClockRequest → ClockResponse (an app launched with a virtual clock)
 	MethodReset      = "reset"      // ResetRequest → ResetResponse: the sandbox back to its state before the first launch (a relaunch)
+	MethodActivity   = "activity"   // ActivityRequest → ActivityResponse: what the trusted observer saw since the previous checkpoint (a sandbox started with Observe)
 	MethodFloor      = "floor"      // FloorRequest → FloorResponse (+ payload: the screen's pixels, with Frame): a step's primitives timed alone (agentbox bench)
 )
 
@@ -49,6 +50,24 @@ type StartRequest struct {
 	A11y bool `json:"a11y,omitempty"`
 	// Net, when set, is the sandbox's network (--allow-net, --forward).
 	Net *NetSetup `json:"net,omitempty"`
+	// Observe starts the trusted observer with the app: the guest records
+	// the app's processes and the files it changes below the home and
+	// /tmp, read at each checkpoint by the activity request.
+	Observe bool `json:"observe,omitempty"`
+}
+
+// ActivityRequest is a checkpoint of the trusted observer: the events
+// since the previous one, written files hashed now.
+type ActivityRequest struct {
+	// MaxEvents bounds the events answered (0: the guest's default); the
+	// rest are counted in an overflow event.
+	MaxEvents int `json:"max_events,omitempty"`
+}
+
+// ActivityResponse is what the observer saw since the previous
+// checkpoint, in the order seen (file events at the end, one per path).
+type ActivityResponse struct {
+	Events []observe.ActivityEvent `json:"events"`
 }
 
 // NetSetup gives the sandbox its network: the guest listens on the

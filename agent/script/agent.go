@@ -38,6 +38,7 @@ type Agent struct {
 	// (nil after a check's own polling wait).
 	acted *Step
 	net   []observe.NetEvent
+	act   []observe.ActivityEvent // the trusted observer's events so far
 
 	waiting   bool
 	waitStart time.Time
@@ -105,6 +106,10 @@ func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decis
 	if n := len(a.net) - maxLines; n > 0 {
 		a.net = append(a.net[:0], a.net[n:]...)
 	}
+	a.act = append(a.act, obs.Activity...)
+	if n := len(a.act) - maxLines; n > 0 {
+		a.act = append(a.act[:0], a.act[n:]...)
+	}
 	var checked []CheckRecord
 	var tolerated *ActionRecord
 	var remembered []string
@@ -167,7 +172,7 @@ func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decis
 				}
 				ref = a.waitRef
 			}
-			v := c.evaluate(world{obs: obs, ref: ref, lines: a.lines, net: a.net})
+			v := c.evaluate(world{obs: obs, ref: ref, lines: a.lines, net: a.net, act: a.act})
 			rec := CheckRecord{Step: st.N, Line: st.Line, Check: checkName(c), Verdict: v}
 			if c.Wait {
 				rec.WaitedMS = float64(time.Since(a.waitStart).Microseconds()) / 1000

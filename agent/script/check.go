@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/collectfs"
 	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/observe"
 )
@@ -15,7 +16,8 @@ type world struct {
 	obs   *observe.Observation
 	ref   *observe.Frame // the reference screenshot (since, or the previous one)
 	lines []observe.LogLine
-	net   []observe.NetEvent // the sandbox's connections so far
+	net   []observe.NetEvent      // the sandbox's connections so far
+	act   []observe.ActivityEvent // what the trusted observer recorded so far
 }
 
 // Verdict is the outcome of one check.
@@ -143,8 +145,92 @@ func (c *Check) evaluate(w world) Verdict {
 			seen += "; the last: " + w.net[len(w.net)-1].String()
 		}
 		return Verdict{false, exp, seen}
+	case CheckFileWritten:
+		return c.fileWritten(w.act)
+	case CheckProcess:
+		return c.process(w.act)
 	}
 	return Verdict{false, c.Kind, "unknown check"}
+}
+
+// fileWritten looks for a written file below the home matching Path.
+func (c *Check) fileWritten(act []observe.ActivityEvent) Verdict {
+	exp := "a file matching " + c.Path + " written"
+	pat := strings.TrimPrefix(c.Path, "~/")
+	var last *observe.ActivityEvent
+	n := 0
+	for i, e := range act {
+		if e.Kind != observe.ActFile || e.Dir || !e.Has(observe.OpWritten) {
+			continue
+		}
+		n++
+		last = &act[i]
+		if rel, ok := strings.CutPrefix(e.Path, "~/"); ok && collectfs.Matches(pat, rel) {
+			return Verdict{true, exp, e.String()}
+		}
+	}
+	return Verdict{false, exp, activitySeen(act, n, "files written", last)}
+}
+
+// process looks for a process whose command line matches Argv (and, with
+// Exit, its exit with that code).
+func (c *Check) process(act []observe.ActivityEvent) Verdict {
+	exp := "a process " + c.Argv
+	kind := observe.ActExec
+	if c.Exit != nil {
+		exp += fmt.Sprintf(" exited with code %d", *c.Exit)
+		kind = observe.ActExit
+	} else {
+		exp += " ran"
+	}
+	var last, unknown *observe.ActivityEvent
+	n := 0
+	for i, e := range act {
+		if e.Kind != kind {
+			continue
+		}
+		n++
+		last = &act[i]
+		if !c.argvMatch(strings.Join(e.Argv, " ")) {
+			continue
+		}
+		if c.Exit == nil || e.Exit != nil && e.Exit.Signal == "" && e.Exit.Code == *c.Exit {
+			return Verdict{true, exp, e.String()}
+		}
+		if e.Exit == nil {
+			unknown = &act[i]
+		}
+	}
+	seen := activitySeen(act, n, "processes", last)
+	if unknown != nil {
+		seen += "; " + unknown.String() + " (its status was not seen: the observer polls)"
+	}
+	return Verdict{false, exp, seen}
+}
+
+// activitySeen says what the observer recorded when a check found nothing:
+// how many events of the kind, the last, and what was left out.
+func activitySeen(act []observe.ActivityEvent, n int, what string, last *observe.ActivityEvent) string {
+	seen := fmt.Sprintf("%d %s, none matching", n, what)
+	if last != nil {
+		seen += "; the last: " + last.String()
+	}
+	var unseen, lost int64
+	for _, e := range act {
+		switch e.Kind {
+		case observe.ActUnseen:
+			unseen += e.N
+		case observe.ActOverflow:
+			lost++
+		}
+	}
+	if unseen > 0 {
+		seen += fmt.Sprintf("; %d short-lived processes or threads unseen", unseen)
+	}
+	if lost > 0 {
+		seen += fmt.Sprintf("; %d overflow events (some activity was not recorded)", lost)
+	}
+	return seen
 }
 
 // destMatches matches a glob against "host:port", or against the host

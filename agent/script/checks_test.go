@@ -117,6 +117,25 @@ var checkCorpus = []string{
 	`{expect: network, denied: ""}`,
 	`{expect: network, denied: "[bad"}`,
 	`{expect: network, denied: x, stream: stdout}`,
+	// file_written
+	`{expect: file_written, path: "~/out/*.txt"}`,
+	`{wait_for: file_written, path: "~/**/report.ods", timeout_ms: 5000}`,
+	`{expect: file_written}`,
+	`{expect: file_written, path: "out.txt"}`,
+	`{expect: file_written, path: "~/../etc/passwd"}`,
+	`{expect: file_written, path: "~/[bad"}`,
+	`{expect: file_written, path: 3}`,
+	`{expect: file_written, path: "~/a", exit: 0}`,
+	// process
+	`{expect: process, argv: "sh -c *"}`,
+	`{expect: process, argv: "/^convert .*pdf$/", exit: 0}`,
+	`{wait_for: process, argv: "sleep 1", exit: 3, timeout_ms: 2000}`,
+	`{expect: process}`,
+	`{expect: process, argv: ""}`,
+	`{expect: process, argv: "/(/"}`,
+	`{expect: process, argv: x, exit: 256}`,
+	`{expect: process, argv: x, exit: "zero"}`,
+	`{expect: process, argv: x, path: "~/a"}`,
 	// the verb
 	`{expect: colour}`,
 	`{expect: 5}`,
@@ -194,6 +213,15 @@ func describeCheck(c *Check) string {
 	}
 	if c.NetDest != "" {
 		fmt.Fprintf(&b, " net_dest=%q denied=%v", c.NetDest, c.NetDenied)
+	}
+	if c.Path != "" {
+		fmt.Fprintf(&b, " path=%q", c.Path)
+	}
+	if c.Argv != "" {
+		fmt.Fprintf(&b, " argv=%q match=%v", c.Argv, c.argvMatch != nil)
+	}
+	if c.Exit != nil {
+		fmt.Fprintf(&b, " exit=%d", *c.Exit)
 	}
 	return b.String()
 }

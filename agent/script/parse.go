@@ -33,6 +33,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/grade"
+	"github.com/codegirl-games/agentbox/internal/collectfs"
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 	"github.com/codegirl-games/agentbox/observe"
 )
@@ -101,6 +102,10 @@ const (
 	CheckExited    = "exited"
 	CheckElement   = "element"
 	CheckNetwork   = "network"
+	// The trusted observer's (the sandbox runs it: --observe, or a script
+	// that uses them).
+	CheckFileWritten = "file_written"
+	CheckProcess     = "process"
 )
 
 // checkSpec is one kind of check: the fields it takes besides expect or
@@ -114,17 +119,19 @@ type checkSpec struct {
 
 // checkSpecs are the checks by kind.
 var checkSpecs = map[string]checkSpec{
-	CheckPixel:     {[]string{"x", "y", "color", "tolerance"}, (*checkParser).pixel},
-	CheckMoved:     {[]string{"color", "tolerance", "min_dx", "min_dy", "since"}, (*checkParser).moved},
-	CheckChanged:   {[]string{"region", "min_pixels", "since", "tolerance"}, (*checkParser).changed},
-	CheckUnchanged: {[]string{"region", "max_pixels", "since", "tolerance"}, (*checkParser).unchanged},
-	CheckImage:     {[]string{"file", "region", "max_diff", "tolerance"}, (*checkParser).image},
-	CheckWindow:    {[]string{"title"}, (*checkParser).window},
-	CheckLog:       {[]string{"stream", "contains", "regex"}, (*checkParser).log},
-	CheckRunning:   {nil, nil},
-	CheckExited:    {[]string{"code"}, (*checkParser).exited},
-	CheckElement:   {[]string{"target", "absent", "name", "text", "state"}, (*checkParser).element},
-	CheckNetwork:   {[]string{"denied", "allowed"}, (*checkParser).network},
+	CheckPixel:       {[]string{"x", "y", "color", "tolerance"}, (*checkParser).pixel},
+	CheckMoved:       {[]string{"color", "tolerance", "min_dx", "min_dy", "since"}, (*checkParser).moved},
+	CheckChanged:     {[]string{"region", "min_pixels", "since", "tolerance"}, (*checkParser).changed},
+	CheckUnchanged:   {[]string{"region", "max_pixels", "since", "tolerance"}, (*checkParser).unchanged},
+	CheckImage:       {[]string{"file", "region", "max_diff", "tolerance"}, (*checkParser).image},
+	CheckWindow:      {[]string{"title"}, (*checkParser).window},
+	CheckLog:         {[]string{"stream", "contains", "regex"}, (*checkParser).log},
+	CheckRunning:     {nil, nil},
+	CheckExited:      {[]string{"code"}, (*checkParser).exited},
+	CheckElement:     {[]string{"target", "absent", "name", "text", "state"}, (*checkParser).element},
+	CheckNetwork:     {[]string{"denied", "allowed"}, (*checkParser).network},
+	CheckFileWritten: {[]string{"path"}, (*checkParser).fileWritten},
+	CheckProcess:     {[]string{"argv", "exit"}, (*checkParser).process},
 }
 
 // Check is one expectation about the screen, the windows, the output or the
@@ -176,6 +183,26 @@ type Check struct {
 	// allowed.
 	NetDest   string
 	NetDenied bool
+	// file_written: a file below the home matching Path ("~/" and a
+	// pattern of the collect's rules: *, ?, […], **) was written.
+	Path string
+	// process: a process whose command line (its arguments joined by
+	// spaces) matches Argv — exactly, a glob or /regex/ — ran; with Exit,
+	// it exited with that code (and the observer saw its status).
+	Argv      string
+	argvMatch func(string) bool
+	Exit      *int
+}
+
+// NeedsObserver reports whether the script checks what the trusted
+// observer records: its sandbox needs the observer.
+func (s *Script) NeedsObserver() bool {
+	for _, st := range s.Steps {
+		if st.Check != nil && (st.Check.Kind == CheckFileWritten || st.Check.Kind == CheckProcess) {
+			return true
+		}
+	}
+	return false
 }
 
 // NeedsA11y reports whether the script names elements (a target or an
@@ -772,6 +799,53 @@ func (cp *checkParser) network() error {
 	}
 	if _, err := path.Match(cp.c.NetDest, "x"); err != nil {
 		return cp.fail(field, "bad glob: %v", err)
+	}
+	return nil
+}
+
+func (cp *checkParser) fileWritten() error {
+	c := cp.c
+	if err := cp.need("path"); err != nil {
+		return err
+	}
+	if err := cp.text("path", &c.Path); err != nil {
+		return err
+	}
+	rel, ok := strings.CutPrefix(c.Path, "~/")
+	if !ok {
+		return cp.fail("path", "want a path below the home starting with ~/ (such as ~/out/*.txt), got %q", c.Path)
+	}
+	if err := collectfs.CheckPattern(rel); err != nil {
+		return cp.fail("path", "%v", err)
+	}
+	return nil
+}
+
+func (cp *checkParser) process() error {
+	c := cp.c
+	if err := cp.need("argv"); err != nil {
+		return err
+	}
+	if err := cp.text("argv", &c.Argv); err != nil {
+		return err
+	}
+	if c.Argv == "" {
+		return cp.fail("argv", "want the command line, a glob (such as \"sh -c *\") or /regex/, got nothing")
+	}
+	m, err := action.TitleMatcher(c.Argv)
+	if err != nil {
+		return cp.fail("argv", "want the command line, a glob or /regex/: %v", err)
+	}
+	c.argvMatch = m
+	if cp.has("exit") {
+		var code int
+		if err := cp.int("exit", &code); err != nil {
+			return err
+		}
+		if code < 0 || code > 255 {
+			return cp.fail("exit", "an exit code is between 0 and 255, got %d", code)
+		}
+		c.Exit = &code
 	}
 	return nil
 }

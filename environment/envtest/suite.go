@@ -111,6 +111,7 @@ func Run(t *testing.T, o Options) {
 		{"Isolation", s.testIsolation},
 		{"Network", s.testNetwork},
 		{"VirtualClock", s.testVirtualClock},
+		{"Observer", s.testObserver},
 	} {
 		t.Run(c.name, c.f)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/klauspost/compress/s2"
 
@@ -390,4 +392,51 @@ func clipTree(t *observe.Tree, maxNodes int) *observe.Tree {
 	t.Apps = max(0, min(t.Apps, len(t.Elements)))
 	t.Hidden = max(0, t.Hidden)
 	return t
+}
+
+// Bounds of the observer's checkpoints: the events asked for (the guest
+// adds at most a few overflow events), and each event's text.
+const (
+	maxActivity     = 1000
+	maxActivityText = 4096
+	maxActivityArgs = 64
+)
+
+// clipActivity bounds a checkpoint's events: their number (the rest
+// counted in an overflow event), arguments, paths and reasons.
+func clipActivity(evs []observe.ActivityEvent) []observe.ActivityEvent {
+	const slack = 8 // the guest's own overflow events
+	if n := len(evs) - (maxActivity + slack); n > 0 {
+		evs = append(evs[:maxActivity+slack:maxActivity+slack], observe.ActivityEvent{Time: time.Now(), Kind: observe.ActOverflow, N: int64(n),
+			Reason: "the guest sent more events than the host accepts"})
+	}
+	for i := range evs {
+		e := &evs[i]
+		if !slices.Contains(observe.ActivityKinds, e.Kind) {
+			e.Kind, e.Reason = observe.ActOverflow, "an event of unknown kind "+clip(e.Kind, 32)
+		}
+		if len(e.Argv) > maxActivityArgs {
+			e.Argv, e.Cut = e.Argv[:maxActivityArgs], true
+		}
+		total := 0
+		for j, a := range e.Argv {
+			e.Argv[j] = clip(a, maxActivityText)
+			total += len(e.Argv[j])
+			if total > maxActivityText {
+				e.Argv, e.Cut = e.Argv[:j+1], true
+				break
+			}
+		}
+		e.Path, e.From, e.Reason, e.NotHashed = clip(e.Path, maxActivityText), clip(e.From, maxActivityText), clip(e.Reason, 256), clip(e.NotHashed, 256)
+		e.SHA256 = clip(e.SHA256, 64)
+		e.Exit = clipExitPtr(e.Exit)
+		var ops []string
+		for _, op := range e.Ops {
+			if slices.Contains(observe.FileOps, op) {
+				ops = append(ops, op)
+			}
+		}
+		e.Ops = ops
+	}
+	return evs
 }

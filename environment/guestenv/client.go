@@ -63,6 +63,8 @@ type Client struct {
 	FullFrames bool
 	// A11y makes Start start the accessibility bus.
 	A11y bool
+	// Observe makes the guest run the trusted observer from the launch.
+	Observer bool
 	// Net is the sandbox's network, sent with start.
 	Net *wire.NetSetup
 }
@@ -162,6 +164,7 @@ func (c *Client) Start(ctx context.Context, screen observe.Screen, noWM bool, ti
 		Screen:    screen,
 		NoWM:      noWM,
 		A11y:      c.A11y,
+		Observe:   c.Observer,
 		Home:      Home,
 		AppDir:    AppDir,
 		TimeoutMS: int(timeout / time.Millisecond),
@@ -452,6 +455,19 @@ func (c *Client) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tre
 		return nil, c.wrap("accessibility tree", err)
 	}
 	return clipTree(&t, lim.MaxNodes), nil
+}
+
+// Activity is a checkpoint of the trusted observer, bounded as the host
+// bounds everything the guest says.
+func (c *Client) Activity(ctx context.Context) ([]observe.ActivityEvent, error) {
+	var resp wire.ActivityResponse
+	// Hashing the checkpoint's written files is bounded in the guest (64
+	// MiB): the deadline allows for it on a slow disk.
+	_, err := c.call(ctx, wire.MethodActivity, 30*time.Second, wire.ActivityRequest{MaxEvents: maxActivity}, &resp, nil)
+	if err != nil {
+		return nil, c.wrap("activity", err)
+	}
+	return clipActivity(resp.Events), nil
 }
 
 // Stop ends the app, releases held input and stops the display. It returns

@@ -238,6 +238,7 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 		}
 	}
 	gc.A11y = cfg.A11y
+	gc.Observer = cfg.Observe
 	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, startBound)
 	if err != nil {
 		return nil, e.Explain(ctx, err)
@@ -350,6 +351,21 @@ func (e *Env) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, 
 		err = e.Explain(ctx, err)
 	}
 	return t, err
+}
+
+var _ environment.Observer = (*Env)(nil)
+
+// Activity implements environment.Observer: a checkpoint of the guest's
+// trusted observer (the sandbox needs Config.Observe).
+func (e *Env) Activity(ctx context.Context) ([]observe.ActivityEvent, error) {
+	if !e.opts.Config.Observe {
+		return nil, fmt.Errorf("activity: %w", environment.ErrNoObserver)
+	}
+	evs, err := e.guest.Activity(ctx)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	return evs, err
 }
 
 var _ environment.Clocked = (*Env)(nil)

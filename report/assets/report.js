@@ -383,7 +383,7 @@
     const out = el("div", "out");
     if (!s.out || !s.out.length) out.appendChild(el("div", "none", "(nothing)"));
     for (const l of s.out || []) {
-      const d = el("div", l.k === "e" ? "e" : l.k === "v" ? "v" : "");
+      const d = el("div", l.k === "e" ? "e" : l.k === "v" ? "v" : l.k === "a" ? "a" : "");
       d.appendChild(el("span", "tt", secs(l.t)));
       d.appendChild(document.createTextNode((l.k === "e" ? "stderr: " : "") + l.x));
       out.appendChild(d);
