@@ -356,12 +356,16 @@ func (s *Session) recordStep(step int, rec *trace.Record, st Step, verr error) *
 		d := *st.Decision
 		rec.Decision = &d
 		for name, data := range st.Files {
-			if p, err := s.tw.Attach(step, name, data); err == nil {
-				if rec.Decision.Files == nil {
-					rec.Decision.Files = map[string]string{}
-				}
-				rec.Decision.Files[name] = p
+			p, err := s.tw.Attach(step, name, data)
+			if err != nil {
+				// The agent's record of its decision (a model's history,
+				// what a resume rebuilds) could not be kept.
+				return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: step %d's %s: %v", step, name, err)}
 			}
+			if rec.Decision.Files == nil {
+				rec.Decision.Files = map[string]string{}
+			}
+			rec.Decision.Files[name] = p
 		}
 	}
 	tw := time.Now()

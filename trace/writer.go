@@ -371,14 +371,17 @@ func (w *Writer) Tree(step int, t *observe.Tree) (string, error) {
 	}
 	w.names[rel] = true
 	w.mu.Unlock()
-	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, false); err != nil {
+	// Synced like the step's intent it belongs to: a model agent's
+	// exchanges are its history, which a resume rebuilds from them.
+	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, !w.opts.noSync); err != nil {
 		return "", err
 	}
 	return rel, nil
 }
 
-// Attach writes a file the agent produced for a step into exchanges/ and
-// returns its path relative to the trace.
+// Attach writes a file the agent produced for a step into exchanges/
+// (synced, as the step's intent is) and returns its path relative to the
+// trace.
 func (w *Writer) Attach(step int, name string, data []byte) (string, error) {
 	safe := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
@@ -390,7 +393,9 @@ func (w *Writer) Attach(step int, name string, data []byte) (string, error) {
 	if err := os.MkdirAll(filepath.Join(w.dir, ExchangesDir), 0o755); err != nil {
 		return "", fmt.Errorf("trace: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, false); err != nil {
+	// Synced like the step's intent it belongs to: a model agent's
+	// exchanges are its history, which a resume rebuilds from them.
+	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, !w.opts.noSync); err != nil {
 		return "", err
 	}
 	return rel, nil
