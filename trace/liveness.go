@@ -178,6 +178,7 @@ func markCrashed(dir, resumedBy string) error {
 		run.ResumedBy = resumedBy
 		run.Message = "agentbox died during the run; it was resumed as " + resumedBy
 	}
+	_ = os.Remove(filepath.Join(dir, ReserveFile)) // room for run.json
 	data, err := json.MarshalIndent(run, "", "  ")
 	if err != nil {
 		return fmt.Errorf("trace: encode run: %w", err)
