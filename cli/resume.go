@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -218,6 +219,10 @@ func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 	defer func() {
 		if err := claim.Release(resumedBy); err != nil {
 			fmt.Fprintf(stderr, "agentbox: finalising %s as crashed: %v\n", termsafe.Line(dir), err)
+			return
+		}
+		if !f.index.off {
+			reindex(context.WithoutCancel(ctx), stderr, f.index, dir) // its row said running
 		}
 	}()
 

@@ -221,10 +221,17 @@ func TestResumeModelAgent(t *testing.T) {
 	if upto := trace.LastCompleted(tr); upto != 3 {
 		t.Fatalf("the killed run kept %d completed steps, want 3", upto)
 	}
+	if ls := agentbox(t, "ls", filepath.Dir(dir)); !strings.Contains(ls.stdout, "crashed (resumable)") {
+		t.Errorf("ls (from the index) does not show the killed run as resumable:\n%s", ls)
+	}
 	out := filepath.Join(t.TempDir(), "resumed")
 	r := agentbox(t, "resume", dir, "--out", out)
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s", r.code, r)
+	}
+	// The index learnt that the crashed trace was finalised (no rescan).
+	if ls := agentbox(t, "ls", filepath.Dir(dir)); !strings.Contains(ls.stdout, "resumed") || strings.Contains(ls.stdout, "running") {
+		t.Errorf("ls after the resume does not show the crashed run as resumed:\n%s", ls)
 	}
 	if !strings.Contains(r.stdout, "the agent's conversation rebuilt from 3 recorded steps") {
 		t.Errorf("resume's summary does not say the conversation was rebuilt:\n%s", r.stdout)

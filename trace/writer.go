@@ -595,8 +595,10 @@ func (w *Writer) Finish(update func(r *Run)) error {
 	w.sendMu.Unlock()
 	w.wg.Wait()
 
-	// The reserve makes room for what follows on a full disk.
+	// The reserve makes room for what follows on a full disk; the live
+	// page's address goes with the page.
 	_ = os.Remove(filepath.Join(w.dir, ReserveFile))
+	_ = os.Remove(filepath.Join(w.dir, LiveFile))
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
