@@ -113,6 +113,21 @@ type TreeWanter interface {
 	WantsTree() bool
 }
 
+// Rehearser is implemented by agents whose state is a conversation with
+// a model (openai, openai-chat, anthropic). agentbox resume continues a
+// crashed run with its recorded history this way: at every replayed step
+// the agent is given that step's recorded exchanges (Rehearse: the
+// exchange.json its decision attached, nil when it made no request) and
+// decides again on the replayed observation, its model requests answered
+// from the recording instead of the service; Rehearsed ends the step and
+// says whether the requests were the recorded ones. The agent's history
+// is then what it was when the run stopped, and its next request (at the
+// seam) carries it.
+type Rehearser interface {
+	Rehearse(recorded []byte) error
+	Rehearsed() error
+}
+
 // Options are an agent's settings from the command line (--agent-opt k=v).
 type Options map[string]string
 

@@ -230,3 +230,24 @@ it) and indexes again every directory it knew, and each DIR.`,
 	cmd.Flags().BoolVar(&rebuild, "rebuild", false, "recreate the index from the traces")
 	return cmd
 }
+
+// reindex reads one trace into the index again whole (a crashed trace
+// that a resume finalised: its row said running). Failing, it warns;
+// `agentbox index` catches up.
+func reindex(ctx context.Context, stderr io.Writer, f indexFlags, dir string) {
+	p, err := f.where()
+	if err != nil || p == "" {
+		return
+	}
+	if _, err := os.Stat(p); err != nil {
+		return // no index yet
+	}
+	s, err := store.Open(p)
+	if err == nil {
+		err = s.IndexTrace(ctx, dir)
+		s.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "agentbox: warning: the index still shows %s as running (`agentbox index` catches up): %s\n", termsafe.Line(dir), termsafe.Line(err.Error()))
+	}
+}

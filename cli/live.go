@@ -10,6 +10,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/live"
 	"github.com/codegirl-games/agentbox/session"
+	"github.com/codegirl-games/agentbox/trace"
 )
 
 // The live page (--live) of run, eval and serve.
@@ -66,7 +67,15 @@ func watch(srv *live.Server, info live.Info, cfg *session.Config) (opened func(*
 	if _, ok := cfg.Approver.(liveApprover); ok {
 		cfg.Approver = v.Approver() // --approve live: this view's page answers
 	}
-	return v.Open, v.Finish
+	dir := cfg.TraceDir
+	return func(s *session.Session) {
+		v.Open(s)
+		// The dashboard links the running trace to its view (read-only);
+		// the trace's writer removes the address when the run ends.
+		if dir != "" {
+			_ = trace.WriteLive(dir, v.ReadOnlyURL())
+		}
+	}, v.Finish
 }
 
 // chain tells both listeners.

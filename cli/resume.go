@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -47,8 +48,13 @@ and a divergence stops the resume with the replay's diff (exit 1) unless
 --force. Then the run's own agent goes on: a script from the step after the
 last completed one, an exec agent's program started with
 ` + agentexec.ResumedEnv + `=STEP (and resumed_after_step in its start message),
-demo and idle as they are. Model agents (openai, anthropic) and runs of a
-person are not resumed (exit 2): their history is not replayable here.
+demo and idle as they are, a model agent (openai, openai-chat, anthropic)
+with its recorded conversation: at every replayed step it decides again,
+its requests answered from the step's recorded exchanges (exchange.json)
+instead of the model, so that its first request after the seam carries
+the earlier turns (a rehearsed decision that is not the recorded action
+stops the resume, exit 1). The model's key comes from the environment,
+as for run. Runs of a person are not resumed (exit 2).
 
 The resumed run writes a new trace, whose run.json records resumed_from
 (the crashed trace and its step); the crashed trace is finalised as crashed
@@ -76,8 +82,10 @@ cannot be resumed.`,
 }
 
 // resumableAgents are the agents a resume continues: their state is the
-// script's position, or nothing agentbox keeps.
-var resumableAgents = map[string]bool{"script": true, "exec": true, "demo": true, "idle": true}
+// script's position, nothing agentbox keeps, or (the model agents,
+// agent.Rehearser) the conversation the trace's exchanges record.
+var resumableAgents = map[string]bool{"script": true, "exec": true, "demo": true, "idle": true,
+	"openai": true, "openai-chat": true, "anthropic": true}
 
 func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -112,7 +120,7 @@ func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 	}
 	name := src.Run.Agent.Name
 	if !resumableAgents[name] {
-		return usageErrorf("%s was run by agent %q, which resume does not continue: only script, exec, demo and idle runs are resumed (a model agent's conversation is not replayable here; start it again with agentbox run)", dir, name)
+		return usageErrorf("%s was run by %s, which resume does not continue: only runs of script, exec, demo, idle and the model agents (openai, openai-chat, anthropic) are resumed; start it again with agentbox run", dir, termsafe.Line(describeAgent(src.Run.Agent)))
 	}
 	if n := src.Run.Network; n != nil && (len(n.Allow) > 0 || len(n.Forward) > 0) {
 		return usageErrorf("%s ran with a network (--allow-net/--forward); resume does not restore it yet: start it again with agentbox run", dir)
@@ -180,6 +188,9 @@ func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 		if e, ok := next.(*agentexec.Agent); ok {
 			e.Resume(upto)
 		}
+		if err := preflight(cmd.Context(), name, next); err != nil {
+			return err
+		}
 	}
 	if c, ok := next.(agent.Closer); ok {
 		defer c.Close()
@@ -209,6 +220,10 @@ func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 	defer func() {
 		if err := claim.Release(resumedBy); err != nil {
 			fmt.Fprintf(stderr, "agentbox: finalising %s as crashed: %v\n", termsafe.Line(dir), err)
+			return
+		}
+		if !f.index.off {
+			reindex(context.WithoutCancel(ctx), stderr, f.index, dir) // its row said running
 		}
 	}()
 
@@ -310,8 +325,12 @@ func runResume(cmd *cobra.Command, f resumeFlags, dir string) error {
 			fmt.Fprintf(stdout, "diff: %s · side by side: %s (--force goes on past it)\n", termsafe.Line(filepath.Join(run.Dir, d.DiffFile)), termsafe.Line(filepath.Join(run.Dir, d.CompareFile)))
 		}
 	}
-	fmt.Fprintf(stdout, "resumed %s after step %d: %s replayed, %s in all, in %v\n", termsafe.Line(src.Run.ID), upto,
-		plural.S(ra.Replay().Replayed, "step"), plural.S(res.Steps, "step"), time.Since(t0).Round(10*time.Millisecond))
+	rehearsed := ""
+	if ra.Rehearsed > 0 {
+		rehearsed = fmt.Sprintf(" (the agent's conversation rebuilt from %s)", plural.S(ra.Rehearsed, "recorded step"))
+	}
+	fmt.Fprintf(stdout, "resumed %s after step %d: %s replayed%s, %s in all, in %v\n", termsafe.Line(src.Run.ID), upto,
+		plural.S(ra.Replay().Replayed, "step"), rehearsed, plural.S(res.Steps, "step"), time.Since(t0).Round(10*time.Millisecond))
 	return silentExitOrNil(res.ExitCode())
 }
 

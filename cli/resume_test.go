@@ -51,8 +51,8 @@ func TestResumeRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name, dir, want string
 	}{
-		{"model agent", crashedTrace(t, "openai"), `agent "openai", which resume does not continue`},
-		{"a person", crashedTrace(t, "human"), `agent "human", which resume does not continue`},
+		{"a person", crashedTrace(t, "human"), "no agent (a person at the live page), which resume does not continue"},
+		{"an unknown agent", crashedTrace(t, "oracle"), "agent oracle, which resume does not continue"},
 		{"finished", finished, "finished (success); there is nothing to resume"},
 		{"live", live, "still being written by a live agentbox"},
 		{"not a trace", t.TempDir(), "not a trace directory"},

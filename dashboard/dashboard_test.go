@@ -499,3 +499,49 @@ func TestCSVCell(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningLinksAndCrashed: a running run that serves a live page links
+// to its read-only address (trace.LiveFile), on the list and on its page;
+// a run whose agentbox died (its writer's lock free) is listed as crashed
+// and resumable, with no link; an address that is not a loopback http
+// one is no link.
+func TestRunningLinksAndCrashed(t *testing.T) {
+	f := newFixture(t)
+	live := filepath.Join(f.root, "mover-live")
+	const addr = "http://127.0.0.1:41234/v/1?view=readonlytoken"
+	if err := trace.WriteLive(live, addr); err != nil {
+		t.Fatal(err)
+	}
+	crashed := filepath.Join(f.root, "mover-crashed")
+	os.MkdirAll(crashed, 0o755)
+	for _, name := range []string{trace.RunFile, trace.StepsFile, trace.ActionsFile} {
+		data, err := os.ReadFile(filepath.Join(live, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(crashed, name), data, 0o644)
+	}
+	if _, err := f.st.Index(context.Background(), []string{f.root}, false, func(w string) { t.Errorf("index: %s", w) }); err != nil {
+		t.Fatal(err)
+	}
+	body := f.get(t, "/", nil).Body.String()
+	link := `<a class="live" href="http://127.0.0.1:41234/v/1?view=readonlytoken" rel="noreferrer" target="_blank">live page</a>`
+	if !strings.Contains(body, "Running now (2)") || !strings.Contains(body, link) || !strings.Contains(body, "crashed (resumable: agentbox resume)") {
+		t.Errorf("the running list lacks the live link or the crashed run:\n%s", body)
+	}
+	if strings.Count(body, `class="live"`) != 1 {
+		t.Errorf("want one live link (the crashed run has none):\n%s", body)
+	}
+	if b := f.get(t, "/run/"+f.row(t, "mover-live"), nil).Body.String(); !strings.Contains(b, link) {
+		t.Errorf("the running run's page does not link to its live page:\n%s", b)
+	}
+	for _, bad := range []string{"javascript:alert(1)", "http://example.com/v/1", "https://127.0.0.1:1/"} {
+		if err := trace.WriteLive(live, bad); err == nil {
+			t.Errorf("WriteLive took %q", bad)
+		}
+		os.WriteFile(filepath.Join(live, trace.LiveFile), []byte(bad), 0o600)
+		if b := f.get(t, "/", nil).Body.String(); strings.Contains(b, `class="live"`) {
+			t.Errorf("a recorded %q is linked", bad)
+		}
+	}
+}

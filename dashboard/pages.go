@@ -98,9 +98,9 @@ var pages = template.Must(template.New("").Funcs(funcs).Parse(`
 {{template "filter" .}}
 {{if .Running}}<h2 class="running">Running now ({{len .Running}})</h2>
 <table><thead><tr><th>started</th><th>app</th><th>agent</th><th>task</th><th class="num">steps so far</th><th>state</th></tr></thead><tbody>
-{{range .Running}}<tr><td><a href="/run/{{.Row}}">{{when .Started}}</a></td><td>{{.App}}</td><td>{{.Agent}}</td><td class="task">{{.Task}}</td><td class="num">{{.Steps}}</td><td class="running">{{.State}}</td></tr>
+{{range .Running}}<tr><td><a href="/run/{{.Row}}">{{when .Started}}</a></td><td>{{.App}}</td><td>{{.Agent}}</td><td class="task">{{.Task}}</td><td class="num">{{.Steps}}</td><td class="running">{{.State}}{{if .Live}} · <a class="live" href="{{.Live}}" rel="noreferrer" target="_blank">live page</a>{{end}}</td></tr>
 {{end}}</tbody></table>
-<p class="muted">A live page's address is not recorded (it carries its run's token): open the one the run printed (run --live). A run whose agentbox died stays here, no longer written.</p>{{end}}
+<p class="muted">A run started with --live links to its live page (read-only). A run whose agentbox died is crashed (resumable): agentbox resume continues it.</p>{{end}}
 <h2>Runs <span class="muted">({{.From}}–{{.To}} of {{.TotalRuns}})</span></h2>
 <div class="actions"><a href="/export?{{.Query}}" download>Export these {{.TotalRuns}} runs (.tar.gz: traces and summary.csv)</a></div>
 {{if .Runs}}{{template "runrows" .Runs}}{{else}}<p class="muted">No run matches.</p>{{end}}
@@ -117,7 +117,7 @@ var pages = template.Must(template.New("").Funcs(funcs).Parse(`
 <dl class="facts">
 <dt>task</dt><dd>{{.R.Task}}</dd>
 <dt>started</dt><dd>{{when .R.Started}}</dd>
-<dt>state</dt><dd>{{if .State}}<span class="running">{{.State}}</span>{{else}}{{.R.Status}}{{end}}</dd>
+<dt>state</dt><dd>{{if .State}}<span class="running">{{.State}}</span>{{if .Live}} · <a class="live" href="{{.Live}}" rel="noreferrer" target="_blank">live page</a>{{end}}{{else}}{{.R.Status}}{{end}}</dd>
 <dt>reason</dt><dd>{{.R.Reason}}</dd>
 {{if .R.Message}}<dt>message</dt><dd>{{.R.Message}}</dd>{{end}}
 {{if .R.Grade}}<dt>grade</dt><dd>{{.R.Grade}}</dd>{{end}}
@@ -179,20 +179,34 @@ func (s *Server) filterPage(title, nav, action string, f form) filterPage {
 	return filterPage{page: page{title, nav}, Action: action, F: f, Filtered: f.any(), Outcomes: Outcomes}
 }
 
-// running is a run still being written: "running", and how long since its
-// trace was last written (a run whose agentbox died stays so too).
+// running is a run not finalised: still being written (with its live
+// page's address when it serves one) or whose agentbox died.
 type running struct {
 	store.Entry
 	State string
+	Live  string
 }
 
-// runState says what is known of a run that is not complete. No live
-// page's address is recorded (it carries a token), so it says running and
-// when the trace was last written.
-func (s *Server) runState(e store.Entry) string {
+// runState says what is known of a run that is not complete, from its
+// trace's lock (trace.CheckLiveness): running, and how long since its
+// trace was last written, with the read-only address of its live page
+// when the run serves one (trace.LiveFile); or crashed (resumable) when
+// its agentbox died, or being resumed.
+func (s *Server) runState(e store.Entry) (state, live string) {
 	if e.Status == trace.StatusComplete {
-		return ""
+		return "", ""
 	}
+	switch lv, err := trace.CheckLiveness(e.Path); {
+	case err != nil:
+		return "unknown: " + err.Error(), ""
+	case lv == trace.Crashed:
+		return "crashed (resumable: agentbox resume)", ""
+	case lv == trace.Resuming:
+		return "being resumed", ""
+	case lv == trace.Finished:
+		return "finished (the index is behind: agentbox index)", ""
+	}
+	live, _ = trace.ReadLive(e.Path) // a bad address is no link
 	last := time.Time{}
 	for _, f := range []string{trace.StepsFile, trace.RunFile} {
 		if fi, err := os.Stat(filepath.Join(e.Path, f)); err == nil && fi.ModTime().After(last) {
@@ -200,9 +214,9 @@ func (s *Server) runState(e store.Entry) string {
 		}
 	}
 	if last.IsZero() {
-		return "running"
+		return "running", live
 	}
-	return "running · trace last written " + s.o.Now().Sub(last).Round(time.Second).String() + " ago"
+	return "running · trace last written " + s.o.Now().Sub(last).Round(time.Second).String() + " ago", live
 }
 
 const maxRunning = 50
@@ -264,7 +278,8 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, e := range rs {
 			if e.Kind == store.KindRun {
-				d.Running = append(d.Running, running{e, s.runState(e)})
+				st, lv := s.runState(e)
+				d.Running = append(d.Running, running{e, st, lv})
 			}
 		}
 	}
@@ -318,10 +333,12 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		page
 		R         store.RunDetail
 		State     string
+		Live      string
 		HasReport bool
 		Verdict   *replayRow
 		Replays   []replayRow
-	}{page: page{"run " + d.ID, "runs"}, R: d, State: s.runState(d.Entry)}
+	}{page: page{"run " + d.ID, "runs"}, R: d}
+	data.State, data.Live = s.runState(d.Entry)
 	data.HasReport = trace.CheckFile(d.Path, trace.RunFile) == nil
 	if d.AgentName == "replay" {
 		v := s.replayOf(d.Entry)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	at "github.com/codegirl-games/agentbox/agent/anthropic/anthropictest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -173,4 +174,112 @@ func TestEvalResume(t *testing.T) {
 	if !strings.Contains(r.stdout, `"passed": 3`) {
 		t.Fatalf("the summary does not count three passed episodes:\n%s", r.stdout)
 	}
+}
+
+// TestResumeModelAgent kills agentbox (SIGKILL) while the anthropic agent
+// waits for the model's fourth answer, and resumes the run: the replayed
+// steps are decided again from the recorded exchanges (the fake model is
+// not asked during the replay), and the first request after the seam
+// carries the earlier turns — the three tool_use blocks the model sent
+// and their tool_results — before the run goes on to its end.
+func TestResumeModelAgent(t *testing.T) {
+	requireLocal(t)
+	bin := testenv.Build(t, "./cmd/agentbox")
+	const task = "Move the character right."
+	asked := make(chan int, 16)
+	srv := at.New(t, func(r *at.Request) at.Reply {
+		asked <- r.N
+		switch {
+		case r.N <= 3:
+			return at.Answer("tool_use", at.TextBlock(fmt.Sprintf("turn %d: pressing Right.", r.N)),
+				at.ToolUse(fmt.Sprintf("toolu_%d", r.N), map[string]any{"action": "key", "text": "Right"}))
+		case r.N == 4:
+			return at.Reply{Stall: true} // agentbox is killed while it waits
+		case r.N == 5:
+			return at.Answer("end_turn", at.TextBlock("The square moved right."))
+		}
+		return at.APIError(400, "invalid_request_error", "unexpected request")
+	})
+	t.Setenv("ANTHROPIC_API_KEY", anthropicKey)
+	t.Setenv("ANTHROPIC_BASE_URL", "")
+	t.Setenv("ANTHROPIC_MODEL", "")
+	dir := filepath.Join(t.TempDir(), "crashed")
+	run := startBackground(t, bin, "run", moverApp(t, ""), "--backend", "local", "--agent", "anthropic",
+		"--agent-opt", "base_url="+srv.URL, "--task", task, "--out", dir)
+	deadline := time.After(3 * time.Minute)
+	for n := 0; n < 4; {
+		select {
+		case n = <-asked:
+		case <-run.done:
+			t.Fatalf("the run ended before the model's fourth request:\n%s", run.stderr.String())
+		case <-deadline:
+			t.Fatalf("no fourth model request:\n%s", run.stderr.String())
+		}
+	}
+	run.kill()
+	tr := openTrace(t, dir)
+	if upto := trace.LastCompleted(tr); upto != 3 {
+		t.Fatalf("the killed run kept %d completed steps, want 3", upto)
+	}
+	if ls := agentbox(t, "ls", filepath.Dir(dir)); !strings.Contains(ls.stdout, "crashed (resumable)") {
+		t.Errorf("ls (from the index) does not show the killed run as resumable:\n%s", ls)
+	}
+	out := filepath.Join(t.TempDir(), "resumed")
+	r := agentbox(t, "resume", dir, "--out", out)
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d\n%s", r.code, r)
+	}
+	// The index learnt that the crashed trace was finalised (no rescan).
+	if ls := agentbox(t, "ls", filepath.Dir(dir)); !strings.Contains(ls.stdout, "resumed") || strings.Contains(ls.stdout, "running") {
+		t.Errorf("ls after the resume does not show the crashed run as resumed:\n%s", ls)
+	}
+	if !strings.Contains(r.stdout, "the agent's conversation rebuilt from 3 recorded steps") {
+		t.Errorf("resume's summary does not say the conversation was rebuilt:\n%s", r.stdout)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 5 {
+		t.Fatalf("the model was asked %d times in all, want 5 (none during the replay)", len(reqs))
+	}
+	seam := reqs[4]
+	msgs := seam.Params.Messages
+	var uses, results []string
+	for _, m := range msgs {
+		for _, b := range m.Content {
+			switch b.Type {
+			case "tool_use":
+				uses = append(uses, b.ID)
+			case "tool_result":
+				results = append(results, b.ToolUseID)
+			}
+		}
+	}
+	want := "toolu_1 toolu_2 toolu_3"
+	if got := strings.Join(uses, " "); got != want {
+		t.Errorf("the first request after the seam carries tool_use %q, want %q (%d messages)", got, want, len(msgs))
+	}
+	if got := strings.Join(results, " "); got != want {
+		t.Errorf("the first request after the seam carries tool_result %q, want %q", got, want)
+	}
+	if !strings.Contains(string(seam.Raw), "turn 2: pressing Right.") {
+		t.Error("the first request after the seam lacks the model's earlier words")
+	}
+	if len(seam.Images()) == 0 || seam.LastImage() == nil {
+		t.Error("the first request after the seam has no screenshot")
+	}
+	res := openTrace(t, out)
+	if bad := trace.Validate(res); bad != nil {
+		t.Fatalf("the resumed trace does not validate: %v", bad)
+	}
+	if res.Run.Outcome != trace.Success || res.Run.Steps != 4 {
+		t.Fatalf("resumed: outcome %s (%s), %d steps; want success, 4", res.Run.Outcome, res.Run.Message, res.Run.Steps)
+	}
+	// The replayed steps keep their exchanges: the resumed trace can be
+	// resumed in turn.
+	for _, st := range res.Steps[:3] {
+		if st.Decision == nil || st.Decision.Files["exchange.json"] == "" {
+			t.Errorf("resumed step %d has no exchange.json", st.Step)
+		}
+	}
+	anthropicNoKey(t, result{dir: out})
+	assertNoSandboxes(t, res.Run.ID)
 }

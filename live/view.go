@@ -139,6 +139,14 @@ func (s *Server) pruneLocked() {
 // ID is the view's number in its page's address (/v/ID).
 func (v *View) ID() string { return v.id }
 
+// ReadOnlyURL is the address of this view for viewers who may only watch
+// (the dashboard links a running trace to it).
+func (v *View) ReadOnlyURL() string {
+	v.srv.mu.Lock()
+	defer v.srv.mu.Unlock()
+	return "http://" + v.srv.addr + "/v/" + v.id + "?view=" + v.srv.view
+}
+
 func (v *View) ended() bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()

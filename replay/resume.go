@@ -38,6 +38,10 @@ type ResumeAgent struct {
 	last   int         // the last step decided
 	handed bool
 
+	// Rehearsed counts the replayed steps a model agent decided again
+	// from the recording (agent.Rehearser).
+	Rehearsed int
+
 	// Forced lists the divergences Force went past.
 	Forced []string
 	// Divergence is the divergence that ended the run (nil: none did).
@@ -172,6 +176,11 @@ func (r *ResumeAgent) replayStep(ctx context.Context, obs *observe.Observation) 
 		if rec.Decision != nil && rec.Decision.Meta != nil {
 			d.Meta = maps.Clone(rec.Decision.Meta)
 		}
+		if files, err := r.rehearse(ctx, obs, rec); err != nil {
+			return agent.Decision{}, err
+		} else if files != nil {
+			d.Files = files
+		}
 		if r.Replayed != nil {
 			r.Replayed(rec, obs)
 		}
@@ -182,6 +191,52 @@ func (r *ResumeAgent) replayStep(ctx context.Context, obs *observe.Observation) 
 	d.Meta["resumed"] = "replayed"
 	return d, nil
 }
+
+// MaxExchange bounds a recorded step's exchange.json that a model agent
+// rehearses.
+const MaxExchange = 64 << 20
+
+// rehearse has a model agent (agent.Rehearser) decide the replayed step
+// rec again on obs, its requests answered by the step's recorded
+// exchanges, so that its conversation is the recorded one at the seam.
+// It returns the agent's files (the exchanges again, for this trace:
+// a resumed run can be resumed in turn). The rehearsed decision must be
+// the recorded action: another one means the history was not rebuilt.
+func (r *ResumeAgent) rehearse(ctx context.Context, obs *observe.Observation, rec *trace.Step) (map[string][]byte, error) {
+	rh, ok := r.Next.(agent.Rehearser)
+	if !ok || rec.Action == nil || (rec.Actor != "" && rec.Actor != trace.ActorAgent) {
+		return nil, nil
+	}
+	var doc []byte
+	if rec.Decision != nil {
+		if p := rec.Decision.Files[ExchangeFile]; p != "" {
+			b, err := trace.ReadFile(r.src.Dir, p, MaxExchange)
+			if err != nil {
+				return nil, fmt.Errorf("resume: step %d's recorded model exchanges: %w", rec.Step, err)
+			}
+			doc = b
+		}
+	}
+	if err := rh.Rehearse(doc); err != nil {
+		return nil, fmt.Errorf("resume: step %d: %w", rec.Step, err)
+	}
+	d, err := r.Next.Decide(ctx, obs)
+	if err2 := rh.Rehearsed(); err == nil {
+		err = err2
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resume: rebuilding the agent's conversation at step %d: %w", rec.Step, err)
+	}
+	if got, want := d.Action.String(), rec.Action.String(); got != want {
+		return nil, fmt.Errorf("resume: rebuilding the agent's conversation at step %d: it decided %s, the recording %s", rec.Step, got, want)
+	}
+	r.Rehearsed++
+	return d.Files, nil
+}
+
+// ExchangeFile is the name under which a model agent attaches a step's
+// exchanges (trace.Decision.Files).
+const ExchangeFile = "exchange.json"
 
 // diverged is what a divergence does: end the run (stop) or, forced, be
 // listed and let it go on.

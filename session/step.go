@@ -346,6 +346,11 @@ func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Reco
 // whether the action is invalid) to the trace: the step is on disk before
 // its action runs.
 func (s *Session) recordStep(step int, rec *trace.Record, st Step, verr error) *ending {
+	if err := s.tw.Err(); err != nil {
+		// A write failed (a full disk): what was written stays, the run
+		// ends here.
+		return &ending{trace.Error, trace.ReasonEnvironment, err.Error()}
+	}
 	a := st.Action
 	rec.Action = &a
 	rec.Actor = st.Actor
@@ -356,19 +361,23 @@ func (s *Session) recordStep(step int, rec *trace.Record, st Step, verr error) *
 		d := *st.Decision
 		rec.Decision = &d
 		for name, data := range st.Files {
-			if p, err := s.tw.Attach(step, name, data); err == nil {
-				if rec.Decision.Files == nil {
-					rec.Decision.Files = map[string]string{}
-				}
-				rec.Decision.Files[name] = p
+			p, err := s.tw.Attach(step, name, data)
+			if err != nil {
+				// The agent's record of its decision (a model's history,
+				// what a resume rebuilds) could not be kept.
+				return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: step %d's %s: %v", step, name, err)}
 			}
+			if rec.Decision.Files == nil {
+				rec.Decision.Files = map[string]string{}
+			}
+			rec.Decision.Files[name] = p
 		}
 	}
 	tw := time.Now()
 	err := s.tw.Record(*rec)
 	s.traceTime += time.Since(tw)
 	if err != nil {
-		return &ending{trace.Error, trace.ReasonEnvironment, fmt.Sprintf("trace: %v", err)}
+		return &ending{trace.Error, trace.ReasonEnvironment, err.Error()} // "trace: …"
 	}
 	s.steps = step
 	s.tell(Event{Kind: EventStep, Step: step, Actor: st.Actor, Action: &a, Invalid: rec.Invalid})

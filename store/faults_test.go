@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
 )
 
@@ -242,5 +243,88 @@ func TestConcurrentWriters(t *testing.T) {
 	s.db.QueryRow("SELECT count(*), count(run_mtime_ns) FROM runs").Scan(&runs, &stamped)
 	if runs != procs*each || stamped != runs {
 		t.Errorf("%d runs (%d indexed whole), want %d", runs, stamped, procs*each)
+	}
+}
+
+// TestFullDiskIndex writes traces, indexed live, while the store's disk
+// (a small tmpfs) fills up: the Indexer warns and the runs go on with
+// their traces whole (the traces are the truth; the index is rebuilt
+// from them); the store reopens, passes SQLite's integrity check and
+// holds nothing a trace contradicts; once the disk has room again, Index
+// catches every trace up.
+func TestFullDiskIndex(t *testing.T) {
+	testenv.Require(t, testenv.Root("mounting a small tmpfs"))
+	disk := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", disk).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", disk).CombinedOutput(); err != nil {
+			t.Errorf("umount: %v\n%s", err, out)
+		}
+	})
+	path := filepath.Join(disk, "index.db")
+	root := t.TempDir()
+	s := openStore(t, path)
+	var mu sync.Mutex
+	var warned error
+	ix := NewIndexer(s, func(err error) { mu.Lock(); warned = err; mu.Unlock() })
+	n := 0
+	for ; n < 400; n++ {
+		writeTrace(t, filepath.Join(root, fmt.Sprintf("%05d", n)), ix, spec{app: "mover", agent: "demo", task: "a task long enough to take room " + strings.Repeat("x", 200),
+			outcome: trace.Success, steps: 40, started: time.Now()})
+		ix.Flush(context.Background())
+		mu.Lock()
+		w := warned
+		mu.Unlock()
+		if w != nil {
+			if n == 0 {
+				t.Fatalf("the store's disk is too small for a first trace: %v", w)
+			}
+			t.Logf("the store's disk filled at trace %d: %v", n, w)
+			break
+		}
+	}
+	if warned == nil {
+		t.Fatalf("%d traces indexed on a 2m disk and no warning", n)
+	}
+	// A few more runs while the disk is full: their traces are whole.
+	for i := 0; i < 3; i++ {
+		n++
+		writeTrace(t, filepath.Join(root, fmt.Sprintf("%05d", n)), ix, spec{app: "mover", agent: "demo", task: "t", outcome: trace.Success, steps: 10, started: time.Now()})
+	}
+	ix.Close(time.Minute)
+	s.Close()
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		tr, err := trace.Open(filepath.Join(root, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bad := trace.Validate(tr); bad != nil {
+			t.Fatalf("%s: %v", e.Name(), bad)
+		}
+	}
+
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("reopen on the full disk: %v", err)
+	}
+	consistent(t, s)
+	s.Close()
+
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", disk).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v\n%s", err, out)
+	}
+	s = openStore(t, path)
+	defer s.Close()
+	if _, err := s.Index(context.Background(), []string{root}, false, noWarn(t)); err != nil {
+		t.Fatal(err)
+	}
+	consistent(t, s)
+	var runs, unstamped int
+	s.db.QueryRow("SELECT count(*), count(*) FILTER (WHERE run_mtime_ns IS NULL) FROM runs").Scan(&runs, &unstamped)
+	if runs != len(entries) || unstamped > 0 {
+		t.Errorf("after Index with room: %d runs (%d not caught up), %d traces", runs, unstamped, len(entries))
 	}
 }

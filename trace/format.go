@@ -163,6 +163,11 @@ type Run struct {
 	// written before resume existed.
 	ResumedFrom *ResumedFrom `json:"resumed_from,omitempty"`
 	ResumedBy   string       `json:"resumed_by,omitempty"`
+	// Lost lists the files the trace refers to that could not be written
+	// (a full disk: a step's screenshot), so that their absence is
+	// recorded, never silent; the run ended with an environment error at
+	// its next step.
+	Lost []LostFile `json:"lost,omitempty"`
 	// ForkedFrom names the episode this one was forked from (agentbox
 	// serve's fork): its first steps replay the parent's up to Step, and
 	// its own steps follow. Absent in runs that were not forked.
@@ -178,6 +183,20 @@ type ForkOrigin struct {
 	Env   string `json:"env,omitempty"`
 	Step  int    `json:"step"`
 }
+
+// LostFile is a file of the trace that could not be written, and why.
+type LostFile struct {
+	Path  string `json:"path"` // relative to the trace
+	Error string `json:"error"`
+}
+
+// ReserveFile is the space a trace keeps while it is written
+// (ReserveBytes), given up when the run is finalised so that run.json
+// can be written on a full disk.
+const ReserveFile = ".reserve"
+
+// ReserveBytes is the size of ReserveFile.
+const ReserveBytes = 64 << 10
 
 // FilesDir holds a trace's collected files, by their path below the
 // sandbox's home.

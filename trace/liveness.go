@@ -4,12 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/atomicfile"
 )
 
 // LockFile is held (flock, exclusive) by the process writing the trace,
@@ -178,6 +183,8 @@ func markCrashed(dir, resumedBy string) error {
 		run.ResumedBy = resumedBy
 		run.Message = "agentbox died during the run; it was resumed as " + resumedBy
 	}
+	_ = os.Remove(filepath.Join(dir, ReserveFile)) // room for run.json
+	_ = os.Remove(filepath.Join(dir, LiveFile))
 	data, err := json.MarshalIndent(run, "", "  ")
 	if err != nil {
 		return fmt.Errorf("trace: encode run: %w", err)
@@ -312,4 +319,47 @@ func MarkCrashedUnder(root string, depth int) (marked []string, errs []error) {
 		marked = append(marked, dir)
 	}
 	return marked, errs
+}
+
+// LiveFile holds, while a run is written, the read-only address of its
+// view on the live page (run --live, eval --live, serve --live), for the
+// dashboard's link; the writer removes it when the run is finalised (its
+// token dies with the page).
+const LiveFile = "live.url"
+
+// WriteLive records a running trace's live page address (mode 0600: it
+// carries a read-only token).
+func WriteLive(dir, addr string) error {
+	if _, err := liveURL(addr); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, LiveFile), []byte(addr+"\n"), 0o600, atomicfile.NoSync); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	return nil
+}
+
+// ReadLive is the live page address a running trace recorded ("" when
+// it has none): an http address on a loopback host, else an error.
+func ReadLive(dir string) (string, error) {
+	data, err := ReadFile(dir, LiveFile, 4096)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return liveURL(strings.TrimSpace(string(data)))
+}
+
+// liveURL checks a live page address: http, a loopback host.
+func liveURL(addr string) (string, error) {
+	u, err := url.Parse(addr)
+	if err != nil || u.Scheme != "http" || u.User != nil {
+		return "", fmt.Errorf("trace: %s: %q is not a live page's address", LiveFile, addr)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("trace: %s: %q is not on a loopback address", LiveFile, addr)
+	}
+	return u.String(), nil
 }

@@ -11,7 +11,8 @@ import (
 // Validate checks that a trace read back is whole and consistent, and
 // returns what is wrong (nil: nothing). A finalised trace must say so in
 // run.json, with an outcome and its exit code; its steps are numbered
-// from 1 without a gap, each (but a last done) with its result; run.json's
+// from 1 without a gap, each with its result (but a last done, and the
+// last step of a run that ended with an environment error or crashed); run.json's
 // steps is the last step; every screenshot referenced is on disk and is a
 // whole PNG; actions.jsonl holds one line per step with a valid action;
 // resumed_from, when present, names a trace and a step before this run's
@@ -38,7 +39,11 @@ func Validate(tr *Trace) []string {
 		}
 		last = st.Step
 		done := st.Action != nil && st.Action.Kind == "done"
-		if st.Result == nil && !(done && i == len(tr.Steps)-1) && st.Invalid == "" && st.Action != nil {
+		// The last step may lack its result when it is a done, or when
+		// the run ended there for want of a place to write it (an
+		// environment error: a full disk) or agentbox died (crashed).
+		cut := i == len(tr.Steps)-1 && r.Outcome == Error && (r.Reason == ReasonEnvironment || r.Reason == ReasonCrashed)
+		if st.Result == nil && !(done && i == len(tr.Steps)-1) && !cut && st.Invalid == "" && st.Action != nil {
 			add("steps.jsonl: step %d has no result", st.Step)
 		}
 		if st.Action != nil && st.Invalid == "" {
@@ -48,8 +53,18 @@ func Validate(tr *Trace) []string {
 	if r.Status == StatusComplete && r.Steps != last {
 		add("run.json: steps %d, but the last step recorded is %d", r.Steps, last)
 	}
-	if len(tr.Missing) > 0 {
-		add("%d screenshots referenced are not on disk (first: %s)", len(tr.Missing), tr.Missing[0])
+	lost := map[string]bool{}
+	for _, l := range r.Lost {
+		lost[l.Path] = true
+	}
+	var missing []string
+	for _, m := range tr.Missing {
+		if !lost[m] { // a file the trace says it lost is not missing
+			missing = append(missing, m)
+		}
+	}
+	if len(missing) > 0 {
+		add("%d screenshots referenced are not on disk (first: %s)", len(missing), missing[0])
 	}
 	for _, s := range tr.Refused {
 		add("screenshot refused: %s", s)

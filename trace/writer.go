@@ -86,9 +86,13 @@ type Writer struct {
 	encoded         *sync.Cond
 	wg              sync.WaitGroup
 	shotErr         error
-	shotMu          lockrank.Mutex[shotLock]
-	nShots          int
-	finished        bool
+	// What steps.jsonl and actions.jsonl hold (mu): where a failed
+	// write is cut back to.
+	stepsSize, actionsSize int64
+	lost                   []LostFile // screenshots not written (shotMu)
+	shotMu                 lockrank.Mutex[shotLock]
+	nShots                 int
+	finished               bool
 }
 
 // The Writer's lock ranks: after every caller's, leaves but for their
@@ -184,6 +188,10 @@ func Create(dir string, run Run, opts Options) (*Writer, error) {
 		w.unlock()
 		return nil, err
 	}
+	// Space for run.json's last version: a disk that fills up while the
+	// run is written still gets its outcome (Finish gives it up). Without
+	// it (the disk is full already) the run goes on.
+	_ = os.WriteFile(filepath.Join(dir, ReserveFile), make([]byte, ReserveBytes), 0o600)
 	if opts.Indexer != nil {
 		opts.Indexer.TraceCreated(dir, w.run)
 	}
@@ -327,6 +335,9 @@ func (w *Writer) encode(j pngJob) {
 		if w.shotErr == nil {
 			w.shotErr = fmt.Errorf("trace: screenshot %s: %w", filepath.Base(j.path), err)
 		}
+		if rel, rerr := filepath.Rel(w.dir, j.path); rerr == nil {
+			w.lost = append(w.lost, LostFile{Path: filepath.ToSlash(rel), Error: err.Error()})
+		}
 		w.shotMu.Unlock()
 	}
 }
@@ -371,14 +382,17 @@ func (w *Writer) Tree(step int, t *observe.Tree) (string, error) {
 	}
 	w.names[rel] = true
 	w.mu.Unlock()
-	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, false); err != nil {
+	// Synced like the step's intent it belongs to: a model agent's
+	// exchanges are its history, which a resume rebuilds from them.
+	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, !w.opts.noSync); err != nil {
 		return "", err
 	}
 	return rel, nil
 }
 
-// Attach writes a file the agent produced for a step into exchanges/ and
-// returns its path relative to the trace.
+// Attach writes a file the agent produced for a step into exchanges/
+// (synced, as the step's intent is) and returns its path relative to the
+// trace.
 func (w *Writer) Attach(step int, name string, data []byte) (string, error) {
 	safe := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
@@ -390,7 +404,9 @@ func (w *Writer) Attach(step int, name string, data []byte) (string, error) {
 	if err := os.MkdirAll(filepath.Join(w.dir, ExchangesDir), 0o755); err != nil {
 		return "", fmt.Errorf("trace: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, false); err != nil {
+	// Synced like the step's intent it belongs to: a model agent's
+	// exchanges are its history, which a resume rebuilds from them.
+	if err := writeFileAtomic(filepath.Join(w.dir, filepath.FromSlash(rel)), data, !w.opts.noSync); err != nil {
 		return "", err
 	}
 	return rel, nil
@@ -424,16 +440,23 @@ func (w *Writer) Record(r Record) error {
 	if w.closed {
 		return errors.New("trace: writer is closed")
 	}
+	// A write cut short (a full disk) is taken back, both files to
+	// where they were: no torn line, no step without its action line.
 	if _, err := w.steps.Write(append(line, '\n')); err != nil {
+		_ = w.steps.Truncate(w.stepsSize)
 		w.err = fmt.Errorf("trace: write %s: %w", StepsFile, err)
 		return w.err
 	}
 	if aline != nil {
 		if _, err := w.actions.Write(append(aline, '\n')); err != nil {
+			_ = w.steps.Truncate(w.stepsSize)
+			_ = w.actions.Truncate(w.actionsSize)
 			w.err = fmt.Errorf("trace: write %s: %w", ActionsFile, err)
 			return w.err
 		}
+		w.actionsSize += int64(len(aline) + 1)
 	}
+	w.stepsSize += int64(len(line) + 1)
 	if (r.Type == TypeStep || r.Type == TypeResult) && !w.opts.noSync {
 		// The step's intent (before its action runs) and its result are
 		// on disk before the loop goes on: what a resume replays.
@@ -572,6 +595,11 @@ func (w *Writer) Finish(update func(r *Run)) error {
 	w.sendMu.Unlock()
 	w.wg.Wait()
 
+	// The reserve makes room for what follows on a full disk; the live
+	// page's address goes with the page.
+	_ = os.Remove(filepath.Join(w.dir, ReserveFile))
+	_ = os.Remove(filepath.Join(w.dir, LiveFile))
+
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var errs []error
@@ -591,6 +619,7 @@ func (w *Writer) Finish(update func(r *Run)) error {
 	if w.shotErr != nil {
 		errs = append(errs, w.shotErr)
 	}
+	w.run.Lost = append(w.run.Lost, w.lost...)
 	w.shotMu.Unlock()
 	w.run.Screenshots = w.nShots
 	for _, f := range w.files() {
@@ -620,6 +649,21 @@ func (w *Writer) Finish(update func(r *Run)) error {
 	_ = atomicfile.SyncDir(filepath.Join(w.dir, ScreenshotsDir))
 	w.unlock()
 	return errors.Join(errs...)
+}
+
+// Err is the first write that failed (steps.jsonl, actions.jsonl, a
+// screenshot), nil while every one succeeded: the session ends the run
+// with an environment error at its next step.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	err := w.err
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	w.shotMu.Lock()
+	defer w.shotMu.Unlock()
+	return w.shotErr
 }
 
 // Run returns a copy of the current run record.

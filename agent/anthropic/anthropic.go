@@ -645,3 +645,10 @@ func responseText(resp *sdk.BetaMessage) string {
 // SetQueue implements llm.Queued: the model requests wait their turn in
 // q, shared with other episodes.
 func (a *Agent) SetQueue(q *llm.Queue) { a.queue.SetQueue(q) }
+
+// Rehearse implements agent.Rehearser: the next Decide's requests are
+// answered by the recorded exchanges (a resume rebuilding the history).
+func (a *Agent) Rehearse(recorded []byte) error { return a.rec.Play(recorded) }
+
+// Rehearsed implements agent.Rehearser.
+func (a *Agent) Rehearsed() error { return a.rec.Stop() }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,12 @@ type Recorder struct {
 	mu        sync.Mutex
 	images    map[[32]byte]string
 	exchanges []exchange
+
+	// Playback (Play): the recorded exchanges that answer the requests
+	// until Stop, in order.
+	playing bool
+	play    []exchange
+	played  int
 }
 
 type exchange struct {
@@ -49,6 +56,9 @@ func (r *Recorder) Middleware(req *http.Request, next func(*http.Request) (*http
 		req.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	ex := exchange{Method: req.Method, URL: req.URL.Redacted(), Request: r.redact(body)}
+	if r.isPlaying() {
+		next = r.answer
+	}
 	resp, err := next(req)
 	if err != nil {
 		ex.Error = err.Error()
@@ -66,6 +76,85 @@ func (r *Recorder) Middleware(req *http.Request, next func(*http.Request) (*http
 	r.exchanges = append(r.exchanges, ex)
 	r.mu.Unlock()
 	return resp, err
+}
+
+// Play makes the recorded exchanges in doc (a document Take returned,
+// as the trace keeps it; nil: none) answer the requests that follow,
+// one each in order, instead of the service, until Stop. A request
+// beyond them fails: the conversation went another way than recorded.
+func (r *Recorder) Play(doc []byte) error {
+	var play []exchange
+	if len(doc) > 0 {
+		if err := json.Unmarshal(doc, &play); err != nil {
+			return fmt.Errorf("the recorded exchanges: %w", err)
+		}
+	}
+	// The attempts the retrier retried are left out (the agent saw only
+	// the answer that followed them): no backoff is waited again.
+	kept := play[:0]
+	for i, ex := range play {
+		if i < len(play)-1 && (ex.Status == 0 || Retryable(&http.Response{StatusCode: ex.Status}, nil)) {
+			continue
+		}
+		kept = append(kept, ex)
+	}
+	play = kept
+	r.mu.Lock()
+	r.playing, r.play, r.played = true, play, 0
+	r.mu.Unlock()
+	return nil
+}
+
+// Stop ends playback; an error says that the requests made were not the
+// recorded ones (fewer).
+func (r *Recorder) Stop() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, played := len(r.play), r.played
+	r.playing, r.play, r.played = false, nil, 0
+	if played < n {
+		return fmt.Errorf("the recording has %d model requests for this step, the agent made %d", n, played)
+	}
+	return nil
+}
+
+func (r *Recorder) isPlaying() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.playing
+}
+
+// ErrNotRecorded is returned for a request made during playback beyond
+// the recorded ones.
+var ErrNotRecorded = errors.New("a model request the recording does not have")
+
+// answer answers req with the next recorded exchange.
+func (r *Recorder) answer(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.played >= len(r.play) {
+		r.played++
+		return nil, fmt.Errorf("%s %s: %w (%d recorded)", req.Method, req.URL.Redacted(), ErrNotRecorded, len(r.play))
+	}
+	ex := r.play[r.played]
+	r.played++
+	if ex.Status == 0 {
+		msg := ex.Error
+		if msg == "" {
+			msg = "no answer recorded"
+		}
+		return nil, fmt.Errorf("recorded: %s", msg)
+	}
+	body := []byte(ex.Response)
+	var str string
+	if len(body) > 0 && body[0] == '"' && json.Unmarshal(body, &str) == nil {
+		body = []byte(str) // a body that was not JSON, kept as a string
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	return &http.Response{Status: fmt.Sprintf("%d %s", ex.Status, http.StatusText(ex.Status)), StatusCode: ex.Status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)), Request: req}, nil
 }
 
 // minImage is the shortest base64 run taken for an image.

@@ -291,3 +291,11 @@ func toScreen(v *observe.View, x, y int) (int, int, error) {
 	sx, sy := v.ToScreen(x, y)
 	return sx, sy, nil
 }
+
+// Rehearse implements agent.Rehearser: the next Decide's requests are
+// answered by the recorded exchanges (a resume rebuilding the
+// conversation: the chat's history, the Responses chain's last id).
+func (c *client) Rehearse(recorded []byte) error { return c.rec.Play(recorded) }
+
+// Rehearsed implements agent.Rehearser.
+func (c *client) Rehearsed() error { return c.rec.Stop() }
