@@ -223,6 +223,20 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		row("  unchanged against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Unchanged, s.Floor.Unchanged) }))
 		row("  full frame against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Full, s.Floor.Full) }))
 	}
+	for i, pt := range runs[0].Report.Scale {
+		row(fmt.Sprintf("%d environments stepping at once, step", pt.Envs), func(r *bench.Report) string {
+			if i >= len(r.Scale) {
+				return "-"
+			}
+			return pp(r.Scale[i].Step)
+		})
+		row("  steps per second, all of them", func(r *bench.Report) string {
+			if i >= len(r.Scale) {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", r.Scale[i].StepsPerSecond)
+		})
+	}
 	row("full run, per step (trace included)", func(r *bench.Report) string {
 		if r.RunSteps == 0 {
 			return "skipped"
