@@ -76,7 +76,13 @@ agentbox import osworld, needs it.`,
 		Example: `  agentbox eval examples/suite.yaml --parallel 4 --out /tmp/eval
   agentbox view /tmp/eval          # one page: every task and episode, linked to its run's report
   agentbox eval osworld.yaml --agent exec --agent-opt command=./my-agent`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("name") {
+				// Taken (hidden) only to say why, rather than "unknown flag".
+				return usageErrorf("eval takes no --name: a named sandbox's home carries what one run leaves to the next, and an eval's episodes must start alike for their pass rates to mean anything (run --name sets a sandbox up; a task's inputs stage files into every episode)")
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 			switch {
@@ -247,6 +253,8 @@ agentbox import osworld, needs it.`,
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
 	fl.StringVar(&resume, "resume", "", "continue the eval in DIR (its agentbox died, or it was interrupted): run only its episodes that did not finish (crashed or never started; a crashed trace is moved aside to NNN.crashed-N), and write the summary over them all; give the same SUITE and flags")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
+	fl.String("name", "", "not taken: refused with why (see run --name)")
+	_ = fl.MarkHidden("name")
 	lv.register(fl, "every episode (a grid, each opening to its own view)")
 	ixf.register(fl)
 	return cmd

@@ -107,6 +107,8 @@ func TestRunBoundChecks(t *testing.T) {
 		{[]string{"eval", suite, "--pool", "5000"}, "--pool must be between 0 and 4096, got 5000"},
 		{[]string{"eval", suite, "--pool-max", "4"}, "--pool-max needs --pool"},
 		{[]string{"eval", suite, "--pool", "4", "--pool-max", "2"}, "--pool-max must be between --pool (4) and 4096, got 2"},
+		{[]string{"eval", suite, "--name", "notes"}, "eval takes no --name: a named sandbox's home carries what one run leaves to the next, and an eval's episodes must start alike"},
+		{[]string{"eval", "--name", "notes"}, "eval takes no --name"},
 		{[]string{"serve", "--backend", "docker", "--pool", "-1"}, "--pool is -1: want 0 to 4096"},
 		{[]string{"serve", "--backend", "docker", "--pool-max", "3"}, "--pool-max needs --pool"},
 		{[]string{"serve", "--backend", "docker", "--pool", "4", "--pool-max", "3"}, "--pool-max 3 is below --pool 4"},

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -190,20 +191,23 @@ const (
 // lsEntry is one run or eval in the listing. An eval has its suite in App
 // and no agent; Passed and Episodes count its episodes.
 type lsEntry struct {
-	Kind       string    `json:"kind"`
-	Path       string    `json:"path"` // relative to DIR; without DIR, to the current directory
-	ID         string    `json:"id"`
-	Status     string    `json:"status"`
-	Outcome    string    `json:"outcome,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	Steps      int       `json:"steps"`
-	DurationMS float64   `json:"duration_ms,omitempty"`
-	App        string    `json:"app"`
-	Agent      string    `json:"agent,omitempty"`
-	Task       string    `json:"task,omitempty"`
-	Started    time.Time `json:"started"`
-	Passed     *int      `json:"passed,omitempty"`
-	Episodes   *int      `json:"episodes,omitempty"`
+	Kind       string  `json:"kind"`
+	Path       string  `json:"path"` // relative to DIR; without DIR, to the current directory
+	ID         string  `json:"id"`
+	Status     string  `json:"status"`
+	Outcome    string  `json:"outcome,omitempty"`
+	Reason     string  `json:"reason,omitempty"`
+	Steps      int     `json:"steps"`
+	DurationMS float64 `json:"duration_ms,omitempty"`
+	App        string  `json:"app"`
+	Agent      string  `json:"agent,omitempty"`
+	Task       string  `json:"task,omitempty"`
+	// Sandbox is a run's named sandbox (run --name), from run.json's
+	// environment.sandbox.
+	Sandbox  string    `json:"sandbox,omitempty"`
+	Started  time.Time `json:"started"`
+	Passed   *int      `json:"passed,omitempty"`
+	Episodes *int      `json:"episodes,omitempty"`
 	// Liveness, for a run not finalised or finalised as crashed: running,
 	// crashed (its agentbox died: agentbox resume continues it),
 	// resuming, or resumed (crashed, and resumed already).
@@ -287,7 +291,7 @@ func listRuns(dir string) ([]lsEntry, []string, error) {
 		entries = append(entries, lsEntry{
 			Kind: lsRun, Path: rel, ID: run.ID, Status: run.Status, Outcome: string(run.Outcome), Reason: run.Reason,
 			Steps: run.Steps, DurationMS: run.DurationMS, App: lsApp(run.App), Agent: lsAgent(run.Agent),
-			Task: run.Task, Started: run.Started, Liveness: liveness(p, run.Status, run.Reason),
+			Task: run.Task, Sandbox: run.Env.Sandbox, Started: run.Started, Liveness: liveness(p, run.Status, run.Reason),
 		})
 		return fs.SkipDir // a trace's own folders hold no traces
 	})
@@ -354,11 +358,24 @@ func writeLs(w io.Writer, entries []lsEntry, loc *time.Location) {
 		return started, d
 	}
 	if len(runs) > 0 {
+		// SANDBOX only when a run listed had a named one (run --name).
+		named := slices.ContainsFunc(runs, func(e lsEntry) bool { return e.Sandbox != "" })
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "STARTED\tRUN\tOUTCOME\tSTEPS\tDURATION\tAPP\tAGENT")
+		head := "STARTED\tRUN\tOUTCOME\tSTEPS\tDURATION\tAPP\tAGENT"
+		if named {
+			head += "\tSANDBOX"
+		}
+		fmt.Fprintln(tw, head)
 		for _, e := range runs {
 			started, d := cells(e)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", started, lsCell(e.Path), lsCell(e.outcome()), e.Steps, d, lsCell(e.App), lsCell(e.Agent))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s", started, lsCell(e.Path), lsCell(e.outcome()), e.Steps, d, lsCell(e.App), lsCell(e.Agent))
+			switch {
+			case named && e.Sandbox != "":
+				fmt.Fprintf(tw, "\t%s", lsCell(e.Sandbox))
+			case named:
+				fmt.Fprint(tw, "\t-")
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 	}

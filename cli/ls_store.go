@@ -150,7 +150,7 @@ func lsFromStore(ctx context.Context, s *store.Store, dir string, f lsFilter) ([
 			}
 		}
 		e := lsEntry{Kind: r.Kind, Path: p, ID: r.ID, Status: r.Status, Outcome: r.Outcome, Reason: r.Reason, Steps: r.Steps,
-			DurationMS: r.DurationMS, App: r.App, Agent: r.Agent, Task: r.Task, Started: r.Started}
+			DurationMS: r.DurationMS, App: r.App, Agent: r.Agent, Sandbox: r.Sandbox, Task: r.Task, Started: r.Started}
 		if r.Kind != store.KindEval {
 			e.Liveness = liveness(r.Path, r.Status, r.Reason)
 		}

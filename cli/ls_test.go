@@ -35,7 +35,8 @@ func lsFixture(t *testing.T) string {
 		}
 	}
 	put("20261129-200000-mover-aaaaaa", trace.Run{ID: "a", Status: trace.StatusComplete, Outcome: trace.Success, Reason: trace.ReasonDone,
-		Steps: 4, DurationMS: 2384.35, App: trace.AppInfo{Target: "examples/mover"}, Agent: trace.AgentInfo{Name: "demo"}, Started: base})
+		Steps: 4, DurationMS: 2384.35, App: trace.AppInfo{Target: "examples/mover"}, Agent: trace.AgentInfo{Name: "demo"}, Started: base,
+		Env: trace.EnvInfo{Backend: "docker", Sandbox: "notes"}})
 	put("20261129-200500-mover-bbbbbb", trace.Run{ID: "b", Status: trace.StatusComplete, Outcome: trace.Failure, Reason: trace.ReasonDiverged,
 		Steps: 4, DurationMS: 3120, App: trace.AppInfo{Target: "/tmp/mover-half"},
 		Agent: trace.AgentInfo{Name: "replay", Options: map[string]string{"source": "a"}}, Started: base.Add(5 * time.Minute)})
@@ -206,6 +207,7 @@ func TestLsFromIndex(t *testing.T) {
 	}{
 		{"all", []string{root}, "20261129-200000-mover-aaaaaa"},
 		{"json", []string{root, "--json"}, `"kind": "eval"`},
+		{"sandbox", []string{root, "--json"}, `"sandbox": "notes"`},
 		{"app", []string{root, "--app", "MOVER"}, "mover-half"},
 		{"agent", []string{root, "--agent", "script"}, "suite/mover-script/001"},
 		{"outcome", []string{root, "--outcome", "failure"}, "diverged"},

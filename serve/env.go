@@ -14,6 +14,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/named"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/policy"
 	"github.com/codegirl-games/agentbox/serve/api"
@@ -46,9 +47,12 @@ type env struct {
 	approvals    policy.Waiting // the policy's asks waiting for an answer (By: api)
 	// mcpAsks, in an MCP client's environment, answers the asks of the
 	// actor mcp (the client, by elicitation).
-	mcpAsks  policy.Approver
-	backend  environment.Backend
-	cfg      environment.Config
+	mcpAsks policy.Approver
+	backend environment.Backend
+	cfg     environment.Config
+	// hold holds the named sandbox (cfg.Name) for the environment's life,
+	// lent to each episode's sandbox in turn; nil for an unnamed one.
+	hold     *named.Hold
 	maxSteps int
 	timeout  time.Duration
 	settle   session.Settle
@@ -432,7 +436,7 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 	switch {
 	case prep != nil:
 		cfg.Prepared = prep
-	case s.pool != nil:
+	case s.pool != nil && e.cfg.Name == "": // a warm sandbox has its own home, not the name's
 		s.pool.Take(&cfg) // a warm sandbox when its key has one; else Open creates one cold
 	}
 	e.mu.Lock()

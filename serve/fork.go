@@ -74,6 +74,9 @@ func (s *Server) fork(parent *env, count int) (*api.ForkResponse, *api.Error) {
 	if count < 1 || count > s.o.MaxEnvironments {
 		return nil, apiError(api.CodeInvalidRequest, "count %d: want 1 to %d (the environments a token may hold)", count, s.o.MaxEnvironments)
 	}
+	if parent.cfg.Name != "" {
+		return nil, apiError(api.CodeInvalidRequest, "environment %s's sandbox is named (%s): its home is one sandbox's at a time, so it is not forked", parent.id, parent.cfg.Name)
+	}
 	sess, _, aerr := parent.current()
 	if aerr != nil {
 		return nil, aerr

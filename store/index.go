@@ -375,15 +375,15 @@ func upsertRun(ctx context.Context, tx *wtx, dir string, r trace.Run) (int64, er
 	}
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO runs(path, run_id, status, outcome, reason, message, task, app, agent, agent_name,
-		backend, started, started_ns, duration_ms, steps, grade, run_mtime_ns, run_size)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,NULL)
+		backend, started, started_ns, duration_ms, steps, grade, sandbox, run_mtime_ns, run_size)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,NULL)
 		ON CONFLICT(path) DO UPDATE SET run_id=excluded.run_id, status=excluded.status, outcome=excluded.outcome,
 		reason=excluded.reason, message=excluded.message, task=excluded.task, app=excluded.app, agent=excluded.agent,
 		agent_name=excluded.agent_name, backend=excluded.backend, started=excluded.started, started_ns=excluded.started_ns,
-		duration_ms=excluded.duration_ms, steps=max(excluded.steps, runs.steps), grade=excluded.grade, run_mtime_ns=NULL, run_size=NULL
+		duration_ms=excluded.duration_ms, steps=max(excluded.steps, runs.steps), grade=excluded.grade, sandbox=excluded.sandbox, run_mtime_ns=NULL, run_size=NULL
 		RETURNING id`,
 		dir, r.ID, r.Status, string(r.Outcome), r.Reason, textcut.Bytes(r.Message, 1024, "…"), r.Task, AppLabel(r.App), AgentLabel(r.Agent), r.Agent.Name,
-		r.Env.Backend, started, startedNS, r.DurationMS, r.Steps, grade).Scan(&id)
+		r.Env.Backend, started, startedNS, r.DurationMS, r.Steps, grade, r.Env.Sandbox).Scan(&id)
 	return id, err
 }
 

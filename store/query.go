@@ -58,6 +58,7 @@ type Entry struct {
 	DurationMS float64
 	App        string
 	Agent      string
+	Sandbox    string // a run's named sandbox (run --name)
 	Started    time.Time
 	Passed     int // evals
 	Episodes   int // evals
@@ -190,7 +191,7 @@ func limit(q string, n, offset int) string {
 func (s *Store) queryRuns(ctx context.Context, f Filter) ([]Entry, error) {
 	var out []Entry
 	w, args := runsWhere(f)
-	q := "SELECT r.id, r.path, r.run_id, r.status, r.outcome, r.reason, r.task, r.steps, r.duration_ms, r.app, r.agent, r.started FROM runs r" + w
+	q := "SELECT r.id, r.path, r.run_id, r.status, r.outcome, r.reason, r.task, r.steps, r.duration_ms, r.app, r.agent, r.sandbox, r.started FROM runs r" + w
 	if f.Limit > 0 {
 		// A page: ties in order of the row, so that the index on
 		// started_ns gives the order and no sort of every row is needed.
@@ -206,7 +207,7 @@ func (s *Store) queryRuns(ctx context.Context, f Filter) ([]Entry, error) {
 	for rows.Next() {
 		e := Entry{Kind: KindRun}
 		var started string
-		if err := rows.Scan(&e.Row, &e.Path, &e.ID, &e.Status, &e.Outcome, &e.Reason, &e.Task, &e.Steps, &e.DurationMS, &e.App, &e.Agent, &started); err != nil {
+		if err := rows.Scan(&e.Row, &e.Path, &e.ID, &e.Status, &e.Outcome, &e.Reason, &e.Task, &e.Steps, &e.DurationMS, &e.App, &e.Agent, &e.Sandbox, &started); err != nil {
 			return nil, s.wrap(err)
 		}
 		e.Started = parseTime(started)

@@ -29,7 +29,10 @@ import (
 
 // SchemaVersion is the store's schema, kept in SQLite's user_version. A
 // store of a newer version is refused; an older one is rebuilt.
-const SchemaVersion = 1
+//
+//  1. the first
+//  2. runs.sandbox: the named sandbox of a run (run --name)
+const SchemaVersion = 2
 
 // EnvPath names the environment variable that overrides DefaultPath; its
 // value "off" turns the store off.
@@ -156,6 +159,7 @@ CREATE TABLE runs(
 	duration_ms REAL NOT NULL DEFAULT 0,
 	steps INTEGER NOT NULL DEFAULT 0,
 	grade TEXT NOT NULL DEFAULT '',
+	sandbox TEXT NOT NULL DEFAULT '',
 	run_mtime_ns INTEGER,
 	run_size INTEGER
 );

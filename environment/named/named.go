@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -126,6 +127,91 @@ type Lock struct {
 	dir  string
 	meta Meta
 	run  string
+	// lent is the Hold this lock was lent by (its flock is the hold's).
+	lent *Hold
+}
+
+// Hold is a name held by one holder that makes its sandboxes one after
+// another (an environment of agentbox serve, a new sandbox for each
+// episode): the name stays held between them, so no other run takes it
+// in the meantime. While it is held, an Acquire of the name in this
+// process is lent the hold — one sandbox at a time — instead of taking
+// the flock, which the hold keeps; any other Acquire (another process,
+// a second Hold) finds the name locked. Release the hold when the last
+// sandbox is gone.
+type Hold struct {
+	lock *Lock
+	// lent is guarded by holds.mu.
+	lent bool
+}
+
+// holds are this process's Holds, by the name's directory.
+var holds struct {
+	mu sync.Mutex
+	m  map[string]*Hold
+}
+
+// TakeHold takes name for holder (an ID saying who, for the message of a
+// run that finds it held) at once or not at all, as Acquire does; its
+// errors are Acquire's.
+func TakeHold(root, name, backend, holder string) (*Hold, error) {
+	l, err := acquire(root, name, backend, holder, false)
+	if err != nil {
+		return nil, err
+	}
+	h := &Hold{lock: l}
+	holds.mu.Lock()
+	defer holds.mu.Unlock()
+	if holds.m == nil {
+		holds.m = make(map[string]*Hold)
+	}
+	holds.m[l.dir] = h
+	return h, nil
+}
+
+// Release lets the name go. It is idempotent; a lock lent and not yet
+// released holds nothing after it.
+func (h *Hold) Release() {
+	if h == nil {
+		return
+	}
+	holds.mu.Lock()
+	if holds.m[h.lock.dir] == h {
+		delete(holds.m, h.lock.dir)
+	}
+	holds.mu.Unlock()
+	h.lock.Abandon()
+}
+
+// lend lends the hold of dir, if this process has one: ok says it has,
+// and then the lock, or an ErrLocked error while it is lent already.
+func lend(name, dir, backend, runID string) (l *Lock, ok bool, err error) {
+	holds.mu.Lock()
+	defer holds.mu.Unlock()
+	h := holds.m[dir]
+	if h == nil {
+		return nil, false, nil
+	}
+	if h.lent {
+		return nil, true, fmt.Errorf("%w: sandbox %s is in use by another sandbox of %s; wait for it to be gone, or use another name", ErrLocked, name, h.lock.run)
+	}
+	m, err := readMeta(dir)
+	switch {
+	case err != nil:
+		return nil, true, fmt.Errorf("sandbox %s: %w", name, err)
+	case m.Backend != backend:
+		return nil, true, fmt.Errorf("%w: sandbox %s keeps its home in the %s backend; run it with --backend %s, or use another name", ErrBackend, name, m.Backend, m.Backend)
+	}
+	h.lent = true
+	return &Lock{dir: dir, meta: m, run: runID, lent: h}, true, nil
+}
+
+// giveBack ends a lent lock's loan.
+func (l *Lock) giveBack() {
+	holds.mu.Lock()
+	l.lent.lent = false
+	holds.mu.Unlock()
+	l.lent = nil
 }
 
 // Dir is the name's directory (ROOT/NAME).
@@ -143,10 +229,21 @@ func (l *Lock) Meta() Meta { return l.meta }
 // name's directory is made (0755, so that the local backend's sandbox
 // user can reach its home below when agentbox runs as root).
 func Acquire(root, name, backend, runID string) (*Lock, error) {
+	return acquire(root, name, backend, runID, true)
+}
+
+// acquire is Acquire; borrow says whether a Hold of this process may lend
+// the name.
+func acquire(root, name, backend, runID string, borrow bool) (*Lock, error) {
 	if err := Validate(name); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(root, name)
+	if borrow {
+		if l, ok, err := lend(name, dir, backend, runID); ok {
+			return l, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", name, err)
@@ -238,12 +335,16 @@ func mib(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1
 // Release records the run's end (when, and the home's size, -1 when
 // unknown) and lets the name go. It is idempotent.
 func (l *Lock) Release(size int64) error {
-	if l == nil || l.f == nil {
+	if l == nil || (l.f == nil && l.lent == nil) {
 		return nil
 	}
 	m := l.meta
 	m.LastUsed, m.LastRun, m.SizeBytes = time.Now().UTC(), l.run, size
 	err := writeMeta(l.dir, m)
+	if l.lent != nil {
+		l.giveBack()
+		return err
+	}
 	_ = l.f.Truncate(0)
 	l.unlock()
 	return err
@@ -252,6 +353,10 @@ func (l *Lock) Release(size int64) error {
 // Abandon lets the name go without recording a run (a sandbox that was
 // never made). It is idempotent.
 func (l *Lock) Abandon() {
+	if l != nil && l.lent != nil {
+		l.giveBack()
+		return
+	}
 	if l != nil && l.f != nil {
 		_ = l.f.Truncate(0)
 		l.unlock()

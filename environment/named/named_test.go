@@ -212,3 +212,51 @@ func TestHostHomeRefusesLink(t *testing.T) {
 		t.Fatalf("a link home: %v", err)
 	}
 }
+
+// TestHold: a hold keeps the name between its sandboxes, lending it to
+// one Acquire of this process at a time; others find it locked until
+// the hold is released.
+func TestHold(t *testing.T) {
+	root := t.TempDir()
+	h, err := TakeHold(root, "work", "docker", "env-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := TakeHold(root, "work", "docker", "env-2"); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "env-1") {
+		t.Fatalf("a second hold: %v, want ErrLocked naming env-1", err)
+	}
+	if _, err := Acquire(root, "work", "local", "run-x"); !errors.Is(err, ErrBackend) {
+		t.Fatalf("lent to another backend: %v, want ErrBackend", err)
+	}
+	for i := range 2 { // one sandbox after another, the name held between
+		l, err := Acquire(root, "work", "docker", "run-"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("sandbox %d: %v", i, err)
+		}
+		if _, err := Acquire(root, "work", "docker", "run-y"); !errors.Is(err, ErrLocked) {
+			t.Fatalf("lent twice: %v, want ErrLocked", err)
+		}
+		if err := l.Release(42); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(42); err != nil { // idempotent
+			t.Fatal(err)
+		}
+		if e, err := Get(root, "work"); err != nil || e.LastRun != "run-"+strconv.Itoa(i) || e.SizeBytes != 42 {
+			t.Fatalf("after sandbox %d: %+v, %v", i, e, err)
+		}
+	}
+	if err := Remove(root, "work", func(Meta) error { return nil }); !errors.Is(err, ErrLocked) {
+		t.Fatalf("remove while held: %v, want ErrLocked", err)
+	}
+	h.Release()
+	h.Release() // idempotent
+	l, err := Acquire(root, "work", "docker", "run-z")
+	if err != nil {
+		t.Fatalf("after the hold: %v", err)
+	}
+	if l.lent != nil {
+		t.Fatal("lent by a released hold")
+	}
+	l.Abandon()
+}

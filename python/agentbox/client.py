@@ -264,7 +264,7 @@ class Client:
     def create(self, app=None, *, upload=None, task=None, backend=None, screen=None, limits=None,
                max_steps=None, timeout=None, settle=None, observation="auto", transport="websocket",
                reward=None, inputs=None, collect=None, collect_limits=None, before_collect=None,
-               grade=None, clock=None, clock_step=None, reset_mode=None, policy=None):
+               grade=None, clock=None, clock_step=None, reset_mode=None, policy=None, name=None):
         """Make an environment and start its first episode (the app up and
         ready); returns its Env once it has.
 
@@ -291,7 +291,13 @@ class Client:
         app launched again; where the backend can).
         ``policy`` (a policy file's text, YAML or
         JSON: docs/policy.md) gates every action: its asks come as
-        ``approval`` events, answered with Env.answer. The rest are the Env's
+        ``approval`` events, answered with Env.answer. ``name`` makes the
+        environment's sandboxes named ones (``agentbox run --name``): the app
+        user's home is the name's, as the last run or environment of that
+        name left it, for every episode; the environment holds the name
+        until it is closed (another create of it fails with the code
+        ``sandbox_in_use``, status 409), never takes a warm sandbox, and is
+        neither relaunched nor forked. The rest are the Env's
         (observation format, transport, reward function).
         """
         req = {}
@@ -299,7 +305,7 @@ class Client:
                            ("limits", limits), ("max_steps", max_steps), ("settle", settle),
                            ("inputs", inputs), ("collect", collect), ("collect_limits", collect_limits),
                            ("before_collect", before_collect), ("grade", grade),
-                           ("reset_mode", reset_mode), ("policy", policy)):
+                           ("reset_mode", reset_mode), ("policy", policy), ("name", name)):
             if value is not None:
                 req[key] = value
         if screen is not None:

@@ -211,3 +211,51 @@ def test_fork_returns_environments_and_raises_fork_diverged():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_create_sends_the_name_and_raises_sandbox_in_use():
+    """create(name=...) sends name in the create request (and nothing when
+    it is None); a name held elsewhere is the APIError sandbox_in_use, 409."""
+    import http.server
+    import threading
+
+    seen = []
+
+    class Creates(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            req = json.loads(self.rfile.read(n))
+            seen.append((self.path, req))
+            if req.get("name") == "held":
+                status = 409
+                body = {"error": {"code": "sandbox_in_use", "status": 409,
+                                  "message": "name held: sandbox in use: sandbox held is held by run env-1"}}
+            else:
+                status = 201
+                body = {"id": "env-n", "state": "running", "episode": 1}
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Creates)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        c = agentbox.Client("http://127.0.0.1:%d" % srv.server_address[1], "test-token-0123456789", timeout=30)
+        env = c.create("game", name="notes", transport="http")
+        assert env.id == "env-n"
+        c.create("game", transport="http")
+        with pytest.raises(agentbox.APIError) as e:
+            c.create("game", name="held", transport="http")
+        assert e.value.code == "sandbox_in_use" and e.value.status == 409 and "env-1" in e.value.message
+        assert seen == [("/v1/envs", {"app": "game", "name": "notes"}), ("/v1/envs", {"app": "game"}),
+                        ("/v1/envs", {"app": "game", "name": "held"})]
+        c.close()
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -48,6 +48,7 @@ const (
 	CodeInternal             = "internal"               // 500
 	CodeUnsupportedOperation = "unsupported_operation"  // 400: a WebSocket op the server does not know
 	CodeForkDiverged         = "fork_diverged"          // 422: a fork's replayed screen did not match its parent's (Step names the first that differed)
+	CodeSandboxInUse         = "sandbox_in_use"         // 409: the named sandbox (CreateRequest.Name) is held by another run or environment
 )
 
 // Codes lists every error code, in the order serve/openapi.json's Error
@@ -56,7 +57,7 @@ const (
 var Codes = []string{CodeUnauthorized, CodeBadHost, CodeCrossOrigin, CodeNotFound, CodeMethodNotAllowed,
 	CodeUnsupportedMedia, CodeTooLarge, CodeInvalidJSON, CodeInvalidRequest, CodeInvalidAction, CodeUnknownApp,
 	CodeInvalidUpload, CodeTooManyEnvironments, CodeTooManyUploads, CodeBusy, CodeEpisodeEnded, CodeAppStart,
-	CodeEnvironment, CodeShuttingDown, CodeInternal, CodeUnsupportedOperation, CodeTooManyConnections, CodeForkDiverged}
+	CodeEnvironment, CodeShuttingDown, CodeInternal, CodeUnsupportedOperation, CodeTooManyConnections, CodeForkDiverged, CodeSandboxInUse}
 
 // Status is the HTTP status of an error code.
 func Status(code string) int {
@@ -79,7 +80,7 @@ func Status(code string) int {
 		return 422
 	case CodeTooManyEnvironments, CodeTooManyUploads, CodeTooManyConnections:
 		return 429
-	case CodeBusy, CodeEpisodeEnded:
+	case CodeBusy, CodeEpisodeEnded, CodeSandboxInUse:
 		return 409
 	case CodeEnvironment, CodeShuttingDown:
 		return 503
@@ -349,6 +350,20 @@ type CreateRequest struct {
 	// /v1/envs/{id}/approvals/{approval}; one nobody answers is denied
 	// after its timeout.
 	Policy string `json:"policy,omitempty"`
+	// Name makes the environment's sandboxes named ones (agentbox run
+	// --name, README "Named sandboxes"): the app user's home is the
+	// name's, kept from the last run or environment of that name and kept
+	// for the next, and each episode's sandbox finds it as the last one
+	// left it. Such an environment's episodes never come from the warm
+	// pool (a warm sandbox has its own home), it holds the name from its
+	// create to its close (a second create of the name, or an agentbox run
+	// --name of it, is refused with sandbox_in_use until then), a reset
+	// closes the ended episode's sandbox before the next one starts, and
+	// it is neither relaunched (reset_mode relaunch is refused: the home
+	// is not the sandbox's to restore) nor forked. Names: 1–63 of a-z 0-9
+	// . _ -, starting with a letter or digit; the backend must have the
+	// capability named, and a name keeps its first backend.
+	Name string `json:"name,omitempty"`
 }
 
 // ApprovalAnswer answers a policy's ask (POST

@@ -25,6 +25,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/environment/named"
 	"github.com/codegirl-games/agentbox/internal/collectfs"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
@@ -297,10 +298,15 @@ type Backend struct {
 	// Relaunch declares the capability relaunch (the scripted guest
 	// answers reset either way).
 	Relaunch bool
+	// Named declares the capability named: a sandbox of Config.Name holds
+	// the name (environment/named, below named.Root) until it is closed,
+	// as a real backend's does; its home is the guest's, as always.
+	Named bool
 
 	mu     sync.Mutex
 	errs   []error
 	closed int
+	names  []string
 }
 
 var _ environment.Backend = (*Backend)(nil)
@@ -310,7 +316,14 @@ func (b *Backend) Name() string { return "guestenvtest" }
 
 // Capabilities implements environment.Capable: relaunch when Relaunch is set.
 func (b *Backend) Capabilities() environment.Capabilities {
-	return environment.Capabilities{Relaunch: b.Relaunch}
+	return environment.Capabilities{Relaunch: b.Relaunch, Named: b.Named}
+}
+
+// Names returns the Config.Name of every environment created, in order.
+func (b *Backend) Names() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.names)
 }
 
 // GuestErrors returns what the guests' Serve returned, and how many
@@ -327,8 +340,26 @@ func (b *Backend) GuestErrors() ([]error, int) {
 func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environment.Environment, retErr error) {
 	hostR, guestW := io.Pipe()
 	guestR, hostW := io.Pipe()
+	b.mu.Lock()
+	b.names = append(b.names, cfg.Name)
+	b.mu.Unlock()
+	opts := guestenv.Options{Backend: b.Name(), Config: cfg}
+	if cfg.Name != "" {
+		if !b.Named {
+			return nil, fmt.Errorf("%w: guestenvtest: no named sandboxes", environment.ErrUnavailable)
+		}
+		root, err := named.Root()
+		if err != nil {
+			return nil, err
+		}
+		lock, err := named.Acquire(root, cfg.Name, b.Name(), cfg.RunID)
+		if err != nil {
+			return nil, err
+		}
+		opts.AfterTeardown = func(context.Context) error { return lock.Release(-1) }
+	}
 	sb := &sandbox{b: b, hostR: hostR, hostW: hostW, done: make(chan struct{})}
-	g := guestenv.New(sb, guestenv.Options{Backend: b.Name(), Config: cfg})
+	g := guestenv.New(sb, opts)
 	defer func() {
 		if retErr != nil {
 			g.Close(context.WithoutCancel(ctx))
