@@ -176,7 +176,8 @@ type Floorer interface {
 // back, compressed as a screenshot's (FrameBytes), and Decode its
 // decompression; the guest times the others in the sandbox: one XTEST
 // motion with its sync, one capture of the screen (MIT-SHM when SHM), the
-// hash of a frame, its compression (Encode) and a PNG encode of it.
+// check for damage of an unchanged screen (where the guest uses DAMAGE;
+// none otherwise), the hash of a frame, its compression (Encode) and a PNG encode of it.
 type Floor struct {
 	SHM        bool
 	FrameBytes int
@@ -184,6 +185,7 @@ type Floor struct {
 	FrameTrip  []time.Duration
 	Motion     []time.Duration
 	Capture    []time.Duration
+	Damage     []time.Duration
 	Hash       []time.Duration
 	Encode     []time.Duration
 	Decode     []time.Duration

@@ -279,7 +279,8 @@ type ResetResponse struct {
 // FloorRequest asks the guest to time the primitives of a step alone, one
 // at a time, Samples times each (at most MaxFloorSamples): one XTEST
 // motion with a sync, one capture of the whole screen (MIT-SHM where it is
-// in use), the hash of a frame, its compression as a screenshot sends it
+// in use), the check for damage of an unchanged screen (where DAMAGE is in
+// use), the hash of a frame, its compression as a screenshot sends it
 // (EncodingBGRXS2) and a PNG encode of it. With Frame, it times nothing
 // and answers at once with the last frame it captured, compressed as a
 // screenshot's payload: the host times the round trip of a frame's bytes
@@ -299,9 +300,13 @@ type FloorResponse struct {
 	SHM     bool    `json:"shm"` // the captures went through MIT-SHM
 	Motion  []int64 `json:"motion_us,omitempty"`
 	Capture []int64 `json:"capture_us,omitempty"`
-	Hash    []int64 `json:"hash_us,omitempty"`
-	Encode  []int64 `json:"encode_us,omitempty"`
-	PNG     []int64 `json:"png_us,omitempty"`
+	// Damage is the check for damage of an unchanged screen (where DAMAGE
+	// is in use): what a step costs in place of a capture and a hash when
+	// nothing changed (protocol 5).
+	Damage []int64 `json:"damage_us,omitempty"`
+	Hash   []int64 `json:"hash_us,omitempty"`
+	Encode []int64 `json:"encode_us,omitempty"`
+	PNG    []int64 `json:"png_us,omitempty"`
 }
 
 // OutputEvent accompanies app output bytes.

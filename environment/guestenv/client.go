@@ -517,7 +517,7 @@ func (c *Client) Floor(ctx context.Context, samples int) (wire.FloorResponse, er
 	if err != nil {
 		return resp, c.wrap("floor", err)
 	}
-	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > n {
+	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Damage) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > n {
 		return resp, c.wrap("floor", fmt.Errorf("%w: more timings than the %d samples asked for", environment.ErrGuest, n))
 	}
 	return resp, nil

@@ -454,7 +454,7 @@ func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error)
 		return d
 	}
 	fl.SHM = r.SHM
-	fl.Motion, fl.Capture, fl.Hash, fl.Encode, fl.PNG = us(r.Motion), us(r.Capture), us(r.Hash), us(r.Encode), us(r.PNG)
+	fl.Motion, fl.Capture, fl.Damage, fl.Hash, fl.Encode, fl.PNG = us(r.Motion), us(r.Capture), us(r.Damage), us(r.Hash), us(r.Encode), us(r.PNG)
 	for range samples {
 		t := time.Now()
 		if err := e.guest.Ping(ctx); err != nil {

@@ -272,6 +272,7 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 			for i := range req.Samples {
 				resp.Motion = append(resp.Motion, 50+int64(i))
 				resp.Capture = append(resp.Capture, 300)
+				resp.Damage = append(resp.Damage, 30)
 				resp.Hash = append(resp.Hash, 40)
 				resp.Encode = append(resp.Encode, 200)
 				resp.PNG = append(resp.PNG, 9000)
