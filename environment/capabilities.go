@@ -164,6 +164,20 @@ type ColdFloorer interface {
 	ColdFloor(ctx context.Context, cfg Config) (time.Duration, error)
 }
 
+// ScreenWatcher is implemented by environments that can tell when their
+// screen may have changed, so that a watcher (the live page) looks on a
+// change instead of polling. WatchScreen returns a channel that receives
+// a value (coalesced: it has a buffer of one) when the screen may have
+// changed since the last Observe or Screenshot, and is closed when the
+// environment's guest is gone; stop unsubscribes. To follow the screen:
+// subscribe, then look, then look again on each value. Changes the
+// environment cannot see (an app moving the pointer itself) come without
+// one: a watcher also looks now and then. It fails with
+// ErrNoScreenEvents where the sandbox cannot tell (no X DAMAGE): poll.
+type ScreenWatcher interface {
+	WatchScreen(ctx context.Context) (changed <-chan struct{}, stop func(), err error)
+}
+
 // Floorer is implemented by environments that can time the primitives of
 // a step alone, in their sandbox (`agentbox bench`): samples of each.
 type Floorer interface {

@@ -131,7 +131,16 @@ type Env struct {
 	closeErr  error
 }
 
-var _ environment.Environment = (*Env)(nil)
+var (
+	_ environment.Environment   = (*Env)(nil)
+	_ environment.ScreenWatcher = (*Env)(nil)
+)
+
+// WatchScreen implements environment.ScreenWatcher through the guest's
+// screen events (wire.MethodWatch).
+func (e *Env) WatchScreen(ctx context.Context) (<-chan struct{}, func(), error) {
+	return e.guest.WatchScreen(ctx)
+}
 
 // tailLines is how many of the guest's last stderr lines error messages
 // quote.
