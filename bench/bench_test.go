@@ -92,8 +92,8 @@ func TestPrintGolden(t *testing.T) {
 		return Stats{N: 50, Min: p50 * 0.8, P50: p50, P95: p50 * 1.5, Max: p50 * 3, Mean: p50 * 1.1}
 	}
 	floor := &StepFloor{SHM: true, FrameBytes: 150 << 10, Ping: stats(0.1), FrameTrip: stats(0.9), Motion: stats(0.05),
-		Capture: stats(0.3), Hash: stats(0.06), Encode: stats(0.4), Decode: stats(0.2), PNG: Stats{N: 50, Min: 8, P50: 9, P95: 11, Max: 12, Mean: 9.2}}
-	floor.Unchanged, floor.Full = 0.51, 1.91
+		Capture: stats(0.3), Damage: stats(0.04), Hash: stats(0.06), Encode: stats(0.4), Decode: stats(0.2), PNG: Stats{N: 50, Min: 8, P50: 9, P95: 11, Max: 12, Mean: 9.2}}
+	floor.Unchanged, floor.Full = 0.19, 1.91
 	rep := &Report{
 		Machine:   Machine{CPUs: 2, OS: "linux/amd64", Kernel: "6.1.0", LoadBefore: [3]float64{1.5, 1.25, 1}, LoadAfter: [3]float64{2.25, 1.5, 1.1}},
 		ColdStart: Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
@@ -344,8 +344,10 @@ func TestSkipped(t *testing.T) {
 	golden(t, "report-skipped.json", append(data, '\n'))
 }
 
-// TestFloorRatios: the floors are the sums of their primitives' p50s, and
-// the ratios agentbox's p50 over them; a step not measured has none.
+// TestFloorRatios: the floors are the sums of their primitives' p50s (an
+// unchanged screen's a damage check in place of a capture and a hash,
+// where the guest uses DAMAGE), and the ratios agentbox's p50 over them; a
+// step not measured has none.
 func TestFloorRatios(t *testing.T) {
 	ms := func(v float64, n int) []time.Duration {
 		d := make([]time.Duration, n)
@@ -354,11 +356,26 @@ func TestFloorRatios(t *testing.T) {
 		}
 		return d
 	}
-	f := summarizeFloor(environment.Floor{SHM: true, FrameBytes: 100, Ping: ms(0.1, 3), FrameTrip: ms(1, 3),
-		Motion: ms(0.2, 3), Capture: ms(0.5, 3), Hash: ms(0.2, 3), Encode: ms(0.3, 3), Decode: ms(0.1, 3), PNG: ms(9, 3)})
-	if math.Abs(f.Unchanged-1) > 1e-9 || math.Abs(f.Full-2.3) > 1e-9 {
-		t.Fatalf("floors %v, %v; want 1, 2.3", f.Unchanged, f.Full)
+	base := environment.Floor{SHM: true, FrameBytes: 100, Ping: ms(0.1, 3), FrameTrip: ms(1, 3),
+		Motion: ms(0.2, 3), Capture: ms(0.5, 3), Hash: ms(0.2, 3), Encode: ms(0.3, 3), Decode: ms(0.1, 3), PNG: ms(9, 3)}
+	withDamage := base
+	withDamage.Damage = ms(0.05, 3)
+	for _, tt := range []struct {
+		name            string
+		floor           environment.Floor
+		unchanged, full float64
+	}{
+		{"without DAMAGE", base, 1, 2.3},
+		{"with DAMAGE", withDamage, 0.35, 2.3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := summarizeFloor(tt.floor)
+			if math.Abs(f.Unchanged-tt.unchanged) > 1e-9 || math.Abs(f.Full-tt.full) > 1e-9 {
+				t.Errorf("floors %v, %v; want %v, %v", f.Unchanged, f.Full, tt.unchanged, tt.full)
+			}
+		})
 	}
+	f := summarizeFloor(base)
 	f.ratios(StepStats{Unchanged: Stats{N: 3, P50: 2}, Full: Stats{N: 3, P50: 4.6}})
 	if math.Abs(f.UnchangedRatio-2) > 1e-9 || math.Abs(f.FullRatio-2) > 1e-9 {
 		t.Errorf("ratios %v, %v; want 2, 2", f.UnchangedRatio, f.FullRatio)

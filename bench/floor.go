@@ -18,8 +18,10 @@ import (
 // same sandbox as the step (environment.Floorer), and agentbox's step
 // held against them. The floor of a step of an unchanged screen is one
 // empty round trip over the backend's channel, one XTEST motion with its
-// sync, one capture of the screen and its hash; of a full-frame step, the
-// same with the frame carried back by the round trip, compressed as a
+// sync and one check for damage where the guest uses DAMAGE (one capture
+// of the screen and its hash where it does not: that is then what the
+// step makes); of a full-frame step, an XTEST motion, a capture and its
+// hash, with the frame carried back by the round trip, compressed as a
 // screenshot's and decompressed.
 type StepFloor struct {
 	SHM        bool // the captures went through MIT-SHM
@@ -28,6 +30,7 @@ type StepFloor struct {
 	FrameTrip  Stats
 	Motion     Stats
 	Capture    Stats
+	Damage     Stats // the check for damage of an unchanged screen (skipped without DAMAGE)
 	Hash       Stats
 	Encode     Stats // the frame's compression (guest)
 	Decode     Stats // and decompression (host)
@@ -45,10 +48,14 @@ func summarizeFloor(f environment.Floor) *StepFloor {
 	s := &StepFloor{
 		SHM: f.SHM, FrameBytes: f.FrameBytes,
 		Ping: summarize(f.Ping), FrameTrip: summarize(f.FrameTrip), Motion: summarize(f.Motion),
-		Capture: summarize(f.Capture), Hash: summarize(f.Hash), PNG: summarize(f.PNG),
+		Capture: summarize(f.Capture), Damage: summarize(f.Damage), Hash: summarize(f.Hash), PNG: summarize(f.PNG),
 		Encode: summarize(f.Encode), Decode: summarize(f.Decode),
 	}
-	s.Unchanged = s.Ping.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50
+	if s.Damage.N > 0 {
+		s.Unchanged = s.Ping.P50 + s.Motion.P50 + s.Damage.P50
+	} else {
+		s.Unchanged = s.Ping.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50
+	}
 	s.Full = s.FrameTrip.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50 + s.Encode.P50 + s.Decode.P50
 	return s
 }
@@ -96,10 +103,14 @@ func (s *StepFloor) print(w io.Writer, st StepStats) {
 	fmt.Fprintf(w, "  the floor, its primitives alone in the same sandbox (p50, n=%d):\n", s.Ping.N)
 	fmt.Fprintf(w, "    empty round trip %s, with the frame %s (%d KiB), XTEST motion + sync %s,\n",
 		FormatMS(s.Ping.P50), FormatMS(s.FrameTrip.P50), s.FrameBytes>>10, FormatMS(s.Motion.P50))
-	fmt.Fprintf(w, "    %s capture %s, hash %s, compress %s + decompress %s, PNG encode %s (n=%d)\n",
-		shm, FormatMS(s.Capture.P50), FormatMS(s.Hash.P50), FormatMS(s.Encode.P50), FormatMS(s.Decode.P50), FormatMS(s.PNG.P50), s.PNG.N)
+	damage, unchanged := "no DAMAGE", "round trip + motion + capture + hash"
+	if s.Damage.N > 0 {
+		damage, unchanged = "damage check "+FormatMS(s.Damage.P50), "round trip + motion + damage check"
+	}
+	fmt.Fprintf(w, "    %s capture %s, %s, hash %s, compress %s + decompress %s, PNG encode %s (n=%d)\n",
+		shm, FormatMS(s.Capture.P50), damage, FormatMS(s.Hash.P50), FormatMS(s.Encode.P50), FormatMS(s.Decode.P50), FormatMS(s.PNG.P50), s.PNG.N)
 	if st.Unchanged.N > 0 {
-		fmt.Fprintf(w, "  step, screen unchanged:    %s (round trip + motion + capture + hash)\n", AtFloor(st.Unchanged.P50, s.Unchanged))
+		fmt.Fprintf(w, "  step, screen unchanged:    %s (%s)\n", AtFloor(st.Unchanged.P50, s.Unchanged), unchanged)
 		fmt.Fprintf(w, "  step, full frame:          %s (frame round trip + motion + capture + hash + compress + decompress)\n", AtFloor(st.Full.P50, s.Full))
 	}
 }

@@ -221,6 +221,12 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 			}
 		}
 		row("  unchanged against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Unchanged, s.Floor.Unchanged) }))
+		row("    of which the damage check (p50)", floor(func(s bench.StepStats) string {
+			if s.Floor.Damage.N == 0 {
+				return "no DAMAGE: capture + hash"
+			}
+			return bench.FormatMS(s.Floor.Damage.P50)
+		}))
 		row("  full frame against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Full, s.Floor.Full) }))
 	}
 	for i, pt := range runs[0].Report.Scale {

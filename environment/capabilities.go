@@ -164,6 +164,20 @@ type ColdFloorer interface {
 	ColdFloor(ctx context.Context, cfg Config) (time.Duration, error)
 }
 
+// ScreenWatcher is implemented by environments that can tell when their
+// screen may have changed, so that a watcher (the live page) looks on a
+// change instead of polling. WatchScreen returns a channel that receives
+// a value (coalesced: it has a buffer of one) when the screen may have
+// changed since the last Observe or Screenshot, and is closed when the
+// environment's guest is gone; stop unsubscribes. To follow the screen:
+// subscribe, then look, then look again on each value. Changes the
+// environment cannot see (an app moving the pointer itself) come without
+// one: a watcher also looks now and then. It fails with
+// ErrNoScreenEvents where the sandbox cannot tell (no X DAMAGE): poll.
+type ScreenWatcher interface {
+	WatchScreen(ctx context.Context) (changed <-chan struct{}, stop func(), err error)
+}
+
 // Floorer is implemented by environments that can time the primitives of
 // a step alone, in their sandbox (`agentbox bench`): samples of each.
 type Floorer interface {
@@ -176,7 +190,8 @@ type Floorer interface {
 // back, compressed as a screenshot's (FrameBytes), and Decode its
 // decompression; the guest times the others in the sandbox: one XTEST
 // motion with its sync, one capture of the screen (MIT-SHM when SHM), the
-// hash of a frame, its compression (Encode) and a PNG encode of it.
+// check for damage of an unchanged screen (where the guest uses DAMAGE;
+// none otherwise), the hash of a frame, its compression (Encode) and a PNG encode of it.
 type Floor struct {
 	SHM        bool
 	FrameBytes int
@@ -184,6 +199,7 @@ type Floor struct {
 	FrameTrip  []time.Duration
 	Motion     []time.Duration
 	Capture    []time.Duration
+	Damage     []time.Duration
 	Hash       []time.Duration
 	Encode     []time.Duration
 	Decode     []time.Duration

@@ -387,6 +387,9 @@ var (
 	ErrClosed = errors.New("environment closed")
 	// ErrNoObserver: the sandbox has no trusted observer (Config.Observe).
 	ErrNoObserver = errors.New("the sandbox has no observer (start it with --observe)")
+	// ErrNoScreenEvents: the environment cannot tell when its screen
+	// changes (ScreenWatcher); poll it instead.
+	ErrNoScreenEvents = errors.New("no screen events")
 	// ErrNoA11y: the sandbox has no accessibility bus (Config.A11y).
 	ErrNoA11y = errors.New("the sandbox has no accessibility bus (start it with --a11y)")
 )

@@ -128,6 +128,7 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	}
 	xctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
+	g.screenLooked()
 	err := g.x.CaptureDamaged(xctx, func(f x11.Frame) error {
 		resp.Width, resp.Height = f.Width, f.Height
 		resp.Hash = g.kept.hash(f)

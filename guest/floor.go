@@ -18,7 +18,8 @@ import (
 // on its own, as a minimal program would run it: one XTEST motion with its
 // sync (the input path every pointer action takes), one capture of the
 // whole screen (MIT-SHM where in use, without a copy out of the segment),
-// the hash of a frame, its compression as a screenshot's payload, and a PNG encode of it (as the trace does, fast
+// the check for damage that takes a capture's place on an unchanged screen
+// (where DAMAGE is in use), the hash of a frame, its compression as a screenshot's payload, and a PNG encode of it (as the trace does, fast
 // compression, opaque RGBA). With Frame it answers at once with the last
 // frame it captured, compressed, for the host to time a frame's round trip.
 func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorResponse, []byte, error) {
@@ -54,6 +55,13 @@ func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorRes
 			t = time.Now()
 			g.capBuf, err = g.x.CaptureShared(xctx, g.capBuf, func(x11.Frame) error { return nil })
 			resp.Capture = append(resp.Capture, us(t))
+		}
+		if err == nil && g.x.Damage() {
+			// The screen did not change since the last check (the motion
+			// damages nothing): one Subtract and FetchRegion round trip.
+			t = time.Now()
+			_, err = g.x.DamageCheck(xctx)
+			resp.Damage = append(resp.Damage, us(t))
 		}
 		cancel()
 		if err != nil {

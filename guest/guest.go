@@ -76,7 +76,8 @@ type Guest struct {
 
 	capBuf []byte
 	encBuf []byte
-	kept   keptFrame // what encBuf and the last hash are of (display.go)
+	kept   keptFrame   // what encBuf and the last hash are of (display.go)
+	sw     screenWatch // screen events (watch.go)
 	// floorPix is the last frame the floor request captured (floor.go).
 	floorPix, floorEnc []byte
 
@@ -301,6 +302,7 @@ func (g *Guest) handle(m *wire.Message) {
 		var req wire.ActRequest
 		if err = decode(&req); err == nil {
 			out, err = g.act(ctx, req.Action)
+			g.screenChanged() // the pointer may have moved, which damages nothing
 		}
 	case wire.MethodClock:
 		var req wire.ClockRequest
@@ -336,6 +338,11 @@ func (g *Guest) handle(m *wire.Message) {
 		var req wire.FloorRequest
 		if err = decode(&req); err == nil {
 			out, payload, err = g.floor(ctx, req)
+		}
+	case wire.MethodWatch:
+		var req wire.WatchRequest
+		if err = decode(&req); err == nil {
+			out, err = g.watch(req)
 		}
 	case wire.MethodStop:
 		var req wire.StopRequest

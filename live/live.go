@@ -79,6 +79,11 @@ type Options struct {
 	// (default 1 s).
 	FrameInterval time.Duration
 	ThumbInterval time.Duration
+	// Backstop is how long a watched screen goes without a look where the
+	// sandbox tells when it changes (environment.ScreenWatcher: the page
+	// looks on each change, FrameInterval apart at most as often, and
+	// after Backstop without one; default 1 s).
+	Backstop time.Duration
 	// Budget is the share of the time a view's looks at a watched screen
 	// may take (default 0.1): a look that takes longer (a changed screen
 	// is sent whole by the sandbox and decoded here) spaces the next ones
@@ -101,6 +106,9 @@ func (o *Options) defaults() {
 	}
 	if o.ThumbInterval <= 0 {
 		o.ThumbInterval = time.Second
+	}
+	if o.Backstop <= 0 {
+		o.Backstop = time.Second
 	}
 	if o.Budget <= 0 || o.Budget > 1 {
 		o.Budget = 0.1

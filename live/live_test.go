@@ -32,8 +32,9 @@ import (
 // ---- a fake sandbox: a 64×48 screen whose dot moves right on each key ----
 
 type fakeBackend struct {
-	mu   sync.Mutex
-	envs []*fakeEnv
+	watch bool // the environments tell when their screen changes
+	mu    sync.Mutex
+	envs  []*fakeEnv
 }
 
 func (b *fakeBackend) Name() string { return "fake" }
@@ -43,7 +44,33 @@ func (b *fakeBackend) Create(_ context.Context, cfg environment.Config) (environ
 	b.mu.Lock()
 	b.envs = append(b.envs, e)
 	b.mu.Unlock()
+	if b.watch {
+		e.subs = map[chan struct{}]struct{}{}
+		return watchingEnv{e}, nil
+	}
 	return e, nil
+}
+
+// watchingEnv is a fakeEnv that tells when its screen changes (after an
+// action that moves the dot), as guestenv.Env does.
+type watchingEnv struct{ *fakeEnv }
+
+func (e watchingEnv) WatchScreen(context.Context) (<-chan struct{}, func(), error) {
+	ch := make(chan struct{}, 1)
+	e.mu.Lock()
+	e.subs[ch] = struct{}{}
+	e.mu.Unlock()
+	return ch, func() {
+		e.mu.Lock()
+		delete(e.subs, ch)
+		e.mu.Unlock()
+	}, nil
+}
+
+func (e *fakeEnv) watchers() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.subs)
 }
 
 type fakeEnv struct {
@@ -54,6 +81,7 @@ type fakeEnv struct {
 	actions []action.Action
 	looks   int
 	slow    time.Duration // how long a look takes
+	subs    map[chan struct{}]struct{}
 }
 
 func (e *fakeEnv) Info() environment.Info { return environment.Info{Backend: "fake", ID: "f"} }
@@ -87,6 +115,12 @@ func (e *fakeEnv) Act(_ context.Context, a action.Action) (action.Result, error)
 	e.actions = append(e.actions, a)
 	if a.Kind == action.Key || a.Kind == action.Type || a.Kind == action.Click {
 		e.x = (e.x + 8) % 60
+		for ch := range e.subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
 	}
 	return action.Result{OK: true}, nil
 }
@@ -435,6 +469,58 @@ func TestFramesOnlyWhenChanged(t *testing.T) {
 	st := p.await("the step", isEvent(session.EventStep))
 	if ev := st["ev"].(map[string]any); ev["actor"] != trace.ActorRemote || st["s"] != "key Right" {
 		t.Errorf("step event %v", st)
+	}
+}
+
+// TestFramesFollowChanges: where the sandbox tells when its screen
+// changes, a watched idle screen is looked at only at the backstop, and a
+// change reaches the page at once.
+func TestFramesFollowChanges(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		backstop time.Duration
+	}{{"no backstop meanwhile", time.Hour}, {"the backstop", 20 * time.Millisecond}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := start(t, Options{Backstop: tt.backstop}, func(c *session.Config) { c.Backend.(*fakeBackend).watch = true })
+			p := h.control(t)
+			p.await("hello", isT("hello"))
+			p.frame()
+			if n := h.env.watchers(); n != 1 {
+				t.Fatalf("%d subscribers to the screen's changes, want 1", n)
+			}
+			looks := func() int { h.env.mu.Lock(); defer h.env.mu.Unlock(); return h.env.looks }
+			n := looks()
+			if tt.backstop == time.Hour {
+				// Polling at FrameInterval (10 ms) would look about 30 times
+				// meanwhile; a slower machine only looks less.
+				time.Sleep(300 * time.Millisecond)
+				if got := looks(); got != n {
+					t.Errorf("%d looks at an idle screen within its backstop, want none", got-n)
+				}
+			} else {
+				deadline := time.Now().Add(time.Minute)
+				for looks() < n+3 {
+					if time.Now().After(deadline) {
+						t.Fatalf("%d looks in a minute with a backstop of %v", looks()-n, tt.backstop)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			if _, err := h.sess.Act(t.Context(), session.Step{Action: action.Action{Kind: action.Key, Keys: "Right"}}); err != nil {
+				t.Fatal(err)
+			}
+			if f := p.frame(); f.Full || f.W != 12 {
+				t.Errorf("the change arrives as %+v", f)
+			}
+			p.ws.Close(websocket.StatusNormalClosure, "")
+			deadline := time.Now().Add(time.Minute)
+			for h.env.watchers() != 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("still subscribed a minute after the page closed")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
 	}
 }
 

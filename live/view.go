@@ -65,6 +65,7 @@ type View struct {
 	leasing  bool // the lease watch runs
 	last     *update
 	stopped  chan struct{} // closed when the server shuts the view down
+	left     chan struct{} // wakes the pump when the last page leaves (buffered)
 
 	// approvals are the policy's asks the page answers (--approve live:
 	// Approver).
@@ -106,7 +107,7 @@ func (s *Server) Add(info Info) *View {
 	s.mu.Lock()
 	s.nextID++
 	v := &View{id: strconv.Itoa(s.nextID), srv: s, info: info, log: session.NewEventLog(eventLogBytes),
-		state: StateStarting, conns: map[*conn]struct{}{}, stopped: make(chan struct{})}
+		state: StateStarting, conns: map[*conn]struct{}{}, stopped: make(chan struct{}), left: make(chan struct{}, 1)}
 	v.approvals.By = policy.ApproveLive
 	s.views[v.id] = v
 	s.order = append(s.order, v)
@@ -314,6 +315,12 @@ func (v *View) leave(c *conn) {
 	v.mu.Lock()
 	delete(v.conns, c)
 	v.watchers--
+	if v.watchers == 0 {
+		select { // the pump, waiting for a change, stops watching
+		case v.left <- struct{}{}:
+		default:
+		}
+	}
 	held := v.holder == c
 	if held {
 		v.holder = nil
@@ -506,10 +513,17 @@ func (v *View) kick() {
 	}()
 }
 
-// pump looks at the screen while someone watches (each view page at
-// FrameInterval, a grid alone at ThumbInterval) and sends what changed.
+// pump looks at the screen while someone watches and sends what changed:
+// a grid alone every ThumbInterval; a view page on each change the
+// sandbox reports (Session.WatchScreen), FrameInterval apart at most as
+// often, and after Backstop without one — or, where the sandbox cannot
+// tell, every FrameInterval.
 func (v *View) pump(sess *session.Session) {
+	var changed <-chan struct{} // the screen's changes, while subscribed
+	unwatch := func() {}
+	noEvents := false // the sandbox cannot tell: poll
 	defer func() {
+		unwatch()
 		v.mu.Lock()
 		v.pumping = false
 		v.mu.Unlock()
@@ -528,6 +542,22 @@ func (v *View) pump(sess *session.Session) {
 				return
 			}
 			interval = v.srv.o.ThumbInterval
+			if changed != nil {
+				unwatch()
+				changed, unwatch = nil, func() {}
+			}
+		} else if changed == nil && !noEvents {
+			// Subscribe before looking: no change after the look goes
+			// unreported.
+			ctx, cancel := context.WithTimeout(v.srv.base, 10*time.Second)
+			ch, stop, err := sess.WatchScreen(ctx)
+			cancel()
+			switch {
+			case err == nil:
+				changed, unwatch = ch, stop
+			case errors.Is(err, environment.ErrNoScreenEvents):
+				noEvents = true
+			}
 		}
 		t0 := time.Now()
 		ctx, cancel := context.WithTimeout(v.srv.base, 10*time.Second)
@@ -568,5 +598,27 @@ func (v *View) pump(sess *session.Session) {
 		case <-sess.Done():
 			return
 		}
+		if changed == nil {
+			continue
+		}
+		// Then wait for a change (one that came meanwhile is waiting in
+		// the channel), or the backstop.
+		backstop := time.NewTimer(time.Until(t0.Add(max(interval, v.srv.o.Backstop))))
+		select {
+		case _, ok := <-changed:
+			if !ok { // the environment went (a relaunch): subscribe again
+				unwatch()
+				changed, unwatch = nil, func() {}
+			}
+		case <-backstop.C:
+		case <-v.left:
+		case <-v.stopped:
+			backstop.Stop()
+			return
+		case <-sess.Done():
+			backstop.Stop()
+			return
+		}
+		backstop.Stop()
 	}
 }

@@ -208,6 +208,27 @@ func (s *Session) Peek(ctx context.Context) (*observe.Frame, environment.State, 
 	return f, st, err
 }
 
+// WatchScreen subscribes to the screen's changes in the session's
+// environment (environment.ScreenWatcher), for a watcher that looks with
+// Peek: the channel receives when the screen may have changed since the
+// last look, and is closed when the environment goes (a relaunch's new
+// one is subscribed to again). It fails with environment.ErrNoScreenEvents
+// where the environment cannot tell: poll instead.
+func (s *Session) WatchScreen(ctx context.Context) (<-chan struct{}, func(), error) {
+	if err := s.endedEarly(); err != nil {
+		return nil, nil, err
+	}
+	env := s.environment()
+	if env == nil {
+		return nil, nil, environment.ErrClosed
+	}
+	w, ok := env.(environment.ScreenWatcher)
+	if !ok {
+		return nil, nil, environment.ErrNoScreenEvents
+	}
+	return w.WatchScreen(ctx)
+}
+
 // setEnd records how the episode ended (the first time) and tells the
 // listener; s.mu is held.
 func (s *Session) setEnd(end *End) {

@@ -37,7 +37,9 @@ import (
 // the act request's wait until file (an older guest would refuse it as
 // an unknown condition only once a script used it).
 // 5: the trusted observer: start's observe and the activity request.
-const Protocol = 5
+// 6: the floor's damage check (FloorResponse.Damage); watch and the
+// screen event.
+const Protocol = 6
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.

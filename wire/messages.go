@@ -22,6 +22,7 @@ const (
 	MethodReset      = "reset"      // ResetRequest → ResetResponse: the sandbox back to its state before the first launch (a relaunch)
 	MethodActivity   = "activity"   // ActivityRequest → ActivityResponse: what the trusted observer saw since the previous checkpoint (a sandbox started with Observe)
 	MethodFloor      = "floor"      // FloorRequest → FloorResponse (+ payload: the screen's pixels, with Frame): a step's primitives timed alone (agentbox bench)
+	MethodWatch      = "watch"      // WatchRequest → WatchResponse: screen events on or off (EventScreen)
 )
 
 // Events (guest → host).
@@ -32,6 +33,7 @@ const (
 	EventWindow = "window" // WindowEvent
 	EventLog    = "log"    // LogEvent: the guest's own diagnostics
 	EventReset  = "reset"  // nothing: the app is gone and the desktop reset; what follows is the next app's (sent before reset's answer)
+	EventScreen = "screen" // nothing: the screen may have changed since the last screenshot (after a watch request; see WatchRequest)
 )
 
 // StartRequest asks the guest to bring up the desktop.
@@ -279,7 +281,8 @@ type ResetResponse struct {
 // FloorRequest asks the guest to time the primitives of a step alone, one
 // at a time, Samples times each (at most MaxFloorSamples): one XTEST
 // motion with a sync, one capture of the whole screen (MIT-SHM where it is
-// in use), the hash of a frame, its compression as a screenshot sends it
+// in use), the check for damage of an unchanged screen (where DAMAGE is in
+// use), the hash of a frame, its compression as a screenshot sends it
 // (EncodingBGRXS2) and a PNG encode of it. With Frame, it times nothing
 // and answers at once with the last frame it captured, compressed as a
 // screenshot's payload: the host times the round trip of a frame's bytes
@@ -299,9 +302,31 @@ type FloorResponse struct {
 	SHM     bool    `json:"shm"` // the captures went through MIT-SHM
 	Motion  []int64 `json:"motion_us,omitempty"`
 	Capture []int64 `json:"capture_us,omitempty"`
-	Hash    []int64 `json:"hash_us,omitempty"`
-	Encode  []int64 `json:"encode_us,omitempty"`
-	PNG     []int64 `json:"png_us,omitempty"`
+	// Damage is the check for damage of an unchanged screen (where DAMAGE
+	// is in use): what a step costs in place of a capture and a hash when
+	// nothing changed (protocol 6).
+	Damage []int64 `json:"damage_us,omitempty"`
+	Hash   []int64 `json:"hash_us,omitempty"`
+	Encode []int64 `json:"encode_us,omitempty"`
+	PNG    []int64 `json:"png_us,omitempty"`
+}
+
+// WatchRequest turns the guest's screen events on or off. While on, the
+// guest sends EventScreen when the screen may have changed since the last
+// screenshot it answered: when the server's DAMAGE reports a change, and
+// after every action it performs (the pointer moves without damage). At
+// most one event is outstanding: after one, the next waits until a
+// screenshot request has been answered. A watcher looks (a screenshot) on
+// each event, and also now and then, since an app may move the pointer
+// itself (XWarpPointer), which neither damages nor is an action.
+type WatchRequest struct {
+	On bool `json:"on"`
+}
+
+// WatchResponse says whether screen events will be sent: not without
+// DAMAGE, where the watcher has to poll.
+type WatchResponse struct {
+	Damage bool `json:"damage"`
 }
 
 // OutputEvent accompanies app output bytes.

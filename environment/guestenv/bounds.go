@@ -191,7 +191,7 @@ func (c *Client) checkEvent(h *wire.Header, payload int) error {
 		default:
 			return fmt.Errorf("unknown window event %q", clip(e.Kind, 64))
 		}
-	case wire.EventExit, wire.EventLog, wire.EventReset:
+	case wire.EventExit, wire.EventLog, wire.EventReset, wire.EventScreen:
 	default:
 		return fmt.Errorf("unknown event %q", clip(h.Method, 64))
 	}
@@ -231,6 +231,8 @@ func (c *Client) handle(m *wire.Message) {
 		if c.events != nil && (len(data) > 0 || dropped > 0) {
 			c.events.Output(e.Stream, data, dropped)
 		}
+	case wire.EventScreen:
+		c.screenChanged()
 	case wire.EventReset:
 		// The app is gone and the sandbox reset (a relaunch): the next
 		// app's output, windows and exit have their budgets afresh.

@@ -48,6 +48,7 @@ type Client struct {
 
 	served chan struct{}
 	logf   func(string)
+	sw     screenWatch // the screen events' subscribers (watch.go)
 
 	// What the guest may send (bounds.go).
 	handshaken atomic.Bool
@@ -78,6 +79,7 @@ func Dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Even
 
 func dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Events, logf func(string), tm timing) (*Client, error) {
 	c := &Client{conn: wire.NewConn(r, w), events: events, served: make(chan struct{}), logf: logf, timing: tm}
+	c.sw.calls, c.sw.subs = make(chan struct{}, 1), map[chan struct{}]struct{}{}
 	c.conn.SetLimit(c.check)
 	type first struct {
 		m   *wire.Message
@@ -115,6 +117,7 @@ func dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Even
 	go func() {
 		defer close(c.served)
 		_ = c.conn.Serve(c.handle)
+		c.closeWatch()
 	}()
 	closer, _ := w.(io.Closer)
 	go c.watch(closer)
@@ -517,7 +520,7 @@ func (c *Client) Floor(ctx context.Context, samples int) (wire.FloorResponse, er
 	if err != nil {
 		return resp, c.wrap("floor", err)
 	}
-	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > n {
+	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Damage) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > n {
 		return resp, c.wrap("floor", fmt.Errorf("%w: more timings than the %d samples asked for", environment.ErrGuest, n))
 	}
 	return resp, nil

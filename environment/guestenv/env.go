@@ -131,7 +131,16 @@ type Env struct {
 	closeErr  error
 }
 
-var _ environment.Environment = (*Env)(nil)
+var (
+	_ environment.Environment   = (*Env)(nil)
+	_ environment.ScreenWatcher = (*Env)(nil)
+)
+
+// WatchScreen implements environment.ScreenWatcher through the guest's
+// screen events (wire.MethodWatch).
+func (e *Env) WatchScreen(ctx context.Context) (<-chan struct{}, func(), error) {
+	return e.guest.WatchScreen(ctx)
+}
 
 // tailLines is how many of the guest's last stderr lines error messages
 // quote.
@@ -454,7 +463,7 @@ func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error)
 		return d
 	}
 	fl.SHM = r.SHM
-	fl.Motion, fl.Capture, fl.Hash, fl.Encode, fl.PNG = us(r.Motion), us(r.Capture), us(r.Hash), us(r.Encode), us(r.PNG)
+	fl.Motion, fl.Capture, fl.Damage, fl.Hash, fl.Encode, fl.PNG = us(r.Motion), us(r.Capture), us(r.Damage), us(r.Hash), us(r.Encode), us(r.PNG)
 	for range samples {
 		t := time.Now()
 		if err := e.guest.Ping(ctx); err != nil {

@@ -185,6 +185,33 @@ func (c *Conn) CaptureDamaged(ctx context.Context, fn func(Frame) error) error {
 	return fn(f)
 }
 
+// DamageCheck makes the check CaptureDamaged makes before it captures,
+// alone (agentbox bench's floor times it): the damage accumulated since the
+// last capture or check is moved into the region and fetched, one round
+// trip. It reports whether there was any; if so, the kept frame is
+// forgotten, so the next CaptureDamaged captures the whole screen (the
+// damage this call took is no longer there to tell it what changed).
+// Without DAMAGE it reports true without asking the server.
+func (c *Conn) DamageCheck(ctx context.Context) (bool, error) {
+	if !c.Damage() {
+		return true, nil
+	}
+	o, err := c.begin(ctx, &c.capture, "damage check")
+	if err != nil {
+		return false, err
+	}
+	defer o.end()
+	bands, err := c.takeDamage(o)
+	if err != nil {
+		c.dmg.kept = false
+		return false, o.wrap("damage check", err)
+	}
+	if len(bands) > 0 {
+		c.dmg.kept = false
+	}
+	return len(bands) > 0, nil
+}
+
 // takeDamage moves the damage accumulated since the last call into the
 // region, fetches it and returns its rows as bands [y0, y1), merged and
 // bounded (damageBandGap, maxDamageBands).

@@ -167,6 +167,49 @@ func TestCaptureDamagedNoExtension(t *testing.T) {
 	}
 }
 
+// TestDamageCheck: the check alone reports a change once, and the
+// capture after a reported change still holds the whole screen.
+func TestDamageCheck(t *testing.T) {
+	e := newEnv(t, xserver.Config{Width: 320, Height: 240}, false)
+	ctx := testCtx(t, 30*time.Second)
+	other := client(t, e.srv.Display())
+	capture := func() []byte {
+		t.Helper()
+		var pix []byte
+		if err := e.c.CaptureDamaged(ctx, func(f Frame) error { pix = bytes.Clone(f.Pix); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return pix
+	}
+	check := func(what string, want bool) {
+		t.Helper()
+		got, err := e.c.DamageCheck(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: DamageCheck = %v, want %v", what, got, want)
+		}
+	}
+	capture()
+	check("unchanged", false)
+	if err := e.c.MouseMove(ctx, 50, 60); err != nil {
+		t.Fatal(err)
+	}
+	check("pointer moved", false)
+	fillRoot(t, other, 0xff0000, 10, 20, 30, 5)
+	check("a change", true)
+	check("the same change again", false)
+	got := capture()
+	want, err := e.c.Capture(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Pix) {
+		t.Error("CaptureDamaged after a check that took the damage differs from a full capture")
+	}
+}
+
 // TestWatchDamage: a change after a capture is reported; none is without
 // one (checked after a sync, not by waiting).
 func TestWatchDamage(t *testing.T) {

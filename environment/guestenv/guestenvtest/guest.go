@@ -46,6 +46,9 @@ type Guest struct {
 	// OnReset runs when a reset request (a relaunch) arrives, before the
 	// guest tells the app's exit, forgets the home's files and answers.
 	OnReset func(w *Writer)
+	// Damage makes the guest answer watch as one with DAMAGE: while
+	// watched, it sends a screen event after every act.
+	Damage bool
 }
 
 // Writer writes frames to the host, as the guest.
@@ -167,6 +170,7 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 	var blank []byte
 	var blankResp wire.ScreenshotResponse
 	home := map[string][]byte{} // the home's files, by path
+	watching := false           // screen events on (watch)
 	br := bufio.NewReader(stdin)
 	for {
 		m, err := wire.ReadFrame(br)
@@ -217,7 +221,17 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 			if g.OnAct != nil {
 				g.OnAct(w)
 			}
+			if watching {
+				if err := w.Event(wire.EventScreen, nil, nil); err != nil {
+					return err
+				}
+			}
 			out = action.Result{OK: true}
+		case wire.MethodWatch:
+			var req wire.WatchRequest
+			_ = json.Unmarshal(m.Body, &req)
+			watching = req.On && g.Damage
+			out = wire.WatchResponse{Damage: g.Damage}
 		case wire.MethodWriteFile:
 			// A task's inputs are kept, in memory, as the home's files:
 			// collect and read_file answer from them.
@@ -272,6 +286,7 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 			for i := range req.Samples {
 				resp.Motion = append(resp.Motion, 50+int64(i))
 				resp.Capture = append(resp.Capture, 300)
+				resp.Damage = append(resp.Damage, 30)
 				resp.Hash = append(resp.Hash, 40)
 				resp.Encode = append(resp.Encode, 200)
 				resp.PNG = append(resp.PNG, 9000)
