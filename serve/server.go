@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -328,7 +329,7 @@ func (s *Server) Serve(ln net.Listener, certFile, keyFile string) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          nil,
+		ErrorLog:          log.New(httpLog{s}, "", 0),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(s.base) },
 	}
 	hs := s.http
@@ -411,6 +412,21 @@ func (s *Server) logf(format string, args ...any) {
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	fmt.Fprintf(s.o.Log, "agentbox serve: "+format+"\n", args...)
+}
+
+// httpLog takes net/http's own messages into the server's log, less the
+// TLS handshakes a peer ended before a word ("…: EOF"): what a TCP
+// readiness or liveness probe (deploy/kubernetes/serve.yaml) or a load
+// balancer's health check does every few seconds.
+type httpLog struct{ s *Server }
+
+func (l httpLog) Write(p []byte) (int, error) {
+	line := strings.TrimRight(string(p), "\n")
+	if strings.HasPrefix(line, "http: TLS handshake error from ") && strings.HasSuffix(line, ": EOF") {
+		return len(p), nil
+	}
+	l.s.logf("%s", strings.TrimPrefix(line, "http: "))
+	return len(p), nil
 }
 
 // ownerLogLen is how much of an owner ID the log and the traces show: a

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 
 	k8s "github.com/codegirl-games/agentbox/environment/kubernetes"
 	"github.com/codegirl-games/agentbox/images"
@@ -41,8 +43,9 @@ import (
 // namespace through its ServiceAccount's in-cluster configuration, and
 // keeps --pool of them warm. The Python client outside the cluster reaches
 // it through `kubectl port-forward` over TLS, uploads the mover, and resets
-// episodes fresh (from the Pod pool) and in place; then the Deployment is
-// deleted and serve, told to stop, leaves no sandbox Pod behind.
+// episodes fresh (from the Pod pool, filled once the mover's key was asked
+// for) and in place; then the Deployment is deleted and serve, told to
+// stop, leaves no sandbox Pod behind.
 func TestServeInCluster(t *testing.T) {
 	c := newCluster(t, k8s.DefaultImage)
 	id, err := images.GuestID(c.bin)
@@ -50,7 +53,7 @@ func TestServeInCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := images.GuestRef(k8s.DefaultImage, id)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 
@@ -85,6 +88,9 @@ func TestServeInCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			onHostNetwork(t, d)
+		}
 		if err := c.apply(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
@@ -113,13 +119,7 @@ func TestServeInCluster(t *testing.T) {
 		}
 	})
 
-	// Its warm pool: --pool 2 sandbox Pods made by serve itself.
-	waitFor(t, ctx, "serve's 2 warm sandbox Pods", func() (bool, string) {
-		n := c.sandboxPods(t)
-		return len(n) >= 2, fmt.Sprint(n)
-	})
-
-	port := c.portForward(t, ctx, "svc/agentbox-serve", 8470)
+	port := c.portForward(t, ctx, "svc/agentbox-serve", 8470) // the Service's port; its targetPort is serve's
 	mover := testenv.Build(t, "./examples/mover")
 	appDir := filepath.Join(dir, "mover")
 	if err := os.MkdirAll(appDir, 0o755); err != nil {
@@ -144,6 +144,13 @@ func TestServeInCluster(t *testing.T) {
 		}
 	}
 
+	// Its warm pool, filled for the key the episodes asked for: --pool 2
+	// sandbox Pods made by serve itself, waiting for the next episode.
+	waitFor(t, ctx, "serve's 2 warm sandbox Pods", func() (bool, string) {
+		n := c.sandboxPods(t)
+		return len(n) >= 2, fmt.Sprint(n)
+	})
+
 	// A wrong token is refused by the server in the cluster.
 	bad := exec.CommandContext(ctx, "python3", "-c", `import ssl, sys; sys.path.insert(0, sys.argv[1]); import agentbox
 try:
@@ -158,6 +165,42 @@ sys.exit("accepted a wrong token")`, filepath.Join(testenv.RepoRoot(), "python")
 	// Deleting the Deployment stops serve, which closes its pool's Pods.
 	deleteServe()
 	c.assertNothingLeft(t)
+}
+
+// testServePort is serve's port in the test: on the host's network, away
+// from agentbox serve's default.
+const testServePort = 18470
+
+// onHostNetwork adapts serve's Deployment to the test cluster, which has
+// no kube-proxy and gives Pods no route off their bridge (its bridge
+// plugin enforces no NetworkPolicy, so the cluster isolates every Pod by
+// itself): serve's Pod, alone, runs on the node's network and reaches the
+// API server where it listens (loopback) instead of at the kubernetes
+// Service's address. On a cluster with kube-proxy the manifest runs as it
+// is written.
+func onHostNetwork(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &d.Spec.Template.Spec
+	pod.HostNetwork = true
+	pod.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	c := &pod.Containers[0]
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()},
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()})
+	for i, a := range c.Args {
+		if strings.HasPrefix(a, "--listen=") {
+			c.Args[i] = fmt.Sprintf("--listen=0.0.0.0:%d", testServePort) // the probe dials the node's address
+		}
+	}
+	c.Ports[0].ContainerPort = testServePort
 }
 
 // apply creates one object of the manifest in the test's namespace.
@@ -219,7 +262,7 @@ func (c *cluster) sandboxPods(t *testing.T) []string {
 // port (stopped at the test's end) and returns that port.
 func (c *cluster) portForward(t *testing.T, ctx context.Context, target string, port int) int {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, "kubectl", "-n", c.namespace, "port-forward", target, fmt.Sprintf("127.0.0.1:0:%d", port))
+	cmd := exec.CommandContext(ctx, "kubectl", "-n", c.namespace, "port-forward", "--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
