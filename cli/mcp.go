@@ -111,6 +111,8 @@ func runMCP(cmd *cobra.Command, f mcpFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
+	// A grade that checks the observer's activity needs the observer.
+	envCfg.Observe = envCfg.Observe || spec != nil && spec.NeedsObserver()
 	logCap, settle := so.logCap, so.settle
 	if fi, err := os.Stat(f.out); err == nil && !fi.IsDir() {
 		return usageErrorf("--out %s is a file; give a directory (each episode's trace is a new directory in it)", f.out)

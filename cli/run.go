@@ -124,6 +124,8 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		return err
 	}
 	envCfg, env := so.env, so.appEnv
+	// A grade that checks the observer's activity needs the observer.
+	envCfg.Observe = envCfg.Observe || spec != nil && spec.NeedsObserver()
 	backendName := f.backend
 	if f.name != "" {
 		if backendName, err = namedBackend(f.name, f.backend); err != nil {
@@ -162,6 +164,7 @@ func runRun(cmd *cobra.Command, f runFlags, target string, appArgs []string, arg
 		case sc.Grade != nil:
 			spec = sc.Grade
 		}
+		envCfg.Observe = envCfg.Observe || spec != nil && spec.NeedsObserver()
 		envCfg.A11y = envCfg.A11y || sc.NeedsA11y()
 		envCfg.Observe = envCfg.Observe || sc.NeedsObserver()
 		if !cmd.Flags().Changed("max-steps") {

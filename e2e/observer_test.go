@@ -93,3 +93,40 @@ steps:
 		t.Fatalf("want a failed check naming what the observer saw:\n%s", r)
 	}
 }
+
+// TestObserverGrade: a --grade spec with file_written and process checks
+// turns the trusted observer on by itself (the script checks nothing of
+// it) and grades what a real app did; a pattern that nothing matched is
+// incorrect, naming what was seen.
+func TestObserverGrade(t *testing.T) {
+	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
+	app := observedApp(t)
+	sc := writeScript(t, `steps:
+  - {wait_for: exited, code: 0, timeout_ms: 60000}
+`)
+	spec := filepath.Join(t.TempDir(), "grade.yaml")
+	if err := os.WriteFile(spec, []byte(`- file_written: "~/out/*.txt"
+- process: "sh -c *"
+- {process: "*run.sh", exit: 0}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := agentbox(t, "run", app, "--script", sc, "--grade", spec)
+	if r.code != 0 {
+		t.Fatalf("want exit 0:\n%s", r)
+	}
+	tr := openTrace(t, r.dir)
+	if tr.Run.Grade == nil || tr.Run.Grade.Outcome != trace.GradeVerified {
+		t.Fatalf("grade: %+v, want verified\n%s", tr.Run.Grade, r)
+	}
+	assertNoContainers(t, tr.Run.ID)
+
+	if err := os.WriteFile(spec, []byte("- file_written: \"~/out/*.ods\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = agentbox(t, "run", app, "--script", sc, "--grade", spec)
+	tr = openTrace(t, r.dir)
+	if g := tr.Run.Grade; g == nil || g.Outcome != trace.GradeIncorrect || !strings.Contains(g.Message, "none matching; the last: file ~/out/") {
+		t.Fatalf("grade: %+v, want incorrect naming what was written\n%s", g, r)
+	}
+}

@@ -35,6 +35,21 @@ func TestLoadGrade(t *testing.T) {
 	if cfg.Grader != session.Grader(g) {
 		t.Errorf("the episode's Grader is %v, want the task's grade", cfg.Grader)
 	}
+	if cfg.Env.Observe {
+		t.Error("a grade without observer checks turned the observer on")
+	}
+
+	// A grade that checks the observer's activity turns the observer on.
+	path = suiteDir(t, "tasks:\n  - name: a\n    target: app\n    agent: idle\n    grade:\n      - {process: 'sh -c *', exit: 0}\n")
+	if s, err = Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = episodeConfig(s.Tasks[0], appBundle(t, s.Tasks[0]), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Env.Observe {
+		t.Error("a grade with a process check: the episode's observer is off")
+	}
 
 	for _, tt := range []struct{ name, suite, want string }{
 		{"unknown field", "tasks:\n  - name: a\n    target: app\n    agent: idle\n    grade:\n      - {exists: a, wieght: 2}\n", `suite.yaml:6: task 1: grade check 1: unknown field "wieght" (did you mean weight?)`},

@@ -561,7 +561,7 @@ func episodeConfig(t *Task, b *app.Bundle, o Options) (session.Config, error) {
 	// A task's own policy that names elements needs the tree, as a
 	// script that names them does.
 	env.A11y = env.A11y || t.A11y || t.scripted() && t.script.NeedsA11y() || t.Policy != nil && t.Policy.NeedsTree()
-	env.Observe = env.Observe || t.Observe || t.scripted() && t.script.NeedsObserver()
+	env.Observe = env.Observe || t.Observe || t.scripted() && t.script.NeedsObserver() || t.Grade != nil && t.Grade.NeedsObserver()
 	var err error
 	if env.Network, err = t.network(o.Env.Network, &b.Manifest); err != nil {
 		return session.Config{}, err

@@ -143,8 +143,11 @@ func (s *Spec) run(ctx context.Context, c *Check, filesDir, traceDir string) (r 
 			r = malformed("the file could not be read (%v)", p)
 		}
 	}()
-	if c.Kind == KindCommand {
+	switch c.Kind {
+	case KindCommand:
 		return runCommand(ctx, c, filesDir, traceDir)
+	case KindFileWritten, KindProcess:
+		return checkActivity(c, traceDir)
 	}
 	data, res, ok := readCollected(filesDir, c.File)
 	if !ok {

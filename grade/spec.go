@@ -25,6 +25,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/collectfs"
 	"github.com/codegirl-games/agentbox/internal/suggest"
 	"github.com/codegirl-games/agentbox/internal/yamlwalk"
 )
@@ -40,18 +42,25 @@ const (
 	KindTable   = "table"
 	KindImage   = "image"
 	KindCommand = "command"
+	// KindFileWritten and KindProcess check what the trusted observer
+	// recorded (the trace's activity): a file written below the home, a
+	// process run (or ended with a code).
+	KindFileWritten = "file_written"
+	KindProcess     = "process"
 )
 
-var kinds = []string{KindExists, KindText, KindJSON, KindTable, KindImage, KindCommand}
+var kinds = []string{KindExists, KindText, KindJSON, KindTable, KindImage, KindCommand, KindFileWritten, KindProcess}
 
 // fieldsOf are the fields each kind of check takes besides its own.
 var fieldsOf = map[string][]string{
-	KindExists:  {},
-	KindText:    {"equals", "contains", "regex", "normalize"},
-	KindJSON:    {"path", "equals"},
-	KindTable:   {"sheet", "cell", "range", "equals", "expected", "tolerance"},
-	KindImage:   {"expected", "tolerance", "threshold"},
-	KindCommand: {"timeout"},
+	KindExists:      {},
+	KindText:        {"equals", "contains", "regex", "normalize"},
+	KindJSON:        {"path", "equals"},
+	KindTable:       {"sheet", "cell", "range", "equals", "expected", "tolerance"},
+	KindImage:       {"expected", "tolerance", "threshold"},
+	KindCommand:     {"timeout"},
+	KindFileWritten: {},
+	KindProcess:     {"exit"},
 }
 
 var common = []string{"name", "weight"}
@@ -101,6 +110,26 @@ type Check struct {
 	Command []string // command: the program (absolute when it named a path) and its arguments
 	Dir     string   // command: the working directory (the spec file's)
 	Timeout time.Duration
+
+	// file_written: Pattern is a glob below the home, "~/" trimmed (File
+	// holds it as given). process: Argv matches a command line (its argv
+	// joined by spaces) exactly, as a glob or /regex/; with Exit, the
+	// process ended with that code.
+	Pattern   string
+	Argv      string
+	argvMatch func(string) bool
+	Exit      *int
+}
+
+// NeedsObserver reports whether the spec checks what the trusted observer
+// records: its sandbox needs the observer (--observe).
+func (s *Spec) NeedsObserver() bool {
+	for _, c := range s.Checks {
+		if c.Kind == KindFileWritten || c.Kind == KindProcess {
+			return true
+		}
+	}
+	return false
 }
 
 // Describe renders a check for messages: `check 2 (table Documents/sales.ods)`.
@@ -108,6 +137,9 @@ func (c *Check) Describe(i int) string {
 	what := c.Kind + " " + c.File
 	if c.Kind == KindCommand {
 		what = c.Kind + " " + filepath.Base(c.Command[0])
+	}
+	if c.Kind == KindProcess {
+		what = c.Kind + " " + c.Argv
 	}
 	if c.Name != "" {
 		return fmt.Sprintf("check %d %q (%s)", i+1, c.Name, what)
@@ -356,6 +388,30 @@ func build(kind string, fields []field, o Options, errf func(string, ...any) err
 			}
 		case KindCommand:
 			c.Command, err = commandOf(f, o)
+		case KindFileWritten:
+			if c.File, err = str(); err == nil {
+				rel, ok := strings.CutPrefix(c.File, "~/")
+				if !ok {
+					err = f.errf("want a path below the home starting with ~/ (such as ~/out/*.txt), got %q", c.File)
+				} else if err = collectfs.CheckPattern(rel); err != nil {
+					err = f.errf("%v", err)
+				}
+				c.Pattern = rel
+			}
+		case KindProcess:
+			if c.Argv, err = str(); err != nil {
+				err = f.errf("want the command line, a glob (such as \"sh -c *\") or /regex/")
+			} else if c.argvMatch, err = action.TitleMatcher(c.Argv); err != nil {
+				err = f.errf("want the command line, a glob or /regex/: %v", err)
+			}
+		case "exit":
+			x, ok := f.val.(float64)
+			if !ok || x != float64(int(x)) || x < 0 || x > 255 {
+				err = f.errf("an exit code is a whole number between 0 and 255, got %v", f.val)
+			} else {
+				code := int(x)
+				c.Exit = &code
+			}
 		case "equals":
 			c.Equals, c.HasEquals = f.val, true
 			if kind == KindText {

@@ -494,6 +494,8 @@ func (s *Server) newEnv(owner string, req api.CreateRequest) (*env, *api.Error) 
 			return nil, apiError(api.CodeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), grade.ErrInvalid.Error()+": "))
 		}
 		e.grader = spec
+		// A check of the observer's activity needs the observer.
+		e.cfg.Observe = e.cfg.Observe || spec.NeedsObserver()
 	}
 	if req.Policy != "" {
 		if len(req.Policy) > maxPolicyText {

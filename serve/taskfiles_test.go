@@ -48,6 +48,18 @@ func TestTaskFilesServed(t *testing.T) {
 	}
 
 	e := h.create("", fmt.Sprintf(`, "inputs": [{"from": "upload:%s/data/level.txt", "to": "~/Documents/level.txt"}], "collect": ["~/Documents/*.txt"], "before_collect": [{"action": "key", "keys": "ctrl+s"}, {"expect": "running"}]`, up.ID))
+	// A grade that checks the observer's activity turns the observer on.
+	observed := func(id string) bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return h.srv.envs[id].cfg.Observe
+	}
+	if observed(e.ID) {
+		t.Error("a grade without observer checks turned the observer on")
+	}
+	if o := h.create("", `, "grade": [{"file_written": "~/out/*.txt"}]`); !observed(o.ID) {
+		t.Error("a grade with a file_written check: the environment's observer is off")
+	}
 	a = h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/act", body: []byte(`{"action": "done"}`)})
 	var st api.StepResponse
 	a.decode(t, &st)

@@ -157,80 +157,27 @@ func (c *Check) evaluate(w world) Verdict {
 func (c *Check) fileWritten(act []observe.ActivityEvent) Verdict {
 	exp := "a file matching " + c.Path + " written"
 	pat := strings.TrimPrefix(c.Path, "~/")
-	var last *observe.ActivityEvent
-	n := 0
-	for i, e := range act {
-		if e.Kind != observe.ActFile || e.Dir || !e.Has(observe.OpWritten) {
-			continue
-		}
-		n++
-		last = &act[i]
-		if rel, ok := strings.CutPrefix(e.Path, "~/"); ok && collectfs.Matches(pat, rel) {
-			return Verdict{true, exp, e.String()}
-		}
+	f := observe.FindWritten(act, func(rel string) bool { return collectfs.Matches(pat, rel) })
+	if f.Event != nil {
+		return Verdict{true, exp, f.Event.String()}
 	}
-	return Verdict{false, exp, activitySeen(act, n, "files written", last)}
+	return Verdict{false, exp, f.Seen(act, "files written")}
 }
 
 // process looks for a process whose command line matches Argv (and, with
 // Exit, its exit with that code).
 func (c *Check) process(act []observe.ActivityEvent) Verdict {
 	exp := "a process " + c.Argv
-	kind := observe.ActExec
 	if c.Exit != nil {
 		exp += fmt.Sprintf(" exited with code %d", *c.Exit)
-		kind = observe.ActExit
 	} else {
 		exp += " ran"
 	}
-	var last, unknown *observe.ActivityEvent
-	n := 0
-	for i, e := range act {
-		if e.Kind != kind {
-			continue
-		}
-		n++
-		last = &act[i]
-		if !c.argvMatch(strings.Join(e.Argv, " ")) {
-			continue
-		}
-		if c.Exit == nil || e.Exit != nil && e.Exit.Signal == "" && e.Exit.Code == *c.Exit {
-			return Verdict{true, exp, e.String()}
-		}
-		if e.Exit == nil {
-			unknown = &act[i]
-		}
+	f := observe.FindProcess(act, c.argvMatch, c.Exit)
+	if f.Event != nil {
+		return Verdict{true, exp, f.Event.String()}
 	}
-	seen := activitySeen(act, n, "processes", last)
-	if unknown != nil {
-		seen += "; " + unknown.String() + " (its status was not seen: the observer polls)"
-	}
-	return Verdict{false, exp, seen}
-}
-
-// activitySeen says what the observer recorded when a check found nothing:
-// how many events of the kind, the last, and what was left out.
-func activitySeen(act []observe.ActivityEvent, n int, what string, last *observe.ActivityEvent) string {
-	seen := fmt.Sprintf("%d %s, none matching", n, what)
-	if last != nil {
-		seen += "; the last: " + last.String()
-	}
-	var unseen, lost int64
-	for _, e := range act {
-		switch e.Kind {
-		case observe.ActUnseen:
-			unseen += e.N
-		case observe.ActOverflow:
-			lost++
-		}
-	}
-	if unseen > 0 {
-		seen += fmt.Sprintf("; %d short-lived processes or threads unseen", unseen)
-	}
-	if lost > 0 {
-		seen += fmt.Sprintf("; %d overflow events (some activity was not recorded)", lost)
-	}
-	return seen
+	return Verdict{false, exp, f.Seen(act, "processes")}
 }
 
 // destMatches matches a glob against "host:port", or against the host
