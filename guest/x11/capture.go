@@ -201,6 +201,18 @@ func (c *Conn) getSHM(o *op, f Frame, n int) (bool, error) {
 	if f.X != 0 || f.Y != 0 || f.Width != c.width || f.Height != c.height {
 		c.dmg.kept = false // CaptureDamaged's frame is overwritten
 	}
+	return c.shmGet(o, n, func(seg shm.Seg) error {
+		_, err := shm.GetImage(c.xc, xproto.Drawable(c.root), int16(f.X), int16(f.Y), uint16(f.Width), uint16(f.Height),
+			^uint32(0), xproto.ImageFormatZPixmap, seg, 0).Reply()
+		return err
+	})
+}
+
+// shmGet has the server write into the shared segment (at least n bytes,
+// set up first if need be) through get; it reports false without an
+// error when MIT-SHM turned out to be unusable (then the caller falls
+// back to the core protocol).
+func (c *Conn) shmGet(o *op, n int, get func(seg shm.Seg) error) (bool, error) {
 	if len(c.capt.mem) < n {
 		if err := c.capt.setup(o, c.xc, max(n, c.width*c.height*4)); err != nil {
 			if isContextErr(err) {
@@ -211,12 +223,7 @@ func (c *Conn) getSHM(o *op, f Frame, n int) (bool, error) {
 		}
 	}
 	seg := c.capt.seg
-	err := o.do(func() error {
-		_, err := shm.GetImage(c.xc, xproto.Drawable(c.root), int16(f.X), int16(f.Y), uint16(f.Width), uint16(f.Height),
-			^uint32(0), xproto.ImageFormatZPixmap, seg, 0).Reply()
-		return err
-	})
-	if err != nil {
+	if err := o.do(func() error { return get(seg) }); err != nil {
 		if isContextErr(err) || isClosed(err) {
 			return true, err
 		}

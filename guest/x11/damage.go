@@ -297,17 +297,7 @@ func (c *Conn) captureBands(o *op, f Frame, n int, bands [][2]int) error {
 // offset in the segment; it reports false without an error when MIT-SHM
 // turned out to be unusable.
 func (c *Conn) getSHMBands(o *op, f Frame, n int, bands [][2]int) (bool, error) {
-	if len(c.capt.mem) < n {
-		if err := c.capt.setup(o, c.xc, max(n, c.width*c.height*4)); err != nil {
-			if isContextErr(err) {
-				return true, err
-			}
-			c.capt.setFailure(err)
-			return false, nil
-		}
-	}
-	seg := c.capt.seg
-	err := o.do(func() error {
+	return c.shmGet(o, n, func(seg shm.Seg) error {
 		cookies := make([]shm.GetImageCookie, len(bands))
 		for i, b := range bands {
 			cookies[i] = shm.GetImage(c.xc, xproto.Drawable(c.root), 0, int16(b[0]), uint16(f.Width), uint16(b[1]-b[0]),
@@ -321,15 +311,6 @@ func (c *Conn) getSHMBands(o *op, f Frame, n int, bands [][2]int) (bool, error) 
 		}
 		return first
 	})
-	if err != nil {
-		if isContextErr(err) || isClosed(err) {
-			return true, err
-		}
-		c.capt.setFailure(fmt.Errorf("x11: MIT-SHM GetImage: %w", err))
-		c.capt.free()
-		return false, nil
-	}
-	return true, nil
 }
 
 // WatchDamage returns a channel that receives a value when the screen may
