@@ -257,3 +257,41 @@ func TestBeforeCollectChecks(t *testing.T) {
 		})
 	}
 }
+
+// finalGrader reads the trace's steps as the private grader does and notes
+// the records it found there.
+type finalGrader struct{ types []string }
+
+func (g *finalGrader) Grade(_ context.Context, _, traceDir string) trace.Grade {
+	f, err := os.Open(filepath.Join(traceDir, trace.StepsFile))
+	if err != nil {
+		return trace.Grade{Outcome: trace.GradeInfrastructure, Message: err.Error()}
+	}
+	defer f.Close()
+	recs, _, err := trace.ReadRecords(f)
+	if err != nil {
+		return trace.Grade{Outcome: trace.GradeInfrastructure, Message: err.Error()}
+	}
+	for _, r := range recs {
+		g.types = append(g.types, r.Type)
+	}
+	return trace.Grade{Outcome: trace.GradeVerified, Score: 1}
+}
+
+// TestCloseGradesLastObservation: a session closed from outside (serve's
+// DELETE, a lease running out) records the observation nobody acted on
+// before the grader runs, so the grader sees all the trace will hold.
+func TestCloseGradesLastObservation(t *testing.T) {
+	g := &finalGrader{}
+	s, _ := openFake(t, &fakeBackend{}, func(c *Config) { c.Grader = g })
+	if _, err := s.Observe(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res := s.Close(t.Context(), End{Outcome: trace.Interrupted, Reason: trace.ReasonSignal, Message: "closed by the client"})
+	if res.Grade == nil || res.Grade.Outcome != trace.GradeVerified {
+		t.Fatalf("grade = %+v", res.Grade)
+	}
+	if n := len(g.types); n == 0 || g.types[n-1] != trace.TypeFinal {
+		t.Errorf("the grader saw records %v, want the last observation (%s) among them", g.types, trace.TypeFinal)
+	}
+}

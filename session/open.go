@@ -471,6 +471,18 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 		close(ready) // RelaunchBehind: the next episode may take the sandbox
 	}
 	waitAgent()
+	// The observation nobody acted on is recorded before the grader runs,
+	// so that what it saw (the observer's activity among it) is graded too:
+	// a session closed from outside (serve's DELETE, a lease, a shutdown)
+	// is graded on everything its trace will hold.
+	if finalPending {
+		s.mu.Lock()
+		if s.end == nil && s.pending != nil {
+			s.final(s.pending)
+			s.pending = nil
+		}
+		s.mu.Unlock()
+	}
 	grade := s.grade(ctx)
 
 	s.mu.Lock()
@@ -493,9 +505,6 @@ func (s *Session) closeWith(ctx context.Context, end *End, finalPending bool) Re
 	}
 	if s.end == nil {
 		s.end = end
-		if finalPending && s.pending != nil {
-			s.final(s.pending)
-		}
 		s.tell(Event{Kind: EventEnd, End: end})
 	}
 	e := *s.end
