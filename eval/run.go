@@ -328,6 +328,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		}
 		bundles[t.Name] = b
 		if t.Policy == nil && b.PolicyPath() != "" {
+			var err error
 			if t.manifestPolicy, err = policy.Load(b.PolicyPath()); err != nil {
 				return nil, fmt.Errorf("task %s: the app manifest's policy: %w", t.Name, err)
 			}
