@@ -54,6 +54,20 @@ type Bundle struct {
 	root *os.Root
 }
 
+// SameFiles reports whether b and o stage the same files: the same
+// bundle, or copies of one Load (a per-episode copy with its own
+// environment shares the loaded file list). A warm pool that staged b
+// ahead hands the sandbox to o's episode only then.
+func (b *Bundle) SameFiles(o *Bundle) bool {
+	if b == nil || o == nil {
+		return false
+	}
+	if b == o {
+		return true
+	}
+	return b.Dir == o.Dir && len(b.Files) > 0 && len(b.Files) == len(o.Files) && &b.Files[0] == &o.Files[0]
+}
+
 // Open opens a bundle file for reading through an os.Root, so a file swapped
 // for a link after Load still cannot reach outside Dir.
 func (b *Bundle) Open(rel string) (io.ReadCloser, error) {

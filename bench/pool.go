@@ -91,7 +91,11 @@ type LoopStats struct {
 	HitRate              float64
 	RefillP50, RefillP95 float64 // ms
 	CreateP50            float64 // ms
-	Target               int     // the key's target at the end of the loop
+	// Waited counts the warm resets that waited for a create under way
+	// (no idle sandbox, one being made); WaitP50 and WaitP95 how long.
+	Waited           int64
+	WaitP50, WaitP95 float64 // ms
+	Target           int     // the key's target at the end of the loop
 }
 
 // EvalStats compare eval with and without the pool.
@@ -229,7 +233,8 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	after := warm.srv.PoolStats()
 	ps.ResetLoop = summarize(rl)
 	ls := &LoopStats{Resets: int64(len(rl)), Warm: after.Warm - before.Warm, Cold: after.Cold - before.Cold,
-		RefillP50: ms(after.RefillP50), RefillP95: ms(after.RefillP95), CreateP50: ms(after.CreateP50)}
+		RefillP50: ms(after.RefillP50), RefillP95: ms(after.RefillP95), CreateP50: ms(after.CreateP50),
+		Waited: after.Waited - before.Waited, WaitP50: ms(after.WaitP50), WaitP95: ms(after.WaitP95)}
 	if ls.Resets > 0 {
 		ls.HitRate = float64(ls.Warm) / float64(ls.Resets)
 	}
@@ -576,6 +581,9 @@ func (p *PoolStats) print(w io.Writer) {
 		fmt.Fprintf(w, "  back to back, no wait for the pool: %s\n", p.ResetLoop)
 		fmt.Fprintf(w, "  the pool over that loop: %d of %d warm (hit rate %.0f %%), refill p50 %s p95 %s, create p50 %s, the key's target %d\n",
 			l.Warm, l.Resets, 100*l.HitRate, FormatMS(l.RefillP50), FormatMS(l.RefillP95), FormatMS(l.CreateP50), l.Target)
+		if l.Waited > 0 {
+			fmt.Fprintf(w, "  of the warm, %d waited for a sandbox being made (no idle one): wait p50 %s p95 %s\n", l.Waited, FormatMS(l.WaitP50), FormatMS(l.WaitP95))
+		}
 	}
 	if p.ResetRelaunch.N > 0 {
 		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back: %s\n", p.ResetRelaunch)

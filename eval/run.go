@@ -314,15 +314,21 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 	}
 	tasks := map[string]*Task{}
 	bundles := map[string]*app.Bundle{}
+	loaded := map[string]*app.Bundle{} // by target: tasks of one app share its files (a warm pool stages them ahead once)
 	for _, t := range s.Tasks {
 		tasks[t.Name] = t
-		b, err := app.Load(t.Target, app.DefaultLimits)
-		if err != nil {
-			return nil, err
+		b := loaded[t.Target]
+		if b == nil {
+			var err error
+			if b, err = app.Load(t.Target, app.DefaultLimits); err != nil {
+				return nil, err
+			}
+			defer b.Close()
+			loaded[t.Target] = b
 		}
-		defer b.Close()
 		bundles[t.Name] = b
 		if t.Policy == nil && b.PolicyPath() != "" {
+			var err error
 			if t.manifestPolicy, err = policy.Load(b.PolicyPath()); err != nil {
 				return nil, fmt.Errorf("task %s: the app manifest's policy: %w", t.Name, err)
 			}
@@ -518,7 +524,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		cfg.Keep = func(p *session.Prepared) { o.kept.put(t.Name, p) }
 	}
 	if o.pool != nil {
-		o.pool.Take(&cfg) // a warm sandbox when the task's key has one; else Run creates one cold
+		o.pool.TakeWait(ctx, &cfg) // a warm sandbox when the task's key has one (or one under way); else Run creates one cold
 	}
 	loop := session.Loop{Agent: ag, FreezeWhileThinking: o.FreezeWhileThinking}
 	finished := func(session.Result) {}

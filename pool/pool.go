@@ -10,6 +10,20 @@
 // pool never takes a sandbox back. A sandbox that died while it waited is
 // noticed (environment.Liveness) and replaced, never handed out.
 //
+// A key that only one app's episodes ask for (every Warm and Take names
+// the same app.Bundle, or copies of one Load) has that app staged into
+// its sandboxes as they are created, where the environment can stage
+// ahead (guestenv's Stage): taking one then sends nothing, the launch
+// starts the app at once. A sandbox staged with an app is only handed to
+// that app's episodes; a key asked for by a second app stages nothing
+// from then on and its staged sandboxes are replaced.
+//
+// TakeWait, when the key has no idle sandbox but one being created that
+// no one waits for yet, waits for that create instead of letting the
+// caller create another cold: on a busy machine the create under way
+// ends sooner than a new one would, and two creates would compete for
+// the CPU.
+//
 // Bounds: at least Size idle sandboxes per key, more while the key's
 // demand needs them (its takes per second times a create's time, so that
 // a loop of short episodes does not drain the key), at most Max held
@@ -35,6 +49,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
@@ -207,6 +222,9 @@ type Pool struct {
 	replaced int64
 	failed   int64
 	dropped  int64 // claims that found no room for their key (MaxKeys)
+	waited   int64 // warm claims that waited for a create under way (TakeWait)
+	// waits: how long those claims waited (the newest).
+	waits []time.Duration
 	// refills: from a take to the create that made it up (the newest
 	// latencies); creates: a create's time.
 	refills, creates []time.Duration
@@ -251,6 +269,38 @@ type keyState struct {
 	createAvg time.Duration
 	retryAt   time.Time
 	lastErr   string
+
+	// first is the app of the first Warm or Take that named one; mixed
+	// says another app asked for the key since. stage is what new
+	// sandboxes of the key are staged with: first, while not mixed and
+	// where it has files.
+	first *app.Bundle
+	mixed bool
+	// waiters are TakeWait's claims waiting for a create under way,
+	// oldest first; each is handed the next sandbox created (nil: none
+	// will come, create one cold).
+	waiters []*waiter
+}
+
+// waiter is a claim waiting for a create (TakeWait).
+type waiter struct {
+	ch    chan *member // buffered: written once, under the pool's lock
+	since time.Time
+}
+
+// stageLocked is the app new sandboxes of ks are staged with; nil for
+// none.
+func (ks *keyState) stageLocked() *app.Bundle {
+	if ks.mixed || ks.first == nil || len(ks.first.Files) == 0 {
+		return nil
+	}
+	return ks.first
+}
+
+// stager is an environment that can stage an app ahead of its launch
+// (guestenv.Env).
+type stager interface {
+	Stage(ctx context.Context, b *app.Bundle) error
 }
 
 // demandWindow is how far back takes count towards a key's demand, and
@@ -299,6 +349,8 @@ func (ks *keyState) targetLocked(size, most int, now time.Time) int {
 
 type member struct {
 	env      environment.Environment
+	staged   *app.Bundle // the app staged in it ahead; nil for none
+	ks       *keyState
 	relay    *session.Relay
 	created  time.Duration
 	since    time.Time
@@ -337,47 +389,136 @@ func (p *Pool) Warm(cfg session.Config) error {
 	if ks == nil {
 		return fmt.Errorf("pool: already %d keys (the most)", p.o.MaxKeys)
 	}
+	p.noteAppLocked(ks, cfg.App)
 	p.kick()
 	return nil
 }
 
+// noteAppLocked records that b asked for ks: a second app makes the key
+// mixed, and its sandboxes staged with the first are replaced by plain
+// ones.
+func (p *Pool) noteAppLocked(ks *keyState, b *app.Bundle) {
+	if ks.mixed || b == nil {
+		return
+	}
+	if ks.first == nil {
+		ks.first = b
+		return
+	}
+	if ks.first.SameFiles(b) {
+		return
+	}
+	ks.mixed = true
+	for _, m := range append([]*member(nil), ks.idle...) {
+		if m.staged != nil {
+			ks.removeLocked(m)
+			p.replaceLocked(ks, m, "the key is asked for by more than one app: its sandboxes are no longer staged ahead")
+		}
+	}
+}
+
+// fits reports whether m may serve an episode of b: it has no app staged,
+// or b's.
+func (m *member) fits(b *app.Bundle) bool {
+	return m.staged == nil || m.staged.SameFiles(b)
+}
+
 // Take hands cfg a warm sandbox of its key as cfg.Prepared and reports
 // true; session.Open then owns it. It reports false when the key has no
-// idle sandbox (or the pool is closed): cfg is unchanged and the caller
-// creates one cold, as without a pool. Either way the key is kept warm
-// from now on (within MaxKeys).
+// idle sandbox that fits cfg's app (or the pool is closed): cfg is
+// unchanged and the caller creates one cold, as without a pool. Either
+// way the key is kept warm from now on (within MaxKeys).
 func (p *Pool) Take(cfg *session.Config) bool {
-	if cfg.Prepared != nil {
+	ok, _ := p.take(cfg, false)
+	return ok
+}
+
+// TakeWait is Take, except that when the key has no idle sandbox but a
+// create under way that no other claim waits for, it waits for that
+// create (until it ends, or ctx does) rather than report false at once.
+// A create that fails, a Close or ctx's end report false: create one
+// cold.
+func (p *Pool) TakeWait(ctx context.Context, cfg *session.Config) bool {
+	ok, w := p.take(cfg, true)
+	if ok || w == nil {
+		return ok
+	}
+	var m *member
+	select {
+	case m = <-w.ch:
+	case <-ctx.Done():
+		p.mu.Lock()
+		if ks := p.keyOfWaiterLocked(w); ks != nil {
+			ks.removeWaiterLocked(w)
+			p.cold++
+			ks.cold++
+			p.mu.Unlock()
+			return false
+		}
+		p.mu.Unlock()
+		m = <-w.ch // handed one meanwhile: give it back
+		if m != nil {
+			p.mu.Lock()
+			p.giveBackLocked(m)
+			p.mu.Unlock()
+		}
 		return false
+	}
+	if m == nil {
+		return false // counted cold where it was decided
+	}
+	cfg.Prepared = &session.Prepared{Env: m.env, Events: m.relay, Created: m.created}
+	return true
+}
+
+// take is Take; with wait, a claim that can wait for a create under way
+// is registered and returned instead (ok false, w set).
+func (p *Pool) take(cfg *session.Config, wait bool) (ok bool, w *waiter) {
+	if cfg.Prepared != nil {
+		return false, nil
 	}
 	k, env, err := KeyOf(*cfg)
 	if err != nil {
-		return false
+		return false, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return false
+		return false, nil
 	}
 	ks := p.keyLocked(k, cfg.Backend, env, false)
 	if ks == nil {
 		p.cold++
 		p.dropped++
-		return false
+		return false, nil
 	}
 	defer p.kick()
+	p.noteAppLocked(ks, cfg.App)
 	ks.noteTakeLocked(time.Now())
-	for len(ks.idle) > 0 {
+	for {
 		// One whose liveness check is in flight is handed out too (the
 		// check's answer is then dropped): a ping that a busy machine
 		// answers slowly must not turn a warm sandbox into a cold start.
-		// Ones not being checked go first.
-		i := 0
+		// Ones staged with cfg's app go first, then ones not being
+		// checked, then the oldest; one staged with another app never.
+		i, best := -1, -1
 		for j, m := range ks.idle {
-			if !m.checking {
-				i = j
-				break
+			if !m.fits(cfg.App) {
+				continue
 			}
+			score := 0
+			if m.staged != nil {
+				score += 2
+			}
+			if !m.checking {
+				score++
+			}
+			if score > best {
+				i, best = j, score
+			}
+		}
+		if i < 0 {
+			break
 		}
 		m := ks.idle[i]
 		ks.idle = append(ks.idle[:i], ks.idle[i+1:]...)
@@ -389,11 +530,79 @@ func (p *Pool) Take(cfg *session.Config) bool {
 		p.warm++
 		ks.taken = time.Now()
 		cfg.Prepared = &session.Prepared{Env: m.env, Events: m.relay, Created: m.created}
-		return true
+		return true, nil
+	}
+	if wait && ks.creating > len(ks.waiters) {
+		w := &waiter{ch: make(chan *member, 1), since: time.Now()}
+		ks.waiters = append(ks.waiters, w)
+		return false, w
 	}
 	ks.cold++
 	p.cold++
-	return false
+	return false, nil
+}
+
+// keyOfWaiterLocked is the key w still waits on; nil once it was answered.
+func (p *Pool) keyOfWaiterLocked(w *waiter) *keyState {
+	for _, ks := range p.keys {
+		for _, x := range ks.waiters {
+			if x == w {
+				return ks
+			}
+		}
+	}
+	return nil
+}
+
+func (ks *keyState) removeWaiterLocked(w *waiter) {
+	for i, x := range ks.waiters {
+		if x == w {
+			ks.waiters = append(ks.waiters[:i], ks.waiters[i+1:]...)
+			return
+		}
+	}
+}
+
+// answerLocked hands m (nil: none) to ks's oldest waiter and counts the
+// claim; false when none waits.
+func (p *Pool) answerLocked(ks *keyState, m *member) bool {
+	if len(ks.waiters) == 0 {
+		return false
+	}
+	w := ks.waiters[0]
+	ks.waiters = ks.waiters[1:]
+	if m == nil {
+		ks.cold++
+		p.cold++
+	} else {
+		ks.warm++
+		p.warm++
+		p.waited++
+		p.waits = appendBounded(p.waits, time.Since(w.since))
+		ks.taken = time.Now()
+	}
+	w.ch <- m
+	return true
+}
+
+// giveBackLocked returns a member handed to a claim that gave up to its
+// key's idle sandboxes (or removes it when the key is gone).
+func (p *Pool) giveBackLocked(m *member) {
+	ks := m.ks
+	if p.closed || p.keys[ks.key] != ks {
+		p.closeLocked(m)
+		return
+	}
+	ks.warm--
+	p.warm--
+	p.waited--
+	ks.cold++
+	p.cold++
+	ks.idle = append([]*member{m}, ks.idle...)
+	if m.done != nil {
+		p.closing.Add(1)
+		go p.watch(ks, m)
+	}
 }
 
 // dead reports whether the member's sandbox has ended, without waiting.
@@ -508,12 +717,12 @@ func (p *Pool) startCreates() {
 		var best *keyState
 		bestLack := 0
 		for _, ks := range p.sortedKeysLocked() {
-			lack := ks.targetLocked(p.o.Size, p.o.Max, now) - len(ks.idle) - ks.creating
+			lack := ks.targetLocked(p.o.Size, p.o.Max, now) - len(ks.idle) - ks.creating + len(ks.waiters)
 			if lack <= 0 {
 				continue
 			}
 			wait := ks.retryAt
-			if len(ks.idle) > 0 && ks.taken.Add(p.o.RefillDelay).After(wait) {
+			if len(ks.idle) > 0 && len(ks.waiters) == 0 && ks.taken.Add(p.o.RefillDelay).After(wait) {
 				wait = ks.taken.Add(p.o.RefillDelay)
 			}
 			if now.Before(wait) {
@@ -532,7 +741,7 @@ func (p *Pool) startCreates() {
 		best.creating++
 		p.creating++
 		p.closing.Add(1)
-		go p.create(best)
+		go p.create(best, best.stageLocked())
 	}
 	if retry > 0 {
 		time.AfterFunc(retry, p.kick)
@@ -550,8 +759,8 @@ func (p *Pool) sortedKeysLocked() []*keyState {
 	return out
 }
 
-// create makes one sandbox for ks.
-func (p *Pool) create(ks *keyState) {
+// create makes one sandbox for ks, with stage staged in it (nil: none).
+func (p *Pool) create(ks *keyState, stage *app.Bundle) {
 	defer p.closing.Done()
 	relay := session.NewRelay()
 	cfg := ks.cfg
@@ -560,6 +769,18 @@ func (p *Pool) create(ks *keyState) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.o.CreateTimeout)
 	t := time.Now()
 	env, err := ks.backend.Create(ctx, cfg)
+	if err == nil && stage != nil {
+		if st, ok := env.(stager); ok {
+			if err = st.Stage(ctx, stage); err != nil {
+				err = fmt.Errorf("staging %s ahead: %w", stage.Target, err)
+				cctx, ccancel := context.WithTimeout(context.Background(), p.o.CloseTimeout)
+				_ = env.Close(cctx)
+				ccancel()
+			}
+		} else {
+			stage = nil
+		}
+	}
 	cancel()
 	created := time.Since(t)
 
@@ -579,6 +800,13 @@ func (p *Pool) create(ks *keyState) {
 		backoff := min(time.Second<<min(ks.failStreak-1, 6), time.Minute)
 		ks.retryAt = time.Now().Add(backoff)
 		p.o.Log("pool: creating a sandbox of %s failed (trying again in %v): %v", ks.key, backoff, err)
+		for len(ks.waiters) > ks.creating { // more claims wait than creates are under way
+			w := ks.waiters[len(ks.waiters)-1]
+			ks.waiters = ks.waiters[:len(ks.waiters)-1]
+			ks.cold++
+			p.cold++
+			w.ch <- nil
+		}
 		return
 	}
 	ks.failStreak, ks.lastErr = 0, ""
@@ -593,13 +821,16 @@ func (p *Pool) create(ks *keyState) {
 		p.refills = appendBounded(p.refills, now.Sub(ks.waiting[0]))
 		ks.waiting = ks.waiting[1:]
 	}
-	m := &member{env: env, relay: relay, created: created, since: now}
+	m := &member{env: env, relay: relay, created: created, since: now, staged: stage, ks: ks}
 	if l, ok := env.(environment.Liveness); ok {
 		m.done = l.Done()
 	}
-	if p.closed || p.keys[ks.key] != ks {
-		p.closeLocked(m) // closed or dropped meanwhile
+	if p.closed || p.keys[ks.key] != ks || stage != nil && ks.mixed {
+		p.closeLocked(m) // closed or dropped meanwhile, or staged with an app the key no longer stages
 		return
+	}
+	if p.answerLocked(ks, m) {
+		return // a claim waited for it (TakeWait)
 	}
 	ks.idle = append(ks.idle, m)
 	if m.done != nil {
@@ -713,6 +944,8 @@ func (p *Pool) expireLocked(now time.Time) {
 			p.closeLocked(m) // one being pinged too: Close aborts the ping
 		}
 		ks.idle = nil
+		for p.answerLocked(ks, nil) {
+		}
 		delete(p.keys, k)
 	}
 }
@@ -730,6 +963,8 @@ func (p *Pool) Close(ctx context.Context) error {
 				p.closeLocked(m)
 			}
 			ks.idle = nil
+			for p.answerLocked(ks, nil) {
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -762,7 +997,13 @@ type Stats struct {
 	// were replaced; Failed, creates that failed.
 	Replaced int64 `json:"replaced"`
 	Failed   int64 `json:"failed"`
-	// HitRate is Warm / (Warm + Cold): the share of claims served warm.
+	// Waited counts the warm claims that waited for a create under way
+	// (TakeWait); WaitP50 and WaitP95 are how long, over the newest.
+	Waited  int64         `json:"waited"`
+	WaitP50 time.Duration `json:"wait_p50_ns"`
+	WaitP95 time.Duration `json:"wait_p95_ns"`
+	// HitRate is Warm / (Warm + Cold): the share of claims served warm
+	// (those that waited included).
 	HitRate float64 `json:"hit_rate"`
 	// RefillP50 and RefillP95 are the times from a take to the create
 	// that made it up (a take that emptied the key waits that long for
@@ -793,6 +1034,7 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Stats{Size: p.o.Size, Max: p.o.Max, Creating: p.creating, Warm: p.warm, Cold: p.cold, Replaced: p.replaced, Failed: p.failed,
+		Waited: p.waited, WaitP50: percentile(p.waits, 0.5), WaitP95: percentile(p.waits, 0.95),
 		RefillP50: percentile(p.refills, 0.5), RefillP95: percentile(p.refills, 0.95), CreateP50: percentile(p.creates, 0.5)}
 	if n := p.warm + p.cold; n > 0 {
 		st.HitRate = float64(p.warm) / float64(n)

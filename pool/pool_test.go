@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
@@ -635,5 +636,169 @@ func TestDemandGrowsTheKey(t *testing.T) {
 	}
 	if st.RefillP50 <= 0 || st.RefillP95 < st.RefillP50 || st.CreateP50 < 50*time.Millisecond {
 		t.Errorf("refill p50 %v p95 %v, create p50 %v", st.RefillP50, st.RefillP95, st.CreateP50)
+	}
+}
+
+// stagingEnv is a fakeEnv that can stage an app ahead (as guestenv.Env).
+type stagingEnv struct {
+	*fakeEnv
+	staged atomic.Pointer[app.Bundle]
+}
+
+func (e *stagingEnv) Stage(_ context.Context, b *app.Bundle) error {
+	e.staged.Store(b)
+	return nil
+}
+
+// stagingBackend makes stagingEnvs.
+type stagingBackend struct{ *fakeBackend }
+
+func (b stagingBackend) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
+	env, err := b.fakeBackend.Create(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &stagingEnv{fakeEnv: env.(*fakeEnv)}, nil
+}
+
+func bundleOf(dir string) *app.Bundle {
+	return &app.Bundle{Target: dir, Dir: dir, Files: []app.File{{Rel: "app", Mode: 0o755, Size: 1}}}
+}
+
+// TestStagedAhead: a key only one app asks for has that app staged into
+// its sandboxes as they are made (a copy of the bundle, as eval makes per
+// episode, is the same app); once a second app asks for the key, a
+// sandbox staged with the first is never handed to it, and the key's
+// sandboxes are made plain from then on.
+func TestStagedAhead(t *testing.T) {
+	b := stagingBackend{newFake()}
+	p := newPool(t, Options{Size: 2})
+	mover := bundleOf("/apps/mover")
+	cfg := cfgOf(b, 640, 480)
+	cfg.App = mover
+	if err := p.Warm(cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	same := *mover // eval's per-episode copy
+	take := cfgOf(b, 640, 480)
+	take.App = &same
+	if !p.Take(&take) {
+		t.Fatalf("no warm sandbox: %+v", p.Stats())
+	}
+	if got := take.Prepared.Env.(*stagingEnv).staged.Load(); got != mover {
+		t.Fatalf("the sandbox taken was staged with %v, want the mover staged ahead", got)
+	}
+	take.Prepared.Env.Close(context.Background())
+	waitFull(t, p)
+
+	other := cfgOf(b, 640, 480)
+	other.App = bundleOf("/apps/other")
+	if p.Take(&other) {
+		t.Fatalf("another app was handed a sandbox staged with the mover")
+	}
+	waitFor(t, "plain sandboxes for the mixed key", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		n := 0
+		for _, ks := range p.keys {
+			for _, m := range ks.idle {
+				if m.staged == nil {
+					n++
+				}
+			}
+		}
+		return n >= 2
+	})
+	if !p.Take(&other) {
+		t.Fatalf("no plain sandbox for the other app: %+v", p.Stats())
+	}
+	if got := other.Prepared.Env.(*stagingEnv).staged.Load(); got != nil {
+		t.Errorf("the other app's sandbox was staged with %v", got.Target)
+	}
+	other.Prepared.Env.Close(context.Background())
+}
+
+// TestTakeWaitsForCreate: a claim that finds the key empty while a create
+// is under way waits for it (warm, counted as waited) instead of going
+// cold; a create that fails sends it cold; one whose context ends gives
+// the sandbox back.
+func TestTakeWaitsForCreate(t *testing.T) {
+	b := newFake()
+	block := make(chan struct{})
+	b.block = block
+	p := newPool(t, Options{Size: 1, Parallel: 1})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a create under way", func() bool { return p.Stats().Creating == 1 })
+	got := make(chan bool)
+	cfg := cfgOf(b, 640, 480)
+	go func() { got <- p.TakeWait(t.Context(), &cfg) }()
+	waitFor(t, "the claim waiting", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, ks := range p.keys {
+			return len(ks.waiters) == 1
+		}
+		return false
+	})
+	// A second claim finds no create it could wait for (the one under way is claimed).
+	other := cfgOf(b, 640, 480)
+	if p.TakeWait(t.Context(), &other) {
+		t.Fatal("a second claim got a sandbox while only one was under way")
+	}
+	close(block)
+	if !<-got || cfg.Prepared == nil {
+		t.Fatalf("the waiting claim got no sandbox: %+v", p.Stats())
+	}
+	cfg.Prepared.Env.Close(context.Background())
+	st := p.Stats()
+	if st.Waited != 1 || st.Warm != 1 || st.Cold != 1 {
+		t.Errorf("stats %+v, want 1 warm (waited) and 1 cold", st)
+	}
+
+	// A failing create sends the claim cold.
+	waitFull(t, p)
+	first := cfgOf(b, 640, 480)
+	b.setFail(errors.New("no room"))
+	if !p.Take(&first) {
+		t.Fatal("no warm sandbox")
+	}
+	first.Prepared.Env.Close(context.Background())
+	failing := cfgOf(b, 640, 480)
+	if p.TakeWait(t.Context(), &failing) {
+		t.Fatal("a claim got a sandbox from a failing create")
+	}
+
+	// A claim whose context ends stops waiting.
+	b2 := newFake()
+	block2 := make(chan struct{})
+	b2.block = block2
+	p2 := newPool(t, Options{Size: 1, Parallel: 1})
+	if err := p2.Warm(cfgOf(b2, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a create under way", func() bool { return p2.Stats().Creating == 1 })
+	ctx, cancel := context.WithCancel(t.Context())
+	cancelled := make(chan bool)
+	c3 := cfgOf(b2, 640, 480)
+	go func() { cancelled <- p2.TakeWait(ctx, &c3) }()
+	waitFor(t, "the claim waiting", func() bool {
+		p2.mu.Lock()
+		defer p2.mu.Unlock()
+		for _, ks := range p2.keys {
+			return len(ks.waiters) == 1
+		}
+		return false
+	})
+	cancel()
+	if <-cancelled {
+		t.Fatal("a cancelled claim got a sandbox")
+	}
+	close(block2)
+	waitFull(t, p2)
+	if st := p2.Stats(); st.Idle != 1 || st.Warm != 0 || st.Cold != 1 {
+		t.Errorf("after a cancelled claim: %+v, want the sandbox idle and the claim cold", st)
 	}
 }

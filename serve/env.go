@@ -437,7 +437,7 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 	case prep != nil:
 		cfg.Prepared = prep
 	case s.pool != nil && e.cfg.Name == "": // a warm sandbox has its own home, not the name's
-		s.pool.Take(&cfg) // a warm sandbox when its key has one; else Open creates one cold
+		s.pool.TakeWait(ctx, &cfg) // a warm sandbox when its key has one (or one under way); else Open creates one cold
 	}
 	e.mu.Lock()
 	e.relaunched = prep != nil

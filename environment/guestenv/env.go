@@ -281,8 +281,8 @@ func (e *Env) Info() environment.Info {
 // Launch implements environment.Environment.
 func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environment.LaunchResult, error) {
 	var sums map[string]string
-	if e.appKept && spec.App == e.lastApp {
-		sums = e.lastSums // restaged by the guest's reset
+	if e.appKept && spec.App.SameFiles(e.lastApp) {
+		sums = e.lastSums // restaged by the guest's reset, or staged ahead (Stage)
 	} else {
 		var err error
 		e.lastApp, e.lastSums = nil, nil
@@ -315,6 +315,22 @@ func (e *Env) Launch(ctx context.Context, spec environment.LaunchSpec) (environm
 		err = le.ExplainLaunch(ctx, spec, err)
 	}
 	return r, err // the app's own failure: its output is in the trace
+}
+
+// Stage sends the app's files into the sandbox ahead of its launch (a
+// warm pool's sandbox waiting for an episode of that app): the next
+// Launch of the same files (app.Bundle.SameFiles) sends nothing.
+func (e *Env) Stage(ctx context.Context, b *app.Bundle) error {
+	if e.guest == nil {
+		return fmt.Errorf("stage: %w", environment.ErrClosed)
+	}
+	e.lastApp, e.lastSums, e.appKept = nil, nil, false
+	sums, err := e.guest.Stage(ctx, b)
+	if err != nil {
+		return e.Explain(ctx, fmt.Errorf("stage the app: %w", err))
+	}
+	e.lastApp, e.lastSums, e.appKept = b, sums, true
+	return nil
 }
 
 var _ environment.Collector = (*Env)(nil)
