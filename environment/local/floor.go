@@ -58,8 +58,13 @@ func floorArgs(args []string) []string {
 	if i := slices.Index(args, "--info-fd"); i >= 0 {
 		args = slices.Delete(args, i, i+2)
 	}
-	if n := len(args); n >= 3 && args[n-3] == guestPath {
-		args = append(args[:n-3], "/usr/bin/true")
+	// The command is the last guestPath (the first is its bind mount's
+	// target) and its arguments.
+	for i := len(args) - 1; i >= 0; i-- {
+		if args[i] == guestPath {
+			args = append(args[:i], "/usr/bin/true")
+			break
+		}
 	}
 	return args
 }
