@@ -122,8 +122,16 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 			return code
 		}
 	}
+	if opts.Display != nil {
+		// Before the hello: the display comes up while the host reads it,
+		// answers and sends start (prestart.go).
+		g.startEarly()
+	}
 	if err := g.hello(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: %v\n", err)
+		if e := g.early.Swap(nil); e != nil {
+			e.stop()
+		}
 		return 1
 	}
 
@@ -148,9 +156,6 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 			g.shutdown(2 * time.Second)
 			os.Exit(0)
 		}()
-	}
-	if opts.Display != nil {
-		g.startEarly()
 	}
 	return g.serve()
 }
