@@ -58,8 +58,11 @@ func TestSandboxArgs(t *testing.T) {
 			}
 		}
 	}
-	if args[len(args)-3] != guestPath {
-		t.Errorf("the command is not last: %q", args[len(args)-3:])
+	// The command is last: the guest, then the display it brings up
+	// early (guestenv.DisplayArgs).
+	tail := append([]string{guestPath, "guest", "--sandboxed"}, guestenv.DisplayArgs(environment.Config{})...)
+	if !slices.Equal(args[len(args)-len(tail):], tail) {
+		t.Errorf("the command is not last: %q, want %q", args[len(args)-len(tail):], tail)
 	}
 	// bubblewrap before 0.8 cannot disable nested user namespaces.
 	b.disableUserns = false
