@@ -199,6 +199,7 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 	})
 	row("cold start (create → window → screenshot)", func(r *bench.Report) string { return pp(r.ColdStart) })
 	row("  its floor (the sandbox running true)", func(r *bench.Report) string { return atFloor(r.ColdStart, r.ColdFloor.P50) })
+	row("  its floor with the X server (running Xvfb)", func(r *bench.Report) string { return atFloor(r.ColdStart, r.ColdDisplayFloor.P50) })
 	for i, s := range runs[0].Report.Steps {
 		size := fmt.Sprintf("%dx%d", s.Screen.Width, s.Screen.Height)
 		step := func(f func(bench.StepStats) bench.Stats) func(r *bench.Report) string {

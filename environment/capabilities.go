@@ -164,6 +164,17 @@ type ColdFloorer interface {
 	ColdFloor(ctx context.Context, cfg Config) (time.Duration, error)
 }
 
+// DisplayFloorer is implemented by backends that can also time a cold
+// start's floor with its display: the sandbox ColdFloor makes, running
+// the X server as the guest starts it (Xvfb at cfg's screen) instead of
+// `true`, until the server reports that it accepts connections. Every
+// environment has an X server, so this is the least a cold start can cost
+// beside the runtime's own floor; on a backend whose runtime starts in
+// milliseconds (bubblewrap) it is most of it.
+type DisplayFloorer interface {
+	DisplayFloor(ctx context.Context, cfg Config) (time.Duration, error)
+}
+
 // ScreenWatcher is implemented by environments that can tell when their
 // screen may have changed, so that a watcher (the live page) looks on a
 // change instead of polling. WatchScreen returns a channel that receives

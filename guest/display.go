@@ -2,7 +2,6 @@ package guest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/guest/x11"
-	"github.com/codegirl-games/agentbox/guest/xserver"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -62,47 +60,40 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		g.net = r
 	}
 
-	t := time.Now()
-	srv, err := xserver.Start(ctx, xserver.Config{
-		Width: s.Width, Height: s.Height, Depth: s.Depth,
-		Stderr: newLimitedWriter(g.logw, 64<<10),
-	})
-	if err != nil {
-		return resp, fmt.Errorf("start Xvfb: %w", err)
-	}
-	g.server = srv
-	resp.Display = srv.Display()
-	resp.XvfbMS = time.Since(t).Milliseconds()
-
+	// Xvfb, the X connection and the window manager: brought up at the
+	// guest's start when the backend said which (prestart.go), else now.
 	// The X connection comes before the window manager and the app, so the
 	// guest sees every window appear.
-	xc, err := x11.Open(ctx, srv.Display())
+	e, err := g.takeEarly(ctx, req)
 	if err != nil {
-		return resp, fmt.Errorf("connect to %s: %w", srv.Display(), err)
+		return resp, err
 	}
-	g.x = xc
-	resp.SHM = xc.SHM()
-	resp.Damage = xc.Damage()
-	if err := xc.DamageFailure(); err != nil {
+	if e == nil {
+		e = &earlyDisplay{screen: s, wm: !req.NoWM, home: g.home}
+		e.err = g.bringUp(ctx, e)
+	}
+	g.server, g.x, g.wm = e.server, e.x, e.wmp
+	if e.server != nil {
+		resp.Display = e.server.Display()
+		resp.XvfbMS = e.xvfbMS
+	}
+	if e.err != nil {
+		return resp, e.err
+	}
+	resp.SHM = g.x.SHM()
+	resp.Damage = g.x.Damage()
+	if err := g.x.DamageFailure(); err != nil {
 		g.logf("warn", "screen changes found by capturing the whole screen each time: %v", err)
 	}
-
-	if !req.NoWM {
-		t = time.Now()
-		wm, err := xserver.StartWM(ctx, srv.Display(), xserver.WMConfig{Dir: filepath.Join(g.home, ".config", "openbox")})
-		switch {
-		case errors.Is(err, xserver.ErrNoWM):
-			g.logf("warn", "no window manager in the image (%v); continuing without one", err)
-		case err != nil:
-			return resp, fmt.Errorf("start the window manager: %w", err)
-		default:
-			g.wm = wm
-			resp.WM = true
-			resp.WMMS = time.Since(t).Milliseconds()
-		}
+	if e.noWM != nil {
+		g.logf("warn", "no window manager in the image (%v); continuing without one", e.noWM)
+	}
+	if g.wm != nil {
+		resp.WM = true
+		resp.WMMS = e.wmMS
 	}
 	if req.A11y {
-		t = time.Now()
+		t := time.Now()
 		if err := g.startA11y(ctx); err != nil {
 			return resp, err
 		}

@@ -40,6 +40,12 @@ type Options struct {
 	// guest runs (a Kubernetes Pod) sends it when it listens. Stdin closed
 	// before that ends the guest quietly (the host gave up).
 	AwaitHost bool
+	// Display, when set, is the screen the host will ask for: the guest
+	// brings the display up as soon as it runs (prestart.go), with the
+	// window manager when DisplayWM. A start request that asks for
+	// another stops it and starts its own.
+	Display   *observe.Screen
+	DisplayWM bool
 }
 
 // Guest is the supervisor's state.
@@ -49,6 +55,7 @@ type Guest struct {
 	logw io.Writer // diagnostics (stderr)
 
 	server *xserver.Server
+	early  atomic.Pointer[earlyDisplay] // brought up at the start (prestart.go)
 	wm     *xserver.WM
 	x      *x11.Conn
 	screen observe.Screen
@@ -115,8 +122,16 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 			return code
 		}
 	}
+	if opts.Display != nil {
+		// Before the hello: the display comes up while the host reads it,
+		// answers and sends start (prestart.go).
+		g.startEarly()
+	}
 	if err := g.hello(); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: %v\n", err)
+		if e := g.early.Swap(nil); e != nil {
+			e.stop()
+		}
 		return 1
 	}
 
@@ -383,6 +398,9 @@ func (g *Guest) shutdown(grace time.Duration) {
 	g.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 		defer cancel()
+		if e := g.early.Swap(nil); e != nil {
+			e.stop()
+		}
 		if g.x != nil {
 			_ = g.x.ReleaseAll(ctx)
 		}

@@ -58,11 +58,23 @@ type pipeHost struct {
 // (stdin closed) when the test does, and must exit 0.
 func startGuest(t *testing.T) *pipeHost {
 	t.Helper()
+	h, _ := startGuestWith(t, Options{})
+	return h
+}
+
+// startGuestWith is startGuest with the guest's options; the guest
+// brings up its early display (Options.Display) before its hello, as
+// Main does.
+func startGuestWith(t *testing.T, opts Options) (*pipeHost, *Guest) {
+	t.Helper()
 	guestIn, hostOut := io.Pipe()
 	hostIn, guestOut := io.Pipe()
 	h := &pipeHost{t: t, conn: wire.NewConn(hostIn, hostOut), in: hostOut, done: make(chan int, 1), log: &testenv.Buffer{},
 		output: map[observe.Stream]*bytes.Buffer{observe.Stdout: {}, observe.Stderr: {}}, more: make(chan struct{}, 1)}
-	g := newGuest(guestIn, guestOut, h.log, Options{})
+	g := newGuest(guestIn, guestOut, h.log, opts)
+	if opts.Display != nil {
+		g.startEarly()
+	}
 	go func() {
 		code := 1
 		if err := g.hello(); err == nil {
@@ -94,7 +106,7 @@ func startGuest(t *testing.T) *pipeHost {
 		t.Fatalf("first frame %s %s %s, want the hello event", m.Type, m.Method, m.Body)
 	}
 	go h.conn.Serve(h.event)
-	return h
+	return h, g
 }
 
 func decodeBody(m *wire.Message, v any) error {

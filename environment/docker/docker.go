@@ -232,7 +232,7 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 	no := false
 	mem := int64(res.MemoryMB) << 20
 	pids := int64(res.PIDs)
-	cmd := []string{guestPath, "guest", "--sandboxed"}
+	cmd := append([]string{guestPath, "guest", "--sandboxed"}, guestenv.DisplayArgs(cfg)...)
 	return client.ContainerCreateOptions{
 		Name: "agentbox-" + sanitize(cfg.RunID),
 		Config: &container.Config{

@@ -1,16 +1,20 @@
 package docker
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/guest/xserver"
 )
 
 var _ environment.ColdFloorer = (*Backend)(nil)
@@ -84,4 +88,81 @@ func floorOptions(cfg environment.Config, image, guestBin string, res environmen
 	o.Config.OpenStdin, o.Config.StdinOnce = false, false
 	o.Config.AttachStdin, o.Config.AttachStdout, o.Config.AttachStderr = false, false, false
 	return o
+}
+
+var _ environment.DisplayFloorer = (*Backend)(nil)
+
+// DisplayFloor implements environment.DisplayFloorer: the container
+// ColdFloor makes, running Xvfb with the guest's arguments at cfg's screen
+// (xserver.Args) instead of `true`, timed from its create through its
+// start until Xvfb writes its display number (its -displayfd is the
+// container's stdout, attached before the start as Create attaches), then
+// removed.
+func (b *Backend) DisplayFloor(ctx context.Context, cfg environment.Config) (time.Duration, error) {
+	cli, err := NewClient(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	image := cfg.Image
+	if image == "" {
+		image = DefaultImage
+	}
+	guestBin, err := GuestBinary(cfg.GuestBinary)
+	if err == nil {
+		guestBin, err = guestenv.Staged(guestBin)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
+	}
+	res := cfg.Resources.WithDefaults()
+	if err := res.Validate(); err != nil {
+		return 0, err
+	}
+	s := cfg.Screen.OrDefault()
+	create := floorOptions(cfg, image, guestBin, res)
+	create.Name += "-x"
+	create.Config.Cmd = append([]string{"Xvfb"}, xserver.Args(xserver.Config{Width: s.Width, Height: s.Height, Depth: s.Depth}, 1)...)
+	create.Config.AttachStdout = true
+
+	t := time.Now()
+	cr, err := cli.ContainerCreate(ctx, create)
+	if err != nil {
+		return 0, fmt.Errorf("%w: create container: %w", environment.ErrUnavailable, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := cli.ContainerRemove(rctx, cr.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+			removeRun(rctx, cli, cfg.RunID)
+		}
+	}()
+	att, err := cli.ContainerAttach(ctx, cr.ID, client.ContainerAttachOptions{Stream: true, Stdout: true})
+	if err != nil {
+		return 0, fmt.Errorf("%w: attach: %w", environment.ErrUnavailable, err)
+	}
+	defer att.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, io.Discard, att.Reader)
+		pw.CloseWithError(err)
+	}()
+	got := make(chan error, 1)
+	go func() {
+		_, err := bufio.NewReader(pr).ReadString('\n')
+		got <- err
+	}()
+	if _, err := cli.ContainerStart(ctx, cr.ID, client.ContainerStartOptions{}); err != nil {
+		return 0, fmt.Errorf("%w: start container: %w", environment.ErrUnavailable, err)
+	}
+	select {
+	case err = <-got:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	d := time.Since(t)
+	if err != nil {
+		return 0, fmt.Errorf("%w: Xvfb in %s did not get ready: %w", environment.ErrImage, image, err)
+	}
+	return d, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // TestFloorOptions: the cold-start floor's container is Create's, hardening
@@ -29,5 +30,22 @@ func TestFloorOptions(t *testing.T) {
 	}
 	if got.Name != want.Name+"-floor" {
 		t.Errorf("name %q", got.Name)
+	}
+}
+
+// TestCreateOptionsDisplay: the guest is told the screen and the window
+// manager its start will ask for, so it brings the display up at once.
+func TestCreateOptionsDisplay(t *testing.T) {
+	res := environment.Resources{}.WithDefaults()
+	for _, tc := range []struct {
+		cfg  environment.Config
+		want []string
+	}{
+		{environment.Config{RunID: "r"}, []string{guestPath, "guest", "--sandboxed", "--display", "640x480x24", "--wm"}},
+		{environment.Config{RunID: "r", NoWM: true, Screen: observe.Screen{Width: 1920, Height: 1080, Depth: 24}}, []string{guestPath, "guest", "--sandboxed", "--display", "1920x1080x24"}},
+	} {
+		if got := createOptions(tc.cfg, "img", "/srv/guest", res).Config.Cmd; !reflect.DeepEqual([]string(got), tc.want) {
+			t.Errorf("cmd %q, want %q", got, tc.want)
+		}
 	}
 }

@@ -221,6 +221,19 @@ func (e *Env) Explain(ctx context.Context, err error) error {
 	return fmt.Errorf("%w; %s", err, strings.Join(parts, "; "))
 }
 
+// DisplayArgs are the guest's arguments that bring its display up as soon
+// as it runs (`agentbox guest --display WxHxD [--wm]`, guest/prestart.go):
+// the screen and window manager cfg's start will ask for, so that Xvfb and
+// Openbox start while the host is still busy with the handshake. The guest
+// starts afresh should the start ask for something else.
+func DisplayArgs(cfg environment.Config) []string {
+	a := []string{"--display", cfg.Screen.OrDefault().String()}
+	if !cfg.NoWM {
+		a = append(a, "--wm")
+	}
+	return a
+}
+
 // Start performs the handshake with the guest on its stdio (stdout: what
 // the guest writes, stdin: what it reads), runs afterHello if set (a
 // backend's check of the guest it started), and brings up the display. It
@@ -248,10 +261,12 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 	}
 	gc.A11y = cfg.A11y
 	gc.Observer = cfg.Observe
+	t = time.Now()
 	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, startBound)
 	if err != nil {
 		return nil, e.Explain(ctx, err)
 	}
+	e.Timing("start", time.Since(t))
 	e.start = sr
 	e.timings["xvfb"], e.timings["wm"] = sr.XvfbMS, sr.WMMS
 	if cfg.A11y {

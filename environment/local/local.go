@@ -330,7 +330,7 @@ func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources
 		"--info-fd", strconv.Itoa(infoFD),
 		guestPath, "guest", "--sandboxed",
 	)
-	return a
+	return append(a, guestenv.DisplayArgs(cfg)...)
 }
 
 // withNetDir binds the network's socket directory (guestenv.Network) into

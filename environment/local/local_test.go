@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
@@ -57,8 +58,11 @@ func TestSandboxArgs(t *testing.T) {
 			}
 		}
 	}
-	if args[len(args)-3] != guestPath {
-		t.Errorf("the command is not last: %q", args[len(args)-3:])
+	// The command is last: the guest, then the display it brings up
+	// early (guestenv.DisplayArgs).
+	tail := append([]string{guestPath, "guest", "--sandboxed"}, guestenv.DisplayArgs(environment.Config{})...)
+	if !slices.Equal(args[len(args)-len(tail):], tail) {
+		t.Errorf("the command is not last: %q, want %q", args[len(args)-len(tail):], tail)
 	}
 	// bubblewrap before 0.8 cannot disable nested user namespaces.
 	b.disableUserns = false
@@ -324,7 +328,11 @@ func TestFloorArgs(t *testing.T) {
 	if got[len(got)-1] != "/usr/bin/true" || slices.Contains(got, "--info-fd") || slices.Contains(got, "--sandboxed") {
 		t.Fatalf("floor args end %q, contain --info-fd %v", got[len(got)-3:], slices.Contains(got, "--info-fd"))
 	}
-	if len(got) != len(args)-4 || !slices.Equal(got[:len(got)-1], slices.Delete(slices.Clone(args[:len(args)-3]), slices.Index(args, "--info-fd"), slices.Index(args, "--info-fd")+2)) {
+	cmd := len(args) - 3 - len(guestenv.DisplayArgs(environment.Config{}))
+	if args[cmd] != guestPath {
+		t.Fatalf("the guest's command line is not at the end of %q", args)
+	}
+	if len(got) != cmd-1 || !slices.Equal(got[:len(got)-1], slices.Delete(slices.Clone(args[:cmd]), slices.Index(args, "--info-fd"), slices.Index(args, "--info-fd")+2)) {
 		t.Errorf("floor args differ from Create's beyond the command and --info-fd:\n%q\n%q", got, args)
 	}
 }

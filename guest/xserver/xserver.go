@@ -115,21 +115,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("xserver: displayfd pipe: %w", err)
 	}
 	defer r.Close()
-	args := []string{}
-	if cfg.Display != 0 {
-		args = append(args, ":"+strconv.Itoa(cfg.Display))
-	}
-	args = append(args,
-		"-displayfd", "3",
-		"-screen", "0", fmt.Sprintf("%dx%dx%d", cfg.Width, cfg.Height, cfg.Depth),
-		"-nolisten", "tcp",
-		"-noreset",
-		"+extension", "XTEST",
-		"+extension", "MIT-SHM",
-		"-dpi", "96",
-	)
-	args = append(args, cfg.ExtraArgs...)
-	p, err := startProc("Xvfb", path, args, env, cfg.Stderr, []*os.File{w})
+	p, err := startProc("Xvfb", path, Args(cfg, 3), env, cfg.Stderr, []*os.File{w})
 	w.Close() // the child has its copy; EOF on r now means the child is gone
 	if err != nil {
 		return nil, err
@@ -175,6 +161,36 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		_ = p.terminate(context.Background())
 		return nil, fmt.Errorf("xserver: waiting for Xvfb to be ready: %w", ctx.Err())
 	}
+}
+
+// Args is Xvfb's command line (without the program) as Start runs it for
+// cfg (its defaults applied), reporting readiness on descriptor
+// displayFD. The cold-start floor of the local backend (environment/local)
+// runs the same server.
+func Args(cfg Config, displayFD int) []string {
+	if cfg.Width == 0 {
+		cfg.Width = DefaultWidth
+	}
+	if cfg.Height == 0 {
+		cfg.Height = DefaultHeight
+	}
+	if cfg.Depth == 0 {
+		cfg.Depth = DefaultDepth
+	}
+	args := []string{}
+	if cfg.Display != 0 {
+		args = append(args, ":"+strconv.Itoa(cfg.Display))
+	}
+	args = append(args,
+		"-displayfd", strconv.Itoa(displayFD),
+		"-screen", "0", fmt.Sprintf("%dx%dx%d", cfg.Width, cfg.Height, cfg.Depth),
+		"-nolisten", "tcp",
+		"-noreset",
+		"+extension", "XTEST",
+		"+extension", "MIT-SHM",
+		"-dpi", "96",
+	)
+	return append(args, cfg.ExtraArgs...)
 }
 
 // ensureSocketDir creates /tmp/.X11-unix with mode 1777 if it is missing.
