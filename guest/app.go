@@ -129,6 +129,22 @@ func (p *appProc) terminate(grace time.Duration) *observe.Exit {
 	return e
 }
 
+// launchObserved is launch, then, when the request asks for it, the
+// first screenshot in the same answer (the payload): the host's first
+// observation without a round trip of its own.
+func (g *Guest) launchObserved(ctx context.Context, req wire.LaunchRequest) (wire.LaunchResponse, []byte, error) {
+	resp, err := g.launch(ctx, req)
+	if err != nil || req.Screenshot == nil {
+		return resp, nil, err
+	}
+	sr, payload, err := g.screenshot(ctx, *req.Screenshot)
+	if err != nil {
+		return resp, nil, fmt.Errorf("launch: the first screenshot: %w", err)
+	}
+	resp.Screenshot = &sr
+	return resp, payload, nil
+}
+
 // launch starts the app and waits for its window.
 func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.LaunchResponse, error) {
 	var resp wire.LaunchResponse

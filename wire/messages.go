@@ -186,6 +186,11 @@ type LaunchRequest struct {
 	// guest refuses it for a program that cannot be faked (a static ELF,
 	// a Go program).
 	ClockNS int64 `json:"clock_ns,omitempty"`
+	// Screenshot, when set, asks for the first screenshot with the
+	// answer, taken as MethodScreenshot would once the window is up:
+	// LaunchResponse.Screenshot, the frame in the payload. It saves the
+	// round trip of a screenshot asked right after the launch.
+	Screenshot *ScreenshotRequest `json:"screenshot,omitempty"`
 }
 
 // LaunchResponse reports the running app.
@@ -196,6 +201,8 @@ type LaunchResponse struct {
 	// ClockNS echoes LaunchRequest.ClockNS: the app runs on the virtual
 	// clock (a host that asked for one and finds it zero refuses the run).
 	ClockNS int64 `json:"clock_ns,omitempty"`
+	// Screenshot answers LaunchRequest.Screenshot (nil when not asked).
+	Screenshot *ScreenshotResponse `json:"screenshot,omitempty"`
 }
 
 // ClockRequest sets the app's virtual clock to an instant (Unix
