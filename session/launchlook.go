@@ -15,16 +15,23 @@ type launchLook struct {
 }
 
 // looksAtLaunch says whether the launch is to bring the first screenshot:
-// asked for, and no settle nor wait for the app's output between the
-// launch and the first look.
+// asked for, and no settle between the launch and the first look.
 func (s *Session) looksAtLaunch() bool {
 	fs := s.cfg.FirstSettle
-	return s.cfg.LookAtLaunch && (fs.Mode == "" || fs.Mode == SettleNone) && s.cfg.App.Manifest.ReadyOutput == ""
+	return s.cfg.LookAtLaunch && (fs.Mode == "" || fs.Mode == SettleNone)
 }
 
-// keepLaunchLook keeps what the launch brought for the first look.
+// keepLaunchLook keeps what the launch brought for the first look. With
+// the manifest's ready_output, only when the app had printed it by the
+// launch's answer (the sandbox waits for it before the screenshot):
+// a screenshot from before the app said it was ready is not kept.
 func (s *Session) keepLaunchLook(lr environment.LaunchResult) {
 	if lr.Frame == nil || lr.State == nil || !s.looksAtLaunch() {
+		return
+	}
+	select {
+	case <-s.events.ready:
+	default:
 		return
 	}
 	s.launchLook = &launchLook{frame: lr.Frame, state: *lr.State}

@@ -53,17 +53,19 @@ func TestLookAtLaunch(t *testing.T) {
 		name   string
 		look   bool
 		settle Settle
+		ready  string // the manifest's ready_output (the fake app prints "mover: ready" as it launches)
 		want   bool
 	}{
-		{"asked", true, Settle{}, true},
-		{"off", false, Settle{}, false},
-		{"settle first", true, Settle{Mode: SettleFixed, Duration: time.Millisecond}, false},
+		{"asked", true, Settle{}, "", true},
+		{"asked, ready output printed", true, Settle{}, "mover: ready", true},
+		{"off", false, Settle{}, "", false},
+		{"settle first", true, Settle{Mode: SettleFixed, Duration: time.Millisecond}, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &lookBackend{}
 			s, err := Open(t.Context(), Config{
 				RunID: "look", Backend: b, TraceDir: filepath.Join(t.TempDir(), "trace"),
-				App:          &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover"}},
+				App:          &app.Bundle{Target: "mover", Manifest: app.Manifest{Command: "mover", ReadyOutput: tc.ready}},
 				LookAtLaunch: tc.look, FirstSettle: tc.settle,
 			})
 			if err != nil {

@@ -191,6 +191,11 @@ type LaunchRequest struct {
 	// LaunchResponse.Screenshot, the frame in the payload. It saves the
 	// round trip of a screenshot asked right after the launch.
 	Screenshot *ScreenshotRequest `json:"screenshot,omitempty"`
+	// ReadyOutput, with Screenshot, makes the screenshot wait until the
+	// app has printed this text (the manifest's ready_output), within
+	// ReadyMS: an app that says it is ready once it has drawn is shown
+	// drawn. Not printed in time, the answer has no screenshot.
+	ReadyOutput string `json:"ready_output,omitempty"`
 }
 
 // LaunchResponse reports the running app.

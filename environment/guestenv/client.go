@@ -342,6 +342,9 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 	} else if spec.Observe {
 		req.Screenshot = &wire.ScreenshotRequest{WithState: true}
 	}
+	if req.Screenshot != nil {
+		req.ReadyOutput = m.ReadyOutput // the screenshot shows the app once it says it is ready
+	}
 	if req.Screenshot != nil && bound != maxRequest {
 		bound += 2 * xCall
 	}
