@@ -192,7 +192,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		resp.ClockNS = req.ClockNS
 	}
 
-	launcher, largv, err := launcherArgv(bin, g.homeArgs(req.Args))
+	launcher, largv, err := launcherArgv(bin, g.homeArgs(req.Args), req.ClockNS == 0)
 	if err != nil {
 		return resp, fmt.Errorf("launch: %w", err)
 	}
