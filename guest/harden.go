@@ -2,6 +2,7 @@ package guest
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -66,13 +67,28 @@ var shellLauncher = "echo " + strconv.Itoa(appOOMScoreAdj) + ` 2>/dev/null >/pro
 // starts the app through the guest binary.
 var shellPath = "/bin/sh"
 
+// directlyExecutable says whether the kernel runs bin itself (an ELF
+// file, or a script with its #! line): a shell's exec would run any
+// other file as a shell script, where the guest's launcher fails with
+// "exec format error".
+func directlyExecutable(bin string) bool {
+	f, err := os.Open(bin)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	return (n == 4 && string(head[:]) == "\x7fELF") || (n >= 2 && string(head[:2]) == "#!")
+}
+
 // launcherArgv wraps the app's command so that its OOM score is raised
 // before it starts: through the system shell (shellLauncher) when there
 // is one and shell is true, else through the guest binary in launcher
 // mode (see ExecApp). An app on a virtual clock takes the guest binary:
 // libfaketime, preloaded, would load into a dynamic shell as well.
 func launcherArgv(bin string, args []string, shell bool) (string, []string, error) {
-	if shell {
+	if shell && directlyExecutable(bin) {
 		if fi, err := os.Stat(shellPath); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return shellPath, append([]string{"-c", shellLauncher, bin}, args...), nil
 		}

@@ -34,6 +34,16 @@ func TestShellLauncher(t *testing.T) {
 	if got, want := run("/bin/echo", "a  b", "$HOME", "*", "`id`", "-n"), "a  b $HOME * `id` -n"; got != want {
 		t.Errorf("echo said %q, want %q", got, want)
 	}
+	// A file the kernel would not run (no ELF, no #!) is not handed to
+	// the shell, which would run it as a script: the guest's launcher
+	// fails on it as exec does.
+	text := t.TempDir() + "/app"
+	if err := os.WriteFile(text, []byte("echo ran as a script\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := launcherArgv(text, nil, true); err != nil || l == shellPath {
+		t.Errorf("a file without #! launches through %s (%v)", l, err)
+	}
 	// Without the shell (or on a virtual clock) the guest binary launches.
 	l, argv, err := launcherArgv("/bin/true", nil, false)
 	if err != nil {
