@@ -212,6 +212,10 @@ type LaunchSpec struct {
 	// static executable, a Go program) fails to launch with an error
 	// wrapping ErrAppStart that says why.
 	Clock time.Time
+	// Observe asks for the first observation with the launch, taken once
+	// the window is up (LaunchResult.Frame and State), where the backend
+	// can give it without a call of its own; others leave them nil.
+	Observe bool
 }
 
 // LaunchResult reports the started app.
@@ -225,6 +229,11 @@ type LaunchResult struct {
 	// Inputs maps each staged input file (its path below the home) to
 	// its SHA-256 (hex).
 	Inputs map[string]string
+	// Frame and State are the first observation when LaunchSpec.Observe
+	// asked for it and the backend gave it (else nil): what Observe
+	// would have returned just after the launch.
+	Frame *observe.Frame
+	State *State
 }
 
 // Collector is implemented by environments that can copy files out of

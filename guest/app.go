@@ -95,6 +95,7 @@ type appProc struct {
 	cmd     *exec.Cmd
 	started time.Time     // just before it was started (wait until file)
 	done    chan struct{} // closed when it has exited and its output is drained
+	ready   *readyWatch   // LaunchRequest.ReadyOutput, when the launch waits for it
 
 	mu   sync.Mutex
 	exit *observe.Exit
@@ -127,6 +128,25 @@ func (p *appProc) terminate(grace time.Duration) *observe.Exit {
 	}
 	_, e := p.status()
 	return e
+}
+
+// launchObserved is launch, then, when the request asks for it, the
+// first screenshot in the same answer (the payload): the host's first
+// observation without a round trip of its own.
+func (g *Guest) launchObserved(ctx context.Context, req wire.LaunchRequest) (wire.LaunchResponse, []byte, error) {
+	resp, err := g.launch(ctx, req)
+	if err != nil || req.Screenshot == nil {
+		return resp, nil, err
+	}
+	if p := g.app; p != nil && p.ready != nil && !p.ready.wait(ctx, p.started, req.ReadyMS, p.done) {
+		return resp, nil, nil // the host waits for the ready output itself, and looks then
+	}
+	sr, payload, err := g.screenshot(ctx, *req.Screenshot)
+	if err != nil {
+		return resp, nil, fmt.Errorf("launch: the first screenshot: %w", err)
+	}
+	resp.Screenshot = &sr
+	return resp, payload, nil
 }
 
 // launch starts the app and waits for its window.
@@ -172,7 +192,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		resp.ClockNS = req.ClockNS
 	}
 
-	launcher, largv, err := launcherArgv(bin, g.homeArgs(req.Args))
+	launcher, largv, err := launcherArgv(bin, g.homeArgs(req.Args), req.ClockNS == 0)
 	if err != nil {
 		return resp, fmt.Errorf("launch: %w", err)
 	}
@@ -211,6 +231,9 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	outW.Close()
 	errW.Close()
 	p := &appProc{cmd: cmd, started: t, done: make(chan struct{})}
+	if req.Screenshot != nil && req.ReadyOutput != "" {
+		p.ready = newReadyWatch(req.ReadyOutput)
+	}
 	g.app = p
 	resp.PID = cmd.Process.Pid
 	if g.obs != nil {
@@ -223,8 +246,8 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	}
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go g.forward(&readers, observe.Stdout, outR, logCap)
-	go g.forward(&readers, observe.Stderr, errR, logCap)
+	go g.forward(&readers, observe.Stdout, outR, logCap, p.ready)
+	go g.forward(&readers, observe.Stderr, errR, logCap, p.ready)
 	go func() {
 		err := cmd.Wait()
 		e := exitOf(cmd.ProcessState, err)
@@ -389,7 +412,7 @@ func pathOr(def string) string { return envOr("PATH", def) }
 
 // forward copies one output stream to the host, up to cap bytes; beyond
 // it, output is drained and counted so the app never blocks on a full pipe.
-func (g *Guest) forward(wg *sync.WaitGroup, stream observe.Stream, r io.ReadCloser, cap int64) {
+func (g *Guest) forward(wg *sync.WaitGroup, stream observe.Stream, r io.ReadCloser, cap int64, ready *readyWatch) {
 	defer wg.Done()
 	defer r.Close()
 	buf := make([]byte, 32<<10)
@@ -414,6 +437,7 @@ func (g *Guest) forward(wg *sync.WaitGroup, stream observe.Stream, r io.ReadClos
 					dropped, lastReport = 0, time.Now()
 				}
 			}
+			ready.feed(stream, buf[:n]) // after the output went: the host has it before the launch's answer
 		}
 		if err != nil {
 			if dropped > 0 {

@@ -306,7 +306,7 @@ func (g *Guest) handle(m *wire.Message) {
 	case wire.MethodLaunch:
 		var req wire.LaunchRequest
 		if err = decode(&req); err == nil {
-			out, err = g.launch(ctx, req)
+			out, payload, err = g.launchObserved(ctx, req)
 		}
 	case wire.MethodScreenshot:
 		var req wire.ScreenshotRequest

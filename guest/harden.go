@@ -2,6 +2,7 @@ package guest
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -55,9 +56,43 @@ const ExecAppFlag = "--exec-app"
 // privilege.
 const appOOMScoreAdj = 1000
 
-// launcherArgv wraps the app's command so that it starts through the guest
-// binary in launcher mode (see ExecApp).
-func launcherArgv(bin string, args []string) (string, []string, error) {
+// shellLauncher is the launcher run by the system's shell: it raises the
+// shell's OOM score, then replaces it with the app ("$0", its arguments
+// "$@", never parsed by the shell) — what ExecApp does, without starting
+// the guest's large binary again (its packages' initialisation alone took
+// tens of milliseconds of every launch on a loaded machine).
+var shellLauncher = "echo " + strconv.Itoa(appOOMScoreAdj) + ` 2>/dev/null >/proc/self/oom_score_adj || echo "agentbox guest: exec-app: oom_score_adj: not set" >&2; exec "$0" "$@"`
+
+// shellPath is the shell the launcher runs with; a sandbox without it
+// starts the app through the guest binary.
+var shellPath = "/bin/sh"
+
+// directlyExecutable says whether the kernel runs bin itself (an ELF
+// file, or a script with its #! line): a shell's exec would run any
+// other file as a shell script, where the guest's launcher fails with
+// "exec format error".
+func directlyExecutable(bin string) bool {
+	f, err := os.Open(bin)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := io.ReadFull(f, head[:])
+	return (n == 4 && string(head[:]) == "\x7fELF") || (n >= 2 && string(head[:2]) == "#!")
+}
+
+// launcherArgv wraps the app's command so that its OOM score is raised
+// before it starts: through the system shell (shellLauncher) when there
+// is one and shell is true, else through the guest binary in launcher
+// mode (see ExecApp). An app on a virtual clock takes the guest binary:
+// libfaketime, preloaded, would load into a dynamic shell as well.
+func launcherArgv(bin string, args []string, shell bool) (string, []string, error) {
+	if shell && directlyExecutable(bin) {
+		if fi, err := os.Stat(shellPath); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return shellPath, append([]string{"-c", shellLauncher, bin}, args...), nil
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, err

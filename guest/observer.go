@@ -199,9 +199,10 @@ func (o *observer) started(pid int, argv []string) {
 	if !ok {
 		return
 	}
-	// Still the launcher: its exec of the app is no event.
+	// Still the launcher (the shell's or the guest's, harden.go): its
+	// exec of the app is no event.
 	self, _ := os.Executable()
-	launching := st.comm == commOf(self)
+	launching := st.comm == commOf(self) || st.comm == commOf(shellPath)
 	p := &procSeen{start: st.start, comm: st.comm, ppid: st.ppid, gen: o.gen, argv: argv, launching: launching}
 	o.procs[pid] = p
 	o.seeded++

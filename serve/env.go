@@ -35,6 +35,12 @@ type env struct {
 	appName   string
 	bundle    *app.Bundle
 	upload    *upload // nil for a registered app
+
+	// lookAtLaunch: the next episode's session takes its first
+	// screenshot with the launch (a reset that answers with an
+	// observation: session.Config.LookAtLaunch).
+	lookAtLaunch bool
+
 	// inputs are the task's files, staged into every episode's sandbox
 	// (shared with the environment's forks, which stage the same);
 	// inputUploads the uploads they come from (held in use); collect what
@@ -388,6 +394,8 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 	e.trace = filepath.Join(e.srv.o.Out, e.runID)
 	runID, dir, task := e.runID, e.trace, e.task
 	clock := e.clock
+	look := e.lookAtLaunch
+	e.lookAtLaunch = false
 	var forked *trace.ForkOrigin
 	if n == 1 && e.forkedFrom != nil {
 		f := e.forkedFrom
@@ -420,6 +428,7 @@ func (e *env) open(ctx context.Context, prep *session.Prepared) *api.Error {
 		StartTimeout: s.o.StartTimeout,
 		ReadyTimeout: s.o.ReadyTimeout,
 		Settle:       e.settle,
+		LookAtLaunch: look,
 		Clock:        clock,
 		ForkedFrom:   forked,
 		MaxRate:      s.o.MaxRate,

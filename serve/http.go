@@ -1052,6 +1052,7 @@ func (s *Server) reset(e *env, task *string, mode, image, known string) (*api.Re
 	kept := e.kept
 	e.kept = nil
 	e.state = api.StateStarting
+	e.lookAtLaunch = image != api.ImageNone // the answer's observation comes with the launch
 	prevMode := e.resetMode
 	e.resetMode = mode
 	prevTask := e.task

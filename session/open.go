@@ -87,6 +87,11 @@ type Session struct {
 	frozeAt   time.Time
 	frozen    time.Duration // the app's time frozen while the agent decided
 
+	// launchLook is the first screenshot, taken with the launch
+	// (Config.LookAtLaunch), until the first look takes it; under the
+	// step lock.
+	launchLook *launchLook
+
 	// The step lock; it guards everything below.
 	mu        lockrank.Mutex[stepLock]
 	readyAt   time.Time // the app became ready: the loop's time starts
@@ -288,6 +293,7 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 	})
 
 	spec := environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap, Inputs: cfg.Inputs}
+	spec.Observe = s.looksAtLaunch()
 	if cfg.Clock.Virtual {
 		clocked, ok := env.(environment.Clocked)
 		if !ok {
@@ -306,6 +312,7 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 	}
 	s.timing("launch", time.Since(t1))
 	s.timing("app_ready", lr.Ready)
+	s.keepLaunchLook(lr)
 	_ = s.tw.Update(func(run *trace.Run) {
 		run.App.PID = lr.PID
 		run.App.FileHashes, run.App.Digest = lr.Files, appDigest(lr.Files)

@@ -90,6 +90,14 @@ type Config struct {
 	// here, so an app that has mapped its window but not drawn it yet does
 	// not differ from its recording at step 1.
 	FirstSettle Settle
+	// LookAtLaunch takes the first observation's screenshot with the
+	// launch, in the same request to the sandbox, once the window is up,
+	// when FirstSettle is none (a settle waits after the launch). For a
+	// caller that looks at once after Open (serve's reset and create
+	// that answer with an observation): the first look then finds the
+	// screen as the launch left it rather than asking again. A caller
+	// that may look much later leaves it off.
+	LookAtLaunch bool
 
 	// Policy, when set, gates every step's action before it runs, whoever
 	// chose it (agent, script, API, MCP; a person's own steps at the live

@@ -635,7 +635,7 @@ func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe
 	if env == nil {
 		return nil, nil, environment.ErrClosed
 	}
-	frame, st, err := env.Observe(ctx)
+	frame, st, err := s.screen(ctx, env)
 	if err != nil {
 		return nil, nil, err
 	}

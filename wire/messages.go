@@ -186,6 +186,16 @@ type LaunchRequest struct {
 	// guest refuses it for a program that cannot be faked (a static ELF,
 	// a Go program).
 	ClockNS int64 `json:"clock_ns,omitempty"`
+	// Screenshot, when set, asks for the first screenshot with the
+	// answer, taken as MethodScreenshot would once the window is up:
+	// LaunchResponse.Screenshot, the frame in the payload. It saves the
+	// round trip of a screenshot asked right after the launch.
+	Screenshot *ScreenshotRequest `json:"screenshot,omitempty"`
+	// ReadyOutput, with Screenshot, makes the screenshot wait until the
+	// app has printed this text (the manifest's ready_output), within
+	// ReadyMS: an app that says it is ready once it has drawn is shown
+	// drawn. Not printed in time, the answer has no screenshot.
+	ReadyOutput string `json:"ready_output,omitempty"`
 }
 
 // LaunchResponse reports the running app.
@@ -196,6 +206,8 @@ type LaunchResponse struct {
 	// ClockNS echoes LaunchRequest.ClockNS: the app runs on the virtual
 	// clock (a host that asked for one and finds it zero refuses the run).
 	ClockNS int64 `json:"clock_ns,omitempty"`
+	// Screenshot answers LaunchRequest.Screenshot (nil when not asked).
+	Screenshot *ScreenshotResponse `json:"screenshot,omitempty"`
 }
 
 // ClockRequest sets the app's virtual clock to an instant (Unix

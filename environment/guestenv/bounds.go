@@ -117,9 +117,19 @@ func (c *Client) check(h *wire.Header, payload int) error {
 		}
 		return nil
 	}
+	if h.Method == wire.MethodLaunch && payload > 0 { // the first screenshot, asked with the launch
+		var l wire.LaunchResponse
+		if err := json.Unmarshal(h.Body, &l); err != nil {
+			return fmt.Errorf("bad body: %w", err)
+		}
+		if l.Screenshot == nil {
+			return fmt.Errorf("a launch response without a screenshot carries a %d-byte payload", payload)
+		}
+		return c.checkShot(l.Screenshot, payload)
+	}
 	if h.Method != wire.MethodScreenshot {
 		if payload > 0 {
-			return fmt.Errorf("the response carries a %d-byte payload; only screenshots and file chunks have one", payload)
+			return fmt.Errorf("the response carries a %d-byte payload; only screenshots (a launch's too) and file chunks have one", payload)
 		}
 		return nil
 	}

@@ -192,7 +192,7 @@ func TestHostileGuestRefused(t *testing.T) {
 		}), "launch", `response to request 3 (launch) is for "screenshot"`},
 		{"a response with a payload", onLaunch(func(w *guestenvtest.Writer) {
 			w.Reply(3, wire.MethodLaunch, wire.LaunchResponse{PID: 1}, make([]byte, 10))
-		}), "launch", "only screenshots and file chunks have one"},
+		}), "launch", "a launch response without a screenshot carries a 10-byte payload"},
 		{"an error response with a payload", onLaunch(func(w *guestenvtest.Writer) {
 			w.Frame(&wire.Header{Type: wire.Response, ID: 3, Method: wire.MethodLaunch, Error: &wire.RemoteError{Code: wire.CodeInternal, Message: "x"}}, make([]byte, 10))
 		}), "launch", "an error response carries a 10-byte payload"},

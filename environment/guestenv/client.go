@@ -335,7 +335,21 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 	if req.ReadyMS > 0 {
 		bound = time.Duration(req.ReadyMS)*time.Millisecond + 2*xCall
 	}
-	if _, err := c.call(ctx, wire.MethodLaunch, bound, req, &resp, nil); err != nil {
+	if spec.Observe && !c.FullFrames {
+		c.mu.Lock()
+		req.Screenshot = &wire.ScreenshotRequest{IfNot: c.lastHash, WithState: true}
+		c.mu.Unlock()
+	} else if spec.Observe {
+		req.Screenshot = &wire.ScreenshotRequest{WithState: true}
+	}
+	if req.Screenshot != nil {
+		req.ReadyOutput = m.ReadyOutput // the screenshot shows the app once it says it is ready
+	}
+	if req.Screenshot != nil && bound != maxRequest {
+		bound += 2 * xCall
+	}
+	payload, err := c.call(ctx, wire.MethodLaunch, bound, req, &resp, nil)
+	if err != nil {
 		switch {
 		case wire.IsCode(err, wire.CodeNotFound):
 			return environment.LaunchResult{}, fmt.Errorf("%w: %w", environment.ErrAppStart, err)
@@ -355,11 +369,39 @@ func (c *Client) Launch(ctx context.Context, spec environment.LaunchSpec, extraE
 		w := clipWindow(*resp.Window)
 		resp.Window = &w
 	}
-	return environment.LaunchResult{
+	r := environment.LaunchResult{
 		PID:    resp.PID,
 		Window: resp.Window,
 		Ready:  time.Duration(resp.ReadyUS) * time.Microsecond,
-	}, nil
+	}
+	if req.Screenshot != nil && resp.Screenshot != nil {
+		f, st, err := c.screenshotResult(resp.Screenshot, payload)
+		if err != nil {
+			return r, fmt.Errorf("%w: launch: the first screenshot: %w", environment.ErrGuest, err)
+		}
+		r.Frame, r.State = f, &st
+	}
+	return r, nil
+}
+
+// screenshotResult makes a screenshot's answer a frame and the state, as
+// Observe does (an unchanged screen is the frame kept).
+func (c *Client) screenshotResult(resp *wire.ScreenshotResponse, payload []byte) (*observe.Frame, environment.State, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var st environment.State
+	if resp.State != nil {
+		st = environment.State{Cursor: resp.State.Cursor, Windows: clipWindows(resp.State.Windows), Running: resp.State.Running, Exit: clipExitPtr(resp.State.Exit)}
+	}
+	if resp.Unchanged && c.last != nil {
+		return c.last, st, nil
+	}
+	f, err := c.decode(resp, payload)
+	if err != nil {
+		return nil, st, err
+	}
+	c.last, c.lastHash = f, resp.Hash
+	return f, st, nil
 }
 
 // Observe takes a screenshot together with the desktop state. An unchanged
