@@ -382,11 +382,7 @@ func stepLatency(ctx context.Context, o Options, b *app.Bundle, s observe.Screen
 		for i := 0; i < o.Samples+10; i++ {
 			x, y := 10+(i*37)%(s.Width-20), 10+(i*53)%(s.Height-20)
 			t := time.Now()
-			if _, err := env.Act(ctx, action.Action{Kind: action.MouseMove, X: &x, Y: &y}); err != nil {
-				closeEnv(ctx, env)
-				return st, err
-			}
-			if _, _, err := env.Observe(ctx); err != nil {
+			if _, err := actObserve(ctx, env, action.Action{Kind: action.MouseMove, X: &x, Y: &y}); err != nil {
 				closeEnv(ctx, env)
 				return st, err
 			}
@@ -431,21 +427,41 @@ func clickLatency(ctx context.Context, o Options, env environment.Environment, s
 	var ds []time.Duration
 	for i := 0; i < o.Samples+10; i++ {
 		t := time.Now()
-		res, err := env.Act(ctx, action.Action{Kind: action.Click, X: &x, Y: &y})
+		res, err := actObserve(ctx, env, action.Action{Kind: action.Click, X: &x, Y: &y})
 		if err != nil {
 			return Stats{}, err
 		}
 		if !res.OK {
 			return Stats{}, fmt.Errorf("click at (%d,%d): %s", x, y, res.Error)
 		}
-		if _, _, err := env.Observe(ctx); err != nil {
-			return Stats{}, err
-		}
 		if i >= 10 {
 			ds = append(ds, time.Since(t))
 		}
 	}
 	return summarize(ds), nil
+}
+
+// actObserve performs a and takes the observation after it as the
+// session's loop does: in one exchange with the sandbox where the
+// environment can (environment.Stepper, no settle), else an Act and an
+// Observe.
+func actObserve(ctx context.Context, env environment.Environment, a action.Action) (action.Result, error) {
+	var (
+		res action.Result
+		err error
+	)
+	if sp, ok := env.(environment.Stepper); ok {
+		var got *environment.Stepped
+		if res, got, err = sp.Step(ctx, a, nil); err != nil || got != nil {
+			return res, err
+		}
+	} else if res, err = env.Act(ctx, a); err != nil {
+		return res, err
+	}
+	if res.OK {
+		_, _, err = env.Observe(ctx)
+	}
+	return res, err
 }
 
 // moverAgent holds Right for a while, releases, moves the mouse, and

@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/observe"
 )
 
 // Capabilities is what a backend supports on this host. Callers choose
@@ -187,6 +190,29 @@ type DisplayFloorer interface {
 // ErrNoScreenEvents where the sandbox cannot tell (no X DAMAGE): poll.
 type ScreenWatcher interface {
 	WatchScreen(ctx context.Context) (changed <-chan struct{}, stop func(), err error)
+}
+
+// Stepper is implemented by environments that can perform an action and
+// take the observation after it in one exchange with the sandbox (a
+// step's action followed at once by its look). The action is performed
+// exactly as Act performs it, and its result and error are Act's; settle,
+// when set, is a wait until stable performed after it as Act would
+// perform it; then the screen is observed as Observe does. The
+// observation is nil when it could not be taken with the action (the
+// action failed, or the settle or the screenshot did): the caller looks
+// with Observe.
+type Stepper interface {
+	Step(ctx context.Context, a action.Action, settle *action.Action) (action.Result, *Stepped, error)
+}
+
+// Stepped is the observation a Stepper took after the action: Observe's
+// frame and state, the settle's result (when one was asked for), and how
+// long the settle and the screenshot took in the sandbox.
+type Stepped struct {
+	Frame   *observe.Frame
+	State   State
+	Settled *action.Result
+	Observe time.Duration
 }
 
 // Floorer is implemented by environments that can time the primitives of

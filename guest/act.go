@@ -26,6 +26,13 @@ const (
 // act performs one action. The host validated it; the guest validates
 // again against its own screen, because it trusts no input.
 func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error) {
+	res, err := g.actCursor(ctx, a, true)
+	return res, err
+}
+
+// actCursor is act; without cursor, a pointer action's result is left
+// without its cursor, for the caller to read it (step).
+func (g *Guest) actCursor(ctx context.Context, a action.Action, cursor bool) (action.Result, error) {
 	if g.x == nil {
 		return action.Result{}, wire.Errorf(wire.CodeInvalid, "act: the display is not up")
 	}
@@ -52,17 +59,81 @@ func (g *Guest) act(ctx context.Context, a action.Action) (action.Result, error)
 	if err != nil {
 		return action.Result{}, err
 	}
-	switch a.Kind {
-	case action.MouseMove, action.Click, action.MouseDown, action.MouseUp, action.Drag, action.Scroll, action.CursorPosition:
-		ctx, cancel := context.WithTimeout(ctx, xTimeout)
-		defer cancel()
-		x, y, err := g.x.Cursor(ctx)
-		if err != nil {
-			return res, fmt.Errorf("cursor: %w", err)
-		}
-		res.Cursor = &action.Point{X: x, Y: y}
+	if cursor && movesPointer(a.Kind) {
+		return res, g.resultCursor(ctx, &res)
 	}
 	return res, nil
+}
+
+// movesPointer says whether an action's result carries the cursor.
+func movesPointer(k action.Kind) bool {
+	switch k {
+	case action.MouseMove, action.Click, action.MouseDown, action.MouseUp, action.Drag, action.Scroll, action.CursorPosition:
+		return true
+	}
+	return false
+}
+
+// resultCursor reads the pointer into a result.
+func (g *Guest) resultCursor(ctx context.Context, res *action.Result) error {
+	ctx, cancel := context.WithTimeout(ctx, xTimeout)
+	defer cancel()
+	x, y, err := g.x.Cursor(ctx)
+	if err != nil {
+		return fmt.Errorf("cursor: %w", err)
+	}
+	res.Cursor = &action.Point{X: x, Y: y}
+	return nil
+}
+
+// step performs an action as an act request does, then the settle, then
+// a screenshot (wire.StepRequest): one round trip where a step made two
+// or three. Where nothing comes between the action and the screenshot
+// (no settle) and the screenshot reads the desktop's state, the action's
+// cursor is the state's — one read of the pointer, after the action as
+// before, where there were two.
+func (g *Guest) step(ctx context.Context, req wire.StepRequest) (wire.StepResponse, []byte, error) {
+	var resp wire.StepResponse
+	if s := req.Settle; s != nil && (s.Kind != action.Wait || s.Until != action.UntilStable) {
+		return resp, nil, wire.Errorf(wire.CodeInvalid, "step: the settle is a wait until stable, not %s", s)
+	}
+	shared := req.Settle == nil && req.Screenshot.WithState && movesPointer(req.Action.Kind)
+	res, err := g.actCursor(ctx, req.Action, !shared)
+	g.screenChanged() // the pointer may have moved, which damages nothing
+	if err != nil {
+		return resp, nil, err
+	}
+	resp.Result = res
+	t := time.Now()
+	failed := func(err error) (wire.StepResponse, []byte, error) {
+		if shared && resp.Result.Cursor == nil {
+			// The cursor the action's result would have had.
+			if cerr := g.resultCursor(ctx, &resp.Result); cerr != nil {
+				return resp, nil, cerr
+			}
+		}
+		resp.Failed = err.Error()
+		return resp, nil, nil
+	}
+	if req.Settle != nil {
+		sres, err := g.act(ctx, *req.Settle)
+		g.screenChanged()
+		if err != nil {
+			return failed(fmt.Errorf("settle: %w", err))
+		}
+		resp.Settled = &sres
+	}
+	shot, payload, err := g.screenshot(ctx, req.Screenshot)
+	if err != nil {
+		return failed(err)
+	}
+	if shared && shot.State != nil {
+		c := shot.State.Cursor
+		resp.Result.Cursor = &c
+	}
+	resp.Shot = &shot
+	resp.ObserveUS = time.Since(t).Microseconds()
+	return resp, payload, nil
 }
 
 // performOn resolves an action's target in the live accessibility tree,

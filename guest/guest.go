@@ -319,6 +319,11 @@ func (g *Guest) handle(m *wire.Message) {
 			out, err = g.act(ctx, req.Action)
 			g.screenChanged() // the pointer may have moved, which damages nothing
 		}
+	case wire.MethodStep:
+		var req wire.StepRequest
+		if err = decode(&req); err == nil {
+			out, payload, err = g.step(ctx, req)
+		}
 	case wire.MethodClock:
 		var req wire.ClockRequest
 		if err = decode(&req); err == nil {

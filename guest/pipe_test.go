@@ -321,6 +321,34 @@ func TestGuestOverPipe(t *testing.T) {
 		}
 		return press && release && key
 	})
+	// step: the action, then the screenshot in the same answer; without
+	// a settle the action's cursor is the state's, where the move left it.
+	mx, my := win.X+10, win.Y+12
+	var st wire.StepResponse
+	pix = h.must(wire.MethodStep, wire.StepRequest{Action: action.Action{Kind: action.MouseMove, X: &mx, Y: &my},
+		Screenshot: wire.ScreenshotRequest{WithState: true}}, &st, nil)
+	switch {
+	case !st.Result.OK || st.Shot == nil || st.Shot.State == nil || st.Failed != "":
+		t.Errorf("step: %+v", st)
+	case st.Result.Cursor == nil || *st.Result.Cursor != (action.Point{X: mx, Y: my}) || st.Shot.State.Cursor != *st.Result.Cursor:
+		t.Errorf("step: the result's cursor %v, the state's %v, want (%d,%d)", st.Result.Cursor, st.Shot.State.Cursor, mx, my)
+	case len(pix) == 0 || st.Shot.Unchanged:
+		t.Errorf("step: a screenshot with no pixels: %+v", st.Shot)
+	}
+	// With a settle: the wait's result is answered beside the action's,
+	// and an unchanged screen is sent without pixels.
+	var st2 wire.StepResponse
+	settle := action.Action{Kind: action.Wait, Until: action.UntilStable, StableMS: 100, MS: 60000}
+	pix = h.must(wire.MethodStep, wire.StepRequest{Action: action.Action{Kind: action.MouseMove, X: &mx, Y: &my}, Settle: &settle,
+		Screenshot: wire.ScreenshotRequest{WithState: true, IfNot: st.Shot.Hash}}, &st2, nil)
+	if st2.Settled == nil || !st2.Settled.OK || st2.Shot == nil || st2.Result.Cursor == nil || len(pix) != 0 && st2.Shot.Unchanged {
+		t.Errorf("step with a settle: %+v", st2)
+	}
+	// A settle that is not a wait until stable is refused, nothing done.
+	if _, err := h.call(wire.MethodStep, wire.StepRequest{Action: action.Action{Kind: action.MouseMove, X: &x, Y: &y}, Settle: &action.Action{Kind: action.Type, Text: "x"}}, nil, nil); !wire.IsCode(err, wire.CodeInvalid) {
+		t.Errorf("step with a typing settle: %v, want %s", err, wire.CodeInvalid)
+	}
+
 	var bad action.Result
 	if _, err := h.call(wire.MethodAct, wire.ActRequest{Action: action.Action{Kind: "jump"}}, &bad, nil); err == nil && bad.OK {
 		t.Errorf("an unknown action was performed")

@@ -46,7 +46,7 @@ func (s *Session) agentLoop(parent context.Context) (end *ending) {
 func (s *Session) agentStep(parent context.Context) *ending {
 	ctx, cancel := context.WithDeadline(parent, s.deadlineNow())
 	defer cancel()
-	obs, err := s.Observe(parent)
+	obs, err := s.observe1(parent, true)
 	if err != nil {
 		return endOf(err)
 	}
@@ -64,7 +64,9 @@ func (s *Session) agentStep(parent context.Context) *ending {
 	}
 	// A decision made while a person took control is not applied
 	// (Act says so, after control came back); the agent looks again.
-	res, err := s.Act(parent, st)
+	// The loop looks again as soon as the action returns: the action
+	// and that look are one exchange with the sandbox where it can.
+	res, err := s.act1(parent, st, true)
 	if err != nil {
 		return endOf(err)
 	}

@@ -112,6 +112,7 @@ type Session struct {
 	end       *End                // how the episode ended, once it has
 	traceTime time.Duration       // the steps' time spent writing the trace
 	pendFrame *observe.Frame      // the pending observation's screen (unmarked), for an ask's screenshot
+	ahead     *lookAhead          // the observation taken with the loop's last action, for its next look
 	gateSt    gateState           // the policy gate's asks and grants
 
 	// paused is how far asks have moved the deadline on (ns): the time

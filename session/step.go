@@ -74,6 +74,13 @@ type StepResult struct {
 // observation could not be made: the episode has ended (errors.Is
 // ErrEnded; *EndedError says how).
 func (s *Session) Observe(ctx context.Context) (*Observation, error) {
+	return s.observe1(ctx, false)
+}
+
+// observe1 is Observe; ahead takes the observation made with the last
+// action when there is one (the agent's loop, which looks right after
+// it acted).
+func (s *Session) observe1(ctx context.Context, ahead bool) (*Observation, error) {
 	defer s.busy()()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -85,7 +92,7 @@ func (s *Session) Observe(ctx context.Context) (*Observation, error) {
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
 	defer cancel()
-	obs, end := s.look(lctx, ctx, false)
+	obs, end := s.look(lctx, ctx, false, ahead)
 	if end != nil {
 		s.setEnd(end)
 		if obs == nil {
@@ -113,6 +120,14 @@ func (s *Session) Observe(ctx context.Context) (*Observation, error) {
 // the screen afresh and leaves the app's output for the controller's
 // next observation (the person saw it as it came).
 func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
+	return s.act1(ctx, st, false)
+}
+
+// act1 is Act; ahead says the caller looks right after it (the agent's
+// loop): the action and that look are then one exchange with the
+// sandbox where the environment can (environment.Stepper), and the
+// observation waits in s.ahead for the look.
+func (s *Session) act1(ctx context.Context, st Step, ahead bool) (StepResult, error) {
 	defer s.busy()()
 	if st.Actor == "" {
 		st.Actor = s.cfg.Actor
@@ -136,7 +151,7 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
 	defer cancel()
 	if s.pending == nil || human && s.tookOverAfter(s.pendAt) {
-		if _, end := s.look(lctx, ctx, human); end != nil {
+		if _, end := s.look(lctx, ctx, human, false); end != nil {
 			s.setEnd(end)
 			return StepResult{Step: s.steps}, &EndedError{*end}
 		}
@@ -147,7 +162,7 @@ func (s *Session) Act(ctx context.Context, st Step) (StepResult, error) {
 		// The controller's time between its observation and its action.
 		st.Decision = &trace.Decision{LatencyMS: msOf(time.Since(seen))}
 	}
-	res, end := s.perform(lctx, ctx, rec.Step, rec, st)
+	res, end := s.perform(lctx, ctx, rec.Step, rec, st, ahead)
 	if end != nil {
 		s.setEnd(end)
 		if res == nil {
@@ -249,17 +264,32 @@ func (s *Session) setEnd(end *End) {
 // deadline; parent is the caller's context. A person's look (human)
 // leaves the app's output and network events for the controller's next
 // observation and does not count as what the controller saw.
-func (s *Session) look(ctx, parent context.Context, human bool) (*observe.Observation, *ending) {
+//
+// With ahead, the look is the one taken with the last action, when there
+// is one (s.ahead: the settle and the screenshot made in the same
+// exchange, right after the action); any other look drops it.
+func (s *Session) look(ctx, parent context.Context, human, ahead bool) (*observe.Observation, *ending) {
 	step := s.steps + 1
+	la := s.ahead
+	s.ahead = nil
+	if !ahead || human || la == nil || la.step != step || la.env != s.environment() {
+		la = nil
+	}
 	how := s.cfg.Settle
 	if step == 1 {
 		how = s.cfg.FirstSettle
 	}
-	settled, capped, err := s.settle(ctx, how)
-	if err != nil {
+	var (
+		settled time.Duration
+		capped  bool
+		err     error
+	)
+	if la != nil {
+		settled, capped = la.settled, la.capped
+	} else if settled, capped, err = s.settle(ctx, how); err != nil {
 		return nil, s.loopError(ctx, parent, "settle", err, trace.ReasonEnvironment)
 	}
-	obs, rec, err := s.observe(ctx, step, !human)
+	obs, rec, err := s.observeWith(ctx, step, !human, la)
 	if err != nil {
 		return nil, s.loopError(ctx, parent, "observe", err, trace.ReasonEnvironment)
 	}
@@ -310,7 +340,7 @@ func (s *Session) look(ctx, parent context.Context, human bool) (*observe.Observ
 // perform records the step and runs its action (the loop's validate →
 // record → act). It returns the step's result, and how the episode ended
 // when it did (with a nil result when the step has no result).
-func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Record, st Step) (*StepResult, *ending) {
+func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Record, st Step, ahead bool) (*StepResult, *ending) {
 	a := st.Action
 	verr := observe.ResolveMark(&a, s.marks) // recorded with the point it resolved to
 	if verr == nil {
@@ -356,7 +386,7 @@ func (s *Session) perform(ctx, parent context.Context, step int, rec *trace.Reco
 		// The controller saw the app gone and did not finish: that ends it.
 		return nil, s.appExited()
 	}
-	res, end := s.act(ctx, parent, step, a)
+	res, end := s.act(ctx, parent, step, a, ahead)
 	if end != nil {
 		return nil, end
 	}
@@ -468,7 +498,13 @@ func doneEnding(a action.Action, why string) *ending {
 }
 
 // act waits for the rate limit, performs the action and records its result.
-func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*action.Result, *ending) {
+//
+// With ahead (the caller looks right after), an action the environment
+// performs is performed with the next step's settle and screenshot in one
+// exchange where the environment can (environment.Stepper) and the settle
+// is done in the sandbox (none, or until stable): the look that follows
+// takes them from s.ahead.
+func (s *Session) act(ctx, parent context.Context, step int, a action.Action, ahead bool) (*action.Result, *ending) {
 	throttled, err := s.limiter.wait(ctx)
 	if err != nil {
 		return nil, s.loopError(ctx, parent, a.String(), err, trace.ReasonEnvironment)
@@ -493,7 +529,24 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 	} else if typed, failed := s.unseal(a); failed != nil {
 		res = *failed
 	} else {
-		res, err = env.Act(ctx, typed)
+		var looked time.Duration // the look's share of the exchange
+		sp, ok := env.(environment.Stepper)
+		settle, inSandbox := s.settleAction(s.cfg.Settle)
+		if ahead && ok && inSandbox && advance == 0 {
+			var got *environment.Stepped
+			res, got, err = sp.Step(ctx, typed, settle)
+			if err == nil && got != nil {
+				s.ahead = &lookAhead{step: step + 1, env: env, stepped: got}
+				if got.Settled != nil {
+					s.ahead.settled = time.Duration(got.Settled.ElapsedUS) * time.Microsecond
+					s.ahead.capped = got.Settled.Met != nil && !*got.Settled.Met
+				}
+				looked = got.Observe
+			}
+		} else {
+			res, err = env.Act(ctx, typed)
+		}
+		t = t.Add(looked)
 		err = s.events.secrets.err(err)
 		if err == nil && advance > 0 {
 			// On a virtual clock the app takes the action in at the
@@ -534,6 +587,40 @@ func (s *Session) act(ctx, parent context.Context, step int, a action.Action) (*
 	return &res, nil
 }
 
+// lookAhead is the observation an environment took with the loop's last
+// action (environment.Stepper), for the look of step.
+type lookAhead struct {
+	step    int
+	env     environment.Environment
+	stepped *environment.Stepped
+	settled time.Duration // the settle's time, in the sandbox
+	capped  bool
+}
+
+// settleAction is the wait a settle as st says makes in the sandbox (nil:
+// none); inSandbox is false where it is not made there (a fixed time, on
+// the host).
+func (s *Session) settleAction(st Settle) (_ *action.Action, inSandbox bool) {
+	switch st.Mode {
+	case "", SettleNone:
+		return nil, true
+	case SettleStable:
+		a := stableWait(st)
+		return &a, true
+	}
+	return nil, false
+}
+
+// stableWait is the wait until stable of a stable settle.
+func stableWait(st Settle) action.Action {
+	timeout := st.Timeout
+	if timeout <= 0 {
+		timeout = StableCap
+	}
+	return action.Action{Kind: action.Wait, Until: action.UntilStable,
+		StableMS: int(st.Duration / time.Millisecond), MS: int(timeout / time.Millisecond)}
+}
+
 // settle lets the screen settle before a screenshot as st says; capped
 // says a stable settle gave up at its cap with the screen still changing.
 func (s *Session) settle(ctx context.Context, st Settle) (_ time.Duration, capped bool, _ error) {
@@ -549,16 +636,11 @@ func (s *Session) settle(ctx context.Context, st Settle) (_ time.Duration, cappe
 			return 0, false, ctx.Err()
 		}
 	case SettleStable:
-		timeout := st.Timeout
-		if timeout <= 0 {
-			timeout = StableCap
-		}
 		env := s.environment()
 		if env == nil {
 			return 0, false, environment.ErrClosed
 		}
-		res, err := env.Act(ctx, action.Action{Kind: action.Wait, Until: action.UntilStable,
-			StableMS: int(st.Duration / time.Millisecond), MS: int(timeout / time.Millisecond)})
+		res, err := env.Act(ctx, stableWait(st))
 		if err != nil {
 			return 0, false, err
 		}
@@ -631,12 +713,24 @@ const sleepPing = time.Second
 // record; consume takes the app's output and network events since the
 // last observation into it (a person's look leaves them).
 func (s *Session) observe(ctx context.Context, step int, consume bool) (*observe.Observation, *trace.Record, error) {
+	return s.observeWith(ctx, step, consume, nil)
+}
+
+// observeWith is observe; with la, its screenshot is the one taken with
+// the last action (lookAhead) instead of a new one.
+func (s *Session) observeWith(ctx context.Context, step int, consume bool, la *lookAhead) (*observe.Observation, *trace.Record, error) {
 	env := s.environment()
 	if env == nil {
 		return nil, nil, environment.ErrClosed
 	}
-	frame, st, err := s.screen(ctx, env)
-	if err != nil {
+	var (
+		frame *observe.Frame
+		st    environment.State
+		err   error
+	)
+	if la != nil {
+		frame, st = la.stepped.Frame, la.stepped.State
+	} else if frame, st, err = s.screen(ctx, env); err != nil {
 		return nil, nil, err
 	}
 	tm := time.Now()

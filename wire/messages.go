@@ -23,6 +23,7 @@ const (
 	MethodActivity   = "activity"   // ActivityRequest → ActivityResponse: what the trusted observer saw since the previous checkpoint (a sandbox started with Observe)
 	MethodFloor      = "floor"      // FloorRequest → FloorResponse (+ payload: the screen's pixels, with Frame): a step's primitives timed alone (agentbox bench)
 	MethodWatch      = "watch"      // WatchRequest → WatchResponse: screen events on or off (EventScreen)
+	MethodStep       = "step"       // StepRequest → StepResponse + payload (the screenshot's): an act, the screen's settle and a screenshot in one round trip (protocol 7)
 )
 
 // Events (guest → host).
@@ -249,6 +250,34 @@ type ScreenshotResponse struct {
 // ActRequest asks the guest to perform one validated action.
 type ActRequest struct {
 	Action action.Action `json:"action"`
+}
+
+// StepRequest is an act request and the screenshot after it in one round
+// trip: the guest performs Action exactly as an act request (the same
+// validation, input and confirmation), then Settle if set (a wait until
+// stable, performed as an act request would), then answers Screenshot as
+// a screenshot request. The host asks for it when the step's observation
+// follows its action at once (protocol 7).
+type StepRequest struct {
+	Action     action.Action     `json:"action"`
+	Settle     *action.Action    `json:"settle,omitempty"`
+	Screenshot ScreenshotRequest `json:"screenshot"`
+}
+
+// StepResponse answers a StepRequest. An action the guest refused or
+// could not perform fails the whole request with the act request's
+// error, and nothing after it was done. Shot is absent when the settle
+// or the screenshot failed after the action was performed (Failed says
+// why): the host looks again with requests of their own. The payload is
+// the screenshot's.
+type StepResponse struct {
+	Result  action.Result       `json:"result"`
+	Settled *action.Result      `json:"settled,omitempty"`
+	Shot    *ScreenshotResponse `json:"shot,omitempty"`
+	Failed  string              `json:"failed,omitempty"`
+	// ObserveUS is what the settle and the screenshot took in the guest,
+	// after the action.
+	ObserveUS int64 `json:"observe_us,omitempty"`
 }
 
 // State is the desktop's state.

@@ -127,6 +127,20 @@ func (c *Client) check(h *wire.Header, payload int) error {
 		}
 		return c.checkShot(l.Screenshot, payload)
 	}
+	if h.Method == wire.MethodStep {
+		// An action's answer with the screenshot after it.
+		var r wire.StepResponse
+		if err := json.Unmarshal(h.Body, &r); err != nil {
+			return fmt.Errorf("bad body: %w", err)
+		}
+		if r.Shot == nil {
+			if payload > 0 {
+				return fmt.Errorf("a step's answer without a screenshot carries a %d-byte payload", payload)
+			}
+			return nil
+		}
+		return c.checkShot(r.Shot, payload)
+	}
 	if h.Method != wire.MethodScreenshot {
 		if payload > 0 {
 			return fmt.Errorf("the response carries a %d-byte payload; only screenshots (a launch's too) and file chunks have one", payload)

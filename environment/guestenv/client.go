@@ -7,6 +7,7 @@ package guestenv
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -409,15 +410,26 @@ func (c *Client) screenshotResult(resp *wire.ScreenshotResponse, payload []byte)
 func (c *Client) Observe(ctx context.Context) (*observe.Frame, environment.State, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	req := wire.ScreenshotRequest{IfNot: c.lastHash, WithState: true}
-	if c.FullFrames {
-		req.IfNot = 0
-	}
+	req := c.shotRequest()
 	var resp wire.ScreenshotResponse
 	payload, err := c.call(ctx, wire.MethodScreenshot, 2*xCall, req, &resp, nil)
 	if err != nil {
 		return nil, environment.State{}, c.wrap("screenshot", err)
 	}
+	return c.shot(&resp, payload)
+}
+
+// shotRequest is the screenshot an observation asks for; c.mu is held.
+func (c *Client) shotRequest() wire.ScreenshotRequest {
+	req := wire.ScreenshotRequest{IfNot: c.lastHash, WithState: true}
+	if c.FullFrames {
+		req.IfNot = 0
+	}
+	return req
+}
+
+// shot makes the observation of a screenshot's answer; c.mu is held.
+func (c *Client) shot(resp *wire.ScreenshotResponse, payload []byte) (*observe.Frame, environment.State, error) {
 	var st environment.State
 	if resp.State != nil {
 		st = environment.State{Cursor: resp.State.Cursor, Windows: clipWindows(resp.State.Windows), Running: resp.State.Running, Exit: clipExitPtr(resp.State.Exit)}
@@ -425,7 +437,7 @@ func (c *Client) Observe(ctx context.Context) (*observe.Frame, environment.State
 	if resp.Unchanged && c.last != nil {
 		return c.last, st, nil
 	}
-	f, err := c.decode(&resp, payload)
+	f, err := c.decode(resp, payload)
 	if err != nil {
 		return nil, st, fmt.Errorf("%w: screenshot: %w", environment.ErrGuest, err)
 	}
@@ -459,8 +471,17 @@ func (c *Client) decode(resp *wire.ScreenshotResponse, payload []byte) (*observe
 
 // BGRXToRGBA converts 32-bit BGRX pixels (X11's little-endian ZPixmap) to
 // opaque RGBA.
+// Two pixels at a time, as 64-bit words: B and R swap places, G stays,
+// X becomes opaque (4–5× the speed of a byte at a time).
 func BGRXToRGBA(dst, src []byte) {
-	for i := 0; i+3 < len(src) && i+3 < len(dst); i += 4 {
+	n := min(len(src), len(dst)) &^ 3
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		v := binary.LittleEndian.Uint64(src[i:])
+		v = (v>>16)&0x000000ff000000ff | v&0x0000ff000000ff00 | (v&0x000000ff000000ff)<<16 | 0xff000000ff000000
+		binary.LittleEndian.PutUint64(dst[i:], v)
+	}
+	for ; i+3 < n; i += 4 {
 		dst[i], dst[i+1], dst[i+2], dst[i+3] = src[i+2], src[i+1], src[i], 0xff
 	}
 }
@@ -478,6 +499,45 @@ func (c *Client) Act(ctx context.Context, a action.Action) (action.Result, error
 	}
 	res.Error = clip(res.Error, MaxText)
 	return res, nil
+}
+
+// Step performs an action, lets the screen settle (a wait until stable,
+// when settle is set) and takes the observation after it, in one round
+// trip (wire.MethodStep). The action's result and error are Act's; the
+// observation is nil when it could not be taken with it (the action
+// failed, or the settle or the screenshot did: Observe says why).
+func (c *Client) Step(ctx context.Context, a action.Action, settle *action.Action) (action.Result, *environment.Stepped, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	req := wire.StepRequest{Action: a, Settle: settle, Screenshot: c.shotRequest()}
+	bound := actBound(a) + 2*xCall
+	if settle != nil {
+		bound += actBound(*settle)
+	}
+	var resp wire.StepResponse
+	payload, err := c.call(ctx, wire.MethodStep, bound, req, &resp, nil)
+	if err != nil {
+		if wire.IsCode(err, wire.CodeInvalid) || wire.IsCode(err, wire.CodeTimeout) {
+			return action.Result{OK: false, Error: err.Error()}, nil, nil
+		}
+		return action.Result{}, nil, c.wrap(a.String(), err)
+	}
+	res := resp.Result
+	res.Error = clip(res.Error, MaxText)
+	if resp.Shot == nil {
+		return res, nil, nil
+	}
+	f, st, err := c.shot(resp.Shot, payload)
+	if err != nil {
+		return res, nil, err
+	}
+	s := &environment.Stepped{Frame: f, State: st, Observe: time.Duration(resp.ObserveUS) * time.Microsecond}
+	if resp.Settled != nil {
+		r := *resp.Settled
+		r.Error = clip(r.Error, MaxText)
+		s.Settled = &r
+	}
+	return res, s, nil
 }
 
 // SetClock moves the app's virtual clock to t (wire.MethodClock).

@@ -380,6 +380,18 @@ func (e *Env) Act(ctx context.Context, a action.Action) (action.Result, error) {
 	return r, err
 }
 
+var _ environment.Stepper = (*Env)(nil)
+
+// Step implements environment.Stepper: the action, the settle and the
+// screenshot in one round trip to the guest (wire.MethodStep).
+func (e *Env) Step(ctx context.Context, a action.Action, settle *action.Action) (action.Result, *environment.Stepped, error) {
+	r, st, err := e.guest.Step(ctx, a, settle)
+	if errors.Is(err, environment.ErrGuest) {
+		err = e.Explain(ctx, err)
+	}
+	return r, st, err
+}
+
 // Tree implements environment.Accessible: the accessibility tree, read by
 // the guest (the sandbox needs Config.A11y).
 func (e *Env) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, error) {

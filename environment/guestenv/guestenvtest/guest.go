@@ -227,6 +227,38 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				}
 			}
 			out = action.Result{OK: true}
+		case wire.MethodStep:
+			// The act, then the screenshot as a screenshot request
+			// answers it; with OnScreenshot set, none (the host looks
+			// with a screenshot request, which the hook answers).
+			if g.OnAct != nil {
+				g.OnAct(w)
+			}
+			if watching {
+				if err := w.Event(wire.EventScreen, nil, nil); err != nil {
+					return err
+				}
+			}
+			var req wire.StepRequest
+			_ = json.Unmarshal(m.Body, &req)
+			resp := wire.StepResponse{Result: action.Result{OK: true}}
+			if g.OnScreenshot != nil {
+				resp.Failed = "the test guest's screenshots are its hook's"
+			} else {
+				shots++
+				if req.Settle != nil {
+					resp.Settled = &action.Result{OK: true, Met: new(bool)}
+					*resp.Settled.Met = true
+				}
+				shot := blankResp
+				if req.Screenshot.IfNot == shot.Hash {
+					shot.Unchanged, shot.Encoding = true, ""
+				} else {
+					payload = blank
+				}
+				resp.Shot = &shot
+			}
+			out = resp
 		case wire.MethodWatch:
 			var req wire.WatchRequest
 			_ = json.Unmarshal(m.Body, &req)
