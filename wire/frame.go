@@ -39,7 +39,8 @@ import (
 // 5: the trusted observer: start's observe and the activity request.
 // 6: the floor's damage check (FloorResponse.Damage); watch and the
 // screen event.
-const Protocol = 6
+// 7: the network over the stream (NetSetup.Channel, the Tunnel's frames).
+const Protocol = 7
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.
