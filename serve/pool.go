@@ -25,7 +25,7 @@ func (s *Server) startPool() error {
 		// be deleted only once it is back): a removal given up is a
 		// sandbox left behind.
 		CloseTimeout: poolCloseTimeout,
-		Log: func(format string, args ...any) { s.logf(format, args...) },
+		Log:          func(format string, args ...any) { s.logf(format, args...) },
 	})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
