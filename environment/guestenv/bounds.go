@@ -160,7 +160,7 @@ func (c *Client) checkEvent(h *wire.Header, payload int) error {
 		return fmt.Errorf("the event's body is %d bytes (at most %d)", len(h.Body), maxEventHeader)
 	}
 	if h.Method != wire.EventOutput && h.Method != wire.NetData && payload > 0 {
-		return fmt.Errorf("the event carries a %d-byte payload; only output and the network's data have one", payload)
+		return fmt.Errorf("the event carries a %d-byte payload; only output has one (and net.data)", payload)
 	}
 	switch h.Method {
 	case wire.NetOpen, wire.NetData, wire.NetAck, wire.NetEOF, wire.NetReset:
