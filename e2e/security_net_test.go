@@ -3,15 +3,18 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -71,7 +74,7 @@ func netRun(t *testing.T, backend string, flags []string, checks string, ops ...
 	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command":"probe","wait_for_window":false,"args":`+string(args)+`}`), 0o644)
 	script := writeScript(t, "steps:\n  - {wait_for: log, contains: \"NET \", timeout_ms: 120000}\n"+checks)
 	cmd := append([]string{"run", dir, "--script", script, "--backend", backend}, flags...)
-	if backend == "docker" {
+	if backend == "docker" || backend == "kubernetes" {
 		cmd = append(cmd, "--image", testenv.TestImage)
 	}
 	r := agentbox(t, cmd...)
@@ -97,14 +100,59 @@ func netRun(t *testing.T, backend string, flags []string, checks string, ops ...
 	return r, n, evs, openTrace(t, r.dir).Run
 }
 
+// netBackends are the backends the network's tests run on: kubernetes
+// where a cluster's environment is set (scripts/k8s-cluster.sh env), its
+// connections carried over the Pod's attach stream.
+var netBackends = []string{"local", "docker", "kubernetes"}
+
 func requireBackend(t *testing.T, backend string) {
 	t.Helper()
-	if backend == "local" {
+	switch backend {
+	case "local":
 		requireLocal(t)
-	} else {
+	case "kubernetes":
+		requireCluster(t)
+	default:
 		testenv.Require(t, testenv.Image(testenv.TestImage))
 	}
 }
+
+// requireCluster skips without a cluster's environment (eval "$(scripts/
+// k8s-cluster.sh env)"), and otherwise loads the guest image of the
+// test's agentbox on the test image into the cluster, once.
+func requireCluster(t *testing.T) {
+	t.Helper()
+	imp := os.Getenv("AGENTBOX_K8S_IMPORT")
+	if imp == "" {
+		t.Skip("kubernetes: no cluster (scripts/k8s-cluster.sh up, then eval \"$(scripts/k8s-cluster.sh env)\")")
+	}
+	testenv.Require(t, testenv.Image(testenv.TestImage))
+	clusterOnce.Do(func() {
+		bin := testenv.Build(t, "./cmd/agentbox")
+		dir, err := os.MkdirTemp("", "abx-e2e-guest-")
+		if err != nil {
+			clusterErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		archive := filepath.Join(dir, "guest.tar")
+		if out, err := exec.Command(bin, "image", "build", "--guest", "--from", testenv.TestImage, "--save", archive).CombinedOutput(); err != nil {
+			clusterErr = fmt.Errorf("agentbox image build --guest: %v\n%s", err, out)
+			return
+		}
+		if out, err := exec.Command("sh", "-c", imp+` "$1"`, "import", archive).CombinedOutput(); err != nil {
+			clusterErr = fmt.Errorf("%s: %v\n%s", imp, err, out)
+		}
+	})
+	if clusterErr != nil {
+		t.Fatal(clusterErr)
+	}
+}
+
+var (
+	clusterOnce sync.Once
+	clusterErr  error
+)
 
 // N1–N3. Names that lead into the host's networks (DNS rebinding), the
 // same address in other spellings, and the proxy's socket used directly.
@@ -114,7 +162,7 @@ func requireBackend(t *testing.T, backend string) {
 // policy; the socket directory is read-only. Control: a rule that names
 // the address reaches the same server, through the relay and the socket.
 func TestSecurityNetRebinding(t *testing.T) {
-	for _, backend := range []string{"local", "docker"} {
+	for _, backend := range netBackends {
 		t.Run(backend, func(t *testing.T) {
 			requireBackend(t, backend)
 			web := newWebServer(t, 0)  // what the attacks aim at
@@ -131,6 +179,12 @@ func TestSecurityNetRebinding(t *testing.T) {
 				"write=/run/agentbox/net/planted",
 			}
 			controls := []string{"pget=http://127.0.0.1:" + q + "/control", "sockget=http://127.0.0.1:" + q + "/control-socket"}
+			if backend == "kubernetes" {
+				// No socket is mounted into a Pod (the guest carries the
+				// connections over its stream): using it directly and
+				// writing beside it find nothing there.
+				controls = controls[:1]
+			}
 			r, n, evs, run := netRun(t, backend,
 				[]string{"--allow-net", "localhost:" + p, "--allow-net", "*:" + p, "--allow-net", "*:80", "--allow-net", "127.0.0.1:" + q},
 				"  - {expect: network, denied: localhost}\n  - {expect: network, allowed: \"127.0.0.1:*\"}\n",
@@ -144,7 +198,11 @@ func TestSecurityNetRebinding(t *testing.T) {
 					t.Errorf("%s got through: %q", op, got)
 				}
 			}
-			if !strings.Contains(n.Results["write=/run/agentbox/net/planted"], "read-only file system") {
+			if backend == "kubernetes" {
+				if got := n.Results["write=/run/agentbox/net/planted"]; got == "written" || got == "" {
+					t.Errorf("writing where the socket directory would be: %q", got)
+				}
+			} else if !strings.Contains(n.Results["write=/run/agentbox/net/planted"], "read-only file system") {
 				t.Errorf("writing into the socket directory: %q", n.Results["write=/run/agentbox/net/planted"])
 			}
 			for _, op := range controls {
@@ -152,8 +210,8 @@ func TestSecurityNetRebinding(t *testing.T) {
 					t.Errorf("control %s: %q", op, n.Results[op])
 				}
 			}
-			if web.hits.Load() != 0 || ctrl.hits.Load() != 2 {
-				t.Errorf("the attacked server saw %d requests, the control server %d (want 0 and 2)", web.hits.Load(), ctrl.hits.Load())
+			if web.hits.Load() != 0 || ctrl.hits.Load() != int64(len(controls)) {
+				t.Errorf("the attacked server saw %d requests, the control server %d (want 0 and %d)", web.hits.Load(), ctrl.hits.Load(), len(controls))
 			}
 			denied := 0
 			for _, ev := range evs {
@@ -164,7 +222,7 @@ func TestSecurityNetRebinding(t *testing.T) {
 					t.Errorf("allowed: %v", ev)
 				}
 			}
-			if denied < 6 || run.Network == nil || run.Network.Allowed != 2 || run.Network.Denied != denied {
+			if denied < 6 || run.Network == nil || run.Network.Allowed != len(controls) || run.Network.Denied != denied {
 				t.Errorf("recorded %d denied; run.json network %+v", denied, run.Network)
 			}
 		})
@@ -177,7 +235,7 @@ func TestSecurityNetRebinding(t *testing.T) {
 // recorded). Control: a request under the caps, before, goes through
 // whole.
 func TestSecurityNetFlood(t *testing.T) {
-	for _, backend := range []string{"local", "docker"} {
+	for _, backend := range netBackends {
 		t.Run(backend, func(t *testing.T) {
 			requireBackend(t, backend)
 			web := newWebServer(t, 8<<20)
@@ -263,7 +321,7 @@ func TestNetUsageErrors(t *testing.T) {
 // address reaches a second such service.
 func TestSecurityNetHostAddress(t *testing.T) {
 	addr := hostInterfaceAddr(t)
-	for _, backend := range []string{"local", "docker"} {
+	for _, backend := range netBackends {
 		t.Run(backend, func(t *testing.T) {
 			requireBackend(t, backend)
 			web := newAnyAddrServer(t)  // what the attacks aim at

@@ -53,7 +53,7 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 	}
 
 	if req.Net != nil {
-		r, err := startNet(req.Net, func(f string, a ...any) { fmt.Fprintf(g.logw, "agentbox guest: "+f+"\n", a...) })
+		r, err := startNet(req.Net, g.tunnel, func(f string, a ...any) { fmt.Fprintf(g.logw, "agentbox guest: "+f+"\n", a...) })
 		if err != nil {
 			return resp, err
 		}

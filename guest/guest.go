@@ -69,6 +69,10 @@ type Guest struct {
 	staged stagedApp
 	bus    *atspi.Bus // the accessibility bus, when asked for
 	net    *netRelay  // the sandbox's ports relayed to the host's sockets (net.go)
+	// tunnel carries the relayed connections over the stream, where the
+	// host asks for that (NetSetup.Channel); its frames are handled on
+	// the read loop.
+	tunnel *wire.Tunnel
 
 	// observeOn starts the trusted observer with the app (observer.go);
 	// obs is it once the app was launched.
@@ -180,7 +184,11 @@ func awaitHost(stdin io.Reader, stderr io.Writer) (int, bool) {
 }
 
 func newGuest(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) *Guest {
-	return &Guest{opts: opts, conn: wire.NewConn(stdin, stdout), logw: stderr, winCh: make(chan struct{}, 1)}
+	g := &Guest{opts: opts, conn: wire.NewConn(stdin, stdout), logw: stderr, winCh: make(chan struct{}, 1)}
+	g.tunnel = wire.NewTunnel(func(method string, s wire.NetStream, payload []byte) error {
+		return g.conn.Notify(method, s, payload)
+	}, nil, maxRelayed)
+	return g
 }
 
 // hello is the guest's first frame: who it is and the protocol it speaks.
@@ -216,6 +224,9 @@ func (g *Guest) serve() int {
 			// host checks with it that the guest is alive (protocol 2).
 			_ = g.conn.Reply(m.ID, m.Method, nil, nil, nil)
 			return
+		}
+		if g.tunnel.Handle(m.Method, m.Body, m.Payload) {
+			return // the network's bytes, beside the requests (protocol 7)
 		}
 		reqs <- request{m}
 	})

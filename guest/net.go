@@ -21,6 +21,10 @@ import (
 // does, on the other side of the socket — so the app gains nothing by
 // talking to it that it could not do by opening the socket itself.
 //
+// Where the host cannot mount its sockets into the sandbox (a Kubernetes
+// Pod), the relay carries each connection over the guest's own stream
+// instead (wire.Tunnel): the host dials the socket there.
+//
 // The relay runs in the guest, the sandbox's init, because that is the one
 // process in the sandbox's network namespace agentbox controls from the
 // start; its listeners are up before the app starts.
@@ -31,6 +35,10 @@ type netRelay struct {
 	proxyPort int
 	lns       []net.Listener
 	slots     chan struct{} // bounds the connections relayed at once
+	// tunnel, with NetSetup.Channel, carries the connections over the
+	// guest's stream instead of to sockets in a directory (a Kubernetes
+	// Pod, which has no mount of the host's).
+	tunnel *wire.Tunnel
 }
 
 // maxRelayed bounds the connections the guest relays at once; beyond it
@@ -46,7 +54,11 @@ const (
 // checkNetSetup holds a setup to what the host sends: an absolute
 // directory, plain socket names, distinct unprivileged ports.
 func checkNetSetup(n *wire.NetSetup) error {
-	if !filepath.IsAbs(n.Dir) || filepath.Clean(n.Dir) != n.Dir {
+	if n.Channel {
+		if n.Dir != "" {
+			return fmt.Errorf("net: a directory %q and the channel both", n.Dir)
+		}
+	} else if !filepath.IsAbs(n.Dir) || filepath.Clean(n.Dir) != n.Dir {
 		return fmt.Errorf("net: directory %q is not a clean absolute path", n.Dir)
 	}
 	if len(n.Listen) == 0 || len(n.Listen) > maxNetListen {
@@ -71,12 +83,18 @@ func checkNetSetup(n *wire.NetSetup) error {
 }
 
 // startNet listens on every port of the setup; on error nothing is left
-// listening.
-func startNet(n *wire.NetSetup, logf func(format string, a ...any)) (*netRelay, error) {
+// listening. tunnel carries the connections with NetSetup.Channel.
+func startNet(n *wire.NetSetup, tunnel *wire.Tunnel, logf func(format string, a ...any)) (*netRelay, error) {
 	if err := checkNetSetup(n); err != nil {
 		return nil, wire.Errorf(wire.CodeInvalid, "start: %v", err)
 	}
 	r := &netRelay{proxyPort: n.ProxyPort, slots: make(chan struct{}, maxRelayed)}
+	if n.Channel {
+		if tunnel == nil {
+			return nil, wire.Errorf(wire.CodeInvalid, "start: net: no channel to carry the connections")
+		}
+		r.tunnel = tunnel
+	}
 	for _, l := range n.Listen {
 		ln, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Port)))
 		if err != nil {
@@ -84,7 +102,10 @@ func startNet(n *wire.NetSetup, logf func(format string, a ...any)) (*netRelay, 
 			return nil, fmt.Errorf("start: listen on the sandbox's 127.0.0.1:%d: %w", l.Port, err)
 		}
 		r.lns = append(r.lns, ln)
-		sock := filepath.Join(n.Dir, l.Socket)
+		sock := l.Socket // the channel's name for it
+		if !n.Channel {
+			sock = filepath.Join(n.Dir, l.Socket)
+		}
 		go r.serve(ln, sock)
 		// localhost may resolve to ::1 first; offer the port there too
 		// where the sandbox's loopback has IPv6.
@@ -137,6 +158,10 @@ func (r *netRelay) serve(ln net.Listener, sock string) {
 		}
 		go func() {
 			defer func() { <-r.slots }()
+			if r.tunnel != nil {
+				r.tunnel.Join(c, sock)
+				return
+			}
 			relayTo(c, sock)
 		}()
 	}
@@ -168,12 +193,16 @@ func relayTo(c net.Conn, sock string) {
 	<-done
 }
 
-// close stops listening; relayed connections end with the sandbox.
+// close stops listening; relayed connections end with the sandbox (or
+// the channel's with the tunnel).
 func (r *netRelay) close() {
 	if r == nil {
 		return
 	}
 	for _, ln := range r.lns {
 		ln.Close()
+	}
+	if r.tunnel != nil {
+		r.tunnel.Close()
 	}
 }

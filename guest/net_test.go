@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -29,6 +30,8 @@ func TestCheckNetSetup(t *testing.T) {
 		{"a socket path", func(n *wire.NetSetup) { n.Listen[1].Socket = "../../etc/x" }, "not a file name"},
 		{"a socket in a subdirectory", func(n *wire.NetSetup) { n.Listen[1].Socket = "a/b.sock" }, "not a file name"},
 		{"the proxy port missing", func(n *wire.NetSetup) { n.ProxyPort = 9999 }, "not among"},
+		{"the channel", func(n *wire.NetSetup) { n.Dir, n.Channel = "", true }, ""},
+		{"the channel and a directory", func(n *wire.NetSetup) { n.Channel = true }, "and the channel both"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := ok
@@ -79,7 +82,7 @@ func TestRelay(t *testing.T) {
 	if port < minNetPort {
 		t.Skipf("got port %d", port)
 	}
-	r, err := startNet(&wire.NetSetup{Dir: dir, Listen: []wire.NetListen{{Port: port, Socket: "echo.sock"}}, ProxyPort: port}, nil)
+	r, err := startNet(&wire.NetSetup{Dir: dir, Listen: []wire.NetListen{{Port: port, Socket: "echo.sock"}}, ProxyPort: port}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,5 +105,85 @@ func TestRelay(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second); err == nil {
 		c.Close()
 		t.Error("the relay still listens after close")
+	}
+}
+
+// TestRelayChannel: with NetSetup.Channel, a TCP connection to the relay's
+// port is carried over the guest's own stream to the host, which dials the
+// socket by its name; both ways, half-closes passed on.
+func TestRelayChannel(t *testing.T) {
+	guestIn, hostOut := io.Pipe()
+	hostIn, guestOut := io.Pipe()
+	g := newGuest(guestIn, guestOut, io.Discard, Options{})
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		g.serve()
+	}()
+	// The host's end: a unix-free echo behind the socket's name.
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				b, _ := io.ReadAll(c)
+				c.Write(append([]byte("echo:"), b...))
+				c.Close()
+			}()
+		}
+	}()
+	hc := wire.NewConn(hostIn, hostOut)
+	asked := make(chan string, 4)
+	host := wire.NewTunnel(func(m string, s wire.NetStream, p []byte) error {
+		b, _ := json.Marshal(s)
+		return hc.Write(&wire.Header{Type: wire.Request, Method: m, Body: b}, p)
+	}, func(name string) (net.Conn, error) {
+		asked <- name
+		return net.Dial("tcp", echo.Addr().String())
+	}, 8)
+	go hc.Serve(func(m *wire.Message) { host.Handle(m.Method, m.Body, m.Payload) })
+	defer func() {
+		host.Close()
+		hostOut.Close()
+		<-served
+	}()
+	probe, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := probe.Addr().(*net.TCPAddr).Port
+	probe.Close()
+	if port < minNetPort {
+		t.Skipf("got port %d", port)
+	}
+	r, err := startNet(&wire.NetSetup{Channel: true, Listen: []wire.NetListen{{Port: port, Socket: "echo.sock"}}}, g.tunnel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("hello"))
+	c.(*net.TCPConn).CloseWrite()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(got) != "echo:hello" {
+		t.Fatalf("over the channel: %q, %v", got, err)
+	}
+	if name := <-asked; name != "echo.sock" || len(asked) != 0 {
+		t.Errorf("the host was asked for %q (and %d more)", name, len(asked))
+	}
+	if _, err := startNet(&wire.NetSetup{Channel: true, Listen: []wire.NetListen{{Port: port + 1, Socket: "x.sock"}}}, nil, nil); err == nil {
+		t.Error("a channel setup without a tunnel was taken")
 	}
 }

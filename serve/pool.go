@@ -19,7 +19,13 @@ func (s *Server) startPool() error {
 	runID := "serve-pool-" + randomID(3)
 	p, err := pool.New(pool.Options{
 		Size: s.o.Pool, Max: s.o.PoolMax, RunID: runID,
-		Log: func(format string, args ...any) { s.logf(format, args...) },
+		// A pooled sandbox's removal runs in the background and may
+		// wait out its backend's outage (a Kubernetes API server
+		// restarting breaks every Pod's stream at once, and the Pods can
+		// be deleted only once it is back): a removal given up is a
+		// sandbox left behind.
+		CloseTimeout: poolCloseTimeout,
+		Log:          func(format string, args ...any) { s.logf(format, args...) },
 	})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -40,6 +46,9 @@ func (s *Server) startPool() error {
 	s.logf("warm pool: %d sandboxes per key, at most %d over all keys; their run IDs are %s-N", st.Size, st.Max, runID)
 	return nil
 }
+
+// poolCloseTimeout bounds the removal of one pooled sandbox.
+const poolCloseTimeout = 3 * time.Minute
 
 // closePool stops the pool's refill and starts removing its idle
 // sandboxes at once (a shutdown); the function it returns waits for

@@ -40,7 +40,8 @@ import (
 // 6: the floor's damage check (FloorResponse.Damage); watch and the
 // screen event.
 // 7: step (an act, the settle and a screenshot in one round trip).
-const Protocol = 7
+// 8: the network over the stream (NetSetup.Channel, the Tunnel's frames).
+const Protocol = 8
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.

@@ -78,8 +78,11 @@ type ActivityResponse struct {
 // byte, to the unix socket of the same entry in Dir, which the backend
 // mounted from the host, where agentbox's proxy and forwards answer. With
 // ProxyPort, the app's HTTP_PROXY and HTTPS_PROXY name 127.0.0.1 there.
+// With Channel (and no Dir), the connections go over this stream instead
+// (a Tunnel), to the host's socket of that name.
 type NetSetup struct {
-	Dir       string      `json:"dir"`
+	Dir       string      `json:"dir,omitempty"`
+	Channel   bool        `json:"channel,omitempty"`
 	Listen    []NetListen `json:"listen"`
 	ProxyPort int         `json:"proxy_port,omitempty"`
 }

@@ -183,10 +183,17 @@ func (c *Client) checkEvent(h *wire.Header, payload int) error {
 	if len(h.Body) > maxEventHeader {
 		return fmt.Errorf("the event's body is %d bytes (at most %d)", len(h.Body), maxEventHeader)
 	}
-	if h.Method != wire.EventOutput && payload > 0 {
-		return fmt.Errorf("the event carries a %d-byte payload; only output has one", payload)
+	if h.Method != wire.EventOutput && h.Method != wire.NetData && payload > 0 {
+		return fmt.Errorf("the event carries a %d-byte payload; only output has one (and net.data)", payload)
 	}
 	switch h.Method {
+	case wire.NetOpen, wire.NetData, wire.NetAck, wire.NetEOF, wire.NetReset:
+		if c.tunnel.Load() == nil {
+			return fmt.Errorf("a %s event without the network over the stream", h.Method)
+		}
+		if payload > wire.NetChunk {
+			return fmt.Errorf("%d bytes of a connection in one event (at most %d)", payload, wire.NetChunk)
+		}
 	case wire.EventHello:
 		if c.handshaken.Load() {
 			return errors.New("a second hello")
@@ -235,6 +242,12 @@ func streamIndex(s observe.Stream) int {
 // handle passes an event that passed check on, within its budget.
 func (c *Client) handle(m *wire.Message) {
 	if m.Type != wire.Event {
+		return
+	}
+	if wire.IsNet(m.Method) {
+		if t := c.tunnel.Load(); t != nil {
+			t.Handle(m.Method, m.Body, m.Payload) // bounded by each connection's window
+		}
 		return
 	}
 	b := &c.budgets

@@ -174,6 +174,9 @@ func TestHostileGuestRefused(t *testing.T) {
 		{"window event with a payload", onLaunch(func(w *guestenvtest.Writer) {
 			w.Event(wire.EventWindow, wire.WindowEvent{Kind: "title"}, make([]byte, 10))
 		}), "launch", "only output has one"},
+		{"a connection opened without the network carried", onLaunch(func(w *guestenvtest.Writer) {
+			w.Event(wire.NetOpen, wire.NetStream{Conn: 1, Socket: "proxy.sock"}, nil)
+		}), "launch", "without the network over the stream"},
 		{"event body too large", onLaunch(func(w *guestenvtest.Writer) {
 			w.Event(wire.EventWindow, wire.WindowEvent{Kind: "title", Window: observe.Window{Title: strings.Repeat("t", 300<<10)}}, nil)
 		}), "launch", "the event's body is"},

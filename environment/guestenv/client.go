@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"path"
 	"strings"
 	"sync"
@@ -69,6 +70,40 @@ type Client struct {
 	Observer bool
 	// Net is the sandbox's network, sent with start.
 	Net *wire.NetSetup
+
+	// tunnel carries the network's connections over the stream
+	// (NetSetup.Channel; CarryNetwork).
+	tunnel atomic.Pointer[wire.Tunnel]
+}
+
+// CarryNetwork carries the connections the guest opens over the stream
+// (NetSetup.Channel) to dial, which connects a socket by its name; call it
+// before Start. The connections end with the stream.
+func (c *Client) CarryNetwork(dial func(socket string) (net.Conn, error)) {
+	t := wire.NewTunnel(func(method string, s wire.NetStream, payload []byte) error {
+		b, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		return c.conn.Write(&wire.Header{Type: wire.Request, Method: method, Body: b}, payload)
+	}, dial, maxTunnelled)
+	c.tunnel.Store(t)
+	select {
+	case <-c.served:
+		t.Close() // the stream has ended already
+	default:
+	}
+}
+
+// maxTunnelled bounds the connections open at once over the stream (the
+// guest relays at most 512).
+const maxTunnelled = 512
+
+// closeTunnel ends the connections carried over the stream.
+func (c *Client) closeTunnel() {
+	if t := c.tunnel.Load(); t != nil {
+		t.Close()
+	}
 }
 
 // Dial performs the handshake on a guest's stdio: it reads the guest's
@@ -119,6 +154,7 @@ func dial(ctx context.Context, r io.Reader, w io.Writer, events environment.Even
 		defer close(c.served)
 		_ = c.conn.Serve(c.handle)
 		c.closeWatch()
+		c.closeTunnel()
 	}()
 	closer, _ := w.(io.Closer)
 	go c.watch(closer)

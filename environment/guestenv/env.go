@@ -111,6 +111,9 @@ type Env struct {
 	guest *Client
 	start wire.StartResponse
 	net   *netproxy.Server // the sandbox's network, if it has one (net.go)
+	// netCarried: the network's connections go over the guest's stream
+	// (CarryNetwork).
+	netCarried bool
 
 	tailMu    sync.Mutex
 	tail      []string // the guest's last stderr lines, for error messages
@@ -253,6 +256,9 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 	e.guest = gc
 	gc.FullFrames = cfg.FullFrames
 	gc.Net = netSetup
+	if e.netCarried {
+		gc.CarryNetwork(e.dialSocket)
+	}
 	e.Timing("guest_hello", time.Since(t))
 	if afterHello != nil {
 		if err := afterHello(ctx); err != nil {

@@ -2,8 +2,10 @@ package guestenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/netproxy"
@@ -67,6 +69,46 @@ func (e *Env) Network(sandboxUID int) (string, error) {
 	return dir, nil
 }
 
+// CarryNetwork starts the sandbox's network like Network, for a sandbox
+// the host's sockets cannot be mounted into (a Kubernetes Pod): the guest
+// carries each connection over its stream (wire.Tunnel) and Start's
+// client dials the socket here, on the host, where the proxy records it
+// as on the other backends. The directory is this process's alone (mode
+// 0700): nothing in the sandbox reaches it but through the guest's
+// stream. Without a network it starts nothing.
+func (e *Env) CarryNetwork() error {
+	p := e.opts.Config.Network
+	if !p.Enabled() || e.net != nil {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "agentbox-net-")
+	if err != nil {
+		return fmt.Errorf("%w: the network's socket directory: %w", environment.ErrUnavailable, err)
+	}
+	rec := func(observe.NetEvent) {}
+	if nr, ok := e.opts.Config.Events.(environment.NetRecorder); ok {
+		rec = nr.Network
+	}
+	srv, err := netproxy.Start(dir, netproxy.Options{Policy: *p, Record: rec})
+	if err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("%w: the sandbox's network: %w", environment.ErrUnavailable, err)
+	}
+	e.net, e.netCarried = srv, true
+	return nil
+}
+
+// dialSocket connects to the proxy's or a forward's socket by its name
+// (the tunnel's net.open); a name the network has not is refused.
+func (e *Env) dialSocket(name string) (net.Conn, error) {
+	for _, s := range e.net.Sockets() {
+		if s.Name == name {
+			return net.DialTimeout("unix", filepath.Join(e.net.Dir(), name), 10*time.Second)
+		}
+	}
+	return nil, fmt.Errorf("no socket %q", name)
+}
+
 // netSetup is what the guest is told about the network: a port of the
 // sandbox's loopback per socket.
 func (e *Env) netSetup() (*wire.NetSetup, error) {
@@ -77,6 +119,9 @@ func (e *Env) netSetup() (*wire.NetSetup, error) {
 		return nil, fmt.Errorf("%w: the %s backend gives a sandbox no network (--allow-net, --forward)", environment.ErrUnavailable, e.opts.Backend)
 	}
 	n := &wire.NetSetup{Dir: NetDir}
+	if e.netCarried {
+		n = &wire.NetSetup{Channel: true}
+	}
 	for _, s := range e.net.Sockets() {
 		n.Listen = append(n.Listen, wire.NetListen{Port: s.SandboxPort, Socket: s.Name})
 		if s.Proxy {
@@ -91,6 +136,9 @@ func (e *Env) netSetup() (*wire.NetSetup, error) {
 func (e *Env) closeNetwork() error {
 	if e.net == nil {
 		return nil
+	}
+	if e.guest != nil {
+		e.guest.closeTunnel()
 	}
 	e.net.Close()
 	dir := e.net.Dir()

@@ -48,6 +48,12 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		}
 	}()
 
+	// The network by policy (--allow-net, --forward): the proxy runs here,
+	// on the host; the guest carries each connection to it over the
+	// attach stream, so the deny-all NetworkPolicy stays.
+	if err := g.CarryNetwork(); err != nil {
+		return nil, err
+	}
 	t := time.Now()
 	if err := c.ensurePolicy(ctx); err != nil {
 		return nil, err
@@ -80,6 +86,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err != nil {
 		return nil, fmt.Errorf("%w: attach to pod %s: %w", environment.ErrUnavailable, sb.name, err)
 	}
+	sb.startWatch(running.ResourceVersion)
 	g.KeepStderr(stderr)
 	hf := newHelloFilter(stdout)
 	stdin, stop := sb.startGoAhead(ctx, hf.Seen())

@@ -84,7 +84,9 @@ func (*Backend) Name() string { return Name }
 
 // Capabilities implements environment.Capable: images of the user's choice
 // (carrying the guest), RuntimeClasses for --runtime, reaping by label, the
-// container's CPU and memory limits, and the seed-style step (by exec).
+// container's CPU and memory limits, the seed-style step (by exec), and a
+// network by policy (its connections carried over the attach stream to
+// the proxy on this host: guestenv.CarryNetwork).
 // Not: freezing (Kubernetes has no pause), a process limit per Pod (only
 // the kubelet's podPidsLimit, the same for every Pod of a node).
 func (*Backend) Capabilities() environment.Capabilities {
@@ -94,6 +96,7 @@ func (*Backend) Capabilities() environment.Capabilities {
 		Reap:       true,
 		Limits:     environment.Limits{CPU: true, Memory: true},
 		SeedStep:   true,
+		Network:    true,
 		// The same images and guest as docker's: libfaketime in the
 		// runtime image, moved by the guest.
 		VirtualClock: true,

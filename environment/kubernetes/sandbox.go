@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
@@ -40,6 +42,10 @@ type sandbox struct {
 	mu       sync.Mutex
 	sErr     error // why the stream ended
 	protocol string
+
+	// The watch of the Pod's deletion (watchGone), until Teardown.
+	unwatch func()
+	watched chan struct{}
 }
 
 var _ guestenv.Sandbox = (*sandbox)(nil)
@@ -265,11 +271,93 @@ func podEnded(p *corev1.Pod) string {
 	return fmt.Sprintf("pod %s/%s %s", p.Namespace, p.Name, strings.Join(b, "; "))
 }
 
+// startWatch watches the Pod, from resource version rv, until Teardown:
+// the moment it is being deleted (evicted, drained, deleted by another
+// hand) or has ended, the attach stream is ended, so the guest is seen
+// gone at once rather than when its kubelet gets round to stopping the
+// container: a warm pool never hands out a Pod on its way out (its
+// environment's Done is closed), and an episode in one ends with the
+// Pod's reason (Explain). A watch the API server ends (a restart, its
+// timeout) is made again from the Pod's current state.
+func (s *sandbox) startWatch(rv string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.unwatch, s.watched = cancel, make(chan struct{})
+	go func() {
+		defer close(s.watched)
+		if s.watchGone(ctx, rv) {
+			s.cancel() // the stream ends; the guest's client sees it
+		}
+	}()
+}
+
+// watchGone returns true once the Pod is being deleted or has ended,
+// false when ctx ends first.
+func (s *sandbox) watchGone(ctx context.Context, rv string) bool {
+	ending := func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded
+	}
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		w, err := s.c.cs.CoreV1().Pods(s.c.namespace).Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", s.name).String(),
+			ResourceVersion: rv,
+		})
+		if err == nil {
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case watch.Deleted:
+					w.Stop()
+					return true
+				case watch.Added, watch.Modified:
+					if p, ok := ev.Object.(*corev1.Pod); ok {
+						rv = p.ResourceVersion
+						if ending(p) {
+							w.Stop()
+							return true
+						}
+					}
+				case watch.Error:
+					rv = "" // expired: from the current state
+				}
+				delay = 100 * time.Millisecond
+			}
+			w.Stop()
+		} else if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			rv = ""
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+		if rv == "" {
+			// From the current state: a Pod deleted while the watch was
+			// down (the API server restarting) is noticed here.
+			gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			p, err := s.c.cs.CoreV1().Pods(s.c.namespace).Get(gctx, s.name, metav1.GetOptions{})
+			cancel()
+			switch {
+			case apierrors.IsNotFound(err):
+				return true
+			case err == nil && ending(p):
+				return true
+			case err == nil:
+				rv = p.ResourceVersion
+			}
+		}
+	}
+	return false
+}
+
 // Teardown implements guestenv.Sandbox: the guest's stdin closes (it stops
 // and the Pod ends), the stream ends, and the Pod is deleted; it returns
 // once the Pod is gone from the API (its kubelet has stopped its
 // containers).
 func (s *sandbox) Teardown(ctx context.Context) error {
+	if s.unwatch != nil {
+		s.unwatch()
+		<-s.watched
+	}
 	if s.stdinW != nil {
 		_ = s.stdinW.Close() // the guest sees EOF and exits
 		select {
