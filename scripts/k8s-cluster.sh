@@ -461,7 +461,7 @@ up() {
 	[[ $nodes =~ ^[1-9][0-9]?$ ]] || die "--nodes $nodes: want a number of nodes from 1 to 99"
 	[[ $(id -u) == 0 ]] || die "run as root (it starts containerd and a kubelet)"
 	local need
-	for need in etcd containerd runc ctr openssl gcc ip; do
+	for need in etcd containerd runc ctr openssl gcc ip ss iptables; do
 		command -v "$need" >/dev/null || die "$need is missing (scripts/deps.sh k8s installs what this needs)"
 	done
 	[[ -x /usr/lib/cni/bridge ]] || die "CNI plugins are missing (apt-get install containernetworking-plugins)"
