@@ -186,17 +186,19 @@ node() {
 	fi
 }
 
-# cgroup_dirs ROOT: the kubelet's Pod cgroups under ROOT (cgroup v2: one;
-# v1: one per hierarchy).
+# cgroup_dirs ROOT: what a node's kubelet makes under its cgroup root
+# ROOT, in each hierarchy (cgroup v2: one; v1: one per hierarchy): /kubepods
+# for the root /, else ROOT itself (made by cgroup_root_make).
 cgroup_dirs() {
 	local r=${1%/} m
+	[[ -n $r ]] || r=/kubepods
 	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
-		echo "/sys/fs/cgroup$r/kubepods"
+		echo "/sys/fs/cgroup$r"
 		return
 	fi
 	for m in /sys/fs/cgroup/*/; do
 		[[ -L ${m%/} ]] && continue
-		echo "${m%/}$r/kubepods"
+		echo "${m%/}$r"
 	done
 }
 
@@ -302,7 +304,8 @@ restart() {
 # sock_of containerd[-K]: that node's containerd socket.
 sock_of() {
 	local k=${1#containerd}
-	node "${k#-}"
+	k=${k#-}
+	node "${k:-1}"
 	echo "$N_CTR_SOCK"
 }
 stop() { # stop NAME: TERM, then KILL after 10 s; only the process we started
@@ -538,6 +541,14 @@ YAML
 		wait_for 180 "kubelet$N_SFX" bash -c "'$BIN/kubectl' --kubeconfig '$KUBECONFIG_ADMIN' get node '$N_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
 	done
 	wait_for 120 "the default service account" kubectl_ -n default get serviceaccount default
+	local ref
+	for ref in $IMAGES; do
+		if docker image inspect "$ref" >/dev/null 2>&1; then
+			load "$ref"
+		else
+			say "Docker has no $ref: not loaded"
+		fi
+	done
 	trap - EXIT
 	local names=$NODE
 	for ((k = 2; k <= NODES; k++)); do names+=", $NODE-$k"; done
@@ -650,15 +661,6 @@ makeIPTablesUtilChains: false
 YAML
 	start "kubelet$N_SFX" "$BIN/kubelet" --config "$conf/kubelet.yaml" --kubeconfig "$KUBECONFIG_ADMIN" \
 		--root-dir "$N_KUBELET_DIR" --hostname-override "$N_NAME" --node-ip "$ip" --cert-dir "$N_KUBELET_DIR/pki"
-	local ref
-	for ref in $IMAGES; do
-		if docker image inspect "$ref" >/dev/null 2>&1; then
-			docker save "$ref" | ctr_ "$N_CTR_SOCK" images import - >/dev/null
-			say "loaded $ref into node $N_NAME"
-		elif ((k == 1)); then
-			say "Docker has no $ref: not loaded"
-		fi
-	done
 }
 
 # check_free: nothing of another cluster uses this instance's host-wide
@@ -668,7 +670,7 @@ check_free() {
 	for ((k = 1; k <= NODES; k++)); do
 		node "$k"
 		if ip link show "$N_BRIDGE" >/dev/null 2>&1; then busy+=("bridge $N_BRIDGE"); fi
-		if [[ $N_CGROOT != / ]] && [[ -n $(cgroup_dirs "$N_CGROOT" | while read -r d; do [[ -d ${d%/kubepods} ]] && echo y; done) ]]; then busy+=("cgroup $N_CGROOT"); fi
+		if [[ $N_CGROOT != / ]] && [[ -n $(cgroup_dirs "$N_CGROOT" | while read -r d; do [[ -d $d ]] && echo y; done) ]]; then busy+=("cgroup $N_CGROOT"); fi
 		for port in "$N_KUBELET_PORT" $((N_KUBELET_PORT - 2)); do
 			if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then busy+=("port $port"); fi
 		done
@@ -772,7 +774,7 @@ down() {
 		ip link del "$N_BRIDGE" 2>/dev/null || true
 		# The kubelet's cgroups (cgroupfs driver: ROOT/kubepods, v1 or
 		# v2) hold the node's Pods' processes only: any that outlived
-		# their shim go now, then the cgroups themselves (and the root,
+		# their shim go now, then the cgroups themselves (with the root,
 		# when it is the node's own). Docker's containers are under
 		# /docker, another node's under its own root: untouched.
 		while read -r m; do
@@ -784,7 +786,6 @@ down() {
 				kill -9 $procs 2>/dev/null || true
 				sleep 0.25
 			done
-			[[ $N_CGROOT == / ]] || m=${m%/kubepods}
 			for ((i = 0; i < 20; i++)); do
 				find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
 				[[ -d $m ]] || break
@@ -814,7 +815,6 @@ leftovers() {
 		for m in $(shims "$N_CTR_SOCK"); do left+=("shim pid $m"); done
 		if ip link show "$N_BRIDGE" >/dev/null 2>&1; then left+=("bridge $N_BRIDGE"); fi
 		while read -r m; do
-			[[ $N_CGROOT == / ]] || m=${m%/kubepods}
 			if [[ -d $m ]]; then left+=("cgroup $m"); fi
 		done < <(cgroup_dirs "$N_CGROOT")
 	done
