@@ -5,6 +5,7 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,8 +16,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/trace"
 )
@@ -314,4 +317,55 @@ func waitNode(t *testing.T, c *cluster, node string, ready bool, within time.Dur
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// TestFaultNodeDrained: a node drained under a running sandbox (cordoned,
+// its Pods evicted, as kubectl drain does) ends the run with an error that
+// names the node and says it is cordoned; the next sandbox of the same
+// Backend goes to another node, and nothing is left.
+func TestFaultNodeDrained(t *testing.T) {
+	c := newCluster(t, testenv.TestImage)
+	c.readyNodes(t)
+	b := c.backend()
+	env, err := c.create(t, b, c.config(), 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launchMover(t, env)
+	node := env.Info().Extra["node"]
+	ctx := context.Background()
+	cordon := func(on bool) {
+		t.Helper()
+		n, err := c.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Unschedulable = on
+		if _, err := c.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cordon(true)
+	t.Cleanup(func() { cordon(false) })
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: env.Info().ID, Namespace: c.namespace}}
+	if err := c.cs.PolicyV1().Evictions(c.namespace).Evict(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	err = observeUntilError(t, env, time.Minute)
+	t.Logf("after the drain of %s: %v", node, err)
+	if !errors.Is(err, environment.ErrGuest) || !strings.Contains(err.Error(), "node "+node+" is cordoned") {
+		t.Errorf("want a guest failure naming node %s as cordoned, got %v", node, err)
+	}
+	env2, err := c.create(t, b, c.config(), 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n2 := env2.Info().Extra["node"]; n2 == node || n2 == "" {
+		t.Errorf("the next sandbox went to node %q, the drained one %q", n2, node)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	env.Close(cctx)
+	env2.Close(cctx)
+	c.assertNothingLeft(t)
 }
