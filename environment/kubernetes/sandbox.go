@@ -223,7 +223,10 @@ func (s *sandbox) Explain(ctx context.Context, lastWords <-chan struct{}) []stri
 			node = p.Spec.NodeName
 		}
 	}
-	if node != "" && len(parts) > 0 {
+	// The node, always: a stream that ended while the Pod still runs is
+	// most often a node whose kubelet stopped (still Ready in the API
+	// until the node monitor's grace period ends).
+	if node != "" {
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		parts = append(parts, s.c.nodeState(nctx, node))
