@@ -205,8 +205,9 @@ func TestSpread(t *testing.T) {
 	}
 	// One group per Backend: the Pods of one eval, not of another.
 	b1, b2 := &Backend{}, &Backend{}
-	if b1.groupLabel() != b1.groupLabel() || b1.groupLabel() == b2.groupLabel() {
-		t.Errorf("group labels %q %q %q", b1.groupLabel(), b1.groupLabel(), b2.groupLabel())
+	first := b1.groupLabel()
+	if again := b1.groupLabel(); again != first || first == b2.groupLabel() {
+		t.Errorf("group labels %q %q %q", first, again, b2.groupLabel())
 	}
 	if errs := validation.IsValidLabelValue(b1.groupLabel()); len(errs) > 0 {
 		t.Errorf("group label %q: %v", b1.groupLabel(), errs)
