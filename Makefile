@@ -52,18 +52,20 @@ test-disruptive: deps-test build images ## tests that restart the Docker daemon:
 	$(GO) test -tags disruptive -count=1 -timeout 10m -run 'Restart' ./e2e/
 
 # The Kubernetes backend's tests (-tags k8s) against scripts/k8s-cluster.sh's
-# one-node cluster: brought up (Kubernetes built once into
-# /var/cache/agentbox-k8s, ~11 min on 2 busy cores), used, always taken down
-# (a down that left something behind fails the target).
-test-k8s: deps-k8s build images ## bring up a one-node Kubernetes cluster, run the kubernetes backend's tests on it, take it down
+# cluster of K8S_NODES nodes (2: spreading and a lost node are tested):
+# brought up (Kubernetes built once into /var/cache/agentbox-k8s, ~11 min
+# on 2 busy cores), used, always taken down (a down that left something
+# behind fails the target).
+K8S_NODES ?= 2
+test-k8s: deps-k8s build images ## bring up a two-node Kubernetes cluster, run the kubernetes backend's tests on it, take it down
 	@set -e; trap 'scripts/k8s-cluster.sh down || exit 1' EXIT; trap 'exit 130' INT TERM; \
-	  scripts/k8s-cluster.sh up; eval "$$(scripts/k8s-cluster.sh env)"; \
+	  scripts/k8s-cluster.sh up --nodes $(K8S_NODES); eval "$$(scripts/k8s-cluster.sh env)"; \
 	  $(GO) test -tags k8s -count=1 -timeout 40m ./environment/kubernetes/
 
-k8s-up: deps-k8s build images ## bring up the one-node Kubernetes cluster (then eval what scripts/k8s-cluster.sh env prints)
-	scripts/k8s-cluster.sh up
+k8s-up: deps-k8s build images ## bring up the Kubernetes cluster of K8S_NODES nodes (then eval what scripts/k8s-cluster.sh env prints)
+	scripts/k8s-cluster.sh up --nodes $(K8S_NODES)
 
-k8s-down: ## take the one-node Kubernetes cluster down
+k8s-down: ## take the Kubernetes cluster down
 	scripts/k8s-cluster.sh down
 
 # A count ("100000x"), not a duration: with a duration, Go 1.26's fuzz

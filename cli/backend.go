@@ -40,25 +40,52 @@ func backendUsage() string {
 // sandboxes.
 var namespaceCommands = []string{"run", "eval", "bench", "gc", "doctor"}
 
+// spreadCommands take --spread: those that create sandboxes in numbers.
+var spreadCommands = []string{"run", "eval", "bench"}
+
 // addNamespaceFlag adds --namespace, the Kubernetes backend's namespace, to
-// root's namespaceCommands; backendOptions reads it.
+// root's namespaceCommands, and --spread to its spreadCommands;
+// backendOptions reads them.
 func addNamespaceFlag(root *cobra.Command) {
 	for _, c := range root.Commands() {
 		if slices.Contains(namespaceCommands, c.Name()) {
 			c.Flags().String("namespace", "", "namespace of the kubernetes backend's Pods (default: $"+kubernetes.NamespaceEnv+", else the kubeconfig context's)")
 		}
+		if slices.Contains(spreadCommands, c.Name()) {
+			c.Flags().Var(new(spreadValue), "spread", "how the kubernetes backend spreads this command's Pods over the nodes: "+
+				kubernetes.SpreadSoft+" (prefer the node with the fewest of them), "+kubernetes.SpreadHard+" (at most one more on any Ready node than on another), "+
+				kubernetes.SpreadNone+" (the scheduler's choice) (default: $"+kubernetes.SpreadEnv+", else "+kubernetes.SpreadSoft+")")
+		}
 	}
 }
 
+// spreadValue is --spread's value: a mode kubernetes.CheckSpread accepts.
+type spreadValue string
+
+func (v *spreadValue) String() string { return string(*v) }
+func (v *spreadValue) Type() string   { return "MODE" }
+func (v *spreadValue) Set(s string) error {
+	if err := kubernetes.CheckSpread(s); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "spread "))
+	}
+	*v = spreadValue(s)
+	return nil
+}
+
 // backendOptions are the options cmd's backends are made with: --namespace
-// where cmd takes it and it is given, else $AGENTBOX_K8S_NAMESPACE (its
-// default, read here and nowhere else).
+// and --spread where cmd takes them and they are given, else
+// $AGENTBOX_K8S_NAMESPACE and $AGENTBOX_K8S_SPREAD (their defaults, read
+// here and nowhere else).
 func backendOptions(cmd *cobra.Command) environment.Options {
 	ns := os.Getenv(kubernetes.NamespaceEnv)
 	if f := cmd.Flags().Lookup("namespace"); f != nil && f.Changed {
 		ns = f.Value.String()
 	}
-	return environment.Options{Namespace: ns}
+	spread := os.Getenv(kubernetes.SpreadEnv)
+	if f := cmd.Flags().Lookup("spread"); f != nil && f.Changed {
+		spread = f.Value.String()
+	}
+	return environment.Options{Namespace: ns, Spread: spread}
 }
 
 // backendChoice is what makes a command's backend: --backend (a name or

@@ -123,6 +123,40 @@ func TestResolveBackendCapabilities(t *testing.T) {
 	}
 }
 
+// TestSpreadFlag: --spread reaches the backend's options for the commands
+// that take it, $AGENTBOX_K8S_SPREAD being its default; a mode it does not
+// know is refused when the flags are parsed, naming the flag.
+func TestSpreadFlag(t *testing.T) {
+	t.Setenv(kubernetes.SpreadEnv, "none")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"eval", "--spread", "hard"}, "hard"},
+		{[]string{"run", "--spread", "soft"}, "soft"},
+		{[]string{"bench", "--spread", "none"}, "none"},
+		{[]string{"eval"}, "none"},
+		{[]string{"serve"}, "none"},
+	} {
+		root := newRoot(io.Discard, io.Discard)
+		cmd, rest, err := root.Find(c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.ParseFlags(rest); err != nil {
+			t.Fatal(err)
+		}
+		if got := backendOptions(cmd).Spread; got != c.want {
+			t.Errorf("%v: Spread %q, want %q", c.args, got, c.want)
+		}
+	}
+	root := newRoot(io.Discard, io.Discard)
+	cmd, rest, _ := root.Find([]string{"eval", "--spread", "wide"})
+	if err := cmd.ParseFlags(rest); err == nil || !strings.Contains(err.Error(), "--spread") || !strings.Contains(err.Error(), `"wide"`) {
+		t.Errorf("--spread wide: %v", err)
+	}
+}
+
 // TestBackendOptions: --namespace reaches the backend as a value of its
 // options, $AGENTBOX_K8S_NAMESPACE being only its default, and giving it
 // changes no environment variable.

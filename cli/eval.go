@@ -251,7 +251,7 @@ agentbox import osworld, needs it.`,
 	vlt.register(fl)
 	fl.StringVar(&agentName, "agent", "", "run every task with this agent, replacing the suite's agents and scripts")
 	fl.StringArrayVar(&agentOpts, "agent-opt", nil, "option KEY=VALUE of --agent (repeatable)")
-	fl.StringVar(&resume, "resume", "", "continue the eval in DIR (its agentbox died, or it was interrupted): run only its episodes that did not finish (crashed or never started; a crashed trace is moved aside to NNN.crashed-N), and write the summary over them all; give the same SUITE and flags")
+	fl.StringVar(&resume, "resume", "", "continue the eval in DIR (its agentbox died, or it was interrupted): run only its episodes that did not finish (crashed, never started, or ended by the infrastructure; such a trace is moved aside to NNN.crashed-N), and write the summary over them all; give the same SUITE and flags")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as one JSON object on stdout (progress stays on stderr)")
 	fl.String("name", "", "not taken: refused with why (see run --name)")
 	_ = fl.MarkHidden("name")

@@ -17,6 +17,10 @@ type Options struct {
 	// the kubeconfig context's (or the Pod's own in a cluster), else
 	// "default".
 	Namespace string
+	// Spread is how the kubernetes backend spreads the Pods of one
+	// agentbox process (one eval) over the cluster's nodes: "soft" (the
+	// default for ""), "hard" or "none" (kubernetes.SpreadSoft, …).
+	Spread string
 }
 
 // Factory makes a backend from opts. It should be cheap and must not

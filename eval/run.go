@@ -778,9 +778,9 @@ type ModelQueue struct {
 }
 
 // finishedEpisode reads the trace of ep in an eval being resumed: a
-// finished one fills ep (true); a crashed one is moved aside (to
-// NNN.crashed-N, kept for agentbox resume or a look) and one that never
-// started is left to run (false). A trace still being written is an
+// finished one fills ep (true); a crashed one, and one the infrastructure
+// ended, is moved aside (to NNN.crashed-N, kept for agentbox resume or a
+// look) and one that never started is left to run (false). A trace still being written is an
 // error: another agentbox runs that eval.
 func finishedEpisode(ep *Episode, out string) (bool, error) {
 	rel := filepath.Join(ep.Task, fmt.Sprintf("%03d", ep.N))
@@ -808,9 +808,15 @@ func finishedEpisode(ep *Episode, out string) (bool, error) {
 		}
 		return false, moveAside(dir)
 	}
+	res := session.Result{Outcome: run.Outcome, Reason: run.Reason, Message: run.Message, Steps: run.Steps, Grade: run.Grade}
+	if categorize(res) == Infrastructure {
+		// The infrastructure ended it (a sandbox that would not start, a
+		// node lost or drained under it): it never had its run; it runs
+		// again, its trace moved aside.
+		return false, moveAside(dir)
+	}
 	ep.Trace = filepath.ToSlash(rel)
 	ep.started = run.Started
-	res := session.Result{Outcome: run.Outcome, Reason: run.Reason, Message: run.Message, Steps: run.Steps, Grade: run.Grade}
 	ep.Category = categorize(res)
 	ep.Outcome, ep.Reason, ep.Message, ep.Steps, ep.DurationMS = run.Outcome, run.Reason, run.Message, run.Steps, run.DurationMS
 	if g := run.Grade; g != nil {

@@ -182,6 +182,8 @@ if $want_k8s; then
 	need_file /usr/include/stdio.h libc6-dev
 	need_tool openssl openssl
 	need_tool ip iproute2
+	need_tool ss iproute2
+	need_tool iptables iptables
 	need_tool curl curl
 fi
 

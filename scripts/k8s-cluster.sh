@@ -1,19 +1,39 @@
 #!/usr/bin/env bash
-# k8s-cluster.sh: a one-node Kubernetes cluster on this machine, built from
-# what is reachable offline, for agentbox's Kubernetes backend (tests, CI,
-# developers). It never touches Docker's daemon or its containerd: the
-# cluster has a containerd of its own (own config, root, state and socket).
+# k8s-cluster.sh: a Kubernetes cluster of one or more nodes on this
+# machine, built from what is reachable offline, for agentbox's Kubernetes
+# backend (tests, CI, developers). It never touches Docker's daemon or its
+# containerd: each node has a containerd of its own (own config, root,
+# state and socket) and a kubelet of its own (own root, ports, cgroup root,
+# CNI bridge and slice of the Pod CIDR).
 #
 #   scripts/k8s-cluster.sh build     build (or reuse) the Kubernetes binaries
-#   scripts/k8s-cluster.sh up        build, start etcd, apiserver, controller-
-#                                    manager, scheduler, containerd (CRI) and
-#                                    kubelet; wait for the node to be Ready;
-#                                    import the pause image and agentbox's images
+#   scripts/k8s-cluster.sh up [--nodes N]
+#                                    build, start etcd, apiserver, controller-
+#                                    manager, scheduler, and per node a
+#                                    containerd (CRI) and a kubelet; wait for
+#                                    the nodes to be Ready; import the pause
+#                                    image and agentbox's images into each
 #   scripts/k8s-cluster.sh env       print the exports that point tools at it
-#   scripts/k8s-cluster.sh load REF… import Docker images into the cluster
+#   scripts/k8s-cluster.sh load REF… import Docker images into every node
 #   scripts/k8s-cluster.sh status    say what runs (exit 0 only when all of it does)
 #   scripts/k8s-cluster.sh restart NAME  stop and start a component again
-#   scripts/k8s-cluster.sh down      stop everything and remove its state
+#   scripts/k8s-cluster.sh stop NAME     stop a component (kubelet-2: node 2's kubelet)
+#   scripts/k8s-cluster.sh down      stop everything of every node, remove its
+#                                    state, fail if anything is left
+#
+# Nodes: node 1 is $AGENTBOX_K8S_NODE (its components kubelet, containerd);
+# node K ≥ 2 is $AGENTBOX_K8S_NODE-K (kubelet-K, containerd-K). With
+# several nodes the Pod CIDR is split evenly between them, each node's
+# bridge is the gateway of its slice, and the host routes between the
+# bridges (an iptables chain of the instance accepts Pod-to-Pod traffic and
+# drops the rest from the bridges: Pods reach each other, not the host or
+# beyond).
+#
+# Instances: every AGENTBOX_K8S_* variable below may be set, so that two
+# clusters run side by side (state and run directories, ports, CIDRs, node
+# name, registry port). Host-wide names (bridges, cgroup roots, the
+# iptables chain) carry the instance's API server port; the default
+# instance (port 16443) keeps the names of the one-node cluster.
 #
 # Binaries are cached outside the repository, keyed by version:
 # $AGENTBOX_K8S_CACHE (default /var/cache/agentbox-k8s)/v$K8S_VERSION/bin.
@@ -31,7 +51,6 @@ STATE=${AGENTBOX_K8S_STATE:-/var/lib/agentbox-k8s}
 RUN=${AGENTBOX_K8S_RUN:-/run/agentbox-k8s}
 LOGS=$STATE/logs
 KUBECONFIG_ADMIN=$STATE/admin.kubeconfig
-CTR_SOCK=$RUN/containerd/containerd.sock
 # Ports on loopback only; chosen away from the defaults so a developer's
 # own cluster is not disturbed.
 APISERVER_PORT=${AGENTBOX_K8S_APISERVER_PORT:-16443}
@@ -41,6 +60,12 @@ KUBELET_PORT=${AGENTBOX_K8S_KUBELET_PORT:-20250}
 POD_CIDR=${AGENTBOX_K8S_POD_CIDR:-10.244.77.0/24}
 SERVICE_CIDR=${AGENTBOX_K8S_SERVICE_CIDR:-10.96.77.0/24}
 NODE=${AGENTBOX_K8S_NODE:-agentbox-node}
+# The instance's tag in host-wide names: none for the default instance.
+TAG=${AGENTBOX_K8S_TAG:-}
+if [[ -z ${AGENTBOX_K8S_TAG+x} && $APISERVER_PORT != 16443 ]]; then TAG=$APISERVER_PORT; fi
+# How many nodes the cluster has: up's --nodes, remembered in $STATE.
+NODES=1
+if [[ -f $STATE/nodes ]]; then NODES=$(<"$STATE/nodes"); fi
 PAUSE_IMAGE=agentbox/pause:$K8S_VERSION
 # A registry on loopback (CNCF distribution, built from the module proxy):
 # the nodes pull from it over HTTP, so `agentbox image build --guest --push`
@@ -116,6 +141,118 @@ build_registry() {
 }
 
 
+# ---- nodes ----
+
+ip2int() { local IFS=. a b c d; read -r a b c d <<<"$1"; echo $(((a << 24) | (b << 16) | (c << 8) | d)); }
+int2ip() { echo "$((($1 >> 24) & 255)).$((($1 >> 16) & 255)).$((($1 >> 8) & 255)).$(($1 & 255))"; }
+
+# node K: sets the names of node K (1-based) of a cluster of $NODES nodes:
+# N_NAME (the Node), N_SFX (its components' suffix: kubelet$N_SFX), its
+# containerd's socket, root and state, its kubelet's root and port, its
+# bridge, cgroup root, Pod CIDR and (with several nodes) gateway.
+node() {
+	local k=$1
+	if ((k == 1)); then
+		N_NAME=$NODE N_SFX=
+	else
+		N_NAME=$NODE-$k N_SFX=-$k
+	fi
+	N_CTR_SOCK=$RUN/containerd$N_SFX/containerd.sock
+	N_CTR_ROOT=$STATE/containerd$N_SFX
+	N_CTR_STATE=$RUN/containerd$N_SFX/state
+	N_KUBELET_DIR=$STATE/kubelet$N_SFX
+	N_KUBELET_PORT=$((KUBELET_PORT + 10 * (k - 1)))
+	if [[ -z $TAG ]]; then
+		N_BRIDGE=abk8s$((k - 1))
+	else
+		N_BRIDGE=abk8s${TAG}n$k
+	fi
+	# The kubelet's cgroup root: its Pods go under ROOT/kubepods. The
+	# default instance's node 1 keeps /kubepods; the others' are their own.
+	if [[ -z $TAG && $k == 1 ]]; then
+		N_CGROOT=/
+	else
+		N_CGROOT=/agentbox-k8s${TAG:+-$TAG}-n$k
+	fi
+	if ((NODES == 1)); then
+		N_CIDR=$POD_CIDR N_GW=
+	else
+		local base=${POD_CIDR%/*} bits=${POD_CIDR#*/} split=0 size
+		while (((1 << split) < NODES)); do split=$((split + 1)); done
+		size=$((1 << (32 - bits - split)))
+		local start=$((($(ip2int "$base") & ~((1 << (32 - bits)) - 1)) + (k - 1) * size))
+		N_CIDR=$(int2ip "$start")/$((bits + split))
+		N_GW=$(int2ip $((start + 1)))
+	fi
+}
+
+# cgroup_dirs ROOT: what a node's kubelet makes under its cgroup root
+# ROOT, in each hierarchy (cgroup v2: one; v1: one per hierarchy): /kubepods
+# for the root /, else ROOT itself (made by cgroup_root_make).
+cgroup_dirs() {
+	local r=${1%/} m
+	[[ -n $r ]] || r=/kubepods
+	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+		echo "/sys/fs/cgroup$r"
+		return
+	fi
+	for m in /sys/fs/cgroup/*/; do
+		[[ -L ${m%/} ]] && continue
+		echo "${m%/}$r"
+	done
+}
+
+# cgroup_root_make ROOT: the cgroup root a kubelet needs to exist (v1: in
+# every hierarchy, cpuset with its parent's CPUs and memory nodes).
+cgroup_root_make() {
+	local r=$1 m
+	[[ $r == / ]] && return
+	if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+		mkdir -p "/sys/fs/cgroup$r"
+		return
+	fi
+	for m in /sys/fs/cgroup/*/; do
+		m=${m%/}
+		[[ -L $m ]] && continue
+		mkdir -p "$m$r"
+		if [[ -f $m/cpuset.cpus ]]; then
+			[[ -n $(<"$m$r/cpuset.cpus") ]] || cat "$m/cpuset.cpus" >"$m$r/cpuset.cpus"
+			[[ -n $(<"$m$r/cpuset.mems") ]] || cat "$m/cpuset.mems" >"$m$r/cpuset.mems"
+		fi
+	done
+}
+
+# chain: the instance's iptables chain (several nodes only).
+CHAIN=AGENTBOX-K8S${TAG:+-$TAG}
+
+# net_up: with several nodes, the host forwards between the nodes'
+# bridges: the chain accepts Pod-to-Pod traffic (Docker's FORWARD policy
+# is DROP) and drops the rest from the bridges, to the host too.
+net_up() {
+	((NODES > 1)) || return 0
+	command -v iptables >/dev/null || die "iptables is missing (apt-get install iptables)"
+	[[ $(sysctl -n net.ipv4.ip_forward) == 1 ]] || die "net.ipv4.ip_forward is 0: Pods on different nodes cannot reach each other (sysctl -w net.ipv4.ip_forward=1)"
+	iptables -w -N "$CHAIN" 2>/dev/null || iptables -w -F "$CHAIN"
+	iptables -w -A "$CHAIN" -s "$POD_CIDR" -d "$POD_CIDR" -j ACCEPT
+	local k
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		iptables -w -A "$CHAIN" -i "$N_BRIDGE" -j DROP
+	done
+	iptables -w -C FORWARD -j "$CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$CHAIN"
+	iptables -w -C INPUT -j "$CHAIN" 2>/dev/null || iptables -w -I INPUT 1 -j "$CHAIN"
+}
+
+# net_down: the chain and its jumps go.
+net_down() {
+	command -v iptables >/dev/null || return 0
+	while iptables -w -D FORWARD -j "$CHAIN" 2>/dev/null; do :; done
+	while iptables -w -D INPUT -j "$CHAIN" 2>/dev/null; do :; done
+	iptables -w -F "$CHAIN" 2>/dev/null || true
+	iptables -w -X "$CHAIN" 2>/dev/null || true
+}
+
+
 # ---- state ----
 
 pidfile() { echo "$RUN/$1.pid"; }
@@ -150,7 +287,8 @@ start() { # start NAME CMD…: in the background, logging to $LOGS/NAME.log
 }
 
 # restart NAME: stop a component and start it again as it was started (the
-# fault tests restart the API server under a running Pod).
+# fault tests restart the API server under a running Pod, and a node's
+# kubelet after stopping it).
 restart() {
 	local name=$1 args
 	[[ -f $RUN/$name.cmd ]] || die "$name was not started by this script"
@@ -159,9 +297,16 @@ restart() {
 	start "$name" "${args[@]}"
 	case $name in
 	kube-apiserver) wait_for 180 "kube-apiserver" kubectl_ get --raw /readyz ;;
-	containerd) wait_for 60 "containerd" ctr_ version ;;
+	containerd*) wait_for 60 "$name" ctr_ "$(sock_of "$name")" version ;;
 	esac
 	say "$name restarted"
+}
+# sock_of containerd[-K]: that node's containerd socket.
+sock_of() {
+	local k=${1#containerd}
+	k=${k#-}
+	node "${k:-1}"
+	echo "$N_CTR_SOCK"
 }
 stop() { # stop NAME: TERM, then KILL after 10 s; only the process we started
 	local p i
@@ -194,11 +339,15 @@ wait_for() { # wait_for SECONDS WHAT CMD…; WHAT a component we started: stop a
 node_ip() { # the address of the default route; offline without one, the first global address off Docker's and our bridges
 	local a
 	a=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -1)
-	[[ -n $a ]] || a=$(ip -4 -o addr show scope global 2>/dev/null | awk '$2 != "docker0" && $2 != "abk8s0" { sub(/\/.*/, "", $4); print $4; exit }')
+	[[ -n $a ]] || a=$(ip -4 -o addr show scope global 2>/dev/null | awk '$2 != "docker0" && $2 !~ /^abk8s/ { sub(/\/.*/, "", $4); print $4; exit }')
 	echo "$a"
 }
 kubectl_() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
-ctr_() { ctr --address "$CTR_SOCK" --namespace k8s.io "$@"; }
+ctr_() { # ctr_ SOCKET ARGS…: ctr against one node's containerd
+	local sock=$1
+	shift
+	ctr --address "$sock" --namespace k8s.io "$@"
+}
 
 # ---- certificates: one CA; the API server's serving certificate; one
 # client certificate (system:masters) for kubectl, the controllers, the
@@ -239,8 +388,9 @@ certs() {
 # ---- the pause image: a static pause process, imported as a docker
 # archive (no registry, no Docker needed) ----
 
-pause_image() {
-	if ctr_ images ls -q 2>/dev/null | grep -qx "docker.io/$PAUSE_IMAGE"; then
+pause_image() { # pause_image SOCKET
+	local sock=$1
+	if ctr_ "$sock" images ls -q 2>/dev/null | grep -qx "docker.io/$PAUSE_IMAGE"; then
 		return
 	fi
 	local d
@@ -274,30 +424,47 @@ C
 	mv "$d/img/config.json" "$d/img/$cfg.json"
 	printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$cfg" "$PAUSE_IMAGE" "$diff" >"$d/img/manifest.json"
 	tar -C "$d/img" -cf "$d/pause.tar" manifest.json "$cfg.json" "$diff"
-	ctr_ images import "$d/pause.tar" >/dev/null
+	ctr_ "$sock" images import "$d/pause.tar" >/dev/null
 	rm -rf "$d"
 	say "pause image $PAUSE_IMAGE built and imported"
 }
 
-# import_archive FILE: a docker-save archive into the cluster's containerd.
+# import_archive FILE: a docker-save archive into every node's containerd.
 import_archive() {
-	ctr_ images import "$1" >/dev/null
-}
-
-# load REF…: Docker images into the cluster (docker save | ctr import).
-load() {
-	local ref
-	for ref in "$@"; do
-		docker image inspect "$ref" >/dev/null 2>&1 || die "Docker has no image $ref"
-		docker save "$ref" | ctr_ images import - >/dev/null
-		say "loaded $ref"
+	local k
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		ctr_ "$N_CTR_SOCK" images import "$1" >/dev/null
 	done
 }
 
+# load REF…: Docker images into the cluster's nodes (docker save, once;
+# ctr import into each node).
+load() {
+	local ref d
+	d=$(mktemp -d)
+	for ref in "$@"; do
+		docker image inspect "$ref" >/dev/null 2>&1 || { rm -rf "$d"; die "Docker has no image $ref"; }
+		docker save -o "$d/image.tar" "$ref" && import_archive "$d/image.tar" || { rm -rf "$d"; die "cannot load $ref"; }
+		rm -f "$d/image.tar"
+		say "loaded $ref"
+	done
+	rm -rf "$d"
+}
+
 up() {
+	local nodes=1
+	while (($#)); do
+		case $1 in
+		--nodes) nodes=${2:-}; shift 2 || die "--nodes needs a number" ;;
+		--nodes=*) nodes=${1#--nodes=}; shift ;;
+		*) die "up: unknown argument $1 (up [--nodes N])" ;;
+		esac
+	done
+	[[ $nodes =~ ^[1-9][0-9]?$ ]] || die "--nodes $nodes: want a number of nodes from 1 to 99"
 	[[ $(id -u) == 0 ]] || die "run as root (it starts containerd and a kubelet)"
 	local need
-	for need in etcd containerd runc ctr openssl gcc ip; do
+	for need in etcd containerd runc ctr openssl gcc ip ss iptables; do
 		command -v "$need" >/dev/null || die "$need is missing (scripts/deps.sh k8s installs what this needs)"
 	done
 	[[ -x /usr/lib/cni/bridge ]] || die "CNI plugins are missing (apt-get install containernetworking-plugins)"
@@ -307,12 +474,21 @@ up() {
 		say "a previous cluster's state is in $STATE and nothing runs: removing it first"
 		down
 	fi
+	if running kube-apiserver && ((nodes != NODES)); then
+		die "a cluster of $NODES node(s) runs from $STATE: take it down first to have $nodes"
+	fi
+	NODES=$nodes
+	local bits=${POD_CIDR#*/} split=0
+	while (((1 << split) < NODES)); do split=$((split + 1)); done
+	((bits + split <= 28)) || die "the Pod CIDR $POD_CIDR is too small for $NODES nodes"
+	running kube-apiserver || check_free
 	# An up that fails half-way takes down what it started.
 	trap 'say "up failed: taking down what it started"; down' EXIT
 	local t0=$SECONDS ip
 	ip=$(node_ip)
 	[[ -n $ip ]] || die "no IPv4 address with a route: the node needs one"
-	mkdir -p "$STATE" "$RUN" "$LOGS" "$STATE/cni/net.d" "$RUN/containerd"
+	mkdir -p "$STATE" "$RUN" "$LOGS"
+	echo "$NODES" >"$STATE/nodes"
 	certs "$ip"
 
 	start etcd etcd --name agentbox-k8s --data-dir "$STATE/etcd" \
@@ -331,27 +507,74 @@ up() {
 		--authorization-mode Node,RBAC --allow-privileged=false --profiling=false
 	wait_for 120 "etcd" curl -fsS "http://127.0.0.1:$ETCD_PORT/health"
 	wait_for 180 "kube-apiserver" kubectl_ get --raw /readyz
+	# With several nodes, a node whose kubelet stops is NotReady (and
+	# tainted, so nothing new goes there) after 30 s rather than 50 s.
+	local cm_nodes=()
+	((NODES == 1)) || cm_nodes=(--node-monitor-grace-period 30s --node-monitor-period 2s)
 	start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$KUBECONFIG_ADMIN" \
 		--authentication-kubeconfig "$KUBECONFIG_ADMIN" --authorization-kubeconfig "$KUBECONFIG_ADMIN" \
 		--bind-address 127.0.0.1 --secure-port $((APISERVER_PORT + 1)) --leader-elect=false \
 		--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-		--use-service-account-credentials=false --allocate-node-cidrs=false --controllers '*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle' --profiling=false
+		--use-service-account-credentials=false --allocate-node-cidrs=false --controllers '*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle' --profiling=false \
+		"${cm_nodes[@]}"
 	start kube-scheduler "$BIN/kube-scheduler" --kubeconfig "$KUBECONFIG_ADMIN" \
 		--authentication-kubeconfig "$KUBECONFIG_ADMIN" --authorization-kubeconfig "$KUBECONFIG_ADMIN" \
 		--bind-address 127.0.0.1 --secure-port $((APISERVER_PORT + 2)) --leader-elect=false --profiling=false
 
-	# The cluster's own containerd, beside Docker's: its own config, root,
-	# state, socket; the CRI plugin on; CNI from Debian's plugins. Pods get
-	# an address on a bridge without a gateway: they reach each other and
-	# nothing else (no route to the host or beyond).
-	cat >"$STATE/containerd.toml" <<TOML
+	cat >"$STATE/registry.yml" <<YAML
+version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: "$STATE/registry"}
+  delete: {enabled: true}
+http:
+  addr: "$REGISTRY"
+YAML
+	start registry "$REGISTRY_BIN" serve "$STATE/registry.yml"
+	local k
+	for ((k = 1; k <= NODES; k++)); do
+		node_up "$k" "$ip"
+	done
+	net_up
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		wait_for 180 "kubelet$N_SFX" bash -c "'$BIN/kubectl' --kubeconfig '$KUBECONFIG_ADMIN' get node '$N_NAME' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+	done
+	wait_for 120 "the default service account" kubectl_ -n default get serviceaccount default
+	local ref
+	for ref in $IMAGES; do
+		if docker image inspect "$ref" >/dev/null 2>&1; then
+			load "$ref"
+		else
+			say "Docker has no $ref: not loaded"
+		fi
+	done
+	trap - EXIT
+	local names=$NODE
+	for ((k = 2; k <= NODES; k++)); do names+=", $NODE-$k"; done
+	say "cluster up in $((SECONDS - t0))s: node(s) $names Ready; eval \"\$($0 env)\" points kubectl and agentbox at it"
+}
+
+# node_up K IP: node K's containerd and kubelet.
+node_up() {
+	local k=$1 ip=$2 pki=$STATE/pki
+	node "$k"
+	local conf=$STATE/node$N_SFX
+	mkdir -p "$conf/cni/net.d" "$RUN/containerd$N_SFX"
+	# The node's own containerd, beside Docker's: its own config, root,
+	# state, socket, runc state; the CRI plugin on; CNI from Debian's
+	# plugins. One node: Pods get an address on a bridge without a gateway:
+	# they reach each other and nothing else. Several: the bridge is the
+	# gateway of the node's slice, with a route to the whole Pod CIDR only
+	# (net_up's chain lets Pod-to-Pod traffic through and nothing else).
+	cat >"$conf/containerd.toml" <<TOML
 version = 2
-root = "$STATE/containerd"
-state = "$RUN/containerd/state"
+root = "$N_CTR_ROOT"
+state = "$N_CTR_STATE"
 [grpc]
-  address = "$CTR_SOCK"
+  address = "$N_CTR_SOCK"
 [ttrpc]
-  address = "$CTR_SOCK.ttrpc"
+  address = "$N_CTR_SOCK.ttrpc"
 [debug]
   address = ""
 [metrics]
@@ -374,53 +597,54 @@ state = "$RUN/containerd/state"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        # runc's state of this node's containers, not /run/containerd/runc.
+        Root = "$RUN/containerd$N_SFX/runc"
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."$REGISTRY"]
     endpoint = ["http://$REGISTRY"]
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
-    conf_dir = "$STATE/cni/net.d"
+    conf_dir = "$conf/cni/net.d"
 TOML
-	cat >"$STATE/cni/net.d/10-agentbox.conflist" <<JSON
+	local gw=false routes=
+	if [[ -n $N_GW ]]; then
+		gw=true
+		routes=', "routes": [{"dst": "'$POD_CIDR'"}]'
+	fi
+	cat >"$conf/cni/net.d/10-agentbox.conflist" <<JSON
 {
   "cniVersion": "1.0.0",
-  "name": "agentbox-k8s",
+  "name": "agentbox-k8s${TAG:+-$TAG}$N_SFX",
   "plugins": [{
-    "type": "bridge", "bridge": "abk8s0", "isGateway": false, "ipMasq": false, "hairpinMode": false,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]], "dataDir": "$STATE/cni/ipam"}
+    "type": "bridge", "bridge": "$N_BRIDGE", "isGateway": $gw, "isDefaultGateway": false, "ipMasq": false, "hairpinMode": false,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$N_CIDR"${N_GW:+, \"gateway\": \"$N_GW\"}}]]$routes, "dataDir": "$conf/cni/ipam"}
   }]
 }
 JSON
-	cat >"$STATE/registry.yml" <<YAML
-version: 0.1
-log: {level: warn}
-storage:
-  filesystem: {rootdirectory: "$STATE/registry"}
-  delete: {enabled: true}
-http:
-  addr: "$REGISTRY"
-YAML
-	start registry "$REGISTRY_BIN" serve "$STATE/registry.yml"
-	start containerd containerd --config "$STATE/containerd.toml"
-	wait_for 60 "containerd" ctr_ version
-	pause_image
+	start "containerd$N_SFX" containerd --config "$conf/containerd.toml"
+	wait_for 60 "containerd$N_SFX" ctr_ "$N_CTR_SOCK" version
+	pause_image "$N_CTR_SOCK"
+	cgroup_root_make "$N_CGROOT"
 
-	cat >"$STATE/kubelet.yaml" <<YAML
+	cat >"$conf/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: "$ip"
-port: $KUBELET_PORT
+port: $N_KUBELET_PORT
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: $((KUBELET_PORT - 2))
+healthzPort: $((N_KUBELET_PORT - 2))
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: "$pki/ca.crt"}
 authorization: {mode: Webhook}
 cgroupDriver: cgroupfs
+cgroupRoot: "$N_CGROOT"
 failCgroupV1: false
 failSwapOn: false
-containerRuntimeEndpoint: "unix://$CTR_SOCK"
+containerRuntimeEndpoint: "unix://$N_CTR_SOCK"
+podLogsDir: "$conf/pod-logs"
 podPidsLimit: 256
 maxPods: 60
 serializeImagePulls: false
@@ -435,20 +659,28 @@ resolvConf: /etc/resolv.conf
 # run, and would stay behind after down.
 makeIPTablesUtilChains: false
 YAML
-	start kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$KUBECONFIG_ADMIN" \
-		--root-dir "$STATE/kubelet" --hostname-override "$NODE" --node-ip "$ip" --cert-dir "$STATE/kubelet/pki"
-	wait_for 180 "node $NODE (Ready)" bash -c "'$BIN/kubectl' --kubeconfig '$KUBECONFIG_ADMIN' get node '$NODE' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
-	wait_for 120 "the default service account" kubectl_ -n default get serviceaccount default
-	local ref
-	for ref in $IMAGES; do
-		if docker image inspect "$ref" >/dev/null 2>&1; then
-			load "$ref"
-		else
-			say "Docker has no $ref: not loaded"
-		fi
+	start "kubelet$N_SFX" "$BIN/kubelet" --config "$conf/kubelet.yaml" --kubeconfig "$KUBECONFIG_ADMIN" \
+		--root-dir "$N_KUBELET_DIR" --hostname-override "$N_NAME" --node-ip "$ip" --cert-dir "$N_KUBELET_DIR/pki"
+}
+
+# check_free: nothing of another cluster uses this instance's host-wide
+# names or ports (two instances need different AGENTBOX_K8S_* values).
+check_free() {
+	local k port busy=()
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		if ip link show "$N_BRIDGE" >/dev/null 2>&1; then busy+=("bridge $N_BRIDGE"); fi
+		if [[ $N_CGROOT != / ]] && [[ -n $(cgroup_dirs "$N_CGROOT" | while read -r d; do [[ -d $d ]] && echo y; done) ]]; then busy+=("cgroup $N_CGROOT"); fi
+		for port in "$N_KUBELET_PORT" $((N_KUBELET_PORT - 2)); do
+			if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then busy+=("port $port"); fi
+		done
 	done
-	trap - EXIT
-	say "cluster up in $((SECONDS - t0))s: node $NODE Ready; eval \"\$($0 env)\" points kubectl and agentbox at it"
+	for port in "$APISERVER_PORT" $((APISERVER_PORT + 1)) $((APISERVER_PORT + 2)) "$ETCD_PORT" "$ETCD_PEER_PORT" "${REGISTRY##*:}"; do
+		if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then busy+=("port $port"); fi
+	done
+	if iptables -w -S "$CHAIN" >/dev/null 2>&1; then busy+=("iptables chain $CHAIN"); fi
+	((${#busy[@]} == 0)) && return 0
+	die "in use by something else (another cluster? set other AGENTBOX_K8S_* values): ${busy[*]}"
 }
 
 envs() {
@@ -462,11 +694,16 @@ envs() {
 	printf 'export PATH=%q:"$PATH"\n' "$BIN"
 }
 
-# status says what runs; it exits 0 only when every component runs (3 when
-# none does, 1 when some do), as `systemctl status` does.
+# status says what runs, on every node; it exits 0 only when every
+# component runs (3 when none does, 1 when some do), as `systemctl status`
+# does.
 status() {
-	local n up=0 all=0
-	for n in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet registry; do
+	local n up=0 all=0 k names=(etcd kube-apiserver kube-controller-manager kube-scheduler registry)
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		names+=("containerd$N_SFX" "kubelet$N_SFX")
+	done
+	for n in "${names[@]}"; do
 		all=$((all + 1))
 		if running "$n"; then
 			up=$((up + 1))
@@ -485,85 +722,103 @@ status() {
 	fi
 }
 
+# shims SOCKET: the PIDs of the containerd shims of the containerd at
+# SOCKET (their command line names it).
+shims() {
+	local p
+	for p in /proc/[0-9]*; do
+		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "containerd-shim.* -address $1 "; then
+			echo "${p#/proc/}"
+		fi
+	done
+}
+
 down() {
+	local k c m i procs
 	# Pods first, so their containers and network go with containerd's help.
 	if running kube-apiserver && running kubelet; then
 		kubectl_ delete pods --all --all-namespaces --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
 	fi
-	stop kubelet
-	if running containerd; then
-		local c
-		for c in $(ctr_ containers ls -q 2>/dev/null); do
-			ctr_ tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true
-		done
-		sleep 1
-		for c in $(ctr_ containers ls -q 2>/dev/null); do
-			ctr_ tasks delete -f "$c" >/dev/null 2>&1 || true
-			ctr_ containers delete "$c" >/dev/null 2>&1 || true
-		done
-	fi
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		stop "kubelet$N_SFX"
+		if running "containerd$N_SFX"; then
+			for c in $(ctr_ "$N_CTR_SOCK" containers ls -q 2>/dev/null); do
+				ctr_ "$N_CTR_SOCK" tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true
+			done
+			sleep 1
+			for c in $(ctr_ "$N_CTR_SOCK" containers ls -q 2>/dev/null); do
+				ctr_ "$N_CTR_SOCK" tasks delete -f "$c" >/dev/null 2>&1 || true
+				ctr_ "$N_CTR_SOCK" containers delete "$c" >/dev/null 2>&1 || true
+			done
+		fi
+	done
 	stop kube-scheduler
 	stop kube-controller-manager
 	stop kube-apiserver
 	stop etcd
-	stop containerd
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		stop "containerd$N_SFX"
+	done
 	stop registry
-	# What the kubelet and containerd left: pod mounts, network namespaces,
-	# the bridge, the shims of this containerd only.
-	local m i
+	# What the kubelets and containerds left: pod mounts, network
+	# namespaces, the bridges, the shims of these containerds only.
 	while read -r m; do
 		umount -l "$m" 2>/dev/null || true
 	done < <(awk -v s="$STATE/" -v r="$RUN/" 'index($2, s) == 1 || index($2, r) == 1 { print $2 }' /proc/mounts | sort -r)
-	# Shims of this containerd (their command line names its socket), by PID.
-	local p
-	for p in /proc/[0-9]*; do
-		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "containerd-shim.* -address $CTR_SOCK "; then
-			kill -9 "${p#/proc/}" 2>/dev/null || true
-		fi
+	for ((k = 1; k <= NODES; k++)); do
+		node "$k"
+		# shellcheck disable=SC2046 # one PID a word
+		kill -9 $(shims "$N_CTR_SOCK") 2>/dev/null || true
+		ip link del "$N_BRIDGE" 2>/dev/null || true
+		# The kubelet's cgroups (cgroupfs driver: ROOT/kubepods, v1 or
+		# v2) hold the node's Pods' processes only: any that outlived
+		# their shim go now, then the cgroups themselves (with the root,
+		# when it is the node's own). Docker's containers are under
+		# /docker, another node's under its own root: untouched.
+		while read -r m; do
+			[[ -d $m ]] || continue
+			for ((i = 0; i < 20; i++)); do
+				procs=$(find "$m" -name cgroup.procs -exec cat {} + 2>/dev/null)
+				[[ -n $procs ]] || break
+				# shellcheck disable=SC2086 # one PID a word
+				kill -9 $procs 2>/dev/null || true
+				sleep 0.25
+			done
+			for ((i = 0; i < 20; i++)); do
+				find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+				[[ -d $m ]] || break
+				sleep 0.25
+			done
+		done < <(cgroup_dirs "$N_CGROOT")
 	done
-	ip link del abk8s0 2>/dev/null || true
-	# The kubelet's cgroups (cgroupfs driver: /kubepods, v1 or v2) hold the
-	# Pods' processes only: any that outlived their shim go now, then the
-	# cgroups themselves. Docker's containers are under /docker, untouched.
-	local procs
-	for m in /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods; do
-		[[ -d $m ]] || continue
-		for ((i = 0; i < 20; i++)); do
-			procs=$(find "$m" -name cgroup.procs -exec cat {} + 2>/dev/null)
-			[[ -n $procs ]] || break
-			# shellcheck disable=SC2086 # one PID a word
-			kill -9 $procs 2>/dev/null || true
-			sleep 0.25
-		done
-		for ((i = 0; i < 20; i++)); do
-			find "$m" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-			[[ -d $m ]] || break
-			sleep 0.25
-		done
-	done
+	net_down
+	local nodes=$NODES
 	if [[ ${1:-} != --keep-state ]]; then
 		rm -rf "$STATE" "$RUN"
 	fi
-	leftovers || return 1
+	leftovers "$nodes" || return 1
 	say "cluster down"
 }
 
-# leftovers: say what a down left on the machine (mounts, our containerd's
-# shims, the bridge, the kubelet's cgroups) and fail if anything.
+# leftovers NODES: say what a down left on the machine (mounts, our
+# containerds' shims, the bridges, the kubelets' cgroups, the iptables
+# chain) and fail if anything.
 leftovers() {
-	local left=() p m
+	local left=() m k
 	while read -r m; do
 		left+=("mount $m")
 	done < <(awk -v s="$STATE/" -v r="$RUN/" 'index($2, s) == 1 || index($2, r) == 1 { print $2 }' /proc/mounts)
-	for p in /proc/[0-9]*; do
-		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "containerd-shim.* -address $CTR_SOCK "; then
-			left+=("shim pid ${p#/proc/}")
-		fi
+	for ((k = 1; k <= $1; k++)); do
+		node "$k"
+		for m in $(shims "$N_CTR_SOCK"); do left+=("shim pid $m"); done
+		if ip link show "$N_BRIDGE" >/dev/null 2>&1; then left+=("bridge $N_BRIDGE"); fi
+		while read -r m; do
+			if [[ -d $m ]]; then left+=("cgroup $m"); fi
+		done < <(cgroup_dirs "$N_CGROOT")
 	done
-	if ip link show abk8s0 >/dev/null 2>&1; then left+=("bridge abk8s0"); fi
-	for m in /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods; do
-		if [[ -d $m ]]; then left+=("cgroup $m"); fi
-	done
+	if command -v iptables >/dev/null && iptables -w -S "$CHAIN" >/dev/null 2>&1; then left+=("iptables chain $CHAIN"); fi
 	# return 0, not a bare return: in up's EXIT trap a bare one would
 	# return the status of die's exit.
 	((${#left[@]} == 0)) && return 0
@@ -576,7 +831,10 @@ build)
 	build
 	build_registry
 	;;
-up) up ;;
+up)
+	shift
+	up "$@"
+	;;
 down) down "${2:-}" ;;
 env) envs ;;
 status) status ;;
@@ -587,9 +845,14 @@ load)
 restart)
 	restart "${2:?restart NAME}"
 	;;
+stop)
+	[[ -f $RUN/${2:?stop NAME}.cmd ]] || die "$2 was not started by this script"
+	stop "$2"
+	say "$2 stopped"
+	;;
 import)
 	shift
 	for f in "$@"; do import_archive "$f"; done
 	;;
-*) die "usage: $0 build|up|down|env|status|restart NAME|load REF…|import FILE…" ;;
+*) die "usage: $0 build|up [--nodes N]|down|env|status|restart NAME|stop NAME|load REF…|import FILE…" ;;
 esac

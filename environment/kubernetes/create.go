@@ -58,7 +58,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err := c.ensurePolicy(ctx); err != nil {
 		return nil, err
 	}
-	pod := podSpec(sb.name, c.namespace, image, id, cfg, res, b.deadline())
+	pod := podSpec(sb.name, c.namespace, image, id, cfg, res, b.deadline(), b.Spread, b.groupLabel())
 	sb.created = true // from here on the Pod may exist, even if the answer is lost
 	created, err := c.cs.CoreV1().Pods(c.namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -58,7 +59,10 @@ func init() {
 	// besides returning it; agentbox says it once, in the run's error.
 	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) {}}
 	environment.Register(Name, func(opts environment.Options) (environment.Backend, error) {
-		return &Backend{Namespace: opts.Namespace}, nil
+		if err := CheckSpread(opts.Spread); err != nil {
+			return nil, err
+		}
+		return &Backend{Namespace: opts.Namespace, Spread: opts.Spread}, nil
 	})
 }
 
@@ -72,6 +76,47 @@ type Backend struct {
 	// Kubeconfig is the kubeconfig file; empty: KUBECONFIG, then
 	// ~/.kube/config, then the in-cluster configuration.
 	Kubeconfig string
+	// Spread is how the Pods this Backend creates (one eval's) spread
+	// over the nodes: SpreadSoft (the default, for ""), SpreadHard or
+	// SpreadNone.
+	Spread string
+
+	groupOnce sync.Once
+	group     string // LabelGroup's value for this Backend's Pods
+}
+
+// How a Backend's Pods spread over the nodes: a topology spread
+// constraint over kubernetes.io/hostname, keyed by LabelGroup (one value
+// per Backend, that is per eval or run), with a skew of at most one Pod.
+const (
+	// SpreadSoft prefers the node with the fewest of the group's Pods
+	// (whenUnsatisfiable: ScheduleAnyway): a full or tainted node never
+	// keeps a Pod from starting elsewhere.
+	SpreadSoft = "soft"
+	// SpreadHard requires it (DoNotSchedule); cordoned and tainted nodes
+	// (drained, NotReady) do not count (nodeTaintsPolicy: Honor).
+	SpreadHard = "hard"
+	// SpreadNone leaves placement to the scheduler alone.
+	SpreadNone = "none"
+)
+
+// SpreadEnv is the CLI's default for --spread.
+const SpreadEnv = "AGENTBOX_K8S_SPREAD"
+
+// CheckSpread says whether s is a spreading mode ("" is SpreadSoft).
+func CheckSpread(s string) error {
+	switch s {
+	case "", SpreadSoft, SpreadHard, SpreadNone:
+		return nil
+	}
+	return fmt.Errorf("spread %q: want %s, %s or %s", s, SpreadSoft, SpreadHard, SpreadNone)
+}
+
+// groupLabel is the value of LabelGroup on this Backend's Pods: random,
+// made once.
+func (b *Backend) groupLabel() string {
+	b.groupOnce.Do(func() { b.group = "g" + randomSuffix() + randomSuffix() })
+	return b.group
 }
 
 var (

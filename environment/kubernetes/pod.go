@@ -28,6 +28,9 @@ import (
 const (
 	LabelTool = "agentbox.dev/tool"
 	LabelRun  = "agentbox.dev/run"
+	// LabelGroup is the same on the Pods one Backend creates (those of
+	// one eval): Backend.Spread spreads them over the nodes by it.
+	LabelGroup = "agentbox.dev/group"
 
 	AnnotationRun        = "agentbox.dev/run-id"
 	AnnotationOwnerHost  = "agentbox.dev/owner-host"
@@ -101,7 +104,7 @@ func podName(runID string) string {
 // token, no service links, memory-backed emptyDirs for /tmp and /dev/shm
 // sized as the flags say, CPU and memory limits, the RuntimeClass for
 // --runtime, activeDeadlineSeconds, the guest on attached stdin.
-func podSpec(name, namespace, image, guestID string, cfg environment.Config, res environment.Resources, deadline time.Duration) *corev1.Pod {
+func podSpec(name, namespace, image, guestID string, cfg environment.Config, res environment.Resources, deadline time.Duration, spread, group string) *corev1.Pod {
 	no, yes := false, true
 	uid := int64(sandboxUID)
 	grace := int64(1)
@@ -119,7 +122,7 @@ func podSpec(name, namespace, image, guestID string, cfg environment.Config, res
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: namespace,
-			Labels:    map[string]string{LabelTool: "agentbox", LabelRun: RunLabel(cfg.RunID)},
+			Labels:    map[string]string{LabelTool: "agentbox", LabelRun: RunLabel(cfg.RunID), LabelGroup: group},
 			Annotations: map[string]string{
 				AnnotationRun:        cfg.RunID,
 				AnnotationOwnerHost:  host,
@@ -191,7 +194,34 @@ func podSpec(name, namespace, image, guestID string, cfg environment.Config, res
 		rc := cfg.Runtime
 		p.Spec.RuntimeClassName = &rc
 	}
+	if c := spreadConstraint(spread, group); c != nil {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{*c}
+	}
 	return p
+}
+
+// spreadConstraint is the topology spread constraint of a spreading mode
+// (Backend.Spread) over the nodes, for the Pods labelled LabelGroup=group;
+// nil for SpreadNone.
+func spreadConstraint(spread, group string) *corev1.TopologySpreadConstraint {
+	when := corev1.ScheduleAnyway
+	switch spread {
+	case SpreadNone:
+		return nil
+	case SpreadHard:
+		when = corev1.DoNotSchedule
+	}
+	honor := corev1.NodeInclusionPolicyHonor
+	return &corev1.TopologySpreadConstraint{
+		MaxSkew:           1,
+		TopologyKey:       corev1.LabelHostname,
+		WhenUnsatisfiable: when,
+		LabelSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{LabelGroup: group}},
+		// A cordoned or tainted node (drained, NotReady) takes no Pod:
+		// it does not count either, or a hard spread would wait for it.
+		NodeAffinityPolicy: &honor,
+		NodeTaintsPolicy:   &honor,
+	}
 }
 
 // denyAll is the NetworkPolicy that selects every agentbox Pod of the

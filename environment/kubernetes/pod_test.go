@@ -23,7 +23,7 @@ import (
 func TestPodSpec(t *testing.T) {
 	cfg := environment.Config{RunID: "run-1", Runtime: "gvisor"}
 	res := environment.Resources{CPUs: 1.5, MemoryMB: 768, TmpfsMB: 128, ShmMB: 32}.WithDefaults()
-	p := podSpec("agentbox-run-1-abcd", "ns", "img:tag-guest-0123", "0123", cfg, res, 2*time.Hour)
+	p := podSpec("agentbox-run-1-abcd", "ns", "img:tag-guest-0123", "0123", cfg, res, 2*time.Hour, "", "g1")
 	c := p.Spec.Containers[0]
 	sc := c.SecurityContext
 	tmp, shm := p.Spec.Volumes[0].EmptyDir, p.Spec.Volumes[1].EmptyDir
@@ -51,7 +51,7 @@ func TestPodSpec(t *testing.T) {
 		{"the guest on attached stdin, once", c.Stdin && c.StdinOnce && !c.TTY},
 		{"the guest awaits the host", strings.Join(c.Command, " ") == "/opt/agentbox/agentbox guest --sandboxed --await-host"},
 		{"the guest image", c.Image == "img:tag-guest-0123"},
-		{"labels for the policy and gc", p.Labels[LabelTool] == "agentbox" && p.Labels[LabelRun] == "run-1"},
+		{"labels for the policy, gc and spreading", p.Labels[LabelTool] == "agentbox" && p.Labels[LabelRun] == "run-1" && p.Labels[LabelGroup] == "g1"},
 		{"owner annotations", p.Annotations[AnnotationRun] == "run-1" && p.Annotations[AnnotationOwnerPID] != "" && p.Annotations[AnnotationOwnerStart] != ""},
 	}
 	for _, c := range checks {
@@ -59,7 +59,7 @@ func TestPodSpec(t *testing.T) {
 			t.Errorf("%s: no", c.what)
 		}
 	}
-	if p := podSpec("n", "ns", "i", "g", environment.Config{}, res, time.Hour); p.Spec.RuntimeClassName != nil {
+	if p := podSpec("n", "ns", "i", "g", environment.Config{}, res, time.Hour, "", "g1"); p.Spec.RuntimeClassName != nil {
 		t.Errorf("a RuntimeClass without --runtime: %q", *p.Spec.RuntimeClassName)
 	}
 	// The deny-all policy selects exactly the Pods' label and allows nothing.
@@ -159,5 +159,57 @@ func TestAPIError(t *testing.T) {
 		if !errors.Is(err, environment.ErrUnavailable) || !strings.Contains(err.Error(), k.want) || k.not != "" && strings.Contains(err.Error(), k.not) {
 			t.Errorf("%s: %v; want %q", k.name, err, k.want)
 		}
+	}
+}
+
+// TestSpread: --spread's modes as topology spread constraints over the
+// nodes, by the Backend's group label; soft is the default.
+func TestSpread(t *testing.T) {
+	res := environment.Resources{}.WithDefaults()
+	for _, c := range []struct {
+		spread string
+		want   corev1.UnsatisfiableConstraintAction // "": no constraint
+	}{
+		{"", corev1.ScheduleAnyway},
+		{SpreadSoft, corev1.ScheduleAnyway},
+		{SpreadHard, corev1.DoNotSchedule},
+		{SpreadNone, ""},
+	} {
+		p := podSpec("n", "ns", "i", "g", environment.Config{}, res, time.Hour, c.spread, "g1")
+		tsc := p.Spec.TopologySpreadConstraints
+		if c.want == "" {
+			if len(tsc) != 0 {
+				t.Errorf("spread %q: constraints %+v", c.spread, tsc)
+			}
+			continue
+		}
+		if len(tsc) != 1 {
+			t.Fatalf("spread %q: constraints %+v", c.spread, tsc)
+		}
+		k := tsc[0]
+		if k.WhenUnsatisfiable != c.want || k.MaxSkew != 1 || k.TopologyKey != corev1.LabelHostname ||
+			k.LabelSelector.MatchLabels[LabelGroup] != "g1" || len(k.LabelSelector.MatchLabels) != 1 ||
+			*k.NodeTaintsPolicy != corev1.NodeInclusionPolicyHonor {
+			t.Errorf("spread %q: %+v", c.spread, k)
+		}
+	}
+	if err := CheckSpread("wide"); err == nil || !strings.Contains(err.Error(), `"wide"`) {
+		t.Errorf("CheckSpread(wide) = %v", err)
+	}
+	if _, err := environment.Lookup(Name, environment.Options{Spread: "wide"}); err == nil {
+		t.Error("the factory took spread \"wide\"")
+	}
+	b, err := environment.Lookup(Name, environment.Options{Spread: SpreadHard})
+	if err != nil || b.(*Backend).Spread != SpreadHard {
+		t.Errorf("Lookup with spread hard: %v, %v", b, err)
+	}
+	// One group per Backend: the Pods of one eval, not of another.
+	b1, b2 := &Backend{}, &Backend{}
+	first := b1.groupLabel()
+	if again := b1.groupLabel(); again != first || first == b2.groupLabel() {
+		t.Errorf("group labels %q %q %q", first, again, b2.groupLabel())
+	}
+	if errs := validation.IsValidLabelValue(b1.groupLabel()); len(errs) > 0 {
+		t.Errorf("group label %q: %v", b1.groupLabel(), errs)
 	}
 }

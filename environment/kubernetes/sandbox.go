@@ -209,6 +209,7 @@ func (s *sandbox) Explain(ctx context.Context, lastWords <-chan struct{}) []stri
 	case <-time.After(200 * time.Millisecond):
 	}
 	var parts []string
+	node := s.node
 	if err := s.streamErr(); err != nil && !errors.Is(err, context.Canceled) {
 		parts = append(parts, "the attach stream broke: "+err.Error())
 	}
@@ -224,8 +225,51 @@ func (s *sandbox) Explain(ctx context.Context, lastWords <-chan struct{}) []stri
 		if d := podEnded(p); d != "" {
 			parts = append(parts, d)
 		}
+		if p.Spec.NodeName != "" {
+			node = p.Spec.NodeName
+		}
+	}
+	// The node, always: a stream that ended while the Pod still runs is
+	// most often a node whose kubelet stopped (still Ready in the API
+	// until the node monitor's grace period ends).
+	if node != "" {
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		parts = append(parts, s.c.nodeState(nctx, node))
 	}
 	return parts
+}
+
+// nodeState says how a Pod's node is, for an episode that ended: NotReady
+// (its kubelet stopped or lost), cordoned (drained), or answering; where
+// the node may not be read, only its name.
+func (c *cluster) nodeState(ctx context.Context, name string) string {
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "the pod ran on node " + name
+	}
+	var b []string
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+			b = append(b, fmt.Sprintf("is NotReady (%s: %s)", cond.Reason, textcut.Bytes(cond.Message, 200, "…")))
+		}
+	}
+	if n.Spec.Unschedulable {
+		b = append(b, "is cordoned (unschedulable: drained, or being drained)")
+	}
+	if len(b) == 0 {
+		// Ready still: a kubelet that just stopped is NotReady only
+		// after the node monitor's grace period. Ask it through the API
+		// server (where we may: nodes/proxy).
+		err := c.cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/" + name + "/proxy/healthz").Do(ctx).Error()
+		if err != nil && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+			b = append(b, "does not answer: its kubelet is unreachable ("+textcut.Bytes(apiMessage(err), 200, "…")+")")
+		}
+	}
+	if len(b) == 0 {
+		return "the pod ran on node " + name + " (Ready)"
+	}
+	return "the pod's node " + name + " " + strings.Join(b, " and ")
 }
 
 // podEnded describes a Pod that has ended or is ending; "" while it runs.
