@@ -27,27 +27,11 @@ var _ environment.ColdFloorer = (*Backend)(nil)
 // channel, part of agentbox's cold start, not of the runtime's. It is
 // removed (AutoRemove, and here by force) after the time is taken.
 func (b *Backend) ColdFloor(ctx context.Context, cfg environment.Config) (time.Duration, error) {
-	cli, err := NewClient(ctx)
+	cli, image, create, err := floorSetup(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer cli.Close()
-	image := cfg.Image
-	if image == "" {
-		image = DefaultImage
-	}
-	guestBin, err := GuestBinary(cfg.GuestBinary)
-	if err == nil {
-		guestBin, err = guestenv.Staged(guestBin)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
-	}
-	res := cfg.Resources.WithDefaults()
-	if err := res.Validate(); err != nil {
-		return 0, err
-	}
-	create := floorOptions(cfg, image, guestBin, res)
 
 	t := time.Now()
 	cr, err := cli.ContainerCreate(ctx, create)
@@ -79,6 +63,31 @@ func (b *Backend) ColdFloor(ctx context.Context, cfg environment.Config) (time.D
 	}
 }
 
+// floorSetup is what both floors need first: a client, the image, and
+// the container Create would make (floorOptions).
+func floorSetup(ctx context.Context, cfg environment.Config) (*client.Client, string, client.ContainerCreateOptions, error) {
+	image := cfg.Image
+	if image == "" {
+		image = DefaultImage
+	}
+	guestBin, err := GuestBinary(cfg.GuestBinary)
+	if err == nil {
+		guestBin, err = guestenv.Staged(guestBin)
+	}
+	if err != nil {
+		return nil, "", client.ContainerCreateOptions{}, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
+	}
+	res := cfg.Resources.WithDefaults()
+	if err := res.Validate(); err != nil {
+		return nil, "", client.ContainerCreateOptions{}, err
+	}
+	cli, err := NewClient(ctx)
+	if err != nil {
+		return nil, "", client.ContainerCreateOptions{}, err
+	}
+	return cli, image, floorOptions(cfg, image, guestBin, res), nil
+}
+
 // floorOptions is createOptions with `true` as the command and no stdio
 // attached.
 func floorOptions(cfg environment.Config, image, guestBin string, res environment.Resources) client.ContainerCreateOptions {
@@ -99,28 +108,12 @@ var _ environment.DisplayFloorer = (*Backend)(nil)
 // container's stdout, attached before the start as Create attaches), then
 // removed.
 func (b *Backend) DisplayFloor(ctx context.Context, cfg environment.Config) (time.Duration, error) {
-	cli, err := NewClient(ctx)
+	cli, image, create, err := floorSetup(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
 	defer cli.Close()
-	image := cfg.Image
-	if image == "" {
-		image = DefaultImage
-	}
-	guestBin, err := GuestBinary(cfg.GuestBinary)
-	if err == nil {
-		guestBin, err = guestenv.Staged(guestBin)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
-	}
-	res := cfg.Resources.WithDefaults()
-	if err := res.Validate(); err != nil {
-		return 0, err
-	}
 	s := cfg.Screen.OrDefault()
-	create := floorOptions(cfg, image, guestBin, res)
 	create.Name += "-x"
 	create.Config.Cmd = append([]string{"Xvfb"}, xserver.Args(xserver.Config{Width: s.Width, Height: s.Height, Depth: s.Depth}, 1)...)
 	create.Config.AttachStdout = true
