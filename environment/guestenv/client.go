@@ -182,10 +182,14 @@ func (c *Client) wrap(what string, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, wire.ErrClosed):
+		// Before the context's errors: a stream ended by its backend
+		// (a Pod being deleted cancels its attach stream) wraps
+		// context.Canceled too, and is the guest gone, not the caller
+		// giving up (a caller's context ending is never ErrClosed).
+		return fmt.Errorf("%w: %s: the guest's stream ended: %w", environment.ErrGuest, what, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%s: %w", what, err)
-	case errors.Is(err, wire.ErrClosed):
-		return fmt.Errorf("%w: %s: the guest's stream ended: %w", environment.ErrGuest, what, err)
 	case wire.IsCode(err, wire.CodeInvalid), wire.IsCode(err, wire.CodeNotFound), wire.IsCode(err, wire.CodeTimeout):
 		return fmt.Errorf("%s: %w", what, err)
 	}
