@@ -22,7 +22,6 @@ import (
 	"sync"
 	"time"
 
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -55,9 +54,6 @@ const DeadlineEnv = "AGENTBOX_K8S_ACTIVE_DEADLINE"
 const DefaultDeadline = 6 * time.Hour
 
 func init() {
-	// client-go reports a broken stream on klog ("Copying stdout failed")
-	// besides returning it; agentbox says it once, in the run's error.
-	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(context.Context, error, string, ...any) {}}
 	environment.Register(Name, func(opts environment.Options) (environment.Backend, error) {
 		if err := CheckSpread(opts.Spread); err != nil {
 			return nil, err

@@ -267,7 +267,10 @@ func (c *cluster) portForward(t *testing.T, ctx context.Context, target string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	// kubectl's own klog lines (a forwarded connection that ended:
+	// portforward.go "Unhandled Error") go to the test's log, shown when
+	// it fails or with -v, never raw on the terminal.
+	cmd.Stderr = testLog{t}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("kubectl port-forward: %v", err)
 	}
@@ -294,6 +297,16 @@ func (c *cluster) portForward(t *testing.T, ctx context.Context, target string, 
 		t.Fatal("kubectl port-forward said no port within a minute")
 	}
 	return 0
+}
+
+// testLog writes what it is given to t.Log, a line at a time.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Log(l)
+	}
+	return len(p), nil
 }
 
 // waitFor polls ok until it holds or ctx ends (then the test fails with
