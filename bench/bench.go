@@ -319,7 +319,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-func runID() string { return fmt.Sprintf("bench-%d-%d", os.Getpid(), time.Now().UnixNano()) }
+// runID is a run ID of this bench's own ("bench-PID-NANOS"), so that
+// two benches at once never share a container or Pod name, and each one's
+// sandboxes carry its own run label (what the reaper and a run's forced
+// teardown select by).
+func runID() string { return benchID("bench") }
+
+// benchID is prefix made unique to this process and moment.
+func benchID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), time.Now().UnixNano())
+}
 
 func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, full bool) (environment.Environment, error) {
 	env, err := o.Backend.Create(ctx, environment.Config{
@@ -496,7 +505,7 @@ func fullRun(ctx context.Context, o Options, b *app.Bundle, rep *Report) error {
 	}
 	defer os.RemoveAll(dir)
 	res, err := session.Run(ctx, session.Config{
-		RunID: "bench-run", Backend: o.Backend, Env: environment.Config{Image: o.Image},
+		RunID: benchID("bench-run"), Backend: o.Backend, Env: environment.Config{Image: o.Image},
 		App: b, AgentInfo: trace.AgentInfo{Name: "bench"},
 		MaxSteps: o.RunSteps + 1, TraceDir: filepath.Join(dir, "trace"),
 	}, session.Loop{Agent: &moverAgent{n: o.RunSteps}})

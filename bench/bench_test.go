@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -404,5 +406,58 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs (go test -update rewrites it after a deliberate change)\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+// runIDs records the run ID of every sandbox created through it.
+type runIDs struct {
+	*guestenvtest.Backend
+	mu  sync.Mutex
+	ids []string
+}
+
+func (b *runIDs) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
+	b.mu.Lock()
+	b.ids = append(b.ids, cfg.RunID)
+	b.mu.Unlock()
+	return b.Backend.Create(ctx, cfg)
+}
+
+// TestTwoBenchesAtOnce: two benches at once share no run ID, so no
+// container or Pod name (the backends name sandboxes by it) and no run
+// label (the reaper and a run's forced teardown select by it): the full
+// run's included, which once was the fixed "bench-run".
+func TestTwoBenchesAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "game"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command": "game", "window_title": "fake"}`), 0o644)
+	var backends [2]*runIDs
+	errs := make(chan error, 2)
+	for i := range backends {
+		backends[i] = &runIDs{Backend: &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}}
+		o := Options{
+			Backend: backends[i], App: dir, ColdRuns: 1, Samples: 1, RunSteps: 3,
+			Screens: []observe.Screen{{Width: 320, Height: 200, Depth: 24}}, Progress: io.Discard,
+		}
+		go func() { _, err := Run(t.Context(), o); errs <- err }()
+	}
+	for range backends {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	for i, b := range backends {
+		if len(b.ids) < 3 {
+			t.Errorf("bench %d created %d sandboxes: %q", i, len(b.ids), b.ids)
+		}
+		for _, id := range b.ids {
+			if j, ok := seen[id]; ok {
+				t.Errorf("run ID %q used by bench %d and bench %d", id, j, i)
+			}
+			seen[id] = i
+		}
 	}
 }

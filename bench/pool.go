@@ -536,7 +536,7 @@ func poolEval(ctx context.Context, o Options) (*EvalStats, error) {
 	par := max(o.PoolEvalParallel, 1)
 	es := &EvalStats{Episodes: o.PoolEvalEpisodes, Parallel: par, Pool: par}
 	for _, pooled := range []bool{false, true} {
-		eo := eval.Options{Backend: o.Backend, Parallel: par, Out: filepath.Join(dir, fmt.Sprint("out-", pooled)), RunID: fmt.Sprint("bench-eval-", pooled),
+		eo := eval.Options{Backend: o.Backend, Parallel: par, Out: filepath.Join(dir, fmt.Sprint("out-", pooled)), RunID: benchID(fmt.Sprint("bench-eval-", pooled)),
 			Env: environment.Config{Image: o.Image, GuestBinary: o.GuestBinary}}
 		var pst pool.Stats
 		if pooled {

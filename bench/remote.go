@@ -52,7 +52,7 @@ func remoteStep(ctx context.Context, o Options, b *app.Bundle) (*RemoteStats, er
 
 	// In-process: a session driven step by step, as a server drives it.
 	s, err := session.Open(ctx, session.Config{
-		RunID: "bench-inprocess", Backend: o.Backend, Env: environment.Config{Image: o.Image, Screen: screen},
+		RunID: benchID("bench-inprocess"), Backend: o.Backend, Env: environment.Config{Image: o.Image, Screen: screen},
 		App: b, AgentInfo: trace.AgentInfo{Name: "bench"}, Actor: trace.ActorRemote,
 		MaxSteps: 1 << 30, TraceDir: filepath.Join(dir, "inprocess"),
 	})
