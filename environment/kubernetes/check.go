@@ -91,24 +91,14 @@ func (b *Backend) Check(ctx context.Context, cfg environment.Config) []environme
 		add("permissions in "+c.namespace, true, "pods (create, get, watch, list, delete, attach), networkpolicies (create, get)", "")
 	}
 
-	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	var images map[string]int
-	switch {
-	case err != nil:
-		add("nodes", true, "cannot be listed with these credentials ("+apiMessage(err)+"); not needed", "")
-	default:
+	nodes, nodesErr := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if nodesErr != nil {
+		add("nodes", true, "cannot be listed with these credentials ("+apiMessage(nodesErr)+"); not needed", "")
+	} else {
 		ready := 0
-		images = map[string]int{}
 		for _, n := range nodes.Items {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-			for _, im := range n.Status.Images {
-				for _, name := range im.Names {
-					images[name]++
-				}
+			if nodeReady(n) {
+				ready++
 			}
 		}
 		add("nodes", ready > 0, fmt.Sprintf("%d of %d Ready", ready, len(nodes.Items)), "no node is Ready: check the kubelets")
@@ -142,14 +132,71 @@ func (b *Backend) Check(ctx context.Context, cfg environment.Config) []environme
 		return out
 	}
 	add("guest binary", true, "its image is "+ref, "")
-	if images != nil {
-		n := images[ref] + images["docker.io/"+ref] + images["docker.io/library/"+ref]
-		if n > 0 {
-			add("guest image", true, ref+" is on "+plural.S(n, "node"), "")
-		} else {
-			add("guest image", false, ref+" is on no node (nodes list their 50 largest images; a registry may still have it)",
-				"agentbox image build --guest --from "+base+" --save FILE, then load FILE into the cluster (ctr -n k8s.io images import, kind load image-archive), or --push REPO")
-		}
+	if nodesErr == nil {
+		out = append(out, guestImageCheck(base, ref, nodes.Items))
 	}
 	return out
+}
+
+// nodeReady says whether n is Ready.
+func nodeReady(n corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// guestImageCheck says whether the guest image ref (layered on base) is on
+// every node a Pod may be placed on (Ready, not cordoned), from the images
+// the nodes list. The Pods pull only what a node lacks
+// (IfNotPresent): an image loaded into some nodes only (not pushed to a
+// registry) fails with a pull error on the others, so a node without it
+// fails the check, by name.
+func guestImageCheck(base, ref string, nodes []corev1.Node) environment.Check {
+	const name = "guest image"
+	var on, missing []string
+	for _, n := range nodes {
+		if !nodeReady(n) || n.Spec.Unschedulable {
+			continue
+		}
+		if nodeHasImage(n, ref) {
+			on = append(on, n.Name)
+		} else {
+			missing = append(missing, n.Name)
+		}
+	}
+	const lists = "a node lists only its 50 largest images, and a load there only a minute or so later"
+	build := "agentbox image build --guest --from " + base + " (--save FILE for an archive), then "
+	if base == ref { // --image named the guest-layered image itself
+		build = ""
+	}
+	load := build + "scripts/k8s-cluster.sh load " + ref + " (the project's test cluster: into every node); " +
+		"elsewhere load its archive into each node (ctr -n k8s.io images import, kind load image-archive), or push it to a registry the nodes pull from (--push REPO)"
+	switch {
+	case len(missing) == 0 && len(on) == 0:
+		return environment.Check{Name: name, OK: true, Detail: ref + ": no Ready node to look on"}
+	case len(missing) == 0:
+		return environment.Check{Name: name, OK: true, Detail: ref + " is on every Ready node (" + plural.S(len(on), "node") + ")"}
+	case len(on) == 0:
+		return environment.Check{Name: name, Detail: ref + " is on no Ready node (" + lists + "; a registry may still have it)", Fix: load}
+	}
+	return environment.Check{Name: name,
+		Detail: fmt.Sprintf("%s is on %d of %d Ready nodes, not on %s: a Pod placed there fails to pull it unless a registry has it (%s)",
+			ref, len(on), len(on)+len(missing), strings.Join(missing, ", "), lists),
+		Fix: load}
+}
+
+// nodeHasImage says whether n lists ref (as given, or as containerd names
+// a Docker Hub image).
+func nodeHasImage(n corev1.Node, ref string) bool {
+	for _, im := range n.Status.Images {
+		for _, name := range im.Names {
+			if name == ref || name == "docker.io/"+ref || name == "docker.io/library/"+ref {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -13,10 +13,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codegirl-games/agentbox/environment"
@@ -115,6 +117,30 @@ tasks:
 // plugin's) and the guest image.
 func TestDoctor(t *testing.T) {
 	c := newCluster(t, testenv.TestImage)
+	// The guest image was loaded into every node: once each node's
+	// kubelet lists it (its image list lags a load), doctor says so.
+	id, err := images.GuestID(c.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := images.GuestRef(testenv.TestImage, id)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	waitFor(t, ctx, "every node lists "+ref, func() (bool, string) {
+		nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var without []string
+		for _, n := range nodes.Items {
+			if !slices.ContainsFunc(n.Status.Images, func(im corev1.ContainerImage) bool {
+				return slices.Contains(im.Names, "docker.io/"+ref) || slices.Contains(im.Names, ref)
+			}) {
+				without = append(without, n.Name)
+			}
+		}
+		return len(without) == 0, fmt.Sprintf("not listed by %v", without)
+	})
 	stdout, stderr, code := c.run(t, "doctor", "--backend", "kubernetes", "--namespace", c.namespace, "--image", testenv.TestImage)
 	t.Logf("doctor (exit %d):\n%s%s", code, stdout, stderr)
 	for _, want := range []string{"ok   API server", "ok   permissions in " + c.namespace, "NetworkPolicy agentbox-deny-all", "network plugin", "ok   guest binary"} {
@@ -125,6 +151,9 @@ func TestDoctor(t *testing.T) {
 	// Every node Ready, however many the cluster has (make test-k8s: two).
 	if m := regexp.MustCompile(`ok   nodes: (\d+) of (\d+) Ready`).FindStringSubmatch(stdout); m == nil || m[1] != m[2] || m[1] == "0" {
 		t.Errorf("doctor does not say every node is Ready (\"ok   nodes: N of N Ready\"), got %q", m)
+	}
+	if !strings.Contains(stdout, "ok   guest image: "+ref+" is on every Ready node") {
+		t.Errorf("doctor does not say %s is on every Ready node", ref)
 	}
 }
 
