@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/kubernetes"
 )
@@ -123,6 +125,19 @@ func TestResolveBackendCapabilities(t *testing.T) {
 	}
 }
 
+// parsed is the command args name, its flags parsed from the rest of args.
+func parsed(t *testing.T, args ...string) *cobra.Command {
+	t.Helper()
+	cmd, rest, err := newRoot(io.Discard, io.Discard).Find(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return cmd
+}
+
 // TestSpreadFlag: --spread reaches the backend's options for the commands
 // that take it, $AGENTBOX_K8S_SPREAD being its default; a mode it does not
 // know is refused when the flags are parsed, naming the flag.
@@ -138,15 +153,7 @@ func TestSpreadFlag(t *testing.T) {
 		{[]string{"eval"}, "none"},
 		{[]string{"serve"}, "none"},
 	} {
-		root := newRoot(io.Discard, io.Discard)
-		cmd, rest, err := root.Find(c.args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.ParseFlags(rest); err != nil {
-			t.Fatal(err)
-		}
-		if got := backendOptions(cmd).Spread; got != c.want {
+		if got := backendOptions(parsed(t, c.args...)).Spread; got != c.want {
 			t.Errorf("%v: Spread %q, want %q", c.args, got, c.want)
 		}
 	}
@@ -178,14 +185,7 @@ func TestBackendOptions(t *testing.T) {
 		{[]string{"replay"}, "from-env"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			root := newRoot(io.Discard, io.Discard)
-			cmd, rest, err := root.Find(c.args)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.ParseFlags(rest); err != nil {
-				t.Fatal(err)
-			}
+			cmd := parsed(t, c.args...)
 			if got := backendOptions(cmd).Namespace; got != c.want {
 				t.Errorf("Namespace %q, want %q", got, c.want)
 			}
