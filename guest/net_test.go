@@ -45,19 +45,9 @@ func TestCheckNetSetup(t *testing.T) {
 	}
 }
 
-// TestRelay: a TCP connection to the relay's port reaches the unix socket
-// behind it, both ways, with half-closes passed on; the proxy variables
-// name the proxy's port; closing stops listening.
-func TestRelay(t *testing.T) {
-	dir, err := os.MkdirTemp("", "abx-relay-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	ln, err := net.Listen("unix", filepath.Join(dir, "echo.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
+// echoAfter serves ln until the test ends: each connection gets
+// "echo:" and all it sent, once the client has half-closed it.
+func echoAfter(t *testing.T, ln net.Listener) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -72,7 +62,12 @@ func TestRelay(t *testing.T) {
 			}()
 		}
 	}()
-	// A free port on this machine's loopback.
+}
+
+// freePort is a free port on this machine's loopback (the test is skipped
+// where that is below the relay's lowest).
+func freePort(t *testing.T) int {
+	t.Helper()
 	probe, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +77,39 @@ func TestRelay(t *testing.T) {
 	if port < minNetPort {
 		t.Skipf("got port %d", port)
 	}
+	return port
+}
+
+// sayHello sends "hello" to port on the loopback, half-closes, and reads
+// the answer to its end.
+func sayHello(port int) (string, error) {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.Write([]byte("hello"))
+	c.(*net.TCPConn).CloseWrite()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	got, err := io.ReadAll(c)
+	return string(got), err
+}
+
+// TestRelay: a TCP connection to the relay's port reaches the unix socket
+// behind it, both ways, with half-closes passed on; the proxy variables
+// name the proxy's port; closing stops listening.
+func TestRelay(t *testing.T) {
+	dir, err := os.MkdirTemp("", "abx-relay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ln, err := net.Listen("unix", filepath.Join(dir, "echo.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoAfter(t, ln)
+	port := freePort(t)
 	r, err := startNet(&wire.NetSetup{Dir: dir, Listen: []wire.NetListen{{Port: port, Socket: "echo.sock"}}, ProxyPort: port}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -89,16 +117,7 @@ func TestRelay(t *testing.T) {
 	if env := strings.Join(r.env(), " "); !strings.Contains(env, "HTTPS_PROXY=http://127.0.0.1:") || !strings.Contains(env, "NO_PROXY=localhost,127.0.0.1,::1") {
 		t.Errorf("env: %s", env)
 	}
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Write([]byte("hello"))
-	c.(*net.TCPConn).CloseWrite()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	got, err := io.ReadAll(c)
-	c.Close()
-	if err != nil || string(got) != "echo:hello" {
+	if got, err := sayHello(port); err != nil || got != "echo:hello" {
 		t.Fatalf("through the relay: %q, %v", got, err)
 	}
 	r.close()
@@ -125,20 +144,7 @@ func TestRelayChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				b, _ := io.ReadAll(c)
-				c.Write(append([]byte("echo:"), b...))
-				c.Close()
-			}()
-		}
-	}()
+	echoAfter(t, echo)
 	hc := wire.NewConn(hostIn, hostOut)
 	asked := make(chan string, 4)
 	host := wire.NewTunnel(func(m string, s wire.NetStream, p []byte) error {
@@ -154,30 +160,13 @@ func TestRelayChannel(t *testing.T) {
 		hostOut.Close()
 		<-served
 	}()
-	probe, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := probe.Addr().(*net.TCPAddr).Port
-	probe.Close()
-	if port < minNetPort {
-		t.Skipf("got port %d", port)
-	}
+	port := freePort(t)
 	r, err := startNet(&wire.NetSetup{Channel: true, Listen: []wire.NetListen{{Port: port, Socket: "echo.sock"}}}, g.tunnel, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.close()
-	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Write([]byte("hello"))
-	c.(*net.TCPConn).CloseWrite()
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	got, err := io.ReadAll(c)
-	c.Close()
-	if err != nil || string(got) != "echo:hello" {
+	if got, err := sayHello(port); err != nil || got != "echo:hello" {
 		t.Fatalf("over the channel: %q, %v", got, err)
 	}
 	if name := <-asked; name != "echo.sock" || len(asked) != 0 {

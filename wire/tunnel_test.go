@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/codegirl-games/agentbox/internal/testenv"
 )
 
 // tunnelPair is a guest's and a host's tunnel over a real pair of Conns;
@@ -36,31 +38,6 @@ func tunnelPair(t *testing.T, dial func(string) (net.Conn, error)) (guest, host 
 		hr.Close()
 	})
 	return guest, host
-}
-
-// echo listens on the loopback and echoes every connection, half-closing
-// after the client's end.
-func echo(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // through opens a connection to socket over the tunnel: the app's end.
@@ -106,7 +83,7 @@ func waitOpen(t *testing.T, ts ...*Tunnel) {
 // back whole, half-closes pass through, and every connection is
 // forgotten on both sides afterwards.
 func TestTunnelEcho(t *testing.T) {
-	addr := echo(t)
+	addr := testenv.Echo(t).String()
 	var asked sync.Map
 	g, h := tunnelPair(t, func(s string) (net.Conn, error) {
 		asked.Store(s, true)
@@ -161,7 +138,7 @@ func TestTunnelSlowReader(t *testing.T) {
 			sink <- c // never read
 		}
 	}()
-	addr := echo(t)
+	addr := testenv.Echo(t).String()
 	g, h := tunnelPair(t, func(s string) (net.Conn, error) {
 		if s == "stuck" {
 			return net.Dial("tcp", ln.Addr().String())

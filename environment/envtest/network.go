@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image/png"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -87,27 +86,6 @@ func newTestServer(t *testing.T, body string, tls bool) *testServer {
 	return ts
 }
 
-// echoServer answers every connection on the host's loopback with what it
-// was sent.
-func echoServer(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func mustForward(t *testing.T, s string) netpolicy.Forward {
 	t.Helper()
 	f, err := netpolicy.ParseForward(s)
@@ -172,7 +150,7 @@ func (s *suite) testNetworkRefused(t *testing.T) {
 // (the positive control) and nothing else gets out: no proxy, no names,
 // no host service the forward does not name.
 func (s *suite) testNetworkNoRule(t *testing.T) {
-	echo := echoServer(t)
+	echo := testenv.Echo(t).Port
 	web := newTestServer(t, "must not be reached", false)
 	p := &netpolicy.Policy{Forward: []netpolicy.Forward{mustForward(t, "127.0.0.1:"+strconv.Itoa(echo)+":9000")}}
 	webURL := "http://web.test:" + web.port + "/"

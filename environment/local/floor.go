@@ -26,22 +26,10 @@ var _ environment.ColdFloorer = (*Backend)(nil)
 // (where Create makes one) and the info descriptor Create reads the
 // sandbox's init from.
 func (b *Backend) ColdFloor(ctx context.Context, cfg environment.Config) (time.Duration, error) {
-	bw := findBwrap()
-	if bw.err != nil {
-		return 0, bw.err
-	}
-	guestBin, err := GuestBinary(cfg.GuestBinary)
-	if err == nil {
-		guestBin, err = guestenv.Staged(guestBin)
-	}
+	bw, args, err := floorSetup(cfg)
 	if err != nil {
-		return 0, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
-	}
-	res := cfg.Resources.WithDefaults()
-	if err := res.Validate(); err != nil {
 		return 0, err
 	}
-	args := floorArgs(sandboxArgs(bw, cfg, res, guestBin, rlimits(res), nil))
 	cmd := exec.CommandContext(ctx, bw.path, args...)
 	cmd.Env = []string{}
 	cmd.SysProcAttr = sysProcAttr()
@@ -53,6 +41,27 @@ func (b *Backend) ColdFloor(ctx context.Context, cfg environment.Config) (time.D
 			strings.TrimSpace(string(out)), usernsHint(string(out)))
 	}
 	return d, nil
+}
+
+// floorSetup is what both floors start from: bubblewrap, and Create's
+// arguments for cfg running /usr/bin/true (floorArgs).
+func floorSetup(cfg environment.Config) (*bwrapInfo, []string, error) {
+	bw := findBwrap()
+	if bw.err != nil {
+		return bw, nil, bw.err
+	}
+	guestBin, err := GuestBinary(cfg.GuestBinary)
+	if err == nil {
+		guestBin, err = guestenv.Staged(guestBin)
+	}
+	if err != nil {
+		return bw, nil, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
+	}
+	res := cfg.Resources.WithDefaults()
+	if err := res.Validate(); err != nil {
+		return bw, nil, err
+	}
+	return bw, floorArgs(sandboxArgs(bw, cfg, res, guestBin, rlimits(res), nil)), nil
 }
 
 // floorArgs turns Create's bubblewrap arguments into ones that run
@@ -80,27 +89,15 @@ var _ environment.DisplayFloorer = (*Backend)(nil)
 // arguments at cfg's screen (xserver.Args), timed until Xvfb writes its
 // display number on its -displayfd descriptor, then ended.
 func (b *Backend) DisplayFloor(ctx context.Context, cfg environment.Config) (time.Duration, error) {
-	bw := findBwrap()
-	if bw.err != nil {
-		return 0, bw.err
+	bw, args, err := floorSetup(cfg)
+	if err != nil {
+		return 0, err
 	}
 	xvfb, err := hostProgram("Xvfb")
 	if err != nil {
 		return 0, err
 	}
-	guestBin, err := GuestBinary(cfg.GuestBinary)
-	if err == nil {
-		guestBin, err = guestenv.Staged(guestBin)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
-	}
-	res := cfg.Resources.WithDefaults()
-	if err := res.Validate(); err != nil {
-		return 0, err
-	}
 	s := cfg.Screen.OrDefault()
-	args := floorArgs(sandboxArgs(bw, cfg, res, guestBin, rlimits(res), nil))
 	args = append(args[:len(args)-1], append([]string{xvfb}, xserver.Args(xserver.Config{Width: s.Width, Height: s.Height, Depth: s.Depth}, infoFD)...)...)
 	r, w, err := os.Pipe()
 	if err != nil {

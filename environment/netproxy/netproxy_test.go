@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/netpolicy"
 	"github.com/codegirl-games/agentbox/observe"
 )
@@ -345,21 +346,7 @@ func TestRateLimit(t *testing.T) {
 // TestForward: a host service appears through its socket; its bytes are
 // recorded; a forward whose service is down is recorded as such.
 func TestForward(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := testenv.Echo(t).Port
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadPort := dead.Addr().(*net.TCPAddr).Port
 	dead.Close()
