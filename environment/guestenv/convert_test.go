@@ -152,3 +152,24 @@ func BenchmarkBGRXToRGBABytes(b *testing.B) {
 		}
 	}
 }
+
+// TestPixPoolSizes: a pool full of one size's buffers takes another's,
+// the oldest giving way.
+func TestPixPoolSizes(t *testing.T) {
+	p := &pixPool{}
+	for range pixPoolMax {
+		p.put(make([]byte, 1000))
+	}
+	p.put(make([]byte, 2000))
+	if len(p.free) != pixPoolMax || len(p.free[pixPoolMax-1]) != 2000 {
+		t.Fatalf("the pool keeps %d buffers, the newest %d bytes", len(p.free), len(p.free[len(p.free)-1]))
+	}
+	if b := p.get(2000); len(b) != 2000 || len(p.free) != pixPoolMax-1 {
+		t.Fatalf("got %d bytes, %d kept", len(b), len(p.free))
+	}
+	for _, b := range p.free {
+		if len(b) != 1000 {
+			t.Fatalf("a %d-byte buffer left", len(b))
+		}
+	}
+}

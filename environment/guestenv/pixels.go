@@ -62,9 +62,7 @@ func (p *pixPool) get(n int) []byte {
 	for i, f := range p.free {
 		if len(f) == n {
 			b = f
-			p.free[i] = p.free[len(p.free)-1]
-			p.free[len(p.free)-1] = nil
-			p.free = p.free[:len(p.free)-1]
+			p.drop(i)
 			break
 		}
 	}
@@ -86,12 +84,25 @@ func (p *pixPool) get(n int) []byte {
 // finalizer needs an allocation of its own).
 const pixPoolMin = 64 << 10
 
+// put keeps a buffer that came back; when the pool is full, the one kept
+// longest goes (a pool full of another screen size's buffers would
+// otherwise keep this size's out for good).
 func (p *pixPool) put(b []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.free) < pixPoolMax {
-		p.free = append(p.free, b)
+	if len(p.free) >= pixPoolMax {
+		p.drop(0)
 	}
+	p.free = append(p.free, b)
+}
+
+// drop removes the i-th buffer kept, the others keeping their order
+// (oldest first); p.mu is held.
+func (p *pixPool) drop(i int) {
+	last := len(p.free) - 1
+	copy(p.free[i:], p.free[i+1:])
+	p.free[last] = nil
+	p.free = p.free[:last]
 }
 
 // BGRXToRGBA converts 32-bit BGRX pixels (X11's little-endian ZPixmap) to
