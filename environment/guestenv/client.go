@@ -7,7 +7,6 @@ package guestenv
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -46,7 +45,6 @@ type Client struct {
 	mu       sync.Mutex
 	last     *observe.Frame // the newest frame, reused while the screen is unchanged
 	lastHash uint64
-	buf      []byte // decompression buffer
 
 	served chan struct{}
 	logf   func(string)
@@ -499,31 +497,11 @@ func (c *Client) decode(resp *wire.ScreenshotResponse, payload []byte) (*observe
 	if err != nil || n != 4*w*h {
 		return nil, fmt.Errorf("frame payload decodes to %d bytes, want %d (%v)", n, 4*w*h, err)
 	}
-	raw, err := s2.Decode(c.buf[:cap(c.buf)], payload)
+	pix, err := decodeFrame(payload, n)
 	if err != nil {
 		return nil, fmt.Errorf("decompress frame: %w", err)
 	}
-	c.buf = raw
-	pix := make([]byte, 4*w*h)
-	BGRXToRGBA(pix, raw)
 	return &observe.Frame{Width: w, Height: h, Pix: pix, Hash: resp.Hash}, nil
-}
-
-// BGRXToRGBA converts 32-bit BGRX pixels (X11's little-endian ZPixmap) to
-// opaque RGBA.
-// Two pixels at a time, as 64-bit words: B and R swap places, G stays,
-// X becomes opaque (4–5× the speed of a byte at a time).
-func BGRXToRGBA(dst, src []byte) {
-	n := min(len(src), len(dst)) &^ 3
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		v := binary.LittleEndian.Uint64(src[i:])
-		v = (v>>16)&0x000000ff000000ff | v&0x0000ff000000ff00 | (v&0x000000ff000000ff)<<16 | 0xff000000ff000000
-		binary.LittleEndian.PutUint64(dst[i:], v)
-	}
-	for ; i+3 < n; i += 4 {
-		dst[i], dst[i+1], dst[i+2], dst[i+3] = src[i+2], src[i+1], src[i], 0xff
-	}
 }
 
 // Act performs one action in the guest. Errors the action caused come back

@@ -49,6 +49,9 @@ type Guest struct {
 	// Damage makes the guest answer watch as one with DAMAGE: while
 	// watched, it sends a screen event after every act.
 	Damage bool
+	// Pixels, if set, is the screen's content (w×h BGRX pixels) in place
+	// of a blank screen.
+	Pixels func(w, h int) []byte
 }
 
 // Writer writes frames to the host, as the guest.
@@ -193,6 +196,10 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 			_ = json.Unmarshal(m.Body, &req)
 			screen = req.Screen
 			blankResp, blank = Blank(screen.Width, screen.Height)
+			if g.Pixels != nil {
+				blank = bytes.Clone(s2.Encode(nil, g.Pixels(screen.Width, screen.Height)))
+				blankResp.Hash = 2
+			}
 			out = wire.StartResponse{Display: ":1", WM: true}
 		case wire.MethodLaunch:
 			if g.OnLaunch != nil {
