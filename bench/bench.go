@@ -45,7 +45,10 @@ type Options struct {
 	// and measures their memory; PoolEvalEpisodes, when positive, runs
 	// that many mover play-tests with eval and with eval --pool, at
 	// PoolEvalParallel.
-	PoolResets, PoolCapacity           int
+	PoolResets, PoolCapacity int
+	// PoolLaunch has the warm server launch the mover ahead in its
+	// pooled sandboxes (serve --pool-launch).
+	PoolLaunch                         bool
 	PoolEvalEpisodes, PoolEvalParallel int
 	// Forks is how many times a ForkSteps-step mover episode is forked
 	// into ForkCount through serve's API, the Go client timing each

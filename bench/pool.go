@@ -40,6 +40,9 @@ type PoolStats struct {
 	// trace's create + launch, from run.json): what the pool saves,
 	// without the previous episode's teardown.
 	OpenWarm, OpenCold Stats
+	// IdleWarm is how long the app launched ahead had run idle when its
+	// episode began (run.json's app_idle; --pool-launch only).
+	IdleWarm Stats
 	// ResetLoop is the same reset done back to back on the warm server,
 	// without waiting for the pool to refill (a training loop of short
 	// episodes); Loop is the pool's own account of that loop: the share
@@ -96,6 +99,9 @@ type LoopStats struct {
 	Waited           int64
 	WaitP50, WaitP95 float64 // ms
 	Target           int     // the key's target at the end of the loop
+	// Launched counts the warm resets whose app was launched ahead
+	// (--pool-launch).
+	Launched int64
 }
 
 // EvalStats compare eval with and without the pool.
@@ -132,7 +138,7 @@ func startServerOf(ctx context.Context, o Options, appDir, dir string, size, max
 	srv, err := serve.New(serve.Options{
 		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": b}, Tokens: []string{token},
 		Env: environment.Config{Image: o.Image, Screen: observe.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
-		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: envs, Log: io.Discard, Pool: size, PoolMax: max,
+		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: envs, Log: io.Discard, Pool: size, PoolMax: max, PoolLaunch: o.PoolLaunch && size > 0,
 		StartTimeout: 3 * time.Minute,
 	})
 	if err != nil {
@@ -234,7 +240,7 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	ps.ResetLoop = summarize(rl)
 	ls := &LoopStats{Resets: int64(len(rl)), Warm: after.Warm - before.Warm, Cold: after.Cold - before.Cold,
 		RefillP50: ms(after.RefillP50), RefillP95: ms(after.RefillP95), CreateP50: ms(after.CreateP50),
-		Waited: after.Waited - before.Waited, WaitP50: ms(after.WaitP50), WaitP95: ms(after.WaitP95)}
+		Waited: after.Waited - before.Waited, Launched: after.Launched - before.Launched, WaitP50: ms(after.WaitP50), WaitP95: ms(after.WaitP95)}
 	if ls.Resets > 0 {
 		ls.HitRate = float64(ls.Warm) / float64(ls.Resets)
 	}
@@ -270,6 +276,15 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 		return summarize(ds)
 	}
 	ps.OpenWarm, ps.OpenCold = opens(traces[warm]), opens(traces[cold])
+	var idle []time.Duration
+	for _, d := range traces[warm] {
+		if run, err := readTimings(d); err == nil {
+			if ms, ok := run["app_idle"]; ok {
+				idle = append(idle, time.Duration(ms*float64(time.Millisecond)))
+			}
+		}
+	}
+	ps.IdleWarm = summarize(idle)
 	return nil
 }
 
@@ -576,11 +591,17 @@ func (p *PoolStats) print(w io.Writer) {
 		fmt.Fprintf(w, "  from the warm pool:        %s\n", p.ResetWarm)
 		fmt.Fprintf(w, "  cold create:               %s\n", p.ResetCold)
 		fmt.Fprintf(w, "  of which the new episode's create + launch (run.json): pool p50 %s, cold p50 %s\n", FormatMS(p.OpenWarm.P50), FormatMS(p.OpenCold.P50))
+		if p.IdleWarm.N > 0 {
+			fmt.Fprintf(w, "  the app launched ahead (--pool-launch) had run idle: %s\n", p.IdleWarm)
+		}
 	}
 	if l := p.Loop; l != nil && p.ResetLoop.N > 0 {
 		fmt.Fprintf(w, "  back to back, no wait for the pool: %s\n", p.ResetLoop)
 		fmt.Fprintf(w, "  the pool over that loop: %d of %d warm (hit rate %.0f %%), refill p50 %s p95 %s, create p50 %s, the key's target %d\n",
 			l.Warm, l.Resets, 100*l.HitRate, FormatMS(l.RefillP50), FormatMS(l.RefillP95), FormatMS(l.CreateP50), l.Target)
+		if l.Launched > 0 {
+			fmt.Fprintf(w, "  of the warm, %d had the app launched ahead (--pool-launch)\n", l.Launched)
+		}
 		if l.Waited > 0 {
 			fmt.Fprintf(w, "  of the warm, %d waited for a sandbox being made (no idle one): wait p50 %s p95 %s\n", l.Waited, FormatMS(l.WaitP50), FormatMS(l.WaitP95))
 		}

@@ -31,6 +31,7 @@ func newEvalCmd() *cobra.Command {
 		f                  sandboxFlags
 		parallel, episodes int
 		poolSize, poolMax  int
+		poolLaunch         bool
 		modelConcurrency   int
 		asJSON             bool
 		resume             string
@@ -63,7 +64,9 @@ the backend can give on this machine (exit 2).
 its script); --env is added to every task's app (over the task's env).
 --pool N keeps N sandboxes per task warm (display and window manager up,
 no app), so that an episode only starts its app; each serves one episode,
-and the pool is removed when the eval ends. --reset relaunch starts a
+and the pool is removed when the eval ends; --pool-launch also starts the
+task's app in them (an episode then begins with its app running, idle
+until then; not for tasks on a virtual clock). --reset relaunch starts a
 task's episodes after its first in the sandbox of an earlier one, reset in
 place (the app and all it started killed, the home and /tmp restored, the
 display's state reset; the window manager kept), where the backend can.
@@ -92,6 +95,8 @@ agentbox import osworld, needs it.`,
 				return usageErrorf("--episodes must not be negative, got %d", episodes)
 			case poolSize < 0 || poolSize > pool.MaxSize:
 				return usageErrorf("--pool must be between 0 and %d, got %d", pool.MaxSize, poolSize)
+			case poolLaunch && poolSize == 0:
+				return usageErrorf("--pool-launch needs --pool")
 			case poolMax != 0 && poolSize == 0:
 				return usageErrorf("--pool-max needs --pool")
 			case poolMax != 0 && (poolMax < poolSize || poolMax > pool.MaxSize):
@@ -202,7 +207,7 @@ agentbox import osworld, needs it.`,
 				Tree: f.a11yTree, Marks: f.marks, Vault: vt,
 				Policy: so.gate.policy, Approver: so.gate.approver,
 				Progress: stderr, Terminal: isTerminal(stderr), Verbose: f.verbose,
-				Pool: poolSize, PoolMax: poolMax, PoolStats: func(st pool.Stats) {
+				Pool: poolSize, PoolMax: poolMax, PoolLaunch: poolLaunch, PoolStats: func(st pool.Stats) {
 					fmt.Fprintf(stderr, "agentbox: warm pool: %s from the pool, %s cold, %s replaced, %s failed\n",
 						plural.S(int(st.Warm), "episode"), plural.S(int(st.Cold), "start"), plural.Count(int(st.Replaced), "sandbox", "sandboxes"), plural.S(int(st.Failed), "create"))
 				},
@@ -245,6 +250,7 @@ agentbox import osworld, needs it.`,
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
 	fl.IntVar(&modelConcurrency, "model-concurrency", 0, "at most this many model requests in flight over all episodes (model agents), the rest queued; a 429's Retry-After holds them all; each step records its queue wait apart (0: no limit)")
+	fl.BoolVar(&poolLaunch, "pool-launch", false, "also launch the task's app ahead in its pooled sandboxes: an episode from the pool starts with its app running (idle until then)")
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	cf.registerClock(fl, "each episode's app")
 	fl.StringVar(&resetMode, "reset", "fresh", "how a task's next episode starts: fresh (a new sandbox) or relaunch (an earlier episode's sandbox, reset in place)")

@@ -51,6 +51,7 @@ type serveFlags struct {
 	maxUpload           string
 	out                 string
 	pool, poolMax       int
+	poolLaunch          bool
 	live                liveFlag
 }
 
@@ -82,6 +83,11 @@ interrupted, its sandbox is removed, its trace finalised) and exits 0.
 --pool N keeps N sandboxes warm (display and window manager up, no app) for
 each backend, image, screen and limits asked for, so that creating or
 resetting an environment only starts its app; each serves one episode.
+--pool-launch also starts each registered app in its pooled sandboxes, so
+that a fresh episode from the pool is a hand-over: its app has then run
+idle since the sandbox was made (run.json's app.launched_ahead says how
+long); an episode that launches otherwise (a virtual clock, task inputs)
+launches its own.
 
 The API is described at /v1/openapi.json (serve/openapi.json). MCP clients
 connect at /v1/mcp (streamable HTTP) with the same token: each MCP session
@@ -112,6 +118,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.maxUpload, "max-upload", sizeFlag(app.DefaultLimits.MaxBytes), "largest total of an uploaded app's files")
 	fl.StringVar(&f.out, "out", serve.DefaultOut, "directory of the episodes' traces (one per run ID)")
 	fl.IntVar(&f.pool, "pool", 0, "keep this many sandboxes warm (display and window manager up) per backend, image, screen and limits, so an episode only launches its app (0: none)")
+	fl.BoolVar(&f.poolLaunch, "pool-launch", false, "also launch each registered app ahead in its pooled sandboxes: a fresh episode from the pool starts with its app running (idle until then)")
 	fl.IntVar(&f.poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all its keys (default %d × --pool)", pool.DefaultMaxPerSize))
 	f.live.register(fl, "every environment's episodes (a grid)")
 	f.index.register(fl)
@@ -311,6 +318,9 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 	if f.poolMax > 0 && f.poolMax < f.pool {
 		return o, usageErrorf("--pool-max %d is below --pool %d", f.poolMax, f.pool)
 	}
+	if f.poolLaunch && f.pool == 0 {
+		return o, usageErrorf("--pool-launch needs --pool")
+	}
 	if f.poolMax > 0 && f.pool == 0 {
 		return o, usageErrorf("--pool-max needs --pool")
 	}
@@ -320,7 +330,7 @@ func (f serveFlags) options(cmd *cobra.Command) (serve.Options, error) {
 		UploadsInProgress: f.uploadsInProgress, UploadTimeout: f.uploadTimeout,
 		MaxSteps: f.maxSteps, Timeout: f.timeout, StartTimeout: f.startTimeout, MaxRate: f.maxRate, LogCap: so.logCap, ReadyTimeout: f.readyTimeout, Settle: so.settle,
 		UploadLimits: app.Limits{MaxFiles: app.DefaultLimits.MaxFiles, MaxBytes: min(maxUpload, int64(res.TmpfsMB)<<20*3/4)},
-		Out:          f.out, AllowedHosts: f.allowHosts, Log: cmd.ErrOrStderr(), Pool: f.pool, PoolMax: f.poolMax,
+		Out:          f.out, AllowedHosts: f.allowHosts, Log: cmd.ErrOrStderr(), Pool: f.pool, PoolMax: f.poolMax, PoolLaunch: f.poolLaunch,
 		RunID: func(name string) string {
 			return newRunID(&app.Bundle{Manifest: app.Manifest{Command: name}, InImage: true})
 		},

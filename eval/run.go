@@ -88,6 +88,9 @@ type Options struct {
 	// app. PoolMax bounds them over all tasks (default 4×Pool). The pool's
 	// sandboxes are removed when Run returns.
 	Pool, PoolMax int
+	// PoolLaunch launches each task's app ahead in its pooled sandboxes
+	// (pool.Options.Launch).
+	PoolLaunch bool
 	// PoolStats, when set, is told the pool's counts when Run ends.
 	PoolStats func(pool.Stats)
 
@@ -459,7 +462,7 @@ func finishSummary(sum *Summary, s *Suite, eps []*Episode, o Options) (*Summary,
 
 // startPool makes the warm pool and warms every task's sandbox.
 func startPool(s *Suite, tasks map[string]*Task, bundles map[string]*app.Bundle, o Options) (*pool.Pool, error) {
-	pl, err := pool.New(pool.Options{Size: o.Pool, Max: o.PoolMax, MaxKeys: max(len(s.Tasks), pool.DefaultMaxKeys), RunID: o.RunID + "-pool",
+	pl, err := pool.New(pool.Options{Size: o.Pool, Max: o.PoolMax, MaxKeys: max(len(s.Tasks), pool.DefaultMaxKeys), RunID: o.RunID + "-pool", Launch: o.PoolLaunch,
 		Log: func(format string, args ...any) {
 			fmt.Fprintf(o.Progress, "agentbox: %s\n", termsafe.Line(fmt.Sprintf(format, args...)))
 		}})

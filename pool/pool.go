@@ -18,6 +18,21 @@
 // that app's episodes; a key asked for by a second app stages nothing
 // from then on and its staged sandboxes are replaced.
 //
+// With Options.Launch (serve, eval and bench --pool-launch), such a key
+// also has its app launched in its sandboxes as they are created: the
+// app starts and runs idle until an episode takes the sandbox, which
+// then launches nothing, its first observation its first look at the
+// running app. This changes what a fresh episode is (its app has run,
+// with no input, since the sandbox was made; the trace records how
+// long: run.json's app.launched_ahead), so it is opt-in. A sandbox with
+// its app running is handed only to an episode that would launch the
+// same app the same way (session.SameLaunch: the same files, manifest,
+// log cap and task inputs, no virtual clock); a claim that would launch
+// otherwise takes a plain sandbox or is created cold, its trace says
+// why, and the key launches nothing ahead from then on. An app that ends
+// while its sandbox is idle (its exit reaches the sandbox's held events)
+// has the sandbox replaced, never handed out.
+//
 // TakeWait, when the key has no idle sandbox but one being created that
 // no one waits for yet, waits for that create instead of letting the
 // caller create another cold: on a busy machine the create under way
@@ -83,6 +98,10 @@ type Options struct {
 	// episode that just took one (its staging and launch); a key with
 	// none left is refilled at once.
 	RefillDelay time.Duration
+	// Launch launches the app ahead in the sandboxes of a key that one
+	// app asks for (see the package's doc): an opt-in, since the app then
+	// runs idle before its episode begins.
+	Launch bool
 	// KeyIdle drops a key (and closes its idle sandboxes) nobody asked
 	// for in this long (default 10m); keys given to Warm stay.
 	KeyIdle time.Duration
@@ -222,6 +241,7 @@ type Pool struct {
 	replaced int64
 	failed   int64
 	dropped  int64 // claims that found no room for their key (MaxKeys)
+	launched int64 // warm claims handed a sandbox with their app running (Launch)
 	waited   int64 // warm claims that waited for a create under way (TakeWait)
 	// waits: how long those claims waited (the newest).
 	waits []time.Duration
@@ -276,6 +296,12 @@ type keyState struct {
 	// where it has files.
 	first *app.Bundle
 	mixed bool
+	// launch is what new sandboxes of the key launch ahead (Launch): the
+	// first asker's launch, while the key is not mixed and no claim has
+	// asked for another (launchOff says why it stopped).
+	launch           *environment.LaunchSpec
+	launchOff        string
+	creatingLaunched int // creates under way that launch the app
 	// waiters are TakeWait's claims waiting for a create under way,
 	// oldest first; each is handed the next sandbox created (nil: none
 	// will come, create one cold).
@@ -295,6 +321,14 @@ func (ks *keyState) stageLocked() *app.Bundle {
 		return nil
 	}
 	return ks.first
+}
+
+// launchLocked is what new sandboxes of ks launch ahead; nil for none.
+func (p *Pool) launchLocked(ks *keyState) *environment.LaunchSpec {
+	if !p.o.Launch || ks.mixed || ks.launchOff != "" {
+		return nil
+	}
+	return ks.launch
 }
 
 // stager is an environment that can stage an app ahead of its launch
@@ -348,8 +382,12 @@ func (ks *keyState) targetLocked(size, most int, now time.Time) int {
 }
 
 type member struct {
-	env      environment.Environment
-	staged   *app.Bundle // the app staged in it ahead; nil for none
+	env    environment.Environment
+	staged *app.Bundle // the app staged in it ahead; nil for none
+	// launched is the app launched in it ahead (Launch); appDone is
+	// closed when that app's exit arrives while the sandbox is idle.
+	launched *session.Launched
+	appDone  <-chan struct{}
 	ks       *keyState
 	relay    *session.Relay
 	created  time.Duration
@@ -390,8 +428,37 @@ func (p *Pool) Warm(cfg session.Config) error {
 		return fmt.Errorf("pool: already %d keys (the most)", p.o.MaxKeys)
 	}
 	p.noteAppLocked(ks, cfg.App)
+	p.noteLaunchLocked(ks, cfg)
 	p.kick()
 	return nil
+}
+
+// noteLaunchLocked records the launch cfg's episode would make: the
+// key's first launches ahead (Launch), and one that differs stops that
+// for the key. It returns why cfg may not take a sandbox with its app
+// running ("" when it may).
+func (p *Pool) noteLaunchLocked(ks *keyState, cfg session.Config) string {
+	if !p.o.Launch {
+		return ""
+	}
+	spec, err := session.LaunchAheadSpec(cfg)
+	why := ""
+	switch {
+	case err != nil:
+		why = err.Error()
+	case ks.mixed:
+		why = "more than one app asks for its sandboxes"
+	case ks.launch == nil && ks.launchOff == "":
+		ks.launch = &spec
+		return ""
+	case ks.launch != nil:
+		why = session.LaunchMismatch(*ks.launch, spec)
+	}
+	if why != "" && ks.launchOff == "" {
+		ks.launchOff = why
+		p.o.Log("pool: %s: no longer launching the app ahead: %s", ks.key, why)
+	}
+	return why
 }
 
 // noteAppLocked records that b asked for ks: a second app makes the key
@@ -410,17 +477,26 @@ func (p *Pool) noteAppLocked(ks *keyState, b *app.Bundle) {
 	}
 	ks.mixed = true
 	for _, m := range append([]*member(nil), ks.idle...) {
-		if m.staged != nil {
+		if m.staged != nil || m.launched != nil {
 			ks.removeLocked(m)
 			p.replaceLocked(ks, m, "the key is asked for by more than one app: its sandboxes are no longer staged ahead")
 		}
 	}
 }
 
-// fits reports whether m may serve an episode of b: it has no app staged,
-// or b's.
-func (m *member) fits(b *app.Bundle) bool {
-	return m.staged == nil || m.staged.SameFiles(b)
+// fits reports whether m may serve an episode of b that would launch with
+// spec (nil: one that may not take an app launched ahead): it has no app
+// staged, or b's, and no app launched, or the same launch.
+func (m *member) fits(b *app.Bundle, spec *environment.LaunchSpec) bool {
+	if m.staged != nil && !m.staged.SameFiles(b) {
+		return false
+	}
+	return m.launched == nil || spec != nil && session.SameLaunch(m.launched.Spec, *spec)
+}
+
+// prepared is m handed to an episode.
+func (m *member) prepared() *session.Prepared {
+	return &session.Prepared{Env: m.env, Events: m.relay, Created: m.created, Launched: m.launched}
 }
 
 // Take hands cfg a warm sandbox of its key as cfg.Prepared and reports
@@ -438,11 +514,16 @@ func (p *Pool) Take(cfg *session.Config) bool {
 // create (until it ends, or ctx does) rather than report false at once.
 // A create that fails, a Close or ctx's end report false: create one
 // cold.
-func (p *Pool) TakeWait(ctx context.Context, cfg *session.Config) bool {
+func (p *Pool) TakeWait(ctx context.Context, cfg *session.Config) (ok bool) {
 	ok, w := p.take(cfg, true)
 	if ok || w == nil {
 		return ok
 	}
+	defer func() {
+		if !ok && p.o.Launch && cfg.NotLaunchedAhead == "" {
+			cfg.NotLaunchedAhead = "no idle sandbox had the app running, and none came: created cold"
+		}
+	}()
 	var m *member
 	select {
 	case m = <-w.ch:
@@ -467,7 +548,10 @@ func (p *Pool) TakeWait(ctx context.Context, cfg *session.Config) bool {
 	if m == nil {
 		return false // counted cold where it was decided
 	}
-	cfg.Prepared = &session.Prepared{Env: m.env, Events: m.relay, Created: m.created}
+	cfg.Prepared = m.prepared()
+	if m.launched == nil && p.o.Launch && cfg.NotLaunchedAhead == "" {
+		cfg.NotLaunchedAhead = "the sandbox it waited for was made without the app"
+	}
 	return true
 }
 
@@ -494,19 +578,30 @@ func (p *Pool) take(cfg *session.Config, wait bool) (ok bool, w *waiter) {
 	}
 	defer p.kick()
 	p.noteAppLocked(ks, cfg.App)
+	why := p.noteLaunchLocked(ks, *cfg)
+	var spec *environment.LaunchSpec // the claim's launch, when it may take one launched ahead
+	if p.o.Launch && why == "" {
+		if sp, err := session.LaunchAheadSpec(*cfg); err == nil {
+			spec = &sp
+		}
+	}
 	ks.noteTakeLocked(time.Now())
 	for {
 		// One whose liveness check is in flight is handed out too (the
 		// check's answer is then dropped): a ping that a busy machine
 		// answers slowly must not turn a warm sandbox into a cold start.
-		// Ones staged with cfg's app go first, then ones not being
-		// checked, then the oldest; one staged with another app never.
+		// Ones with cfg's app launched go first, then ones staged with
+		// it, then ones not being checked, then the oldest; one staged
+		// with another app, or launched otherwise, never.
 		i, best := -1, -1
 		for j, m := range ks.idle {
-			if !m.fits(cfg.App) {
+			if !m.fits(cfg.App, spec) {
 				continue
 			}
 			score := 0
+			if m.launched != nil {
+				score += 4
+			}
 			if m.staged != nil {
 				score += 2
 			}
@@ -523,16 +618,30 @@ func (p *Pool) take(cfg *session.Config, wait bool) (ok bool, w *waiter) {
 		m := ks.idle[i]
 		ks.idle = append(ks.idle[:i], ks.idle[i+1:]...)
 		if m.dead() {
-			p.replaceLocked(ks, m, "it ended while idle")
+			p.replaceLocked(ks, m, m.deadWhy())
 			continue
 		}
 		ks.warm++
 		p.warm++
 		ks.taken = time.Now()
-		cfg.Prepared = &session.Prepared{Env: m.env, Events: m.relay, Created: m.created}
+		cfg.Prepared = m.prepared()
+		if m.launched != nil {
+			p.launched++
+		} else if p.o.Launch {
+			cfg.NotLaunchedAhead = notLaunched(why, "no idle sandbox had the app running")
+		}
 		return true, nil
 	}
-	if wait && ks.creating > len(ks.waiters) {
+	if p.o.Launch {
+		cfg.NotLaunchedAhead = notLaunched(why, "no idle sandbox had the app running: created cold")
+	}
+	// A claim that may not take an app launched ahead waits only when no
+	// create under way launches one (it would be handed one it cannot
+	// use).
+	if wait && ks.creating > len(ks.waiters) && (spec != nil || ks.creatingLaunched == 0) {
+		if p.o.Launch && spec != nil {
+			cfg.NotLaunchedAhead = "" // the sandbox it waits for says
+		}
 		w := &waiter{ch: make(chan *member, 1), since: time.Now()}
 		ks.waiters = append(ks.waiters, w)
 		return false, w
@@ -540,6 +649,15 @@ func (p *Pool) take(cfg *session.Config, wait bool) (ok bool, w *waiter) {
 	ks.cold++
 	p.cold++
 	return false, nil
+}
+
+// notLaunched is why a claim was not handed an app launched ahead: its
+// own launch's reason, else the pool's.
+func notLaunched(why, pools string) string {
+	if why != "" {
+		return "the episode's launch differs from the one launched ahead: " + why
+	}
+	return pools
 }
 
 // keyOfWaiterLocked is the key w still waits on; nil once it was answered.
@@ -578,6 +696,9 @@ func (p *Pool) answerLocked(ks *keyState, m *member) bool {
 		ks.warm++
 		p.warm++
 		p.waited++
+		if m.launched != nil {
+			p.launched++
+		}
 		p.waits = appendBounded(p.waits, time.Since(w.since))
 		ks.taken = time.Now()
 	}
@@ -596,22 +717,39 @@ func (p *Pool) giveBackLocked(m *member) {
 	ks.warm--
 	p.warm--
 	p.waited--
+	if m.launched != nil {
+		p.launched--
+	}
 	ks.cold++
 	p.cold++
 	ks.idle = append([]*member{m}, ks.idle...)
-	if m.done != nil {
+	if m.done != nil || m.appDone != nil {
 		p.closing.Add(1)
 		go p.watch(ks, m)
 	}
 }
 
-// dead reports whether the member's sandbox has ended, without waiting.
+// dead reports whether the member's sandbox, or the app launched in it,
+// has ended, without waiting.
 func (m *member) dead() bool {
-	if m.done == nil {
+	return closedNow(m.done) || closedNow(m.appDone)
+}
+
+// deadWhy says how a dead member ended.
+func (m *member) deadWhy() string {
+	if closedNow(m.appDone) && !closedNow(m.done) {
+		return "its app, launched ahead, ended while idle"
+	}
+	return "it ended while idle"
+}
+
+// closedNow reports whether ch (nil: never) is closed, without waiting.
+func closedNow(ch <-chan struct{}) bool {
+	if ch == nil {
 		return false
 	}
 	select {
-	case <-m.done:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -740,8 +878,12 @@ func (p *Pool) startCreates() {
 		}
 		best.creating++
 		p.creating++
+		launch := p.launchLocked(best)
+		if launch != nil {
+			best.creatingLaunched++
+		}
 		p.closing.Add(1)
-		go p.create(best, best.stageLocked())
+		go p.create(best, best.stageLocked(), launch)
 	}
 	if retry > 0 {
 		time.AfterFunc(retry, p.kick)
@@ -759,8 +901,9 @@ func (p *Pool) sortedKeysLocked() []*keyState {
 	return out
 }
 
-// create makes one sandbox for ks, with stage staged in it (nil: none).
-func (p *Pool) create(ks *keyState, stage *app.Bundle) {
+// create makes one sandbox for ks, with stage staged in it (nil: none)
+// and launch's app launched in it (nil: none).
+func (p *Pool) create(ks *keyState, stage *app.Bundle, launch *environment.LaunchSpec) {
 	defer p.closing.Done()
 	relay := session.NewRelay()
 	cfg := ks.cfg
@@ -781,13 +924,34 @@ func (p *Pool) create(ks *keyState, stage *app.Bundle) {
 			stage = nil
 		}
 	}
-	cancel()
 	created := time.Since(t)
+	var launched *session.Launched
+	var appDone <-chan struct{}
+	if err == nil && launch != nil {
+		// The app's events (its output, its exit) are held for the
+		// episode that takes the sandbox; an exit meanwhile closes
+		// appDone, and the sandbox is replaced.
+		appDone = relay.Hold()
+		lt := time.Now()
+		var lr environment.LaunchResult
+		if lr, err = env.Launch(ctx, *launch); err != nil {
+			err = fmt.Errorf("launching %s ahead: %w", launch.App.Target, err)
+			cctx, ccancel := context.WithTimeout(context.Background(), p.o.CloseTimeout)
+			_ = env.Close(cctx)
+			ccancel()
+		} else {
+			launched = &session.Launched{Spec: *launch, Result: lr, Started: lt, Took: time.Since(lt)}
+		}
+	}
+	cancel()
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ks.creating--
 	p.creating--
+	if launch != nil {
+		ks.creatingLaunched--
+	}
 	defer p.kick()
 	if err != nil {
 		if p.closed {
@@ -821,19 +985,26 @@ func (p *Pool) create(ks *keyState, stage *app.Bundle) {
 		p.refills = appendBounded(p.refills, now.Sub(ks.waiting[0]))
 		ks.waiting = ks.waiting[1:]
 	}
-	m := &member{env: env, relay: relay, created: created, since: now, staged: stage, ks: ks}
+	m := &member{env: env, relay: relay, created: created, since: now, staged: stage, launched: launched, appDone: appDone, ks: ks}
 	if l, ok := env.(environment.Liveness); ok {
 		m.done = l.Done()
 	}
-	if p.closed || p.keys[ks.key] != ks || stage != nil && ks.mixed {
+	if p.closed || p.keys[ks.key] != ks || (stage != nil || launched != nil) && ks.mixed {
 		p.closeLocked(m) // closed or dropped meanwhile, or staged with an app the key no longer stages
+		return
+	}
+	if m.dead() {
+		p.replaceLocked(ks, m, m.deadWhy())
+		for len(ks.waiters) > ks.creating {
+			p.answerLocked(ks, nil)
+		}
 		return
 	}
 	if p.answerLocked(ks, m) {
 		return // a claim waited for it (TakeWait)
 	}
 	ks.idle = append(ks.idle, m)
-	if m.done != nil {
+	if m.done != nil || m.appDone != nil {
 		p.closing.Add(1)
 		go p.watch(ks, m)
 	}
@@ -843,7 +1014,8 @@ func (p *Pool) create(ks *keyState, stage *app.Bundle) {
 func (p *Pool) watch(ks *keyState, m *member) {
 	defer p.closing.Done()
 	select {
-	case <-m.done:
+	case <-m.done: // a nil channel never fires
+	case <-m.appDone:
 	case <-p.ctx.Done():
 		return
 	}
@@ -854,7 +1026,7 @@ func (p *Pool) watch(ks *keyState, m *member) {
 	}
 	if ks.holdsLocked(m) { // else taken (its session owns it) or removed already
 		ks.removeLocked(m)
-		p.replaceLocked(ks, m, "it ended while idle")
+		p.replaceLocked(ks, m, m.deadWhy())
 	}
 }
 
@@ -999,9 +1171,12 @@ type Stats struct {
 	Failed   int64 `json:"failed"`
 	// Waited counts the warm claims that waited for a create under way
 	// (TakeWait); WaitP50 and WaitP95 are how long, over the newest.
-	Waited  int64         `json:"waited"`
-	WaitP50 time.Duration `json:"wait_p50_ns"`
-	WaitP95 time.Duration `json:"wait_p95_ns"`
+	Waited int64 `json:"waited"`
+	// Launched counts the warm claims handed a sandbox with their app
+	// running (Options.Launch).
+	Launched int64         `json:"launched"`
+	WaitP50  time.Duration `json:"wait_p50_ns"`
+	WaitP95  time.Duration `json:"wait_p95_ns"`
 	// HitRate is Warm / (Warm + Cold): the share of claims served warm
 	// (those that waited included).
 	HitRate float64 `json:"hit_rate"`
@@ -1034,7 +1209,7 @@ func (p *Pool) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Stats{Size: p.o.Size, Max: p.o.Max, Creating: p.creating, Warm: p.warm, Cold: p.cold, Replaced: p.replaced, Failed: p.failed,
-		Waited: p.waited, WaitP50: percentile(p.waits, 0.5), WaitP95: percentile(p.waits, 0.95),
+		Waited: p.waited, Launched: p.launched, WaitP50: percentile(p.waits, 0.5), WaitP95: percentile(p.waits, 0.95),
 		RefillP50: percentile(p.refills, 0.5), RefillP95: percentile(p.refills, 0.95), CreateP50: percentile(p.creates, 0.5)}
 	if n := p.warm + p.cold; n > 0 {
 		st.HitRate = float64(p.warm) / float64(n)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -216,6 +217,111 @@ func TestRealPool(t *testing.T) {
 				if data, _ := os.ReadFile(filepath.Join(res.TraceDir, "stdout.log")); len(data) == 0 {
 					t.Errorf("episode %d: the app's output did not reach the trace", ep)
 				}
+			}
+			if err := p.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			closed = true
+			if left := mine(t, rb.backend); len(left) != 0 {
+				t.Errorf("after Close: %d sandboxes of this process left: %+v", len(left), left)
+			}
+		})
+	}
+}
+
+// TestRealPoolLaunchAhead, on each real backend: a pool that launches
+// the mover ahead hands out a sandbox with the app running: the episode
+// launches nothing, its first observation is the mover's window, a key
+// press moves the square, the output the app printed while idle reaches
+// the trace, and run.json says how long the app ran idle. Close leaves
+// none of this process's sandboxes behind.
+func TestRealPoolLaunchAhead(t *testing.T) {
+	for _, rb := range realBackends() {
+		t.Run(rb.name, func(t *testing.T) {
+			rb.require(t)
+			testenv.Require(t, testenv.Slow("creates real sandboxes"))
+			if n := len(mine(t, rb.backend)); n != 0 {
+				t.Fatalf("%d sandboxes of this process before the test", n)
+			}
+			guest := testenv.Build(t, "./cmd/agentbox")
+			bundle := moverBundle(t)
+			p, err := pool.New(pool.Options{Size: 1, RunID: "pool-launch-" + strconv.Itoa(os.Getpid()), Launch: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := false
+			t.Cleanup(func() {
+				if !closed {
+					p.Close(context.Background())
+				}
+			})
+			base := session.Config{Backend: rb.backend, App: bundle, Env: environment.Config{Image: rb.image, GuestBinary: guest}}
+			if err := p.Warm(base); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+			defer cancel()
+			if err := p.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cfg := base
+			cfg.RunID = "pool-launch-episode"
+			cfg.TraceDir = filepath.Join(t.TempDir(), "trace")
+			cfg.Actor = trace.ActorRemote
+			if !p.Take(&cfg) {
+				t.Fatalf("no warm sandbox: %+v", p.Stats())
+			}
+			if cfg.Prepared.Launched == nil {
+				t.Fatalf("the sandbox was handed out without the app launched ahead: %q", cfg.NotLaunchedAhead)
+			}
+			s, err := session.Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := s.Observe(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.Screen == nil || first.Ended != nil {
+				t.Fatalf("the first observation: screen %v, ended %v", first.Screen != nil, first.Ended)
+			}
+			if _, err := s.Act(ctx, session.Step{Actor: trace.ActorRemote, Action: action.Action{Kind: action.KeyDown, Key: "Right"}}); err != nil {
+				t.Fatal(err)
+			}
+			moved := false
+			for i := 0; i < 200 && !moved; i++ {
+				if _, err := s.Act(ctx, session.Step{Actor: trace.ActorRemote, Action: action.Action{Kind: action.Wait, MS: 50}}); err != nil {
+					t.Fatal(err)
+				}
+				obs, err := s.Observe(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				moved = obs.Screen != nil && obs.Screen.Hash != first.Screen.Hash
+			}
+			res := s.Close(ctx, session.End{Outcome: trace.Success, Reason: trace.ReasonDone, Message: "test"})
+			if !moved {
+				t.Errorf("the square did not move: the app launched ahead does not take input")
+			}
+			tr, err := trace.Open(res.TraceDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			la := tr.Run.App.LaunchedAhead
+			if la == nil || !la.Launched || la.Started.IsZero() || la.ReadyMS <= 0 {
+				t.Errorf("run.json's launched_ahead: %+v, want the launch ahead with its start and time", la)
+			}
+			if _, ok := tr.Run.Timings["launch"]; ok {
+				t.Errorf("the episode launched the app itself: %v", tr.Run.Timings)
+			}
+			if _, ok := tr.Run.Timings["app_idle"]; !ok {
+				t.Errorf("no app_idle timing: %v", tr.Run.Timings)
+			}
+			if tr.Run.App.PID == 0 {
+				t.Errorf("run.json names no PID for the app launched ahead")
+			}
+			if data, _ := os.ReadFile(filepath.Join(res.TraceDir, "stdout.log")); !strings.Contains(string(data), "mover: ready") {
+				t.Errorf("the output the app printed while idle did not reach the trace: %q", data)
 			}
 			if err := p.Close(ctx); err != nil {
 				t.Fatal(err)

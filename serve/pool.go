@@ -18,7 +18,7 @@ import (
 func (s *Server) startPool() error {
 	runID := "serve-pool-" + randomID(3)
 	p, err := pool.New(pool.Options{
-		Size: s.o.Pool, Max: s.o.PoolMax, RunID: runID,
+		Size: s.o.Pool, Max: s.o.PoolMax, RunID: runID, Launch: s.o.PoolLaunch,
 		// A pooled sandbox's removal runs in the background and may
 		// wait out its backend's outage (a Kubernetes API server
 		// restarting breaks every Pod's stream at once, and the Pods can
@@ -36,14 +36,20 @@ func (s *Server) startPool() error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		err := p.Warm(session.Config{Backend: s.o.Backends[0], Env: s.o.Env, App: s.o.Apps[name]})
+		// The launch an episode makes (its log cap, its ready timeout),
+		// so that the pool's own launch ahead is the same.
+		err := p.Warm(session.Config{Backend: s.o.Backends[0], Env: s.o.Env, App: s.o.Apps[name], LogCap: s.o.LogCap, ReadyTimeout: s.o.ReadyTimeout})
 		if err != nil {
 			s.logf("pool: not warming %s: %v", name, err)
 		}
 	}
 	s.pool = p
 	st := p.Stats()
-	s.logf("warm pool: %d sandboxes per key, at most %d over all keys; their run IDs are %s-N", st.Size, st.Max, runID)
+	launch := ""
+	if s.o.PoolLaunch {
+		launch = ", each app launched ahead"
+	}
+	s.logf("warm pool: %d sandboxes per key, at most %d over all keys%s; their run IDs are %s-N", st.Size, st.Max, launch, runID)
 	return nil
 }
 
@@ -87,7 +93,7 @@ func (s *Server) poolInfo() *api.Pool {
 	}
 	st := s.pool.Stats()
 	return &api.Pool{Size: st.Size, Max: st.Max, Keys: len(st.Keys), Idle: st.Idle, Creating: st.Creating,
-		Warm: st.Warm, Cold: st.Cold, Replaced: st.Replaced, Failed: st.Failed, HitRate: st.HitRate,
+		Warm: st.Warm, Cold: st.Cold, Launched: st.Launched, Replaced: st.Replaced, Failed: st.Failed, HitRate: st.HitRate,
 		RefillP50MS: msOf(st.RefillP50), RefillP95MS: msOf(st.RefillP95), CreateP50MS: msOf(st.CreateP50)}
 }
 

@@ -77,3 +77,59 @@ func TestPooledEpisodes(t *testing.T) {
 		t.Errorf("%d sandboxes removed, want %d", closed, want)
 	}
 }
+
+// TestPooledEpisodesLaunchedAhead: with --pool-launch, the pooled
+// sandboxes have the app running; a create and each reset take one over
+// without launching (run.json's launched_ahead says so, with how long
+// the app ran idle), the first observation comes back, GET /v1/server
+// counts them launched, and the shutdown removes every sandbox.
+func TestPooledEpisodesLaunchedAhead(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.Pool = 2; o.PoolLaunch = true })
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := h.srv.pool.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := h.create("", "")
+	traces := []string{e.Trace}
+	for range 2 {
+		a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset?observe=png"})
+		if a.status != 200 {
+			t.Fatalf("reset: %d %s", a.status, a.body)
+		}
+		var r api.ResetResponse
+		json.Unmarshal(a.body, &r)
+		if r.Observation == nil || r.Observation.Screenshot == "" || !r.Observation.Running {
+			t.Fatalf("reset: no first observation: %s", a.body)
+		}
+		traces = append(traces, r.Environment.Trace)
+		if err := h.srv.pool.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := h.do(req{method: "GET", path: "/v1/server"})
+	var info api.Server
+	json.Unmarshal(a.body, &info)
+	if p := info.Pool; p == nil || p.Warm != 3 || p.Launched != 3 || p.Cold != 0 {
+		t.Errorf("GET /v1/server: pool %+v, want 3 warm, all launched ahead", p)
+	}
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, dir := range traces {
+		tr, err := trace.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if la := tr.Run.App.LaunchedAhead; la == nil || !la.Launched || la.Started.IsZero() {
+			t.Errorf("episode %d: launched_ahead %+v, want the app launched ahead", i+1, la)
+		}
+		if _, ok := tr.Run.Timings["launch"]; ok {
+			t.Errorf("episode %d launched its app itself: %v", i+1, tr.Run.Timings)
+		}
+	}
+	errs, closed := h.backend.GuestErrors()
+	if len(errs) != closed {
+		t.Errorf("%d sandboxes created, %d removed after the shutdown", len(errs), closed)
+	}
+}

@@ -120,6 +120,11 @@ type Options struct {
 	// from the start; other keys once a client asks for them. PoolMax
 	// bounds the pooled sandboxes over all keys (default 4×Pool).
 	Pool, PoolMax int
+	// PoolLaunch launches each registered app ahead in its pooled
+	// sandboxes (pool.Options.Launch): a fresh episode from the pool
+	// starts with its app running, idle since its sandbox was made. An
+	// opt-in: it changes what a fresh episode is.
+	PoolLaunch bool
 
 	// Log receives a line per environment created, closed or reaped, and
 	// the sessions' progress lines; nil discards.

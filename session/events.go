@@ -102,10 +102,13 @@ type Event struct {
 // environment over. An environment created before its session exists (a
 // warm pool's) is created with a Relay as its Config.Events; Open attaches
 // the session's receiver. Events before that (there is no app yet) are
-// discarded.
+// discarded, unless the relay holds them (Hold: an app launched ahead).
 type Relay struct {
 	mu lockrank.RWMutex[relayLock]
 	to eventReceiver
+	// held, while set (Hold), keeps the events for the session that
+	// takes the environment over (handOver).
+	held *heldEvents
 }
 
 // eventReceiver is what a Relay forwards to.
@@ -123,10 +126,18 @@ func (r *Relay) attach(to eventReceiver) {
 	r.mu.Unlock()
 }
 
-func (r *Relay) target() eventReceiver {
+// route is where an event goes: held (true: f was kept under the
+// relay's lock, so a hand-over sees it), or the target (nil: dropped).
+func (r *Relay) route(f func(eventReceiver)) (eventReceiver, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.to
+	if r.held != nil {
+		if f != nil {
+			r.held.add(f)
+		}
+		return nil, true
+	}
+	return r.to, false
 }
 
 var (
@@ -137,28 +148,45 @@ var (
 
 // Output implements environment.Events.
 func (r *Relay) Output(stream observe.Stream, data []byte, dropped int64) {
-	if t := r.target(); t != nil {
+	r.mu.RLock()
+	if h := r.held; h != nil {
+		h.output(stream, data, dropped)
+		r.mu.RUnlock()
+		return
+	}
+	t := r.to
+	r.mu.RUnlock()
+	if t != nil {
 		t.Output(stream, data, dropped)
 	}
 }
 
 // Exited implements environment.Events.
 func (r *Relay) Exited(e observe.Exit) {
-	if t := r.target(); t != nil {
+	r.mu.RLock()
+	if h := r.held; h != nil {
+		h.add(func(to eventReceiver) { to.Exited(e) })
+		h.once.Do(func() { close(h.exited) })
+		r.mu.RUnlock()
+		return
+	}
+	t := r.to
+	r.mu.RUnlock()
+	if t != nil {
 		t.Exited(e)
 	}
 }
 
 // Window implements environment.Events.
 func (r *Relay) Window(kind string, w observe.Window) {
-	if t := r.target(); t != nil {
+	if t, _ := r.route(func(to eventReceiver) { to.Window(kind, w) }); t != nil {
 		t.Window(kind, w)
 	}
 }
 
 // Dropped implements environment.DropCounter.
 func (r *Relay) Dropped(kind string, n int64) {
-	if t := r.target(); t != nil {
+	if t, _ := r.route(func(to eventReceiver) { to.Dropped(kind, n) }); t != nil {
 		t.Dropped(kind, n)
 	}
 }
@@ -167,7 +195,12 @@ func (r *Relay) Dropped(kind string, n int64) {
 // with a network (Config.Network) tells its connections to the session
 // that took it over.
 func (r *Relay) Network(ev observe.NetEvent) {
-	if t, ok := r.target().(environment.NetRecorder); ok {
+	t, _ := r.route(func(to eventReceiver) {
+		if nr, ok := to.(environment.NetRecorder); ok {
+			nr.Network(ev)
+		}
+	})
+	if t, ok := t.(environment.NetRecorder); ok {
 		t.Network(ev)
 	}
 }

@@ -293,26 +293,44 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 		}
 	})
 
-	spec := environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap, Inputs: cfg.Inputs}
-	spec.Observe = s.looksAtLaunch()
-	if cfg.Clock.Virtual {
-		clocked, ok := env.(environment.Clocked)
-		if !ok {
-			return s.startFailure(ctx, "launch the app", fmt.Errorf("%w: the %s backend's environments have no virtual clock", environment.ErrAppStart, env.Info().Backend))
-		}
-		s.clock, s.clockNow = clocked, cfg.Clock.Start
-		spec.Clock = cfg.Clock.Start
-	}
 	t1 := time.Now()
-	lr, err := env.Launch(startCtx, spec)
-	if cfg.Inputs != nil && lr.Inputs != nil {
-		_ = s.tw.Update(func(run *trace.Run) { run.Inputs = inputInfos(cfg.Inputs, lr.Inputs) })
+	var lr environment.LaunchResult
+	if la := s.launchedAhead(); la != nil {
+		// The app runs already (a pool's --pool-launch): the hand-over
+		// is the launch, and the first look the first observation.
+		lr, err = s.takeLaunched(la)
+		if cfg.Inputs != nil && lr.Inputs != nil {
+			_ = s.tw.Update(func(run *trace.Run) { run.Inputs = inputInfos(cfg.Inputs, lr.Inputs) })
+		}
+		if err != nil {
+			return s.startFailure(ctx, "take over the app launched ahead", err)
+		}
+	} else {
+		if cfg.NotLaunchedAhead != "" {
+			_ = s.tw.Update(func(run *trace.Run) {
+				run.App.LaunchedAhead = &trace.LaunchedAhead{Reason: cfg.NotLaunchedAhead}
+			})
+		}
+		spec := environment.LaunchSpec{App: cfg.App, ReadyTimeout: cfg.ReadyTimeout, LogCap: cfg.LogCap, Inputs: cfg.Inputs}
+		spec.Observe = s.looksAtLaunch()
+		if cfg.Clock.Virtual {
+			clocked, ok := env.(environment.Clocked)
+			if !ok {
+				return s.startFailure(ctx, "launch the app", fmt.Errorf("%w: the %s backend's environments have no virtual clock", environment.ErrAppStart, env.Info().Backend))
+			}
+			s.clock, s.clockNow = clocked, cfg.Clock.Start
+			spec.Clock = cfg.Clock.Start
+		}
+		lr, err = env.Launch(startCtx, spec)
+		if cfg.Inputs != nil && lr.Inputs != nil {
+			_ = s.tw.Update(func(run *trace.Run) { run.Inputs = inputInfos(cfg.Inputs, lr.Inputs) })
+		}
+		if err != nil {
+			return s.startFailure(ctx, "launch the app", err)
+		}
+		s.timing("launch", time.Since(t1))
+		s.timing("app_ready", lr.Ready)
 	}
-	if err != nil {
-		return s.startFailure(ctx, "launch the app", err)
-	}
-	s.timing("launch", time.Since(t1))
-	s.timing("app_ready", lr.Ready)
 	s.keepLaunchLook(lr)
 	_ = s.tw.Update(func(run *trace.Run) {
 		run.App.PID = lr.PID
@@ -361,12 +379,49 @@ func (s *Session) create(ctx context.Context) (environment.Environment, error) {
 		}
 		return nil, errors.New("a prepared environment needs its Env and the Relay it was created with")
 	}
-	p.Events.attach(s.events)
+	p.Events.handOver(s.events) // what it held (an app launched ahead: its output) first
 	s.relay = p.Events
 	if p.Created > 0 {
 		s.timing("create_ahead", p.Created)
 	}
 	return p.Env, nil
+}
+
+// launchedAhead is the app launched ahead in the prepared environment;
+// nil when the episode launches it.
+func (s *Session) launchedAhead() *Launched {
+	if p := s.cfg.Prepared; p != nil {
+		return p.Launched
+	}
+	return nil
+}
+
+// takeLaunched takes over the app launched ahead: it must have been
+// launched as this episode would launch it, and still run (its exit,
+// held while the sandbox was idle, has reached the sink by now).
+func (s *Session) takeLaunched(la *Launched) (environment.LaunchResult, error) {
+	own, err := LaunchAheadSpec(s.cfg)
+	if err != nil {
+		return la.Result, err
+	}
+	if why := LaunchMismatch(la.Spec, own); why != "" {
+		return la.Result, fmt.Errorf("%w: it was launched for another episode: %s", ErrNoLaunchAhead, why)
+	}
+	readyAt := la.Started.Add(la.Took)
+	idle := max(time.Since(readyAt), 0)
+	_ = s.tw.Update(func(run *trace.Run) {
+		run.App.LaunchedAhead = &trace.LaunchedAhead{Launched: true, Started: la.Started,
+			ReadyMS: float64(la.Took.Microseconds()) / 1000, IdleMS: float64(idle.Microseconds()) / 1000}
+	})
+	s.timing("launch_ahead", la.Took)
+	s.timing("app_idle", idle)
+	if e := s.events.exit(); e != nil {
+		return la.Result, fmt.Errorf("%w: the app launched ahead ended while its sandbox waited (%s)", environment.ErrAppExited, e)
+	}
+	lr := la.Result
+	lr.Frame, lr.State = nil, nil // a look from the launch is stale by now
+	fmt.Fprintf(s.cfg.Progress, "agentbox: the app was launched ahead, %v before the episode\n", time.Since(la.Started).Round(time.Millisecond))
+	return lr, nil
 }
 
 // waitReadyOutput waits, until launchStart+ReadyTimeout, for the app to

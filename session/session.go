@@ -127,6 +127,10 @@ type Config struct {
 	// Open takes it over instead of creating one with Backend, and only
 	// launches the app. It must match Env (image, screen, limits).
 	Prepared *Prepared
+	// NotLaunchedAhead, when set, says why a pool that launches apps
+	// ahead did not hand this episode a sandbox with its app running
+	// (recorded in run.json's launched_ahead; the episode launches it).
+	NotLaunchedAhead string
 
 	// ForkedFrom, when set, names the episode this one is forked from
 	// (recorded in run.json): the caller replays the parent's steps into
@@ -262,6 +266,12 @@ type Prepared struct {
 	// Created is how long creating it took (recorded as the create timing
 	// of the pool, create_ahead; the run's own create is the hand-over).
 	Created time.Duration
+	// Launched, when set, is the app launched ahead in Env (a pool's
+	// --pool-launch), its events held by Events (Relay.Hold): Open
+	// launches nothing, and the episode's first observation is its first
+	// look at the running app. Open refuses it for a config that would
+	// launch otherwise (SameLaunch).
+	Launched *Launched
 }
 
 // Settle modes.

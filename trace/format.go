@@ -274,6 +274,28 @@ type AppInfo struct {
 	// FileHashes: one value that says whether two runs staged the same app.
 	Digest     string            `json:"digest,omitempty"`
 	FileHashes map[string]string `json:"file_hashes,omitempty"`
+	// LaunchedAhead is set when a warm pool launches apps ahead (serve,
+	// eval and bench --pool-launch): whether this episode's app was, and
+	// for how long it had run idle when the episode began; absent
+	// otherwise.
+	LaunchedAhead *LaunchedAhead `json:"launched_ahead,omitempty"`
+}
+
+// LaunchedAhead is an app launched in a pooled sandbox before its episode
+// began. With Launched, Started is when its launch began, ReadyMS how
+// long the launch took (to its window and ready output), and IdleMS how
+// long the app then ran idle, with no input, until the episode took the
+// sandbox over: a "fresh" episode of an app launched ahead starts with
+// an app that has run that long. Without, Reason says why the pool did
+// not hand this episode a sandbox with its app running (none was idle,
+// or the episode's launch differs: a virtual clock, other task inputs),
+// and the episode launched the app itself.
+type LaunchedAhead struct {
+	Launched bool      `json:"launched"`
+	Started  time.Time `json:"started,omitzero"`
+	ReadyMS  float64   `json:"ready_ms,omitempty"`
+	IdleMS   float64   `json:"idle_ms,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
 }
 
 // EnvInfo says where it ran.

@@ -269,6 +269,9 @@ type Pool struct {
 	// Cold counts episodes that found their key empty and created a
 	// sandbox.
 	Cold int64 `json:"cold"`
+	// Launched counts the warm episodes whose app was launched ahead
+	// (serve --pool-launch): they started with it running.
+	Launched int64 `json:"launched"`
 	// Replaced counts pooled sandboxes that died while idle and were
 	// replaced.
 	Replaced int64 `json:"replaced"`
