@@ -85,3 +85,19 @@ func sameModule(a, b *debug.Module) bool {
 	}
 	return a.Replace == nil || sameModule(a.Replace, b.Replace)
 }
+
+// SiblingNote is what doctor adds when Binary(path, …) passed over an
+// agentbox-guest of another build beside the executable: "" otherwise.
+func SiblingNote(path string) string {
+	if path != "" || os.Getenv("AGENTBOX_GUEST_BINARY") != "" {
+		return ""
+	}
+	exe, err := executable()
+	if err != nil {
+		return ""
+	}
+	if p, ok := Sibling(exe); p != "" && !ok {
+		return "; " + p + " is not of this agentbox's build, so agentbox itself is the guest (slower to start: rebuild both, make build)"
+	}
+	return ""
+}

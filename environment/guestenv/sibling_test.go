@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -42,6 +43,9 @@ func TestSibling(t *testing.T) {
 	if p, ok := Sibling(exe); ok || p != sib {
 		t.Errorf("Sibling with a script = %q, %v; want %q, false", p, ok, sib)
 	}
+	if n := SiblingNote(""); !strings.Contains(n, sib) {
+		t.Errorf("SiblingNote with a script = %q; want it named", n)
+	}
 
 	// Of the same build (this very binary): used. A new file (other size
 	// and time) is read again, not taken from the first verdict.
@@ -51,6 +55,9 @@ func TestSibling(t *testing.T) {
 	}
 	if got, err := Binary("", nil); err != nil || got != sib {
 		t.Errorf("%s of the same build: Binary = %q, %v; want %s", GuestName, got, err, sib)
+	}
+	if n := SiblingNote(""); n != "" {
+		t.Errorf("SiblingNote with %s of the same build = %q; want none", GuestName, n)
 	}
 	// A guest image carries the whole agentbox (serve runs from it).
 	if got, err := WholeBinary("", nil); err != nil || got != exe {
