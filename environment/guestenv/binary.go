@@ -41,8 +41,10 @@ func resolve(path string, sibling bool, check func(*elf.File) error) (string, er
 			return "", fmt.Errorf("%w: cannot find the agentbox binary to use as the guest: %w", environment.ErrGuest, err)
 		}
 		path = exe
-		if sib, ok := Sibling(exe); ok && sibling {
-			path = sib
+		if sibling {
+			if sib, ok := Sibling(exe); ok {
+				path = sib
+			}
 		}
 	}
 	abs, err := filepath.EvalSymlinks(path)
