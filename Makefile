@@ -22,10 +22,14 @@ deps: ## install and start what every target needs (as root; else prints the com
 deps-demo deps-images deps-test deps-lint deps-k8s deps-office:
 	@$(if $(SKIP_DEPS),:,scripts/deps.sh $(@:deps-%=%))
 
-build: bin/agentbox examples/mover/mover ## build agentbox (static) and the mover demo
+build: bin/agentbox bin/agentbox-guest examples/mover/mover ## build agentbox and its guest (static) and the mover demo
 
-bin/agentbox: $(GOFILES) images/Dockerfile images/Dockerfile.test images/Dockerfile.office
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ ./cmd/agentbox
+# agentbox and the small guest the backends run beside it
+# (cmd/agentbox-guest) are built together, always: the backends use the
+# guest only when it is of the same build (environment/guestenv.Sibling).
+bin/agentbox bin/agentbox-guest &: $(GOFILES) images/Dockerfile images/Dockerfile.test images/Dockerfile.office
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agentbox ./cmd/agentbox
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/agentbox-guest ./cmd/agentbox-guest
 
 examples/mover/mover: $(wildcard examples/mover/*.go)
 	$(GO) build -trimpath -o $@ ./examples/mover

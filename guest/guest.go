@@ -27,6 +27,10 @@ import (
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
+
+	// The local backend's limits, which every guest binary sets on itself
+	// before main.
+	_ "github.com/codegirl-games/agentbox/internal/guestlimits"
 )
 
 // Options configure the guest process.

@@ -57,7 +57,7 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 	if bin, err := GuestBinary(cfg.GuestBinary); err != nil {
 		out = append(out, environment.Check{Name: "guest binary", Detail: err.Error(), Fix: "build with CGO_ENABLED=0 (make build)"})
 	} else {
-		out = append(out, environment.Check{Name: "guest binary", OK: true, Detail: bin + " (static); containers mount a copy from " + guestenv.StageDir()})
+		out = append(out, environment.Check{Name: "guest binary", OK: true, Detail: bin + " (static); containers mount a copy from " + guestenv.StageDir() + guestenv.SiblingNote(cfg.GuestBinary)})
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
 		out = append(out, environment.Check{Name: "debootstrap (offline image build)", OK: true, Detail: "not installed; needed only where no registry answers", Fix: "apt-get install debootstrap"})

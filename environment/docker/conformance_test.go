@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 		Backend: &docker.Backend{},
 		Config: environment.Config{
 			Image:       testenv.TestImage,
-			GuestBinary: testenv.Build(t, "./cmd/agentbox"),
+			GuestBinary: testenv.Build(t, "./cmd/agentbox-guest"),
 		},
 		Mover: testenv.Build(t, "./examples/mover"),
 		Gone: func(ctx context.Context, info environment.Info) (bool, error) {

@@ -24,8 +24,10 @@ type GuestImageOptions struct {
 	// Base is the image the guest is layered onto; default
 	// RuntimeImageRef. It must be present.
 	Base string
-	// Binary is the agentbox binary to carry (see GuestBinary); empty
-	// means the running executable.
+	// Binary is the agentbox binary to carry; empty means the running
+	// executable — the whole agentbox, never the small agentbox-guest
+	// beside it (guestenv.WholeBinary): serve in a cluster runs from
+	// this image.
 	Binary string
 	// Force rebuilds even when the image is up to date.
 	Force bool
@@ -67,7 +69,7 @@ func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOption
 	if o.Progress == nil {
 		p.w = io.Discard
 	}
-	bin, err := GuestBinary(o.Binary)
+	bin, err := imageBinary(o.Binary)
 	if err != nil {
 		return GuestImageResult{}, err
 	}

@@ -12,21 +12,40 @@ import (
 )
 
 // Binary resolves the agentbox binary a backend runs as the guest: path, or
-// $AGENTBOX_GUEST_BINARY, or the running executable. The result is absolute
+// $AGENTBOX_GUEST_BINARY, or agentbox-guest beside the running executable
+// when it is of the same build (Sibling), or the running executable
+// itself (which is a guest too: `agentbox guest`). The result is absolute
 // with symlinks resolved, and an executable ELF file built for this
 // machine's architecture; check, if not nil, adds a backend's own demand
 // (Docker's: statically linked) on the opened file. Errors wrap
 // environment.ErrGuest.
 func Binary(path string, check func(*elf.File) error) (string, error) {
+	return resolve(path, true, check)
+}
+
+// WholeBinary is Binary without the small guest: path, or
+// $AGENTBOX_GUEST_BINARY, or the running executable. A guest image
+// (Kubernetes) carries the whole agentbox, since `agentbox serve` in the
+// cluster runs from that same image and asks for it by its binary's hash.
+func WholeBinary(path string, check func(*elf.File) error) (string, error) {
+	return resolve(path, false, check)
+}
+
+func resolve(path string, sibling bool, check func(*elf.File) error) (string, error) {
 	if path == "" {
 		path = os.Getenv("AGENTBOX_GUEST_BINARY")
 	}
 	if path == "" {
-		exe, err := os.Executable()
+		exe, err := executable()
 		if err != nil {
 			return "", fmt.Errorf("%w: cannot find the agentbox binary to use as the guest: %w", environment.ErrGuest, err)
 		}
 		path = exe
+		if sibling {
+			if sib, ok := Sibling(exe); ok {
+				path = sib
+			}
+		}
 	}
 	abs, err := filepath.EvalSymlinks(path)
 	if err == nil {
@@ -40,6 +59,9 @@ func Binary(path string, check func(*elf.File) error) (string, error) {
 	}
 	return abs, nil
 }
+
+// executable is os.Executable, replaced by tests.
+var executable = os.Executable
 
 func checkELF(path string, check func(*elf.File) error) error {
 	f, err := elf.Open(path)

@@ -208,10 +208,11 @@ func (b *Backend) deadline() time.Duration {
 }
 
 // GuestBinary resolves the agentbox binary whose guest image a Pod runs
-// (see guestenv.Binary): statically linked, since the image's libc is not
-// the host's.
+// (see guestenv.WholeBinary: the whole agentbox, as `agentbox image build
+// --guest` layers it, since serve in the cluster runs from that image):
+// statically linked, since the image's libc is not the host's.
 func GuestBinary(path string) (string, error) {
-	return guestenv.Binary(path, func(f *elf.File) error {
+	return guestenv.WholeBinary(path, func(f *elf.File) error {
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP {
 				return errors.New("it is dynamically linked; build agentbox with CGO_ENABLED=0 (as `make` does)")

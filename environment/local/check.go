@@ -63,6 +63,7 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 		if uid, _, dropped := hostIdentity(); dropped {
 			c.Detail += fmt.Sprintf("; sandboxes run as host uid %d (agentbox runs as root)", uid)
 		}
+		c.Detail += guestenv.SiblingNote(cfg.GuestBinary)
 		out = append(out, c)
 	}
 	res := cfg.Resources.WithDefaults()

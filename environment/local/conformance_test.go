@@ -47,10 +47,11 @@ func TestConformance(t *testing.T) {
 }
 
 // guestBinary is $AGENTBOX_GUEST_BINARY when set (a prebuilt agentbox),
-// else agentbox built from this tree.
+// else the guest make builds beside agentbox (cmd/agentbox-guest), built
+// from this tree.
 func guestBinary(t *testing.T) string {
 	if p := os.Getenv("AGENTBOX_GUEST_BINARY"); p != "" {
 		return p
 	}
-	return testenv.Build(t, "./cmd/agentbox")
+	return testenv.Build(t, "./cmd/agentbox-guest")
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/guestlimits"
 )
 
 // How a sandbox's resources are bounded.
@@ -716,32 +717,14 @@ type rlimit struct {
 	value    uint64
 }
 
-// rlimitSpec encodes limits for the guest's environment: "7=256,2=…".
+// rlimitSpec encodes limits for the guest's environment (rlimitEnv),
+// which the guest applies to itself (internal/guestlimits).
 func rlimitSpec(list []rlimit) string {
-	parts := make([]string, len(list))
+	ls := make([]guestlimits.Limit, len(list))
 	for i, l := range list {
-		parts[i] = strconv.Itoa(l.resource) + "=" + strconv.FormatUint(l.value, 10)
+		ls[i] = guestlimits.Limit{Resource: l.resource, Value: l.value}
 	}
-	return strings.Join(parts, ",")
-}
-
-// setOwnRlimits applies a spec to this process (soft and hard).
-func setOwnRlimits(spec string) error {
-	for _, kv := range strings.Split(spec, ",") {
-		if kv == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		res, err1 := strconv.Atoi(k)
-		val, err2 := strconv.ParseUint(v, 10, 64)
-		if err1 != nil || err2 != nil {
-			return fmt.Errorf("bad limit %q", kv)
-		}
-		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: val, Max: val}); err != nil {
-			return fmt.Errorf("setrlimit %d=%d: %w", res, val, err)
-		}
-	}
-	return nil
+	return guestlimits.Spec(ls)
 }
 
 // checkRlimits verifies that pid runs with the limits, from

@@ -35,6 +35,7 @@ import (
 	"github.com/codegirl-games/agentbox/environment/named"
 	"github.com/codegirl-games/agentbox/internal/faketime"
 	"github.com/codegirl-games/agentbox/internal/fds"
+	"github.com/codegirl-games/agentbox/internal/guestlimits"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 )
 
@@ -43,15 +44,8 @@ const Name = "local"
 
 func init() {
 	environment.Register(Name, func(environment.Options) (environment.Backend, error) { return &Backend{}, nil })
-	// Inside a sandbox: the guest (this same binary) sets its own limits
-	// before main, so everything it starts inherits them.
-	if spec, ok := os.LookupEnv(rlimitEnv); ok {
-		os.Unsetenv(rlimitEnv)
-		if err := setOwnRlimits(spec); err != nil {
-			fmt.Fprintf(os.Stderr, "agentbox: %s: %v\n", rlimitEnv, err)
-			os.Exit(111)
-		}
-	}
+	// Inside a sandbox, the guest sets its own limits (rlimitEnv) before
+	// main: internal/guestlimits' init, linked into every guest binary.
 }
 
 // Backend creates local (bubblewrap) environments.
@@ -124,7 +118,7 @@ const (
 	sandboxID = 1000 // uid and gid inside, as in the Docker sandbox
 	hostname  = "agentbox"
 	runIDEnv  = "AGENTBOX_RUN_ID"
-	rlimitEnv = "AGENTBOX_RLIMITS"
+	rlimitEnv = guestlimits.Env
 	infoFD    = 3
 	// sandboxPath is PATH inside the sandbox.
 	sandboxPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -279,12 +279,12 @@ func TestPlacementCatchesViolations(t *testing.T) {
 	}
 }
 
-// TestReleaseBinaryHasNoTestCode: nothing the agentbox binary is built
+// TestReleaseBinaryHasNoTestCode: nothing the agentbox binaries are built
 // from imports testing or a test helper. (github.com/jezek/xgb imports
 // testing from a non-test file; only the package's init is linked.)
 func TestReleaseBinaryHasNoTestCode(t *testing.T) {
 	tab := readTable(t)
-	for _, p := range goList(t, "-deps", "./cmd/agentbox") {
+	for _, p := range goList(t, "-deps", "./cmd/agentbox", "./cmd/agentbox-guest") {
 		if !strings.HasPrefix(p.ImportPath, module) {
 			continue
 		}
@@ -297,6 +297,28 @@ func TestReleaseBinaryHasNoTestCode(t *testing.T) {
 		}
 		if tab.rowOf(pkg) < 0 {
 			t.Errorf("%s is linked into agentbox but has no row", pkg)
+		}
+	}
+}
+
+// TestGuestBinaryLinksOnlyTheGuest: agentbox-guest, which every sandbox
+// starts, links the guest side only — none of the packages only the host
+// uses, whose initialisers it exists to spare (docs/measurements.md).
+func TestGuestBinaryLinksOnlyTheGuest(t *testing.T) {
+	guestSide := []string{"cmd/agentbox-guest", "guest", "wire", "observe", "action"}
+	hostOnly := []string{"k8s.io/", "github.com/xuri/", "github.com/moby/", "modernc.org/", "github.com/spf13/cobra", "github.com/anthropics/", "github.com/openai/"}
+	for _, p := range goList(t, "-deps", "./cmd/agentbox-guest") {
+		if strings.HasPrefix(p.ImportPath, module) {
+			pkg := rel(p.ImportPath)
+			if !strings.HasPrefix(pkg, "internal/") && !slices.ContainsFunc(guestSide, func(g string) bool { return pkg == g || strings.HasPrefix(pkg, g+"/") }) {
+				t.Errorf("agentbox-guest links %s, which is not the guest's", pkg)
+			}
+			continue
+		}
+		for _, h := range hostOnly {
+			if strings.HasPrefix(p.ImportPath, h) {
+				t.Errorf("agentbox-guest links %s, which only the host uses", p.ImportPath)
+			}
 		}
 	}
 }

@@ -219,11 +219,19 @@ func Build(t testing.TB, pkg string) string {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	pkgs := []string{pkg}
+	if pkg == "./cmd/agentbox" {
+		// As make builds it: with the small guest beside it, which the
+		// backends then run as the guest (guestenv.Sibling).
+		pkgs = append(pkgs, "./cmd/agentbox-guest")
+	}
+	for _, p := range pkgs {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, filepath.Base(p)), p)
+		cmd.Dir = RepoRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", p, err, b)
+		}
 	}
 	built[pkg] = out
 	return out
