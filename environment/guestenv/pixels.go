@@ -113,7 +113,7 @@ func BGRXToRGBA(dst, src []byte) {
 	n := min(len(src), len(dst)) &^ 3
 	src, dst = src[:n], dst[:n]
 	w := n / 8
-	if w > 0 && uintptr(unsafe.Pointer(unsafe.SliceData(src)))%8 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%8 == 0 {
+	if w > 0 && littleEndian && uintptr(unsafe.Pointer(unsafe.SliceData(src)))%8 == 0 && uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%8 == 0 {
 		// Aligned (as every buffer the allocator gives is): the rows as
 		// 64-bit words, without a bounds check a word (about 2× the
 		// speed of binary.LittleEndian's loads and stores).
@@ -134,6 +134,11 @@ func BGRXToRGBA(dst, src []byte) {
 		src, dst = src[4:], dst[4:]
 	}
 }
+
+// littleEndian: the machine's own word order is X11's (amd64, arm64), so
+// the aligned path may read the rows as native words; elsewhere the
+// byte-order-explicit loop below does it all.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // swapBGRX is two BGRX pixels (a little-endian word) as RGBA.
 func swapBGRX(v uint64) uint64 {
