@@ -153,7 +153,7 @@ func (s *sandbox) Teardown(ctx context.Context) error {
 func (s *sandbox) waitGone(ctx context.Context) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if !running(s.nsInit, s.nsInitStart) && (s.pidNS == "" || len(inPIDNS(s.pidNS)) == 0) {
+		if nsEmpty(s.nsInit, s.nsInitStart, s.pidNS) {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -162,6 +162,22 @@ func (s *sandbox) waitGone(ctx context.Context) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// nsEmpty reports whether a sandbox's PID namespace has no live process
+// left. Its init known (pid and start time), that is exactly whether the
+// init has ended: the kernel does not let a namespace's init finish
+// exiting before every other process of the namespace is reaped
+// (zap_pid_ns_processes). The namespace's inode (ns) is scanned for only
+// while the init lives or when it is unknown: once the namespace is freed,
+// the kernel gives its inode number to the next namespace made (another
+// sandbox's, on a busy machine), whose processes must not count as this
+// sandbox's.
+func nsEmpty(init int, initStart uint64, ns string) bool {
+	if init > 0 && initStart != 0 && !running(init, initStart) {
+		return true
+	}
+	return ns == "" || len(inPIDNS(ns)) == 0
 }
 
 // Gone reports whether nothing of the sandbox described by info (an Info of
@@ -175,12 +191,15 @@ func Gone(_ context.Context, info environment.Info) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("no bubblewrap pid in %v", info.Extra)
 	}
-	if run, ok := sandboxRun(pid); ok && run != "" {
+	start, _ := strconv.ParseUint(info.Extra["pid_start"], 10, 64)
+	if run, ok := sandboxRun(pid); ok && run != "" && (start == 0 || processStart(pid) == start) {
 		if st, ok := readStat(pid); ok && st.state != 'Z' {
 			return false, nil
 		}
 	}
-	if ns := info.Extra["pidns"]; ns != "" && len(inPIDNS(ns)) > 0 {
+	initPID, _ := strconv.Atoi(info.Extra["ns_init_pid"])
+	initStart, _ := strconv.ParseUint(info.Extra["ns_init_start"], 10, 64)
+	if !nsEmpty(initPID, initStart, info.Extra["pidns"]) {
 		return false, nil
 	}
 	// A cgroup v1 sandbox names its memory cgroup, removed last.

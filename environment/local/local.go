@@ -545,6 +545,7 @@ func (e *sandbox) start(ctx context.Context, g *guestenv.Env, bwrap string, args
 	e.pid = cmd.Process.Pid
 	e.pidStart = processStart(e.pid)
 	e.extra["pid"] = strconv.Itoa(e.pid)
+	e.extra["pid_start"] = strconv.FormatUint(e.pidStart, 10)
 	go func() {
 		e.waitErr = cmd.Wait()
 		close(e.exited)
@@ -575,6 +576,7 @@ func (e *sandbox) start(ctx context.Context, g *guestenv.Env, bwrap string, args
 	e.nsInitStart = processStart(inf.ChildPID)
 	e.pidNS = pidNS(inf.ChildPID)
 	e.extra["ns_init_pid"] = strconv.Itoa(inf.ChildPID)
+	e.extra["ns_init_start"] = strconv.FormatUint(e.nsInitStart, 10)
 	e.extra["pidns"] = e.pidNS
 	return nil
 }
