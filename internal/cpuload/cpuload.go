@@ -8,6 +8,7 @@ package cpuload
 import (
 	"os/exec"
 	"runtime"
+	"syscall"
 	"testing"
 )
 
@@ -17,6 +18,10 @@ func Start(t testing.TB, perCore int) {
 	n := perCore * runtime.NumCPU()
 	for range n {
 		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		// Killed with the test process too when no cleanup runs (a test
+		// binary killed, or ended by -timeout): a loop left behind would
+		// load every test and bench after it.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("cpuload: start a busy loop: %v", err)
 		}
