@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -48,20 +49,10 @@ func TestCheckNetSetup(t *testing.T) {
 // echoAfter serves ln until the test ends: each connection gets
 // "echo:" and all it sent, once the client has half-closed it.
 func echoAfter(t *testing.T, ln net.Listener) {
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				b, _ := io.ReadAll(c)
-				c.Write(append([]byte("echo:"), b...))
-				c.Close()
-			}()
-		}
-	}()
+	testenv.Serve(t, ln, func(c net.Conn) {
+		b, _ := io.ReadAll(c)
+		c.Write(append([]byte("echo:"), b...))
+	})
 }
 
 // freePort is a free port on this machine's loopback (the test is skipped

@@ -110,6 +110,45 @@ func mine(t *testing.T, b environment.Backend) []environment.Reaped {
 	return list
 }
 
+// warmRealPool checks that none of this process's sandboxes exist, makes
+// a pool with o on rb for the mover (closed when t ends, unless
+// closeRealPool closed it), warms it and waits until it is full; it
+// returns the pool and the configuration its episodes take.
+func warmRealPool(ctx context.Context, t *testing.T, rb realBackend, o pool.Options) (*pool.Pool, session.Config) {
+	t.Helper()
+	rb.require(t)
+	testenv.Require(t, testenv.Slow("creates real sandboxes"))
+	if n := len(mine(t, rb.backend)); n != 0 {
+		t.Fatalf("%d sandboxes of this process before the test", n)
+	}
+	guest := testenv.Build(t, "./cmd/agentbox")
+	p, err := pool.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(context.Background()) }) // a second Close does nothing
+	base := session.Config{Backend: rb.backend, App: moverBundle(t), Env: environment.Config{Image: rb.image, GuestBinary: guest}}
+	if err := p.Warm(base); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return p, base
+}
+
+// closeRealPool closes p and checks that none of this process's
+// sandboxes are left.
+func closeRealPool(ctx context.Context, t *testing.T, rb realBackend, p *pool.Pool) {
+	t.Helper()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := mine(t, rb.backend); len(left) != 0 {
+		t.Errorf("after Close: %d sandboxes of this process left: %+v", len(left), left)
+	}
+}
+
 // TestRealPool, on each real backend: a pool of two mover sandboxes;
 // episodes claimed from it work (the app launched into the pooled
 // sandbox, a key press moves the square, the output reaches the trace)
@@ -119,32 +158,9 @@ func mine(t *testing.T, b environment.Backend) []environment.Reaped {
 func TestRealPool(t *testing.T) {
 	for _, rb := range realBackends() {
 		t.Run(rb.name, func(t *testing.T) {
-			rb.require(t)
-			testenv.Require(t, testenv.Slow("creates real sandboxes"))
-			if n := len(mine(t, rb.backend)); n != 0 {
-				t.Fatalf("%d sandboxes of this process before the test", n)
-			}
-			guest := testenv.Build(t, "./cmd/agentbox")
-			bundle := moverBundle(t)
-			p, err := pool.New(pool.Options{Size: 2, RunID: "pool-real-" + strconv.Itoa(os.Getpid()), CheckEvery: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			closed := false
-			t.Cleanup(func() {
-				if !closed {
-					p.Close(context.Background())
-				}
-			})
-			base := session.Config{Backend: rb.backend, App: bundle, Env: environment.Config{Image: rb.image, GuestBinary: guest}}
-			if err := p.Warm(base); err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
-			if err := p.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
+			p, base := warmRealPool(ctx, t, rb, pool.Options{Size: 2, RunID: "pool-real-" + strconv.Itoa(os.Getpid()), CheckEvery: time.Second})
 
 			// A sandbox killed while idle is replaced, never handed out.
 			idle := p.Idle()
@@ -218,13 +234,7 @@ func TestRealPool(t *testing.T) {
 					t.Errorf("episode %d: the app's output did not reach the trace", ep)
 				}
 			}
-			if err := p.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			closed = true
-			if left := mine(t, rb.backend); len(left) != 0 {
-				t.Errorf("after Close: %d sandboxes of this process left: %+v", len(left), left)
-			}
+			closeRealPool(ctx, t, rb, p)
 		})
 	}
 }
@@ -238,32 +248,9 @@ func TestRealPool(t *testing.T) {
 func TestRealPoolLaunchAhead(t *testing.T) {
 	for _, rb := range realBackends() {
 		t.Run(rb.name, func(t *testing.T) {
-			rb.require(t)
-			testenv.Require(t, testenv.Slow("creates real sandboxes"))
-			if n := len(mine(t, rb.backend)); n != 0 {
-				t.Fatalf("%d sandboxes of this process before the test", n)
-			}
-			guest := testenv.Build(t, "./cmd/agentbox")
-			bundle := moverBundle(t)
-			p, err := pool.New(pool.Options{Size: 1, RunID: "pool-launch-" + strconv.Itoa(os.Getpid()), Launch: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			closed := false
-			t.Cleanup(func() {
-				if !closed {
-					p.Close(context.Background())
-				}
-			})
-			base := session.Config{Backend: rb.backend, App: bundle, Env: environment.Config{Image: rb.image, GuestBinary: guest}}
-			if err := p.Warm(base); err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
-			if err := p.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
+			p, base := warmRealPool(ctx, t, rb, pool.Options{Size: 1, RunID: "pool-launch-" + strconv.Itoa(os.Getpid()), Launch: true})
 			cfg := base
 			cfg.RunID = "pool-launch-episode"
 			cfg.TraceDir = filepath.Join(t.TempDir(), "trace")
@@ -323,13 +310,7 @@ func TestRealPoolLaunchAhead(t *testing.T) {
 			if data, _ := os.ReadFile(filepath.Join(res.TraceDir, "stdout.log")); !strings.Contains(string(data), "mover: ready") {
 				t.Errorf("the output the app printed while idle did not reach the trace: %q", data)
 			}
-			if err := p.Close(ctx); err != nil {
-				t.Fatal(err)
-			}
-			closed = true
-			if left := mine(t, rb.backend); len(left) != 0 {
-				t.Errorf("after Close: %d sandboxes of this process left: %+v", len(left), left)
-			}
+			closeRealPool(ctx, t, rb, p)
 		})
 	}
 }

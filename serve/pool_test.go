@@ -10,6 +10,35 @@ import (
 	"github.com/codegirl-games/agentbox/trace"
 )
 
+// pooledEpisodes waits for h's pool to fill, creates an environment and
+// resets it n times (query added to the reset's path), each reset's
+// answer checked by check (if not nil) and the pool waited for after it;
+// it returns the traces of the 1+n episodes.
+func pooledEpisodes(ctx context.Context, t *testing.T, h *harness, n int, query string, check func(answer, api.ResetResponse)) []string {
+	t.Helper()
+	if err := h.srv.pool.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := h.create("", "")
+	traces := []string{e.Trace}
+	for range n {
+		a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset" + query})
+		if a.status != 200 {
+			t.Fatalf("reset: %d %s", a.status, a.body)
+		}
+		var r api.ResetResponse
+		json.Unmarshal(a.body, &r)
+		if check != nil {
+			check(a, r)
+		}
+		traces = append(traces, r.Environment.Trace)
+		if err := h.srv.pool.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return traces
+}
+
 // TestPooledEpisodes: with --pool, the registered app's key is warmed at
 // start; a create and each reset start their episode in a pooled sandbox
 // (the trace records create_ahead) and the pool refills behind them; GET
@@ -20,23 +49,7 @@ func TestPooledEpisodes(t *testing.T) {
 	h := newHarness(t, nil, func(o *Options) { o.Pool = 2 })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := h.srv.pool.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := h.create("", "")
-	traces := []string{e.Trace}
-	for range 3 {
-		a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset"})
-		if a.status != 200 {
-			t.Fatalf("reset: %d %s", a.status, a.body)
-		}
-		var r api.ResetResponse
-		json.Unmarshal(a.body, &r)
-		traces = append(traces, r.Environment.Trace)
-		if err := h.srv.pool.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	traces := pooledEpisodes(ctx, t, h, 3, "", nil)
 	a := h.do(req{method: "GET", path: "/v1/server"})
 	var info api.Server
 	json.Unmarshal(a.body, &info)
@@ -87,26 +100,11 @@ func TestPooledEpisodesLaunchedAhead(t *testing.T) {
 	h := newHarness(t, nil, func(o *Options) { o.Pool = 2; o.PoolLaunch = true })
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := h.srv.pool.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := h.create("", "")
-	traces := []string{e.Trace}
-	for range 2 {
-		a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset?observe=png"})
-		if a.status != 200 {
-			t.Fatalf("reset: %d %s", a.status, a.body)
-		}
-		var r api.ResetResponse
-		json.Unmarshal(a.body, &r)
+	traces := pooledEpisodes(ctx, t, h, 2, "?observe=png", func(a answer, r api.ResetResponse) {
 		if r.Observation == nil || r.Observation.Screenshot == "" || !r.Observation.Running {
 			t.Fatalf("reset: no first observation: %s", a.body)
 		}
-		traces = append(traces, r.Environment.Trace)
-		if err := h.srv.pool.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	a := h.do(req{method: "GET", path: "/v1/server"})
 	var info api.Server
 	json.Unmarshal(a.body, &info)

@@ -150,13 +150,10 @@ func (h *heldEvents) take() []func(eventReceiver) {
 func (r *Relay) handOver(to eventReceiver) {
 	for {
 		r.mu.Lock()
-		h := r.held
-		if h == nil {
-			r.to = to
-			r.mu.Unlock()
-			return
+		var evs []func(eventReceiver)
+		if r.held != nil {
+			evs = r.held.take()
 		}
-		evs := h.take()
 		if len(evs) == 0 {
 			r.held = nil
 			r.to = to

@@ -16,6 +16,16 @@ func Echo(t testing.TB) *net.TCPAddr {
 	if err != nil {
 		t.Fatal(err)
 	}
+	Serve(t, ln, func(c net.Conn) {
+		io.Copy(c, c)
+		c.(*net.TCPConn).CloseWrite()
+	})
+	return ln.Addr().(*net.TCPAddr)
+}
+
+// Serve accepts connections on ln until the test ends (ln is closed then),
+// each handled by handle on its own goroutine and closed after it.
+func Serve(t testing.TB, ln net.Listener, handle func(net.Conn)) {
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -25,10 +35,8 @@ func Echo(t testing.TB) *net.TCPAddr {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
-				c.(*net.TCPConn).CloseWrite()
+				handle(c)
 			}()
 		}
 	}()
-	return ln.Addr().(*net.TCPAddr)
 }
