@@ -43,7 +43,8 @@ type Options struct {
 	// and cold, in turn (0 skips the pool's figures); PoolCapacity, when
 	// positive, fills a pool of that many idle environments in one server
 	// and measures their memory; PoolEvalEpisodes, when positive, runs
-	// that many mover play-tests with eval and with eval --pool, at
+	// that many mover play-tests with eval, with eval --pool and with
+	// eval --pool --reset relaunch (where the backend can), at
 	// PoolEvalParallel.
 	PoolResets, PoolCapacity int
 	// PoolLaunch has the warm server launch the mover ahead in its
@@ -287,7 +288,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Pool.Fork = fs
 	}
 	if o.PoolEvalEpisodes > 0 {
-		logf("agentbox eval of %d mover play-tests at --parallel %d, without and with --pool …", o.PoolEvalEpisodes, max(o.PoolEvalParallel, 1))
+		logf("agentbox eval of %d mover play-tests at --parallel %d, without --pool, with it, and with --reset relaunch …", o.PoolEvalEpisodes, max(o.PoolEvalParallel, 1))
 		es, err := poolEval(ctx, o)
 		if err != nil {
 			return nil, fmt.Errorf("eval with and without the pool: %w", err)

@@ -106,6 +106,9 @@ func TestPrintGolden(t *testing.T) {
 			{Screen: observe.Screen{Width: 1920, Height: 1080, Depth: 24}, Unchanged: stats(6.5), Full: stats(31), Click: stats(7.2)},
 		},
 		RunPerStep: 5.25, RunSteps: 200, TraceShare: 0.123, TraceFinish: 42,
+		Pool: &PoolStats{Eval: &EvalStats{Episodes: 48, Parallel: 12, Pool: 12, PerMinute: 150, Seconds: 19.2, Passed: 48,
+			PooledPerMinute: 240, PooledSeconds: 12, PooledPass: 48, Warm: 12, Cold: 36,
+			RelaunchPerMinute: 400, RelaunchSeconds: 7.2, RelaunchPass: 48, Relaunched: 36}},
 	}
 	for _, tt := range []struct {
 		file string

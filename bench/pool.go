@@ -104,17 +104,23 @@ type LoopStats struct {
 	Launched int64
 }
 
-// EvalStats compare eval with and without the pool.
+// EvalStats compare eval without the pool, with it, and with the pool
+// and --reset relaunch.
 type EvalStats struct {
 	Episodes, Parallel, Pool int
 	// PerMinute is episodes per minute without the pool; PooledPerMinute
-	// with it.
-	PerMinute, PooledPerMinute float64
-	Seconds, PooledSeconds     float64
+	// with it; RelaunchPerMinute with it and --reset relaunch (each
+	// worker's episodes after its first in its own sandbox, reset in
+	// place).
+	PerMinute, PooledPerMinute, RelaunchPerMinute float64
+	Seconds, PooledSeconds, RelaunchSeconds       float64
 	// Warm and Cold count the pooled run's episodes by how they started.
 	Warm, Cold int64
 	Passed     int
 	PooledPass int
+	// RelaunchPass and Relaunched count the relaunch run's passed
+	// episodes and those reset in place.
+	RelaunchPass, Relaunched int
 }
 
 // poolServer is an in-process server on loopback with its client.
@@ -550,13 +556,19 @@ func poolEval(ctx context.Context, o Options) (*EvalStats, error) {
 	}
 	par := max(o.PoolEvalParallel, 1)
 	es := &EvalStats{Episodes: o.PoolEvalEpisodes, Parallel: par, Pool: par}
-	for _, pooled := range []bool{false, true} {
-		eo := eval.Options{Backend: o.Backend, Parallel: par, Out: filepath.Join(dir, fmt.Sprint("out-", pooled)), RunID: benchID(fmt.Sprint("bench-eval-", pooled)),
+	for _, mode := range []string{"plain", "pool", "relaunch"} {
+		eo := eval.Options{Backend: o.Backend, Parallel: par, Out: filepath.Join(dir, "out-"+mode), RunID: benchID("bench-eval-" + mode),
 			Env: environment.Config{Image: o.Image, GuestBinary: o.GuestBinary}}
 		var pst pool.Stats
-		if pooled {
+		if mode != "plain" {
 			eo.Pool = par
 			eo.PoolStats = func(st pool.Stats) { pst = st }
+		}
+		if mode == "relaunch" {
+			if !environment.CapabilitiesOf(o.Backend).Relaunch {
+				continue
+			}
+			eo.Relaunch = true
 		}
 		t := time.Now()
 		sum, err := eval.Run(ctx, s, eo)
@@ -565,11 +577,15 @@ func poolEval(ctx context.Context, o Options) (*EvalStats, error) {
 		}
 		secs := time.Since(t).Seconds()
 		perMin := float64(sum.Totals.Episodes) / secs * 60
-		if pooled {
+		switch mode {
+		case "plain":
+			es.Seconds, es.PerMinute, es.Passed = secs, perMin, sum.Totals.Passed
+		case "pool":
 			es.PooledSeconds, es.PooledPerMinute, es.PooledPass = secs, perMin, sum.Totals.Passed
 			es.Warm, es.Cold = pst.Warm, pst.Cold
-		} else {
-			es.Seconds, es.PerMinute, es.Passed = secs, perMin, sum.Totals.Passed
+		case "relaunch":
+			es.RelaunchSeconds, es.RelaunchPerMinute, es.RelaunchPass = secs, perMin, sum.Totals.Passed
+			es.Relaunched = sum.Totals.Episodes - int(pst.Warm+pst.Cold)
 		}
 	}
 	return es, nil
@@ -628,9 +644,13 @@ func (p *PoolStats) print(w io.Writer) {
 	}
 	if e := p.Eval; e != nil {
 		fmt.Fprintf(w, "agentbox eval, %d mover play-test episodes at --parallel %d:\n", e.Episodes, e.Parallel)
-		fmt.Fprintf(w, "  without a pool:            %.1f episodes/min (%.1f s, %d passed)\n", e.PerMinute, e.Seconds, e.Passed)
-		fmt.Fprintf(w, "  --pool %d:                  %.1f episodes/min (%.1f s, %d passed; %d from the pool, %d cold)  (×%.2f)\n",
-			e.Pool, e.PooledPerMinute, e.PooledSeconds, e.PooledPass, e.Warm, e.Cold, e.PooledPerMinute/e.PerMinute)
+		fmt.Fprintf(w, "  %-28s%.1f episodes/min (%.1f s, %d passed)\n", "without a pool:", e.PerMinute, e.Seconds, e.Passed)
+		fmt.Fprintf(w, "  %-28s%.1f episodes/min (%.1f s, %d passed; %d from the pool, %d cold)  (×%.2f)\n",
+			fmt.Sprintf("--pool %d:", e.Pool), e.PooledPerMinute, e.PooledSeconds, e.PooledPass, e.Warm, e.Cold, e.PooledPerMinute/e.PerMinute)
+		if e.RelaunchSeconds > 0 {
+			fmt.Fprintf(w, "  %-28s%.1f episodes/min (%.1f s, %d passed; %d reset in place)  (×%.2f)\n",
+				fmt.Sprintf("--pool %d --reset relaunch:", e.Pool), e.RelaunchPerMinute, e.RelaunchSeconds, e.RelaunchPass, e.Relaunched, e.RelaunchPerMinute/e.PerMinute)
+		}
 	}
 }
 

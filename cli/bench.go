@@ -121,8 +121,8 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 	fl.IntVar(&o.SeedSteps, "seed-steps", 20, "seed-style steps to measure (0 skips)")
 	fl.IntVar(&o.RemoteSamples, "remote-samples", 300, "steps measured in-process, over agentbox serve's WebSocket and over its HTTP (0 skips)")
 	fl.IntVar(&o.PoolResets, "pool-resets", 30, "resets measured from agentbox serve's warm pool and cold, in turn (0 skips)")
-	fl.IntVar(&o.PoolEvalEpisodes, "pool-eval", 12, "mover play-test episodes run with agentbox eval --parallel 2 and with --pool 2 besides, to compare episodes per minute (0 skips)")
-	o.PoolEvalParallel = 2
+	fl.IntVar(&o.PoolEvalEpisodes, "pool-eval", 12, "mover play-test episodes run with agentbox eval without a pool, with --pool, and with --pool --reset relaunch, to compare episodes per minute (0 skips)")
+	fl.IntVar(&o.PoolEvalParallel, "pool-eval-parallel", 2, "the --parallel (and --pool) of those eval runs")
 	fl.BoolVar(&o.PoolLaunch, "pool-launch", false, "the warm pool's server launches the mover ahead in its pooled sandboxes (agentbox serve --pool-launch)")
 	fl.IntVar(&o.Forks, "forks", 5, "times a mover episode is forked through agentbox serve, each timed until all forks are ready (0 skips)")
 	fl.IntVar(&o.ForkSteps, "fork-steps", 50, "steps of the episode each fork replays")
