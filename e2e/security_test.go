@@ -540,11 +540,14 @@ func TestSecurityHostileAgent(t *testing.T) {
 		}
 	}
 	// 500 actions at 100/s with a one-second burst take at least 4 s, and
-	// no second holds more than the burst and a second's rate. The limiter
-	// must have engaged; how much it had to throttle depends on how fast
-	// the machine ran the actions by itself (a loaded one needs less).
-	if throttled <= 0 || tr.Run.Timings["loop"] < 4000 {
-		t.Errorf("throttled %.0f ms in a %.0f ms loop; the rate limit did not hold", throttled, tr.Run.Timings["loop"])
+	// no second holds more than the burst and a second's rate. How much
+	// the limiter had to throttle depends on how fast the machine ran the
+	// actions by itself: a loaded one (load 39: a 22.6 s loop) may run
+	// them slower than the rate and need none, so the bound is asserted,
+	// not the throttling (session's TestRateLimiter holds the limiter
+	// itself).
+	if tr.Run.Timings["loop"] < 4000 {
+		t.Errorf("throttled %.0f ms in a %.0f ms loop; 500 actions at --max-rate 100 take at least 4 s: the rate limit did not hold", throttled, tr.Run.Timings["loop"])
 	}
 	var at []float64
 	for _, s := range tr.Steps {
