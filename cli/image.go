@@ -232,8 +232,10 @@ name (Liberation, Carlito, Caladea, DejaVu), for tasks on real applications
 (agentbox run localc --image agentbox/office:bookworm).
 
 --guest then layers this agentbox binary (or --guest-binary) onto that image,
-tagged IMAGE-guest-HASH by the binary's hash: the image the kubernetes backend
-runs, since a cluster cannot mount the host's binary. --from IMAGE layers it
+with agentbox-guest beside it when it is of the same build (as make builds
+them), tagged IMAGE-guest-HASH by both binaries' hashes: the image the
+kubernetes backend runs, since a cluster cannot mount the host's binary (its
+Pods run agentbox-guest, which starts quicker, when the image has it). --from IMAGE layers it
 onto any image instead (nothing else is built). --save FILE writes it as an
 archive for a cluster without a registry (ctr -n k8s.io images import FILE,
 kind load image-archive FILE); --push REPO tags it REPO:TAG-guest-HASH and
@@ -296,7 +298,12 @@ pushes it (then run with --image REPO:TAG).`,
 			if res.UpToDate {
 				state = "up to date"
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), builtLine(res.Ref, state, "guest "+res.GuestID, res.Size, time.Since(t)))
+			carries := "guest " + res.GuestID + ": agentbox and agentbox-guest"
+			if res.Small == "" {
+				carries = "guest " + res.GuestID + ": agentbox alone"
+				fmt.Fprintf(cmd.ErrOrStderr(), "agentbox image build: the image carries agentbox alone, whose Pods start slower: %s\n", res.Why)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), builtLine(res.Ref, state, carries, res.Size, time.Since(t)))
 			if res.Saved != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "saved to %s\n", res.Saved)
 			}

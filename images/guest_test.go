@@ -52,3 +52,58 @@ func TestGuestID(t *testing.T) {
 		t.Error("GuestID of a missing file succeeded")
 	}
 }
+
+// TestGuestKey: an image of agentbox alone is keyed by its GuestID; one
+// that carries agentbox-guest too by both binaries, so that neither the
+// whole binary's key nor the small one's names it, and a change of either
+// binary changes the key.
+func TestGuestKey(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	whole, small := write("agentbox", "the whole agentbox"), write("agentbox-guest", "the guest alone")
+	whole2, small2 := write("agentbox2", "another agentbox"), write("agentbox-guest2", "another guest")
+	key := func(w, s string) string {
+		t.Helper()
+		k, err := GuestKey(w, s)
+		if err != nil || len(k) != 16 {
+			t.Fatalf("GuestKey(%s, %s) = %q, %v", w, s, k, err)
+		}
+		return k
+	}
+	id, _ := GuestID(whole)
+	sid, _ := GuestID(small)
+	if k := key(whole, ""); k != id {
+		t.Errorf("GuestKey of agentbox alone = %s, want its GuestID %s", k, id)
+	}
+	both := key(whole, small)
+	if both == id || both == sid {
+		t.Errorf("GuestKey of both = %s: the key of one binary alone (%s, %s)", both, id, sid)
+	}
+	if key(whole, small) != both {
+		t.Error("GuestKey is not stable")
+	}
+	seen := map[string]string{both: "both"}
+	for name, k := range map[string]string{
+		"another agentbox":       key(whole2, small),
+		"another agentbox-guest": key(whole, small2),
+		"both others":            key(whole2, small2),
+		"swapped":                key(small, whole),
+	} {
+		if prev, ok := seen[k]; ok {
+			t.Errorf("%s has the key of %s (%s)", name, prev, k)
+		}
+		seen[k] = name
+	}
+	if _, err := GuestKey(whole, filepath.Join(dir, "missing")); err == nil {
+		t.Error("GuestKey with a missing agentbox-guest succeeded")
+	}
+	if _, err := GuestKey(filepath.Join(dir, "missing"), small); err == nil {
+		t.Error("GuestKey with a missing agentbox succeeded")
+	}
+}

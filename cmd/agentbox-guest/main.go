@@ -2,8 +2,9 @@
 // `agentbox guest` runs, without the packages only the host uses (the
 // command line, the backends' clients, the agents, the exporters), whose
 // initialisers every sandbox's start would otherwise pay. `make build`
-// builds it beside bin/agentbox, where the docker and local backends and
-// `agentbox image build --guest` find it (environment/guestenv.Binary);
+// builds it beside bin/agentbox, where the docker and local backends find
+// it (environment/guestenv.Binary) and `agentbox image build --guest`
+// layers it into the Kubernetes guest image (guestenv.ImageBinaries);
 // without it they run the agentbox binary itself as the guest.
 //
 // It takes agentbox's arguments: `agentbox-guest guest [flags]`, and

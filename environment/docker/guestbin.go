@@ -14,10 +14,11 @@ func GuestBinary(path string) (string, error) {
 	return guestenv.Binary(path, static)
 }
 
-// imageBinary resolves the agentbox binary a guest image carries (see
-// guestenv.WholeBinary): the whole agentbox, statically linked.
-func imageBinary(path string) (string, error) {
-	return guestenv.WholeBinary(path, static)
+// imageBinaries resolves the binaries a guest image carries (see
+// guestenv.ImageBinaries): the whole agentbox and agentbox-guest of its
+// build beside it, if there is one; both statically linked.
+func imageBinaries(path string) (guestenv.ImageGuest, error) {
+	return guestenv.ImageBinaries(path, static)
 }
 
 func static(f *elf.File) error {

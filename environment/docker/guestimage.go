@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
 
+	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/images"
 )
 
@@ -25,9 +26,10 @@ type GuestImageOptions struct {
 	// RuntimeImageRef. It must be present.
 	Base string
 	// Binary is the agentbox binary to carry; empty means the running
-	// executable — the whole agentbox, never the small agentbox-guest
-	// beside it (guestenv.WholeBinary): serve in a cluster runs from
-	// this image.
+	// executable — the whole agentbox (guestenv.WholeBinary): serve in a
+	// cluster runs from this image. agentbox-guest beside it is carried
+	// too when it is of the same build (guestenv.ImageBinaries): the
+	// image's Pods run it as their guest.
 	Binary string
 	// Force rebuilds even when the image is up to date.
 	Force bool
@@ -48,17 +50,21 @@ type GuestImageOptions struct {
 type GuestImageResult struct {
 	Ref      string // images.GuestRef(Base, GuestID)
 	ID       string // image ID
-	GuestID  string // images.GuestID of the binary
+	GuestID  string // images.GuestKey of the binaries carried
+	Binary   string // the agentbox binary carried
+	Small    string // the agentbox-guest carried beside it; "" when none
+	Why      string // why no agentbox-guest is carried, when none is
 	UpToDate bool   // nothing was built
 	Pushed   string // the reference pushed, if any
 	Saved    string // the archive written, if any
 	Size     int64
 }
 
-// BuildGuestImage layers the guest binary onto an image
-// (images.GuestDockerfile) and tags it images.GuestRef(base, id), keyed by
-// the binary's hash: the image a backend that cannot bind-mount the host's
-// binary (Kubernetes) runs. An image with that tag built from the same base
+// BuildGuestImage layers the guest binaries onto an image
+// (images.GuestDockerfile: agentbox, and agentbox-guest of its build when
+// it is beside it) and tags it images.GuestRef(base, id), keyed by both
+// binaries' hashes (images.GuestKey): the image a backend that cannot
+// bind-mount the host's binary (Kubernetes) runs. An image with that tag built from the same base
 // image ID is up to date. It then writes the image to Save and pushes it
 // to Push, where they are set.
 func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOptions) (GuestImageResult, error) {
@@ -69,15 +75,21 @@ func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOption
 	if o.Progress == nil {
 		p.w = io.Discard
 	}
-	bin, err := imageBinary(o.Binary)
+	bins, err := imageBinaries(o.Binary)
 	if err != nil {
 		return GuestImageResult{}, err
 	}
-	id, err := images.GuestID(bin)
+	id, err := images.GuestKey(bins.Whole, bins.Small)
 	if err != nil {
 		return GuestImageResult{}, err
 	}
-	res := GuestImageResult{Ref: images.GuestRef(o.Base, id), GuestID: id}
+	small := ""
+	if bins.Small != "" {
+		if small, err = images.GuestID(bins.Small); err != nil {
+			return GuestImageResult{}, err
+		}
+	}
+	res := GuestImageResult{Ref: images.GuestRef(o.Base, id), GuestID: id, Binary: bins.Whole, Small: bins.Small, Why: bins.Why}
 	fail := func(what string, err error) (GuestImageResult, error) {
 		return GuestImageResult{}, fmt.Errorf("guest image %s: %s: %w", res.Ref, what, err)
 	}
@@ -119,12 +131,12 @@ func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOption
 		p.printf("%s is up to date (%s)", res.Ref, buildShortID(cur.id))
 	default:
 		t := time.Now()
-		p.printf("building %s: %s (guest %s) on %s", res.Ref, bin, id, o.Base)
-		data, err := os.ReadFile(bin)
-		if err != nil {
-			return fail("read the guest binary", err)
+		if bins.Small != "" {
+			p.printf("building %s: %s and %s (guest %s) on %s", res.Ref, bins.Whole, bins.Small, id, o.Base)
+		} else {
+			p.printf("building %s: %s alone (guest %s; %s) on %s", res.Ref, bins.Whole, id, bins.Why, o.Base)
 		}
-		ctxTar, err := guestContextTar(images.GuestDockerfile(), data)
+		ctxTar, err := guestContextTar(images.GuestDockerfile(), bins.Whole, bins.Small)
 		if err != nil {
 			return fail("context", err)
 		}
@@ -132,7 +144,7 @@ func BuildGuestImage(ctx context.Context, cli *client.Client, o GuestImageOption
 		resp, err := cli.ImageBuild(ctx, bytes.NewReader(ctxTar), client.ImageBuildOptions{
 			Tags:        []string{res.Ref},
 			Dockerfile:  "Dockerfile",
-			BuildArgs:   map[string]*string{"BASE": &baseRef, "GUEST_ID": &id},
+			BuildArgs:   map[string]*string{"BASE": &baseRef, "GUEST_ID": &id, "GUEST_SMALL": &small},
 			Labels:      map[string]string{LabelBase: o.Base, LabelBaseID: base.id},
 			Remove:      true,
 			ForceRemove: true,
@@ -180,27 +192,52 @@ func finishGuestImage(ctx context.Context, cli *client.Client, o GuestImageOptio
 	return nil
 }
 
-// guestContextTar is the guest image's build context: the Dockerfile and
-// the binary as "agentbox" (0555, owned by root).
-func guestContextTar(dockerfile, binary []byte) ([]byte, error) {
+// guestContextTar is the guest image's build context: the Dockerfile, and
+// in the directory "opt" the binary whole as "agentbox" and small (if not
+// "") as "agentbox-guest" (0555, owned by root).
+func guestContextTar(dockerfile []byte, whole, small string) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"Dockerfile", 0o644, dockerfile}, {"agentbox", 0o555, binary}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, err
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(dockerfile); err != nil {
+		return nil, err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "opt/", Mode: 0o755, ModTime: time.Unix(0, 0), Typeflag: tar.TypeDir}); err != nil {
+		return nil, err
+	}
+	files := []struct{ name, path string }{{"agentbox", whole}}
+	if small != "" {
+		files = append(files, struct{ name, path string }{guestenv.GuestName, small})
+	}
+	for _, f := range files {
+		if err := addFile(tw, "opt/"+f.name, f.path); err != nil {
+			return nil, fmt.Errorf("read the guest binary: %w", err)
 		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// addFile writes the file at path into tw as name (0555, owned by root).
+func addFile(tw *tar.Writer, name, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o555, Size: fi.Size(), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
 }
 
 // saveImage writes ref as a `docker save` archive to path (written aside

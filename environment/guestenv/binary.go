@@ -26,7 +26,8 @@ func Binary(path string, check func(*elf.File) error) (string, error) {
 // WholeBinary is Binary without the small guest: path, or
 // $AGENTBOX_GUEST_BINARY, or the running executable. A guest image
 // (Kubernetes) carries the whole agentbox, since `agentbox serve` in the
-// cluster runs from that same image and asks for it by its binary's hash.
+// cluster runs from that same image and asks for it by its binaries'
+// hashes; ImageBinaries adds the small guest beside it.
 func WholeBinary(path string, check func(*elf.File) error) (string, error) {
 	return resolve(path, false, check)
 }

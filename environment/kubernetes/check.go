@@ -126,14 +126,14 @@ func (b *Backend) Check(ctx context.Context, cfg environment.Config) []environme
 		}
 	}
 
-	base, ref, _, err := guestImage(cfg)
+	guest, err := guestImage(cfg)
 	if err != nil {
 		add("guest binary", false, err.Error(), "build with CGO_ENABLED=0 (make build)")
 		return out
 	}
-	add("guest binary", true, "its image is "+ref, "")
+	add("guest binary", true, guest.about, "")
 	if nodesErr == nil {
-		out = append(out, guestImageCheck(base, ref, nodes.Items))
+		out = append(out, guestImageCheck(guest.base, guest.ref, nodes.Items))
 	}
 	return out
 }

@@ -119,7 +119,7 @@ func TestDoctor(t *testing.T) {
 	c := newCluster(t, testenv.TestImage)
 	// The guest image was loaded into every node: once each node's
 	// kubelet lists it (its image list lags a load), doctor says so.
-	id, err := images.GuestID(c.bin)
+	id, err := guestKey(c.bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestDoctor(t *testing.T) {
 	})
 	stdout, stderr, code := c.run(t, "doctor", "--backend", "kubernetes", "--namespace", c.namespace, "--image", testenv.TestImage)
 	t.Logf("doctor (exit %d):\n%s%s", code, stdout, stderr)
-	for _, want := range []string{"ok   API server", "ok   permissions in " + c.namespace, "NetworkPolicy agentbox-deny-all", "network plugin", "ok   guest binary"} {
+	for _, want := range []string{"ok   API server", "ok   permissions in " + c.namespace, "NetworkPolicy agentbox-deny-all", "network plugin", "ok   guest binary: the Pods run agentbox-guest"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("doctor does not say %q", want)
 		}
@@ -177,7 +177,7 @@ func TestRegistryPush(t *testing.T) {
 	if code != 0 {
 		t.Fatal("agentbox image build --guest --push failed")
 	}
-	id, _ := images.GuestID(c.bin)
+	id, _ := guestKey(c.bin)
 	pushed := images.GuestRef(repo, id)
 	t.Cleanup(func() {
 		exec.Command("docker", "image", "rm", pushed, images.GuestRef(testenv.RuntimeImage, id)).Run()

@@ -120,11 +120,21 @@ func loadGuestImage(t *testing.T, bin, base string) {
 	}
 	t.Logf("guest image on %s loaded into the cluster in %v", base, time.Since(t0).Round(time.Millisecond))
 	// The cluster has it now; Docker need not keep a tag per test build.
-	id, err := images.GuestID(bin)
-	if err == nil {
+	if id, err := guestKey(bin); err == nil {
 		_ = exec.Command("docker", "image", "rm", images.GuestRef(base, id)).Run()
 	}
 	loaded[bin+"|"+base] = true
+}
+
+// guestKey is the key of bin's guest image (images.GuestKey): of bin and
+// agentbox-guest beside it when it is there (testenv.Build puts it there,
+// of the same build), of bin alone otherwise.
+func guestKey(bin string) (string, error) {
+	small := filepath.Join(filepath.Dir(bin), "agentbox-guest")
+	if _, err := os.Stat(small); err != nil {
+		small = ""
+	}
+	return images.GuestKey(bin, small)
 }
 
 // gone reports whether the Pod of an environment no longer exists.

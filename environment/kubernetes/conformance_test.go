@@ -3,18 +3,11 @@
 package kubernetes_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/codegirl-games/agentbox/environment/envtest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testenv.CleanupBuilds()
-	os.Exit(code)
-}
 
 // TestConformance runs the backend conformance suite against a real
 // cluster (scripts/k8s-cluster.sh's one node) with the test image (xev,

@@ -30,7 +30,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err := res.Validate(); err != nil {
 		return nil, err
 	}
-	base, image, id, err := guestImage(cfg)
+	guest, err := guestImage(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err != nil {
 		return nil, err
 	}
-	sb := &sandbox{c: c, name: podName(cfg.RunID), image: image, runtime: cfg.Runtime}
+	sb := &sandbox{c: c, name: podName(cfg.RunID), image: guest.ref, runtime: cfg.Runtime}
 	g := guestenv.New(sb, guestenv.Options{Backend: Name, Config: cfg, Began: t0, Said: "guest said"})
 	defer func() {
 		if retErr != nil {
@@ -58,7 +58,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err := c.ensurePolicy(ctx); err != nil {
 		return nil, err
 	}
-	pod := podSpec(sb.name, c.namespace, image, id, cfg, res, b.deadline(), b.Spread, b.groupLabel())
+	pod := podSpec(sb.name, c.namespace, guest, cfg, res, b.deadline(), b.Spread, b.groupLabel())
 	sb.created = true // from here on the Pod may exist, even if the answer is lost
 	created, err := c.cs.CoreV1().Pods(c.namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -74,7 +74,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	g.Timing("pod_create", time.Since(t))
 
 	t = time.Now()
-	running, err := c.waitRunning(ctx, created, base)
+	running, err := c.waitRunning(ctx, created, guest.base)
 	if err != nil {
 		return nil, err
 	}

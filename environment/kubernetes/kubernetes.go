@@ -1,11 +1,12 @@
 // Package kubernetes is the Kubernetes backend: one hardened Pod per
-// environment, whose only container runs the agentbox binary as the guest
-// (PID 1, `agentbox guest --sandboxed --await-host`) and speaks the wire
-// protocol over the Pod's attach stream (client-go's remotecommand:
-// WebSocket where the server supports it, SPDY otherwise). A cluster cannot
-// mount the host's binary, so the guest is layered into the image at build
-// time (`agentbox image build --guest`), under a tag keyed by the binary's
-// hash (images.GuestRef). A NetworkPolicy denying all traffic to and from
+// environment, whose only container runs the guest (PID 1, `agentbox-guest
+// guest --sandboxed --await-host`, or agentbox itself where the image has
+// no agentbox-guest of its build) and speaks the wire protocol over the
+// Pod's attach stream (client-go's remotecommand: WebSocket where the
+// server supports it, SPDY otherwise). A cluster cannot mount the host's
+// binary, so the guest is layered into the image at build time (`agentbox
+// image build --guest`), under a tag keyed by the binaries' hashes
+// (images.GuestKey, images.GuestRef). A NetworkPolicy denying all traffic to and from
 // agentbox's pods is created with them. Only this package may import
 // client-go.
 package kubernetes
@@ -19,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,50 +214,116 @@ func (b *Backend) deadline() time.Duration {
 // --guest` layers it, since serve in the cluster runs from that image):
 // statically linked, since the image's libc is not the host's.
 func GuestBinary(path string) (string, error) {
-	return guestenv.WholeBinary(path, func(f *elf.File) error {
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				return errors.New("it is dynamically linked; build agentbox with CGO_ENABLED=0 (as `make` does)")
-			}
+	return guestenv.WholeBinary(path, static)
+}
+
+// guestBinaries resolves what the guest image a Pod runs carries (see
+// guestenv.ImageBinaries): GuestBinary, and agentbox-guest of its build
+// beside it if there is one, both statically linked.
+func guestBinaries(path string) (guestenv.ImageGuest, error) {
+	return guestenv.ImageBinaries(path, static)
+}
+
+func static(f *elf.File) error {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("it is dynamically linked; build agentbox with CGO_ENABLED=0 (as `make` does)")
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
-// guestImage is the image a Pod runs for cfg: the guest-carrying variant
-// of cfg.Image (or DefaultImage) for the guest binary.
-func guestImage(cfg environment.Config) (base, ref, id string, err error) {
-	base = cfg.Image
-	if base == "" {
-		base = DefaultImage
-	}
-	bin, err := GuestBinary(cfg.GuestBinary)
-	if err != nil {
-		return "", "", "", err
-	}
-	id, err = guestID(bin)
-	if err != nil {
-		return "", "", "", fmt.Errorf("%w: %w", environment.ErrGuest, err)
-	}
-	return base, images.GuestRef(base, id), id, nil
+// podGuest is what a Pod runs for a Config: the guest image and, in it,
+// the guest's binary.
+type podGuest struct {
+	base  string // the image named: cfg.Image, or DefaultImage
+	ref   string // the guest image the Pod runs
+	id    string // its key (images.GuestKey), the Pod's AnnotationGuest
+	small bool   // the Pod runs agentbox-guest (images.GuestSmallPath), not agentbox
+	about string // what the Pod runs and why (doctor)
 }
 
-// guestID is images.GuestID, remembered per file (path, size, mtime): an
-// eval hashes its binary once, not once per episode.
-func guestID(path string) (string, error) {
-	fi, err := os.Stat(path)
+// command is the guest's command line: PID 1 of the Pod's container.
+func (g podGuest) command() []string {
+	bin := images.GuestPath
+	if g.small {
+		bin = images.GuestSmallPath
+	}
+	return []string{bin, "guest", "--sandboxed", "--await-host"}
+}
+
+// guestImage is what a Pod runs for cfg: the guest-carrying variant of
+// cfg.Image (or DefaultImage) for the guest binaries, keyed by both
+// (images.GuestKey), whose agentbox-guest the Pod runs when the key
+// covers one — the agentbox and the image then agree on both binaries,
+// since the same pair gives the same key on the host and in the image
+// (serve in a cluster). Without agentbox-guest of its build beside it, the
+// key is the agentbox binary's alone, and the Pod runs agentbox itself.
+// --image naming the image of this agentbox alone (its -guest-HASH tag,
+// made where no agentbox-guest was beside it) is taken as it is, and its
+// Pods run agentbox too.
+func guestImage(cfg environment.Config) (podGuest, error) {
+	g := podGuest{base: cfg.Image}
+	if g.base == "" {
+		g.base = DefaultImage
+	}
+	bins, err := guestBinaries(cfg.GuestBinary)
+	if err != nil {
+		return podGuest{}, err
+	}
+	if g.id, err = guestKey(bins.Whole, bins.Small); err != nil {
+		return podGuest{}, fmt.Errorf("%w: %w", environment.ErrGuest, err)
+	}
+	g.ref, g.small = images.GuestRef(g.base, g.id), bins.Small != ""
+	if g.small && g.ref != g.base && strings.Contains(g.base, "-guest-") {
+		whole, err := guestKey(bins.Whole, "")
+		if err != nil {
+			return podGuest{}, fmt.Errorf("%w: %w", environment.ErrGuest, err)
+		}
+		if images.GuestRef(g.base, whole) == g.base {
+			g.ref, g.id, g.small = g.base, whole, false
+			g.about = fmt.Sprintf("the Pods run agentbox itself as the guest (%s guest) from %s: --image names the image of %s alone (`agentbox image build --guest` makes the one that carries %s too, whose Pods start quicker)", images.GuestPath, g.ref, bins.Whole, bins.Small)
+			return g, nil
+		}
+	}
+	if g.small {
+		g.about = fmt.Sprintf("the Pods run agentbox-guest (%s) from %s, which carries %s and %s (of the same build)", images.GuestSmallPath, g.ref, bins.Whole, bins.Small)
+	} else {
+		g.about = fmt.Sprintf("the Pods run agentbox itself as the guest (%s guest) from %s, which carries %s alone: %s; its Pods start slower", images.GuestPath, g.ref, bins.Whole, bins.Why)
+	}
+	return g, nil
+}
+
+// guestKey is images.GuestKey, remembered per pair of files (path, size,
+// mtime): an eval hashes its binaries once, not once per episode.
+func guestKey(whole, small string) (string, error) {
+	key, err := fileKey(whole)
 	if err != nil {
 		return "", err
 	}
-	key := path + "|" + strconv.FormatInt(fi.Size(), 10) + "|" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+	if small != "" {
+		k, err := fileKey(small)
+		if err != nil {
+			return "", err
+		}
+		key += "|" + k
+	}
 	if v, ok := guestIDs.Load(key); ok {
 		return v.(string), nil
 	}
-	id, err := images.GuestID(path)
+	id, err := images.GuestKey(whole, small)
 	if err == nil {
 		guestIDs.Store(key, id)
 	}
 	return id, err
+}
+
+func fileKey(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	return path + "|" + strconv.FormatInt(fi.Size(), 10) + "|" + strconv.FormatInt(fi.ModTime().UnixNano(), 10), nil
 }
 
 // randomSuffix is 8 hex digits for Pod names.

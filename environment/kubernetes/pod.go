@@ -20,7 +20,6 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
-	"github.com/codegirl-games/agentbox/images"
 )
 
 // Labels select agentbox's Pods (the NetworkPolicy, gc); annotations say
@@ -103,8 +102,9 @@ func podName(runID string) string {
 // no privilege escalation, RuntimeDefault seccomp, no service-account
 // token, no service links, memory-backed emptyDirs for /tmp and /dev/shm
 // sized as the flags say, CPU and memory limits, the RuntimeClass for
-// --runtime, activeDeadlineSeconds, the guest on attached stdin.
-func podSpec(name, namespace, image, guestID string, cfg environment.Config, res environment.Resources, deadline time.Duration, spread, group string) *corev1.Pod {
+// --runtime, activeDeadlineSeconds, the guest (guest.command() of
+// guest.ref) on attached stdin.
+func podSpec(name, namespace string, guest podGuest, cfg environment.Config, res environment.Resources, deadline time.Duration, spread, group string) *corev1.Pod {
 	no, yes := false, true
 	uid := int64(sandboxUID)
 	grace := int64(1)
@@ -128,7 +128,7 @@ func podSpec(name, namespace, image, guestID string, cfg environment.Config, res
 				AnnotationOwnerHost:  host,
 				AnnotationOwnerPID:   strconv.Itoa(os.Getpid()),
 				AnnotationOwnerStart: strconv.FormatUint(environment.ProcessStart(os.Getpid()), 10),
-				AnnotationGuest:      guestID,
+				AnnotationGuest:      guest.id,
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -151,11 +151,11 @@ func podSpec(name, namespace, image, guestID string, cfg environment.Config, res
 			},
 			Containers: []corev1.Container{{
 				Name:            containerName,
-				Image:           image,
+				Image:           guest.ref,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				// The guest is the container's init (PID 1): it reaps, and
 				// nothing inside can signal it (see the Docker backend).
-				Command:    []string{images.GuestPath, "guest", "--sandboxed", "--await-host"},
+				Command:    guest.command(),
 				WorkingDir: "/tmp",
 				Env: []corev1.EnvVar{
 					{Name: "HOME", Value: guestenv.Home},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ import (
 func TestPodSpec(t *testing.T) {
 	cfg := environment.Config{RunID: "run-1", Runtime: "gvisor"}
 	res := environment.Resources{CPUs: 1.5, MemoryMB: 768, TmpfsMB: 128, ShmMB: 32}.WithDefaults()
-	p := podSpec("agentbox-run-1-abcd", "ns", "img:tag-guest-0123", "0123", cfg, res, 2*time.Hour, "", "g1")
+	small := podGuest{ref: "img:tag-guest-0123", id: "0123", small: true}
+	p := podSpec("agentbox-run-1-abcd", "ns", small, cfg, res, 2*time.Hour, "", "g1")
 	c := p.Spec.Containers[0]
 	sc := c.SecurityContext
 	tmp, shm := p.Spec.Volumes[0].EmptyDir, p.Spec.Volumes[1].EmptyDir
@@ -49,17 +51,28 @@ func TestPodSpec(t *testing.T) {
 		{"CPU limit", c.Resources.Limits.Cpu().MilliValue() == 1500},
 		{"memory limit = request", c.Resources.Limits.Memory().Value() == 768<<20 && c.Resources.Requests.Memory().Value() == 768<<20},
 		{"the guest on attached stdin, once", c.Stdin && c.StdinOnce && !c.TTY},
-		{"the guest awaits the host", strings.Join(c.Command, " ") == "/opt/agentbox/agentbox guest --sandboxed --await-host"},
+		{"the guest (agentbox-guest) awaits the host", strings.Join(c.Command, " ") == "/opt/agentbox/agentbox-guest guest --sandboxed --await-host"},
 		{"the guest image", c.Image == "img:tag-guest-0123"},
 		{"labels for the policy, gc and spreading", p.Labels[LabelTool] == "agentbox" && p.Labels[LabelRun] == "run-1" && p.Labels[LabelGroup] == "g1"},
 		{"owner annotations", p.Annotations[AnnotationRun] == "run-1" && p.Annotations[AnnotationOwnerPID] != "" && p.Annotations[AnnotationOwnerStart] != ""},
+		{"the guest image's key", p.Annotations[AnnotationGuest] == "0123"},
 	}
 	for _, c := range checks {
 		if !c.ok {
 			t.Errorf("%s: no", c.what)
 		}
 	}
-	if p := podSpec("n", "ns", "i", "g", environment.Config{}, res, time.Hour, "", "g1"); p.Spec.RuntimeClassName != nil {
+	// An image without agentbox-guest: agentbox itself is the guest, in
+	// a Pod hardened exactly as the other — only the command differs.
+	whole := podSpec("agentbox-run-1-abcd", "ns", podGuest{ref: "img:tag-guest-0123", id: "0123"}, cfg, res, 2*time.Hour, "", "g1")
+	if got := strings.Join(whole.Spec.Containers[0].Command, " "); got != "/opt/agentbox/agentbox guest --sandboxed --await-host" {
+		t.Errorf("agentbox alone: the command is %q", got)
+	}
+	whole.Spec.Containers[0].Command = p.Spec.Containers[0].Command
+	if !reflect.DeepEqual(whole, p) {
+		t.Errorf("the Pods of the two guests differ beyond the command:\n%+v\n%+v", whole.Spec, p.Spec)
+	}
+	if p := podSpec("n", "ns", podGuest{ref: "i", id: "g"}, environment.Config{}, res, time.Hour, "", "g1"); p.Spec.RuntimeClassName != nil {
 		t.Errorf("a RuntimeClass without --runtime: %q", *p.Spec.RuntimeClassName)
 	}
 	// The deny-all policy selects exactly the Pods' label and allows nothing.
@@ -175,7 +188,7 @@ func TestSpread(t *testing.T) {
 		{SpreadHard, corev1.DoNotSchedule},
 		{SpreadNone, ""},
 	} {
-		p := podSpec("n", "ns", "i", "g", environment.Config{}, res, time.Hour, c.spread, "g1")
+		p := podSpec("n", "ns", podGuest{ref: "i", id: "g"}, environment.Config{}, res, time.Hour, c.spread, "g1")
 		tsc := p.Spec.TopologySpreadConstraints
 		if c.want == "" {
 			if len(tsc) != 0 {

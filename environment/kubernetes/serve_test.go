@@ -48,7 +48,7 @@ import (
 // stop, leaves no sandbox Pod behind.
 func TestServeInCluster(t *testing.T) {
 	c := newCluster(t, k8s.DefaultImage)
-	id, err := images.GuestID(c.bin)
+	id, err := guestKey(c.bin)
 	if err != nil {
 		t.Fatal(err)
 	}
