@@ -29,6 +29,15 @@ func TestDockerfile(t *testing.T) {
 				t.Errorf("%s Dockerfile lacks %q", v, want)
 			}
 		}
+		// A layer that installs packages may add fonts: it keeps the font
+		// caches valid (whole-second directory mtimes, symlinked
+		// directories too, then fc-cache), or every sandbox's first font
+		// lookup rebuilds them in its home (images/Dockerfile).
+		for _, want := range []string{"touch -h -d @1700000000", "find -L /usr/share/fonts", "fc-cache -f"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s Dockerfile lacks %q", v, want)
+			}
+		}
 		if n := strings.Count(s, "apt-get install"); n != 1 {
 			t.Errorf("%s Dockerfile: %d apt-get install, want one apt layer", v, n)
 		}
@@ -40,7 +49,8 @@ func TestDockerfile(t *testing.T) {
 	rt, _ := Dockerfile(VariantRuntime)
 	for _, pkg := range []string{"xvfb", "openbox", "xkb-data", "x11-xkb-utils", "fontconfig", "fonts-dejavu-core",
 		"libgl1-mesa-dri", "libglx-mesa0", "libegl1", "libgl1", "libsdl2-2.0-0", "libgtk-3-0", "dbus-x11", "libxtst6",
-		"fc-cache -f", "--uid 1000", "LANG=C.UTF-8", "ARG BASE=" + DefaultBase} {
+		"fc-cache -f", "--uid 1000", "LANG=C.UTF-8", "ARG BASE=" + DefaultBase,
+		"/var/cache/libx11/compose", "--divert /usr/bin/xkbcomp.real"} {
 		if !strings.Contains(string(rt), pkg) {
 			t.Errorf("runtime Dockerfile lacks %q", pkg)
 		}
