@@ -51,6 +51,9 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 			return resp, fmt.Errorf("start: %w", err)
 		}
 	}
+	if err := g.prof.start(g.home, g.opts.CPUProfile); err != nil {
+		g.logf("warn", "%v", err)
+	}
 
 	if req.Net != nil {
 		r, err := startNet(req.Net, g.tunnel, func(f string, a ...any) { fmt.Fprintf(g.logw, "agentbox guest: "+f+"\n", a...) })
@@ -120,7 +123,7 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 	xctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
 	g.screenLooked()
-	err := g.x.CaptureDamaged(xctx, func(f x11.Frame) error {
+	shot := func(f x11.Frame) error {
 		resp.Width, resp.Height = f.Width, f.Height
 		resp.Hash = g.kept.hash(f)
 		if req.IfNot != 0 && req.IfNot == resp.Hash {
@@ -134,15 +137,20 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 			g.kept.encGen = f.Gen
 		}
 		return nil
-	})
-	if err != nil {
-		return resp, nil, fmt.Errorf("capture: %w", err)
 	}
-	if req.WithState {
-		st, err := g.state(xctx)
-		if err != nil {
-			return resp, nil, err
+	if !req.WithState {
+		if err := g.x.CaptureDamaged(xctx, shot); err != nil {
+			return resp, nil, fmt.Errorf("capture: %w", err)
 		}
+	} else {
+		// The state's cursor is read after the capture, as the state's
+		// own read would: in the damage check's round trip where the
+		// screen is unchanged (x11.Conn.CaptureDamagedCursor).
+		x, y, err := g.x.CaptureDamagedCursor(xctx, shot)
+		if err != nil {
+			return resp, nil, fmt.Errorf("capture: %w", err)
+		}
+		st := g.stateAt(action.Point{X: x, Y: y})
 		resp.State = &st
 	}
 	if resp.Unchanged {
@@ -194,22 +202,12 @@ func (g *Guest) frameHash(ctx context.Context) (uint64, error) {
 	return h, err
 }
 
-// state reports cursor, windows and the app's state.
-func (g *Guest) state(ctx context.Context) (wire.State, error) {
-	var st wire.State
-	if g.x == nil {
-		return st, wire.Errorf(wire.CodeInvalid, "state: the display is not up")
-	}
-	ctx, cancel := context.WithTimeout(ctx, xTimeout)
-	defer cancel()
-	x, y, err := g.x.Cursor(ctx)
-	if err != nil {
-		return st, fmt.Errorf("cursor: %w", err)
-	}
-	st.Cursor = action.Point{X: x, Y: y}
+// stateAt is the state with the cursor read at p.
+func (g *Guest) stateAt(p action.Point) wire.State {
+	st := wire.State{Cursor: p}
 	st.Windows = g.windowList()
 	if g.app != nil {
 		st.Running, st.Exit = g.app.status()
 	}
-	return st, nil
+	return st
 }

@@ -50,11 +50,16 @@ type Options struct {
 	// another stops it and starts its own.
 	Display   *observe.Screen
 	DisplayWM bool
+	// CPUProfile, when set, is the name of a file in the home the guest
+	// writes a CPU profile to, from start to stop (profile.go; for
+	// developers, never set by default).
+	CPUProfile string
 }
 
 // Guest is the supervisor's state.
 type Guest struct {
 	opts Options
+	prof cpuProfile
 	conn *wire.Conn
 	logw io.Writer // diagnostics (stderr)
 
@@ -410,12 +415,14 @@ func (g *Guest) stop(ctx context.Context, req wire.StopRequest) wire.StopRespons
 		resp.Exit = g.app.terminate(grace)
 	}
 	g.shutdown(grace)
+	g.prof.stop() // written before the answer, for the host to read back
 	return resp
 }
 
 // shutdown stops everything the guest started; it is idempotent.
 func (g *Guest) shutdown(grace time.Duration) {
 	g.stopOnce.Do(func() {
+		defer g.prof.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), grace+2*time.Second)
 		defer cancel()
 		if e := g.early.Swap(nil); e != nil {

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 // in-process pipes: the protocol as a backend speaks it, without a
 // sandbox.
 type pipeHost struct {
-	t    *testing.T
+	t    testing.TB
 	conn *wire.Conn
 	// in is the guest's stdin: closing it ends the guest.
 	in   *io.PipeWriter
@@ -56,7 +56,7 @@ type pipeHost struct {
 
 // startGuest serves a guest on pipes and reads its hello. The guest ends
 // (stdin closed) when the test does, and must exit 0.
-func startGuest(t *testing.T) *pipeHost {
+func startGuest(t testing.TB) *pipeHost {
 	t.Helper()
 	h, _ := startGuestWith(t, Options{})
 	return h
@@ -65,7 +65,7 @@ func startGuest(t *testing.T) *pipeHost {
 // startGuestWith is startGuest with the guest's options; the guest
 // brings up its early display (Options.Display) before its hello, as
 // Main does.
-func startGuestWith(t *testing.T, opts Options) (*pipeHost, *Guest) {
+func startGuestWith(t testing.TB, opts Options) (*pipeHost, *Guest) {
 	t.Helper()
 	guestIn, hostOut := io.Pipe()
 	hostIn, guestOut := io.Pipe()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,8 @@ type Conn struct {
 	r *bufio.Reader
 	w io.Writer
 
-	wmu sync.Mutex
+	wmu  sync.Mutex
+	wbuf []byte // the frame being written, reused under wmu
 
 	limit Limit // set before Serve
 
@@ -196,11 +198,19 @@ func (c *Conn) Err() error {
 func (c *Conn) Write(h *Header, payload []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := WriteFrame(c.w, h, payload); err != nil {
+	var err error
+	c.wbuf, err = writeFrame(c.w, c.wbuf, h, payload)
+	if cap(c.wbuf) > maxKeptWriteBuf {
+		c.wbuf = nil // a rare large frame's buffer is not kept
+	}
+	if err != nil {
 		return fmt.Errorf("wire: write %s %s: %w", h.Type, h.Method, err)
 	}
 	return nil
 }
+
+// maxKeptWriteBuf bounds the write buffer a Conn keeps between frames.
+const maxKeptWriteBuf = 256 << 10
 
 // Call sends a request and waits for its response. The response body is
 // decoded into out (if non-nil); its payload is returned. A RemoteError from
@@ -239,7 +249,10 @@ func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []b
 		if m.Error != nil {
 			return nil, m.Error
 		}
-		if out != nil && len(m.Body) > 0 {
+		if out != nil && m.Value != nil && reflect.TypeOf(out) == reflect.TypeOf(m.Value) {
+			// The limit decoded the body already (Header.Value).
+			reflect.ValueOf(out).Elem().Set(reflect.ValueOf(m.Value).Elem())
+		} else if out != nil && len(m.Body) > 0 {
 			if err := json.Unmarshal(m.Body, out); err != nil {
 				return nil, fmt.Errorf("wire: %s: decode response: %w", method, err)
 			}

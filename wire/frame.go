@@ -76,6 +76,16 @@ type Header struct {
 	Method string          `json:"m,omitempty"` // request method or event name
 	Body   json.RawMessage `json:"b,omitempty"`
 	Error  *RemoteError    `json:"err,omitempty"` // responses only
+
+	// Value, set by a Limit that decoded Body to judge the frame, is that
+	// decoded body (a pointer): Call hands it to its out when out is a
+	// pointer of the same type, instead of decoding the body again.
+	Value any `json:"-"`
+	// PayloadBuf, set by a Limit, is a buffer the payload is read into
+	// when it is large enough (the payload is then PayloadBuf[:n]): a
+	// caller that decodes the payload and drops it can reuse one buffer
+	// for every frame. Otherwise a new one is allocated.
+	PayloadBuf []byte `json:"-"`
 }
 
 // Message is one decoded frame.
@@ -111,24 +121,44 @@ var ErrProtocol = errors.New("wire: protocol error")
 // WriteFrame writes one frame. It buffers the whole frame and issues a single
 // Write, so a reader never sees a torn header on a healthy stream.
 func WriteFrame(w io.Writer, h *Header, payload []byte) error {
-	hdr, err := json.Marshal(h)
-	if err != nil {
-		return fmt.Errorf("wire: encode header: %w", err)
-	}
-	if len(hdr) > MaxHeader {
-		return fmt.Errorf("%w: header is %d bytes", ErrFrameTooLarge, len(hdr))
-	}
-	n := 4 + len(hdr) + len(payload)
-	if n > MaxFrame {
-		return fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
-	}
-	buf := make([]byte, 8, 8+len(hdr)+len(payload))
-	binary.BigEndian.PutUint32(buf[0:4], uint32(n))
-	binary.BigEndian.PutUint32(buf[4:8], uint32(len(hdr)))
-	buf = append(buf, hdr...)
-	buf = append(buf, payload...)
-	_, err = w.Write(buf)
+	_, err := writeFrame(w, nil, h, payload)
 	return err
+}
+
+// copyPayload is the largest payload writeFrame copies behind the header
+// for one Write; a larger one is written by a second Write of its own,
+// which costs less than its copy (a frame of a screen is megabytes).
+const copyPayload = 64 << 10
+
+// writeFrame is WriteFrame building the frame in buf (returned for reuse):
+// one Write for the frame, or two (the header, then the payload in place)
+// when the payload is larger than copyPayload. The caller serialises
+// writes, so a reader never sees another frame between the two.
+func writeFrame(w io.Writer, buf []byte, h *Header, payload []byte) ([]byte, error) {
+	buf, err := appendHeader(append(buf[:0], 0, 0, 0, 0, 0, 0, 0, 0), h)
+	if err != nil {
+		return buf, fmt.Errorf("wire: encode header: %w", err)
+	}
+	hn := len(buf) - 8
+	if hn > MaxHeader {
+		return buf, fmt.Errorf("%w: header is %d bytes", ErrFrameTooLarge, hn)
+	}
+	n := 4 + hn + len(payload)
+	if n > MaxFrame {
+		return buf, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+	}
+	binary.BigEndian.PutUint32(buf[0:4], uint32(n))
+	binary.BigEndian.PutUint32(buf[4:8], uint32(hn))
+	if len(payload) <= copyPayload {
+		buf = append(buf, payload...)
+		_, err = w.Write(buf)
+		return buf, err
+	}
+	if _, err := w.Write(buf); err != nil {
+		return buf, err
+	}
+	_, err = w.Write(payload)
+	return buf, err
 }
 
 // ReadFrame reads one frame. io.EOF is returned only for a clean end between
@@ -164,13 +194,29 @@ func readFrame(r *bufio.Reader, check func(h *Header, payload int) error) (*Mess
 	if hn > n-4 || hn > MaxHeader {
 		return nil, fmt.Errorf("%w: header length %d exceeds frame length %d", ErrProtocol, hn, n)
 	}
-	hdr := make([]byte, hn)
-	if _, err := io.ReadFull(r, hdr); err != nil {
-		return nil, noEOF(err)
+	var hdr []byte
+	peeked := int(hn) <= r.Size()
+	if peeked {
+		// Decoded where it lies in the reader's buffer (the decoding
+		// copies what it keeps), then skipped.
+		var err error
+		if hdr, err = r.Peek(int(hn)); err != nil {
+			return nil, noEOF(err)
+		}
+	} else {
+		hdr = make([]byte, hn)
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			return nil, noEOF(err)
+		}
 	}
 	m := &Message{}
-	if err := json.Unmarshal(hdr, &m.Header); err != nil {
+	if err := parseHeader(hdr, &m.Header); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", ErrProtocol, err)
+	}
+	if peeked {
+		if _, err := r.Discard(int(hn)); err != nil {
+			return nil, noEOF(err)
+		}
 	}
 	switch m.Type {
 	case Request, Response, Event:
@@ -189,7 +235,11 @@ func readFrame(r *bufio.Reader, check func(h *Header, payload int) error) (*Mess
 		}
 	}
 	if pn > 0 {
-		m.Payload = make([]byte, pn)
+		if cap(m.PayloadBuf) >= pn {
+			m.Payload = m.PayloadBuf[:pn]
+		} else {
+			m.Payload = make([]byte, pn)
+		}
 		if _, err := io.ReadFull(r, m.Payload); err != nil {
 			return nil, noEOF(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -129,17 +130,18 @@ func (c *Client) check(h *wire.Header, payload int) error {
 	}
 	if h.Method == wire.MethodStep {
 		// An action's answer with the screenshot after it.
-		var r wire.StepResponse
-		if err := json.Unmarshal(h.Body, &r); err != nil {
+		r := new(wire.StepResponse)
+		if err := json.Unmarshal(h.Body, r); err != nil {
 			return fmt.Errorf("bad body: %w", err)
 		}
+		h.Value = r // the call's answer: decoded once
 		if r.Shot == nil {
 			if payload > 0 {
 				return fmt.Errorf("a step's answer without a screenshot carries a %d-byte payload", payload)
 			}
 			return nil
 		}
-		return c.checkShot(r.Shot, payload)
+		return c.checkShotPayload(h, r.Shot, payload)
 	}
 	if h.Method != wire.MethodScreenshot {
 		if payload > 0 {
@@ -147,11 +149,61 @@ func (c *Client) check(h *wire.Header, payload int) error {
 		}
 		return nil
 	}
-	var r wire.ScreenshotResponse
-	if err := json.Unmarshal(h.Body, &r); err != nil {
+	r := new(wire.ScreenshotResponse)
+	if err := json.Unmarshal(h.Body, r); err != nil {
 		return fmt.Errorf("bad body: %w", err)
 	}
-	return c.checkShot(&r, payload)
+	h.Value = r // the call's answer: decoded once
+	return c.checkShotPayload(h, r, payload)
+}
+
+// checkShotPayload is checkShot, and a frame within its bounds is read
+// into the client's reused payload buffer (payloadSlot): the caller gives
+// it back once the frame is decoded.
+func (c *Client) checkShotPayload(h *wire.Header, r *wire.ScreenshotResponse, payload int) error {
+	if err := c.checkShot(r, payload); err != nil {
+		return err
+	}
+	if payload > 0 {
+		h.PayloadBuf = c.payloads.take()
+	}
+	return nil
+}
+
+// payloadSlot holds one buffer for screenshots' payloads: taken by the
+// read loop for a frame's payload (the slot is then empty, and a frame
+// read meanwhile gets a new allocation), given back by the caller once it
+// decoded the frame and dropped the payload. A buffer is thus read into
+// by one frame at a time and never while anything still reads it; one
+// whose caller gave up (a cancelled call) is left to the collector.
+type payloadSlot struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+// maxKeptPayload bounds the payload buffer kept between frames: a
+// 3840×2160 desktop compresses well below it.
+const maxKeptPayload = 16 << 20
+
+func (s *payloadSlot) take() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buf
+	s.buf = nil
+	return b
+}
+
+// put gives p back for the next frame's payload; the caller no longer
+// reads it.
+func (s *payloadSlot) put(p []byte) {
+	if cap(p) == 0 || cap(p) > maxKeptPayload {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cap(p) > cap(s.buf) {
+		s.buf = p[:0]
+	}
 }
 
 // checkShot bounds a screenshot by the configured screen before anything

@@ -45,6 +45,9 @@ type Client struct {
 	mu       sync.Mutex
 	last     *observe.Frame // the newest frame, reused while the screen is unchanged
 	lastHash uint64
+	// payloads is the buffer a screenshot's payload is read into
+	// (wire.Header.PayloadBuf), given back once the frame is decoded.
+	payloads payloadSlot
 
 	served chan struct{}
 	logf   func(string)
@@ -454,6 +457,7 @@ func (c *Client) Observe(ctx context.Context) (*observe.Frame, environment.State
 	if err != nil {
 		return nil, environment.State{}, c.wrap("screenshot", err)
 	}
+	defer c.payloads.put(payload)
 	return c.shot(&resp, payload)
 }
 
@@ -546,6 +550,7 @@ func (c *Client) Step(ctx context.Context, a action.Action, settle *action.Actio
 		return res, nil, nil
 	}
 	f, st, err := c.shot(resp.Shot, payload)
+	c.payloads.put(payload)
 	if err != nil {
 		return res, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,7 +235,66 @@ func DisplayArgs(cfg environment.Config) []string {
 	if !cfg.NoWM {
 		a = append(a, "--wm")
 	}
+	if os.Getenv(ProfileEnv) != "" {
+		a = append(a, "--cpuprofile", guestProfile)
+	}
 	return a
+}
+
+// ProfileEnv names the host's environment variable that asks every guest
+// the docker and local backends start for a CPU profile, for developers:
+// AGENTBOX_GUEST_CPUPROFILE=DIR makes the guest profile itself from its
+// start to its stop (guest/profile.go), and Close copies the profile to
+// DIR/guest-RUNID.pprof on the host before the sandbox goes
+// (`go tool pprof bin/agentbox-guest DIR/guest-RUNID.pprof`). Never set by
+// default; a profile that cannot be copied is reported to the guest log.
+const ProfileEnv = "AGENTBOX_GUEST_CPUPROFILE"
+
+// guestProfile is the profile's file in the guest's home.
+const guestProfile = "agentbox-guest.cpu.pprof"
+
+// fetchProfile copies the guest's CPU profile to the directory
+// ProfileEnv names (after the guest's stop wrote it).
+func (e *Env) fetchProfile(ctx context.Context) error {
+	dir := os.Getenv(ProfileEnv)
+	if dir == "" || e.guest == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("guest cpu profile: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("guest cpu profile: %w", err)
+	}
+	defer root.Close()
+	_, _, reason, err := e.guest.fetch(ctx, root, guestProfile, 1<<30)
+	if err == nil && reason != "" {
+		err = errors.New(reason)
+	}
+	if err != nil {
+		return fmt.Errorf("guest cpu profile: %w", err)
+	}
+	name := "guest-" + sanitizeName(e.opts.Config.RunID) + ".pprof"
+	if err := root.Rename(guestProfile, name); err != nil {
+		return fmt.Errorf("guest cpu profile: %w", err)
+	}
+	return nil
+}
+
+// sanitizeName keeps a run ID's letters, digits, '-', '_' and '.' for a
+// file name.
+func sanitizeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 {
+		return "run"
+	}
+	return string(b)
 }
 
 // Start performs the handshake with the guest on its stdio (stdout: what
@@ -563,8 +623,14 @@ func (e *Env) close(ctx context.Context) error {
 		case <-e.guest.Done():
 		default:
 			sctx, cancel := context.WithTimeout(ctx, stopBound)
-			if _, err := e.guest.Stop(sctx, stopGrace); err != nil && !errors.Is(err, environment.ErrGuest) && e.opts.Config.GuestLog != nil {
+			_, err := e.guest.Stop(sctx, stopGrace)
+			if err != nil && !errors.Is(err, environment.ErrGuest) && e.opts.Config.GuestLog != nil {
 				e.opts.Config.GuestLog("agentbox: the guest did not stop the app and the display (the sandbox is removed regardless): " + err.Error())
+			}
+			if err == nil {
+				if perr := e.fetchProfile(sctx); perr != nil && e.opts.Config.GuestLog != nil {
+					e.opts.Config.GuestLog("agentbox: " + perr.Error())
+				}
 			}
 			cancel()
 		}

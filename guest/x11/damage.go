@@ -139,6 +139,37 @@ func (c *Conn) DamageFailure() error {
 // for the next. Without DAMAGE every call captures the whole screen and
 // has a new Gen.
 func (c *Conn) CaptureDamaged(ctx context.Context, fn func(Frame) error) error {
+	return c.captureDamaged(ctx, fn, nil)
+}
+
+// CaptureDamagedCursor is CaptureDamaged, then the pointer's position on
+// the root window as Cursor would read it right after: where DAMAGE says
+// the screen is unchanged, the QueryPointer goes to the server with the
+// damage check (after its FetchRegion, so the server answers it after the
+// check, as it would a Cursor call after the capture) and costs no round
+// trip of its own; where the screen changed and was captured, or without
+// DAMAGE, it is a QueryPointer of its own after the capture, as Cursor.
+func (c *Conn) CaptureDamagedCursor(ctx context.Context, fn func(Frame) error) (x, y int, err error) {
+	var p pointerRead
+	if err := c.captureDamaged(ctx, fn, &p); err != nil {
+		return 0, 0, err
+	}
+	if !p.ok {
+		return c.Cursor(ctx)
+	}
+	return p.x, p.y, nil
+}
+
+// pointerRead is the pointer read with a damage check, when ok.
+type pointerRead struct {
+	x, y int
+	ok   bool
+}
+
+// captureDamaged is CaptureDamaged; with p, the pointer is read in the
+// damage check's round trip, and kept in p when the check found nothing
+// to capture (a capture after the check would come after that read).
+func (c *Conn) captureDamaged(ctx context.Context, fn func(Frame) error, p *pointerRead) error {
 	if c.format != nil {
 		return c.format
 	}
@@ -156,7 +187,7 @@ func (c *Conn) CaptureDamaged(ctx context.Context, fn func(Frame) error) error {
 	}
 	bands := [][2]int{{0, h}}
 	if d.on && d.kept {
-		bands, err = c.takeDamage(o)
+		bands, err = c.takeDamage(o, p)
 		if err != nil {
 			d.kept = false
 			return o.wrap("capture", err)
@@ -201,7 +232,7 @@ func (c *Conn) DamageCheck(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer o.end()
-	bands, err := c.takeDamage(o)
+	bands, err := c.takeDamage(o, nil)
 	if err != nil {
 		c.dmg.kept = false
 		return false, o.wrap("damage check", err)
@@ -214,12 +245,33 @@ func (c *Conn) DamageCheck(ctx context.Context) (bool, error) {
 
 // takeDamage moves the damage accumulated since the last call into the
 // region, fetches it and returns its rows as bands [y0, y1), merged and
-// bounded (damageBandGap, maxDamageBands).
-func (c *Conn) takeDamage(o *op) ([][2]int, error) {
-	var rects []xproto.Rectangle
+// bounded (damageBandGap, maxDamageBands). With p, a QueryPointer goes
+// in the same round trip, after the FetchRegion, and its answer is kept in
+// p when nothing was damaged.
+func (c *Conn) takeDamage(o *op, p *pointerRead) ([][2]int, error) {
+	var (
+		rects  []xproto.Rectangle
+		rx, ry int16
+	)
 	err := o.do(func() error {
 		damage.Subtract(c.xc, c.dmg.obj, 0, c.dmg.region)
-		r, err := xfixes.FetchRegion(c.xc, c.dmg.region).Reply()
+		fr := xfixes.FetchRegion(c.xc, c.dmg.region)
+		var qp xproto.QueryPointerCookie
+		if p != nil {
+			qp = xproto.QueryPointer(c.xc, c.root)
+		}
+		r, err := fr.Reply()
+		if p != nil {
+			// Read its answer whatever happened, so that it is not left
+			// for the connection to hold.
+			q, qerr := qp.Reply()
+			if err == nil && qerr != nil {
+				err = qerr
+			}
+			if q != nil {
+				rx, ry = q.RootX, q.RootY
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -229,7 +281,11 @@ func (c *Conn) takeDamage(o *op) ([][2]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	return damageBands(rects, c.height), nil
+	bands := damageBands(rects, c.height)
+	if p != nil && len(bands) == 0 {
+		p.x, p.y, p.ok = int(rx), int(ry), true
+	}
+	return bands, nil
 }
 
 // damageBands returns the rows rects cover as sorted bands [y0, y1)

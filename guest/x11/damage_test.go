@@ -279,3 +279,61 @@ func BenchmarkCaptureDamaged(b *testing.B) {
 		}
 	}
 }
+
+// TestCaptureDamagedCursor: the cursor read with the capture is where the
+// pointer is after it, whether the screen was unchanged (read in the
+// damage check's round trip), changed (read after the capture) or
+// followed without DAMAGE; a pointer another client warped is seen too.
+func TestCaptureDamagedCursor(t *testing.T) {
+	for _, mode := range []string{"shm", "without damage"} {
+		t.Run(mode, func(t *testing.T) {
+			var opts []Option
+			if mode == "without damage" {
+				opts = append(opts, WithoutDamage())
+			}
+			e := newEnv(t, xserver.Config{Width: 320, Height: 240}, false, opts...)
+			other := client(t, e.srv.Display())
+			ctx := testCtx(t, 30*time.Second)
+			root := xproto.Setup(other).DefaultScreen(other).Root
+			check := func(what string, wantX, wantY int) {
+				t.Helper()
+				var ref []byte
+				x, y, err := e.c.CaptureDamagedCursor(ctx, func(f Frame) error { ref = bytes.Clone(f.Pix); return nil })
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if x != wantX || y != wantY {
+					t.Errorf("%s: cursor (%d, %d), want (%d, %d)", what, x, y, wantX, wantY)
+				}
+				if len(ref) == 0 {
+					t.Errorf("%s: no frame", what)
+				}
+			}
+			if err := e.c.MouseMove(ctx, 10, 20); err != nil {
+				t.Fatal(err)
+			}
+			check("first", 10, 20)
+			for i := range 5 {
+				x, y := 30+i*40, 40+i*30
+				if err := e.c.MouseMove(ctx, x, y); err != nil {
+					t.Fatal(err)
+				}
+				check(fmt.Sprintf("unchanged, moved to (%d, %d)", x, y), x, y)
+			}
+			if err := e.c.MouseMove(ctx, 100, 110); err != nil {
+				t.Fatal(err)
+			}
+			fillRoot(t, other, 0xff0000, 10, 20, 30, 5)
+			check("changed", 100, 110)
+			xproto.WarpPointer(other, 0, root, 0, 0, 0, 0, 222, 111)
+			if _, err := xproto.GetInputFocus(other).Reply(); err != nil {
+				t.Fatal(err)
+			}
+			check("warped by another client", 222, 111)
+			if err := e.c.MouseMove(ctx, 1000, -5); err != nil {
+				t.Fatal(err)
+			}
+			check("clamped to the screen", 319, 0)
+		})
+	}
+}
