@@ -80,11 +80,11 @@ type Options struct {
 	// MaxKeys bounds the keys kept warm at once (default 8).
 	MaxKeys int
 	// Parallel bounds the sandboxes created at once (default 2, and 4
-	// while a key of the docker backend is being filled: its creates are
-	// bound by the daemon's round trips more than by the CPU, so more at
-	// once make more a second — measured 2.2, 3.7 and 4.3 a second at 1,
-	// 2 and 4 on 2 cores, while the local backend's peak at 2; see
-	// docs/measurements.md, "The warm pool").
+	// while a key of the docker backend has no idle sandbox or a claim
+	// waiting: its creates are bound by the daemon's round trips more
+	// than by the CPU, so more at once make more a second — measured 2.2,
+	// 3.7 and 4.3 a second at 1, 2 and 4 on 2 cores, while the local
+	// backend's peak at 2; see docs/measurements.md, "The warm pool").
 	Parallel int
 	// RunID names the pool's sandboxes: each gets RunID-N (their
 	// backend's name and label); default "pool".
@@ -122,7 +122,7 @@ const (
 	DefaultMaxKeys  = 8
 	DefaultParallel = 2
 	// DefaultParallelDocker is the default Parallel while a key of the
-	// docker backend is the one being filled.
+	// docker backend, drained, is the one being filled.
 	DefaultParallelDocker = 4
 	DefaultCreateTimeout  = 60 * time.Second
 	DefaultCloseTimeout   = 30 * time.Second
@@ -913,7 +913,11 @@ func (p *Pool) parallelFor(ks *keyState) int {
 	if p.o.Parallel > 0 {
 		return p.o.Parallel
 	}
-	if ks.key.Backend == "docker" {
+	// Only while the key is drained (no idle sandbox, or a claim
+	// waiting): the daemon's work for more creates at once is CPU the
+	// episodes running do not get (a filled pool of 16 refilling four at
+	// once slowed the episodes taking from it).
+	if ks.key.Backend == "docker" && (len(ks.idle) == 0 || len(ks.waiters) > 0) {
 		return DefaultParallelDocker
 	}
 	return DefaultParallel

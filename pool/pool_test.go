@@ -832,9 +832,10 @@ func TestLoopRefillsAtOnce(t *testing.T) {
 	waitFull(t, p) // an hour with the delay
 }
 
-// TestParallelByBackend: by default the docker backend's keys are filled
-// four at a time (its creates wait on the daemon more than on the CPU),
-// the others' two at a time; Options.Parallel bounds both.
+// TestParallelByBackend: by default a drained key of the docker backend
+// (here: empty, being filled from nothing) is filled four at a time (its
+// creates wait on the daemon more than on the CPU), the others' two at a
+// time; Options.Parallel bounds both.
 func TestParallelByBackend(t *testing.T) {
 	for _, c := range []struct {
 		backend  string
