@@ -65,7 +65,7 @@ its script); --env is added to every task's app (over the task's env).
 --pool N keeps N sandboxes per task warm (display and window manager up,
 no app), so that an episode only starts its app; each serves one episode,
 and the pool is removed when the eval ends; --pool-launch also starts the
-task's app in them (an episode then begins with its app running, idle
+task's app in them (an episode then begins with its app running, held
 until then; not for tasks on a virtual clock). --reset relaunch starts a
 task's episodes after its first in the sandbox of an earlier one, reset in
 place (the app and all it started killed, the home and /tmp restored, the
@@ -250,7 +250,7 @@ agentbox import osworld, needs it.`,
 	fl.IntVar(&episodes, "episodes", 0, "episodes per task (overrides the suite's)")
 	fl.IntVar(&poolSize, "pool", 0, "keep this many sandboxes warm (display and window manager up) per task's sandbox, so an episode only launches its app (0: none)")
 	fl.IntVar(&modelConcurrency, "model-concurrency", 0, "at most this many model requests in flight over all episodes (model agents), the rest queued; a 429's Retry-After holds them all; each step records its queue wait apart (0: no limit)")
-	fl.BoolVar(&poolLaunch, "pool-launch", false, "also launch the task's app ahead in its pooled sandboxes: an episode from the pool starts with its app running (idle until then)")
+	fl.BoolVar(&poolLaunch, "pool-launch", false, "also launch the task's app ahead in its pooled sandboxes: an episode from the pool starts with its app running (held, stopped, until then)")
 	fl.IntVar(&poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all tasks (default %d × --pool)", pool.DefaultMaxPerSize))
 	cf.registerClock(fl, "each episode's app")
 	fl.StringVar(&resetMode, "reset", "fresh", "how a task's next episode starts: fresh (a new sandbox) or relaunch (an earlier episode's sandbox, reset in place)")

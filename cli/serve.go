@@ -84,9 +84,9 @@ interrupted, its sandbox is removed, its trace finalised) and exits 0.
 each backend, image, screen and limits asked for, so that creating or
 resetting an environment only starts its app; each serves one episode.
 --pool-launch also starts each registered app in its pooled sandboxes, so
-that a fresh episode from the pool is a hand-over: its app has then run
-idle since the sandbox was made (run.json's app.launched_ahead says how
-long); an episode that launches otherwise (a virtual clock, task inputs)
+that a fresh episode from the pool is a hand-over: its app was started,
+then held (stopped, no CPU) from its window's arrival until the episode
+took it over (run.json's app.launched_ahead says how long); an episode that launches otherwise (a virtual clock, task inputs)
 launches its own.
 
 The API is described at /v1/openapi.json (serve/openapi.json). MCP clients
@@ -118,7 +118,7 @@ drives an environment of its own with the tools of agentbox mcp.`,
 	fl.StringVar(&f.maxUpload, "max-upload", sizeFlag(app.DefaultLimits.MaxBytes), "largest total of an uploaded app's files")
 	fl.StringVar(&f.out, "out", serve.DefaultOut, "directory of the episodes' traces (one per run ID)")
 	fl.IntVar(&f.pool, "pool", 0, "keep this many sandboxes warm (display and window manager up) per backend, image, screen and limits, so an episode only launches its app (0: none)")
-	fl.BoolVar(&f.poolLaunch, "pool-launch", false, "also launch each registered app ahead in its pooled sandboxes: a fresh episode from the pool starts with its app running (idle until then)")
+	fl.BoolVar(&f.poolLaunch, "pool-launch", false, "also launch each registered app ahead in its pooled sandboxes: a fresh episode from the pool starts with its app running (held, stopped, until then)")
 	fl.IntVar(&f.poolMax, "pool-max", 0, fmt.Sprintf("the most sandboxes the warm pool holds over all its keys (default %d × --pool)", pool.DefaultMaxPerSize))
 	f.live.register(fl, "every environment's episodes (a grid)")
 	f.index.register(fl)

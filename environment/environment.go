@@ -327,6 +327,27 @@ type Freezer interface {
 	Thaw(ctx context.Context) error
 }
 
+// AppHolder is implemented by environments whose guest can stop the
+// running app's processes while the guest itself keeps answering (pings,
+// requests): a warm pool holds an app launched ahead while its sandbox
+// is idle, so that it takes no CPU from the episodes running, and lets
+// it go at the hand-over. Unlike Freezer, which stops the whole sandbox,
+// the display, the window manager and the guest run on.
+type AppHolder interface {
+	// HoldApp stops the app's processes (hold) or continues them; with
+	// no app running it does nothing.
+	HoldApp(ctx context.Context, hold bool) (AppHold, error)
+}
+
+// AppHold is what HoldApp did.
+type AppHold struct {
+	// Processes is how many of the app's processes were signalled.
+	Processes int
+	// CPU is the CPU time the app's processes have used so far: unchanged
+	// while they are held.
+	CPU time.Duration
+}
+
 // Clocked is implemented by environments that can run the app on a
 // virtual clock (LaunchSpec.Clock).
 type Clocked interface {

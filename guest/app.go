@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,6 +97,7 @@ type appProc struct {
 	started time.Time     // just before it was started (wait until file)
 	done    chan struct{} // closed when it has exited and its output is drained
 	ready   *readyWatch   // LaunchRequest.ReadyOutput, when the launch waits for it
+	held    atomic.Bool   // stopped by hold_app
 
 	mu   sync.Mutex
 	exit *observe.Exit
@@ -117,6 +119,11 @@ func (p *appProc) terminate(grace time.Duration) *observe.Exit {
 	}
 	pgid := p.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	if p.held.Load() { // a stopped process acts on SIGTERM only once continued
+		for _, q := range appProcesses(pgid, os.Getpid()) {
+			_ = syscall.Kill(q.pid, syscall.SIGCONT)
+		}
+	}
 	select {
 	case <-p.done:
 	case <-time.After(grace):

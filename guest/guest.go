@@ -384,6 +384,11 @@ func (g *Guest) handle(m *wire.Message) {
 		if err = decode(&req); err == nil {
 			out, err = g.watch(req)
 		}
+	case wire.MethodHoldApp:
+		var req wire.HoldAppRequest
+		if err = decode(&req); err == nil {
+			out = g.holdApp(req)
+		}
 	case wire.MethodStop:
 		var req wire.StopRequest
 		if err = decode(&req); err == nil {

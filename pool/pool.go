@@ -79,7 +79,12 @@ type Options struct {
 	Max int
 	// MaxKeys bounds the keys kept warm at once (default 8).
 	MaxKeys int
-	// Parallel bounds the sandboxes created at once (default 2).
+	// Parallel bounds the sandboxes created at once (default 2, and 4
+	// while a key of the docker backend has no idle sandbox or a claim
+	// waiting: its creates are bound by the daemon's round trips more
+	// than by the CPU, so more at once make more a second — measured 2.2,
+	// 3.7 and 4.3 a second at 1, 2 and 4 on 2 cores, while the local
+	// backend's peak at 2; see docs/measurements.md, "The warm pool").
 	Parallel int
 	// RunID names the pool's sandboxes: each gets RunID-N (their
 	// backend's name and label); default "pool".
@@ -96,7 +101,9 @@ type Options struct {
 	// while the key still has an idle sandbox (default 500ms), so that
 	// creating the replacement does not compete for the CPU with the
 	// episode that just took one (its staging and launch); a key with
-	// none left is refilled at once.
+	// none left, or taken from twice within the delay (a loop of short
+	// episodes, which would otherwise hold the refill back until the key
+	// is empty), is refilled at once.
 	RefillDelay time.Duration
 	// Launch launches the app ahead in the sandboxes of a key that one
 	// app asks for (see the package's doc): an opt-in, since the app then
@@ -112,13 +119,16 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultMaxKeys       = 8
-	DefaultParallel      = 2
-	DefaultCreateTimeout = 60 * time.Second
-	DefaultCloseTimeout  = 30 * time.Second
-	DefaultCheckEvery    = 10 * time.Second
-	DefaultKeyIdle       = 10 * time.Minute
-	DefaultRefillDelay   = 500 * time.Millisecond
+	DefaultMaxKeys  = 8
+	DefaultParallel = 2
+	// DefaultParallelDocker is the default Parallel while a key of the
+	// docker backend, drained, is the one being filled.
+	DefaultParallelDocker = 4
+	DefaultCreateTimeout  = 60 * time.Second
+	DefaultCloseTimeout   = 30 * time.Second
+	DefaultCheckEvery     = 10 * time.Second
+	DefaultKeyIdle        = 10 * time.Minute
+	DefaultRefillDelay    = 500 * time.Millisecond
 	// DefaultMaxPerSize is the default Max: this many times Size (at
 	// most MaxSize).
 	DefaultMaxPerSize = 4
@@ -139,8 +149,8 @@ func (o *Options) defaults() error {
 	if o.MaxKeys <= 0 {
 		o.MaxKeys = DefaultMaxKeys
 	}
-	if o.Parallel <= 0 {
-		o.Parallel = DefaultParallel
+	if o.Parallel < 0 {
+		o.Parallel = 0 // by backend: parallelFor
 	}
 	if o.RunID == "" {
 		o.RunID = "pool"
@@ -278,6 +288,9 @@ type keyState struct {
 	pinned   bool
 	wanted   time.Time // the last Take or Warm
 	taken    time.Time // the last Take that got a sandbox
+	// prevTaken is the Take before taken: two within RefillDelay are a
+	// loop, refilled at once.
+	prevTaken time.Time
 
 	warm, cold, replaced, failed int64
 	failStreak                   int
@@ -623,7 +636,7 @@ func (p *Pool) take(cfg *session.Config, wait bool) (ok bool, w *waiter) {
 		}
 		ks.warm++
 		p.warm++
-		ks.taken = time.Now()
+		ks.prevTaken, ks.taken = ks.taken, time.Now()
 		cfg.Prepared = m.prepared()
 		if m.launched != nil {
 			p.launched++
@@ -700,7 +713,7 @@ func (p *Pool) answerLocked(ks *keyState, m *member) bool {
 			p.launched++
 		}
 		p.waits = appendBounded(p.waits, time.Since(w.since))
-		ks.taken = time.Now()
+		ks.prevTaken, ks.taken = ks.taken, time.Now()
 	}
 	w.ch <- m
 	return true
@@ -849,7 +862,7 @@ func (p *Pool) startCreates() {
 	defer p.mu.Unlock()
 	now := time.Now()
 	var retry time.Duration
-	for !p.closed && p.creating < p.o.Parallel && p.heldLocked() < p.o.Max {
+	for !p.closed && p.creating < p.parallelMost() && p.heldLocked() < p.o.Max {
 		// The key furthest below Size goes first; ties by key order, so
 		// the choice is the same every time.
 		var best *keyState
@@ -859,8 +872,12 @@ func (p *Pool) startCreates() {
 			if lack <= 0 {
 				continue
 			}
+			if p.creating >= p.parallelFor(ks) {
+				continue
+			}
 			wait := ks.retryAt
-			if len(ks.idle) > 0 && len(ks.waiters) == 0 && ks.taken.Add(p.o.RefillDelay).After(wait) {
+			loop := ks.taken.Sub(ks.prevTaken) < p.o.RefillDelay
+			if len(ks.idle) > 0 && len(ks.waiters) == 0 && !loop && ks.taken.Add(p.o.RefillDelay).After(wait) {
 				wait = ks.taken.Add(p.o.RefillDelay)
 			}
 			if now.Before(wait) {
@@ -888,6 +905,30 @@ func (p *Pool) startCreates() {
 	if retry > 0 {
 		time.AfterFunc(retry, p.kick)
 	}
+}
+
+// parallelFor bounds the creates under way (over all keys) while ks's
+// is started: Options.Parallel, else by ks's backend.
+func (p *Pool) parallelFor(ks *keyState) int {
+	if p.o.Parallel > 0 {
+		return p.o.Parallel
+	}
+	// Only while the key is drained (no idle sandbox, or a claim
+	// waiting): the daemon's work for more creates at once is CPU the
+	// episodes running do not get (a filled pool of 16 refilling four at
+	// once slowed the episodes taking from it).
+	if ks.key.Backend == "docker" && (len(ks.idle) == 0 || len(ks.waiters) > 0) {
+		return DefaultParallelDocker
+	}
+	return DefaultParallel
+}
+
+// parallelMost is the largest bound parallelFor may give.
+func (p *Pool) parallelMost() int {
+	if p.o.Parallel > 0 {
+		return p.o.Parallel
+	}
+	return max(DefaultParallel, DefaultParallelDocker)
 }
 
 func (p *Pool) sortedKeysLocked() []*keyState {
@@ -941,6 +982,7 @@ func (p *Pool) create(ks *keyState, stage *app.Bundle, launch *environment.Launc
 			ccancel()
 		} else {
 			launched = &session.Launched{Spec: *launch, Result: lr, Started: lt, Took: time.Since(lt)}
+			p.hold(ctx, env, launched)
 		}
 	}
 	cancel()
@@ -1007,6 +1049,27 @@ func (p *Pool) create(ks *keyState, stage *app.Bundle, launch *environment.Launc
 	if m.done != nil || m.appDone != nil {
 		p.closing.Add(1)
 		go p.watch(ks, m)
+	}
+}
+
+// hold stops the app just launched ahead in env while the sandbox waits
+// for an episode (environment.AppHolder), so that an idle app (the mover
+// draws at 60 Hz) takes no CPU from the episodes running; the episode
+// that takes the sandbox lets it go (session.Open). Where env cannot, or
+// the hold fails, the app runs idle as before.
+func (p *Pool) hold(ctx context.Context, env environment.Environment, l *session.Launched) {
+	h, ok := env.(environment.AppHolder)
+	if !ok {
+		return
+	}
+	at := time.Now()
+	held, err := h.HoldApp(ctx, true)
+	if err != nil {
+		p.o.Log("pool: holding the app launched ahead (it runs idle instead): %v", err)
+		return
+	}
+	if held.Processes > 0 {
+		l.Held = at
 	}
 }
 

@@ -32,13 +32,19 @@ type fakeBackend struct {
 	delay   time.Duration // how long a Create takes (default 1ms)
 	relayed []environment.Events
 	runIDs  map[string]bool
+	name    string // Name's answer; "fake" when empty
 }
 
 func newFake() *fakeBackend {
 	return &fakeBackend{live: map[string]*fakeEnv{}, runIDs: map[string]bool{}}
 }
 
-func (b *fakeBackend) Name() string { return "fake" }
+func (b *fakeBackend) Name() string {
+	if b.name != "" {
+		return b.name
+	}
+	return "fake"
+}
 
 func (b *fakeBackend) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
 	b.mu.Lock()
@@ -230,8 +236,10 @@ func TestFillTakeRefill(t *testing.T) {
 	}
 	waitFull(t, p)
 	st := p.Stats()
-	if st.Idle != 2 || st.Warm < 3 {
-		t.Errorf("after the takes: %+v, want 2 idle and the takes counted warm", st)
+	// Six takes in a row are a loop: refilled at once, to the key's
+	// demand target (Size or more).
+	if st.Idle < 2 || len(st.Keys) != 1 || st.Idle > st.Keys[0].Target || st.Warm < 3 {
+		t.Errorf("after the takes: %+v, want 2 idle or more (within the target) and the takes counted warm", st)
 	}
 	if st.Warm != 6 || st.Warm+st.Cold != int64(takes) {
 		t.Errorf("warm %d + cold %d, want 6 warm of %d takes", st.Warm, st.Cold, takes)
@@ -800,5 +808,61 @@ func TestTakeWaitsForCreate(t *testing.T) {
 	waitFull(t, p2)
 	if st := p2.Stats(); st.Idle != 1 || st.Warm != 0 || st.Cold != 1 {
 		t.Errorf("after a cancelled claim: %+v, want the sandbox idle and the claim cold", st)
+	}
+}
+
+// TestLoopRefillsAtOnce: takes in a row (a loop of short episodes) are
+// refilled at once, RefillDelay or not: the delay would hold the refill
+// back until the key is empty, and the loop's next claims would wait for
+// a create that began late.
+func TestLoopRefillsAtOnce(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 3, RefillDelay: time.Hour})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	for range 2 {
+		cfg := cfgOf(b, 640, 480)
+		if !p.Take(&cfg) {
+			t.Fatalf("no warm sandbox: %+v", p.Stats())
+		}
+		defer cfg.Prepared.Env.Close(context.Background())
+	}
+	waitFull(t, p) // an hour with the delay
+}
+
+// TestParallelByBackend: by default a drained key of the docker backend
+// (here: empty, being filled from nothing) is filled four at a time (its
+// creates wait on the daemon more than on the CPU), the others' two at a
+// time; Options.Parallel bounds both.
+func TestParallelByBackend(t *testing.T) {
+	for _, c := range []struct {
+		backend  string
+		parallel int
+		want     int
+	}{{"docker", 0, DefaultParallelDocker}, {"local", 0, DefaultParallel}, {"docker", 3, 3}} {
+		t.Run(fmt.Sprint(c.backend, c.parallel), func(t *testing.T) {
+			b := newFake()
+			b.name = c.backend
+			block := make(chan struct{})
+			b.block = block
+			p := newPool(t, Options{Size: 8, Parallel: c.parallel})
+			if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, fmt.Sprint(c.want, " creates at once"), func() bool {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				return b.running == c.want
+			})
+			close(block)
+			waitFull(t, p)
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.maxRun != c.want {
+				t.Errorf("%d creates at once, want %d", b.maxRun, c.want)
+			}
+		})
 	}
 }

@@ -261,6 +261,31 @@ func TestRealPoolLaunchAhead(t *testing.T) {
 			if cfg.Prepared.Launched == nil {
 				t.Fatalf("the sandbox was handed out without the app launched ahead: %q", cfg.NotLaunchedAhead)
 			}
+			// Held while idle: the app's processes take no CPU, the guest
+			// answers. (The hold is asked again to read the CPU time: a
+			// second hold does nothing but report.)
+			if cfg.Prepared.Launched.Held.IsZero() {
+				t.Fatalf("the app launched ahead was not held while idle")
+			}
+			h := cfg.Prepared.Env.(environment.AppHolder)
+			before, err := h.HoldApp(ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before.Processes == 0 {
+				t.Fatalf("no process of the app found to hold: %+v", before)
+			}
+			time.Sleep(time.Second)
+			if err := cfg.Prepared.Env.(environment.Liveness).Ping(ctx); err != nil {
+				t.Fatalf("the guest does not answer while the app is held: %v", err)
+			}
+			after, err := h.HoldApp(ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.CPU != before.CPU {
+				t.Errorf("the held app used CPU while idle: %v, then %v a second later", before.CPU, after.CPU)
+			}
 			s, err := session.Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -297,6 +322,12 @@ func TestRealPoolLaunchAhead(t *testing.T) {
 			la := tr.Run.App.LaunchedAhead
 			if la == nil || !la.Launched || la.Started.IsZero() || la.ReadyMS <= 0 {
 				t.Errorf("run.json's launched_ahead: %+v, want the launch ahead with its start and time", la)
+			}
+			if la != nil && la.HeldMS < 1000 {
+				t.Errorf("run.json's launched_ahead.held_ms: %v, want the second or more it was held", la.HeldMS)
+			}
+			if _, ok := tr.Run.Timings["app_held"]; !ok {
+				t.Errorf("no app_held timing: %v", tr.Run.Timings)
 			}
 			if _, ok := tr.Run.Timings["launch"]; ok {
 				t.Errorf("the episode launched the app itself: %v", tr.Run.Timings)

@@ -53,8 +53,10 @@ func TestPooledEpisodes(t *testing.T) {
 	a := h.do(req{method: "GET", path: "/v1/server"})
 	var info api.Server
 	json.Unmarshal(a.body, &info)
-	if p := info.Pool; p == nil || p.Size != 2 || p.Warm != 4 || p.Cold != 0 || p.Idle != 2 {
-		t.Errorf("GET /v1/server: pool %+v, want size 2, 4 warm, 0 cold, 2 idle", p)
+	// Idle: 2 or more — four takes in a row are a loop, refilled at once
+	// to the key's demand target, which may be above its size.
+	if p := info.Pool; p == nil || p.Size != 2 || p.Warm != 4 || p.Cold != 0 || p.Idle+p.Creating < 2 {
+		t.Errorf("GET /v1/server: pool %+v, want size 2, 4 warm, 0 cold, 2 or more idle or being made", p)
 	}
 	cold := h.create("", `, "screen": {"width": 800, "height": 600}`)
 	if st := h.srv.PoolStats(); st.Cold != 1 {
@@ -86,8 +88,13 @@ func TestPooledEpisodes(t *testing.T) {
 	if len(errs) != closed {
 		t.Errorf("%d sandboxes created, %d removed after the shutdown", len(errs), closed)
 	}
-	if want := 4 + 1 + 4; closed != want { // 4 episodes + 1 cold, and 2 idle for each key
-		t.Errorf("%d sandboxes removed, want %d", closed, want)
+	// 4 episodes + 1 cold, and 2 idle for each key — or more: four
+	// takes in a row are a loop, refilled at once, and the key's demand
+	// target may keep more than its size (on a busy machine the creates
+	// are slow, so the target is higher); every one created is removed
+	// (above).
+	if want := 4 + 1 + 4; closed < want {
+		t.Errorf("%d sandboxes removed, want %d or more", closed, want)
 	}
 }
 

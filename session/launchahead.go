@@ -27,6 +27,10 @@ type Launched struct {
 	// app's window (and ready output).
 	Started time.Time
 	Took    time.Duration
+	// Held, when set, is when the app was stopped after its launch
+	// (environment.AppHolder): the episode that takes it over lets it go
+	// before its first observation.
+	Held time.Time
 }
 
 // ErrNoLaunchAhead is wrapped by LaunchAheadSpec's errors: the episode's

@@ -298,7 +298,7 @@ func (s *Session) start(ctx context.Context) (end *ending) {
 	if la := s.launchedAhead(); la != nil {
 		// The app runs already (a pool's --pool-launch): the hand-over
 		// is the launch, and the first look the first observation.
-		lr, err = s.takeLaunched(la)
+		lr, err = s.takeLaunched(ctx, env, la)
 		if cfg.Inputs != nil && lr.Inputs != nil {
 			_ = s.tw.Update(func(run *trace.Run) { run.Inputs = inputInfos(cfg.Inputs, lr.Inputs) })
 		}
@@ -399,7 +399,7 @@ func (s *Session) launchedAhead() *Launched {
 // takeLaunched takes over the app launched ahead: it must have been
 // launched as this episode would launch it, and still run (its exit,
 // held while the sandbox was idle, has reached the sink by now).
-func (s *Session) takeLaunched(la *Launched) (environment.LaunchResult, error) {
+func (s *Session) takeLaunched(ctx context.Context, env environment.Environment, la *Launched) (environment.LaunchResult, error) {
 	own, err := LaunchAheadSpec(s.cfg)
 	if err != nil {
 		return la.Result, err
@@ -407,14 +407,35 @@ func (s *Session) takeLaunched(la *Launched) (environment.LaunchResult, error) {
 	if why := LaunchMismatch(la.Spec, own); why != "" {
 		return la.Result, fmt.Errorf("%w: it was launched for another episode: %s", ErrNoLaunchAhead, why)
 	}
+	var held, release time.Duration
+	if !la.Held.IsZero() {
+		// Stopped while its sandbox waited: let it go before the first
+		// look. A release that fails leaves a stopped app: the episode
+		// cannot run.
+		h, ok := env.(environment.AppHolder)
+		if !ok {
+			return la.Result, fmt.Errorf("%w: the app launched ahead was held, and the environment cannot let it go", ErrNoLaunchAhead)
+		}
+		t := time.Now()
+		held = t.Sub(la.Held)
+		if _, err := h.HoldApp(ctx, false); err != nil {
+			return la.Result, fmt.Errorf("let the app launched ahead go: %w", err)
+		}
+		release = time.Since(t)
+	}
 	readyAt := la.Started.Add(la.Took)
 	idle := max(time.Since(readyAt), 0)
 	_ = s.tw.Update(func(run *trace.Run) {
 		run.App.LaunchedAhead = &trace.LaunchedAhead{Launched: true, Started: la.Started,
-			ReadyMS: float64(la.Took.Microseconds()) / 1000, IdleMS: float64(idle.Microseconds()) / 1000}
+			ReadyMS: float64(la.Took.Microseconds()) / 1000, IdleMS: float64(idle.Microseconds()) / 1000,
+			HeldMS: float64(held.Microseconds()) / 1000}
 	})
 	s.timing("launch_ahead", la.Took)
 	s.timing("app_idle", idle)
+	if !la.Held.IsZero() {
+		s.timing("app_held", held)
+		s.timing("app_release", release)
+	}
 	if e := s.events.exit(); e != nil {
 		return la.Result, fmt.Errorf("%w: the app launched ahead ended while its sandbox waited (%s)", environment.ErrAppExited, e)
 	}

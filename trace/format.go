@@ -289,12 +289,17 @@ type AppInfo struct {
 // an app that has run that long. Without, Reason says why the pool did
 // not hand this episode a sandbox with its app running (none was idle,
 // or the episode's launch differs: a virtual clock, other task inputs),
-// and the episode launched the app itself.
+// and the episode launched the app itself. HeldMS is how much of IdleMS
+// the app's processes were stopped (a pool holds an app launched ahead
+// once its window is up, where the environment can, and lets it go at
+// the hand-over): an app held all along ran only its launch, to its
+// window and ready output, before the episode.
 type LaunchedAhead struct {
 	Launched bool      `json:"launched"`
 	Started  time.Time `json:"started,omitzero"`
 	ReadyMS  float64   `json:"ready_ms,omitempty"`
 	IdleMS   float64   `json:"idle_ms,omitempty"`
+	HeldMS   float64   `json:"held_ms,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
 }
 

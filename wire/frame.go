@@ -41,7 +41,9 @@ import (
 // screen event.
 // 7: step (an act, the settle and a screenshot in one round trip).
 // 8: the network over the stream (NetSetup.Channel, the Tunnel's frames).
-const Protocol = 8
+// 9: hold_app (a pool's app launched ahead stopped while its sandbox is
+// idle, continued at the hand-over).
+const Protocol = 9
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.

@@ -24,6 +24,7 @@ const (
 	MethodFloor      = "floor"      // FloorRequest → FloorResponse (+ payload: the screen's pixels, with Frame): a step's primitives timed alone (agentbox bench)
 	MethodWatch      = "watch"      // WatchRequest → WatchResponse: screen events on or off (EventScreen)
 	MethodStep       = "step"       // StepRequest → StepResponse + payload (the screenshot's): an act, the screen's settle and a screenshot in one round trip (protocol 7)
+	MethodHoldApp    = "hold_app"   // HoldAppRequest → HoldAppResponse: the app's processes stopped or continued, the guest answering meanwhile (protocol 9)
 )
 
 // Events (guest → host).
@@ -320,6 +321,26 @@ type ResetResponse struct {
 	// sent last (the guest's own copy, never what the app left there):
 	// the host need not send the same app again.
 	AppKept bool `json:"app_kept,omitempty"`
+}
+
+// HoldAppRequest stops the running app's processes (SIGSTOP: its process
+// group and every descendant of it) with Hold, or continues them
+// (SIGCONT) without: a warm pool's app launched ahead is held while its
+// sandbox waits for an episode, so that it takes no CPU from the
+// episodes running, while the guest itself keeps answering (its pings,
+// the hand-over). A hold of an app that is not running, or a second
+// hold, does nothing but report.
+type HoldAppRequest struct {
+	Hold bool `json:"hold"`
+}
+
+// HoldAppResponse reports the app's processes as the request left them.
+type HoldAppResponse struct {
+	// Processes is how many processes were signalled (0: no app runs).
+	Processes int `json:"processes"`
+	// CPUMS is the CPU time (user and system) the app's processes have
+	// used so far, in milliseconds: unchanged while held.
+	CPUMS float64 `json:"cpu_ms"`
 }
 
 // FloorRequest asks the guest to time the primitives of a step alone, one

@@ -628,6 +628,18 @@ func (c *Client) Reset(ctx context.Context) (wire.ResetResponse, error) {
 // X server's reset, the windows' going (1 s) and the directories.
 const resetBound = 15 * time.Second
 
+// HoldApp asks the guest to stop the app's processes (hold) or continue
+// them (wire.MethodHoldApp).
+func (c *Client) HoldApp(ctx context.Context, hold bool) (wire.HoldAppResponse, error) {
+	var resp wire.HoldAppResponse
+	_, err := c.call(ctx, wire.MethodHoldApp, holdBound, wire.HoldAppRequest{Hold: hold}, &resp, nil)
+	return resp, c.wrap("hold_app", err)
+}
+
+// holdBound bounds a hold in the guest: a walk of /proc and a signal to
+// each of the app's processes.
+const holdBound = 10 * time.Second
+
 // Ping checks the guest answers.
 func (c *Client) Ping(ctx context.Context) error {
 	_, err := c.call(ctx, wire.MethodPing, 0, nil, nil, nil)

@@ -549,6 +549,22 @@ func (e *Env) Ping(ctx context.Context) error {
 	return e.guest.Ping(ctx)
 }
 
+var _ environment.AppHolder = (*Env)(nil)
+
+// HoldApp implements environment.AppHolder: the guest stops (SIGSTOP)
+// or continues the app's process group and its descendants
+// (wire.MethodHoldApp).
+func (e *Env) HoldApp(ctx context.Context, hold bool) (environment.AppHold, error) {
+	if e.guest == nil {
+		return environment.AppHold{}, fmt.Errorf("hold the app: %w", environment.ErrClosed)
+	}
+	resp, err := e.guest.HoldApp(ctx, hold)
+	if err != nil {
+		return environment.AppHold{}, err
+	}
+	return environment.AppHold{Processes: resp.Processes, CPU: time.Duration(resp.CPUMS * float64(time.Millisecond))}, nil
+}
+
 var _ environment.Floorer = (*Env)(nil)
 
 // Floor implements environment.Floorer: the guest times the motion, the
