@@ -61,6 +61,17 @@ func resolve(path string, sibling bool, check func(*elf.File) error) (string, er
 	return abs, nil
 }
 
+// Static is the check of backends whose sandbox does not share the host's
+// libc (Docker, Kubernetes): the guest binary must be statically linked.
+func Static(f *elf.File) error {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return errors.New("it is dynamically linked; build agentbox with CGO_ENABLED=0 (as `make` does) or set AGENTBOX_GUEST_BINARY to a static build")
+		}
+	}
+	return nil
+}
+
 // executable is os.Executable, replaced by tests.
 var executable = os.Executable
 

@@ -14,9 +14,7 @@ package kubernetes
 import (
 	"context"
 	"crypto/rand"
-	"debug/elf"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -214,23 +212,14 @@ func (b *Backend) deadline() time.Duration {
 // --guest` layers it, since serve in the cluster runs from that image):
 // statically linked, since the image's libc is not the host's.
 func GuestBinary(path string) (string, error) {
-	return guestenv.WholeBinary(path, static)
+	return guestenv.WholeBinary(path, guestenv.Static)
 }
 
 // guestBinaries resolves what the guest image a Pod runs carries (see
 // guestenv.ImageBinaries): GuestBinary, and agentbox-guest of its build
 // beside it if there is one, both statically linked.
 func guestBinaries(path string) (guestenv.ImageGuest, error) {
-	return guestenv.ImageBinaries(path, static)
-}
-
-func static(f *elf.File) error {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return errors.New("it is dynamically linked; build agentbox with CGO_ENABLED=0 (as `make` does)")
-		}
-	}
-	return nil
+	return guestenv.ImageBinaries(path, guestenv.Static)
 }
 
 // podGuest is what a Pod runs for a Config: the guest image and, in it,
