@@ -12,19 +12,7 @@ import (
 // only when it is of that agentbox's build — judged from the two files,
 // not from the running process — and says why not otherwise.
 func TestImageBinaries(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	whole := filepath.Join(dir, "agentbox")
-	if err := os.WriteFile(whole, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, whole, data := copySelf(t)
 	t.Setenv("AGENTBOX_GUEST_BINARY", "")
 	sib := filepath.Join(dir, GuestName)
 	check := func(name, wantSmall, wantWhy string) {

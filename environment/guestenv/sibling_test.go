@@ -11,19 +11,7 @@ import (
 // TestSibling: agentbox-guest beside the executable is the guest when it
 // is of the same build, and only then; the executable itself otherwise.
 func TestSibling(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	exe := filepath.Join(dir, "agentbox")
-	if err := os.WriteFile(exe, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, exe, data := copySelf(t)
 	executable = func() (string, error) { return exe, nil }
 	t.Cleanup(func() { executable = os.Executable })
 	t.Setenv("AGENTBOX_GUEST_BINARY", "")
@@ -125,4 +113,25 @@ func TestSameBuild(t *testing.T) {
 			t.Errorf("%s: taken as the same build", name)
 		}
 	}
+}
+
+// copySelf copies this test binary (a Go binary with build information)
+// into a temporary directory as "agentbox": the directory, the copy and
+// its bytes.
+func copySelf(t *testing.T) (dir, path string, data []byte) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	path = filepath.Join(dir, "agentbox")
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, path, data
 }
