@@ -185,20 +185,7 @@ func TestRegistryPush(t *testing.T) {
 	if !strings.Contains(stdout, "pushed "+pushed) {
 		t.Errorf("the output does not name %s", pushed)
 	}
-	cfg := environment.Config{Image: repo, GuestBinary: c.bin}
-	env, err := c.create(t, c.backend(), cfg, 3*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, _, err := env.Observe(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p, err := c.cs.CoreV1().Pods(c.namespace).Get(ctx, env.Info().ID, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := c.observedPod(t, environment.Config{Image: repo, GuestBinary: c.bin})
 	if got := p.Status.ContainerStatuses[0].ImageID; !strings.Contains(got, reg+"/agentbox-push-test/runtime@sha256:") {
 		t.Errorf("the container's image ID %q is not the registry's", got)
 	}

@@ -46,6 +46,26 @@ func (c *cluster) create(t *testing.T, b *k8s.Backend, cfg environment.Config, t
 	return env, err
 }
 
+// observedPod creates an environment with cfg, takes a screenshot of it
+// (the guest answers) and returns it with its Pod as the API server has it.
+func (c *cluster) observedPod(t *testing.T, cfg environment.Config) (environment.Environment, *corev1.Pod) {
+	t.Helper()
+	env, err := c.create(t, c.backend(), cfg, 3*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, _, err := env.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.cs.CoreV1().Pods(c.namespace).Get(ctx, env.Info().ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, p
+}
+
 // launchMover starts the mover in env.
 func launchMover(t *testing.T, env environment.Environment) {
 	t.Helper()

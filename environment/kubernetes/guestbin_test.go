@@ -3,13 +3,9 @@
 package kubernetes_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/images"
@@ -36,19 +32,7 @@ func TestGuestBinaries(t *testing.T) {
 		{"agentbox alone", alone, images.GuestPath},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env, err := c.create(t, c.backend(), environment.Config{Image: testenv.TestImage, GuestBinary: tc.bin}, 3*time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if _, _, err := env.Observe(ctx); err != nil {
-				t.Fatal(err)
-			}
-			p, err := c.cs.CoreV1().Pods(c.namespace).Get(ctx, env.Info().ID, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			env, p := c.observedPod(t, environment.Config{Image: testenv.TestImage, GuestBinary: tc.bin})
 			id, _ := guestKey(tc.bin)
 			ctr := p.Spec.Containers[0]
 			if len(ctr.Command) == 0 || ctr.Command[0] != tc.command || ctr.Image != images.GuestRef(testenv.TestImage, id) {
