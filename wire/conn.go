@@ -204,7 +204,17 @@ func (c *Conn) Write(h *Header, payload []byte) error {
 		c.wbuf = nil // a rare large frame's buffer is not kept
 	}
 	if err != nil {
-		return fmt.Errorf("wire: write %s %s: %w", h.Type, h.Method, err)
+		err = fmt.Errorf("wire: write %s %s: %w", h.Type, h.Method, err)
+		var se *streamError
+		if errors.As(err, &se) {
+			// A frame may be half written: the stream is over, and a
+			// call waiting on it says so (ErrClosed) rather than the
+			// writer's error alone (a backend ending its stream — a
+			// Pod's attach cancelled — fails the write with
+			// context.Canceled before the read side sees the end).
+			c.close(err)
+		}
+		return err
 	}
 	return nil
 }
@@ -217,6 +227,27 @@ const maxKeptWriteBuf = 256 << 10
 // the peer is returned as is. If ctx ends first, Call returns ctx's error and
 // the late response is dropped.
 func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []byte) ([]byte, error) {
+	p, err := c.Send(method, in, payload)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx, out)
+}
+
+// Pending is a request sent whose response has not been waited for
+// (Send). Requests reach the peer in the order they were sent: a guest
+// that answers them in turn can be sent several at once (a file's chunks)
+// and its answers waited for after.
+type Pending struct {
+	c      *Conn
+	id     uint32
+	method string
+	ch     chan *Message
+}
+
+// Send writes a request and returns at once: its response is Wait's. A
+// Pending that is never waited for must be dropped with Forget.
+func (c *Conn) Send(method string, in any, payload []byte) (*Pending, error) {
 	body, err := marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("wire: %s: %w", method, err)
@@ -241,8 +272,16 @@ func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []b
 		}
 		return nil, err
 	}
+	return &Pending{c: c, id: id, method: method, ch: ch}, nil
+}
+
+// Wait waits for the response to p, as Call does. If ctx ends first, it
+// returns ctx's error, tells the peer to stop working on the request and
+// drops the late response.
+func (p *Pending) Wait(ctx context.Context, out any) ([]byte, error) {
+	c, method := p.c, p.method
 	select {
-	case m, ok := <-ch:
+	case m, ok := <-p.ch:
 		if !ok {
 			return nil, fmt.Errorf("wire: %s: %w", method, c.Err())
 		}
@@ -259,11 +298,15 @@ func (c *Conn) Call(ctx context.Context, method string, in, out any, payload []b
 		}
 		return m.Payload, nil
 	case <-ctx.Done():
-		c.forget(id)
-		// Tell the peer to stop working on it; the answer is dropped.
-		_ = c.Write(&Header{Type: Request, Method: MethodCancel, Body: cancelBody(id)}, nil)
+		p.Forget()
 		return nil, fmt.Errorf("wire: %s: %w", method, ctx.Err())
 	}
+}
+
+// Forget drops p's response and tells the peer to stop working on it.
+func (p *Pending) Forget() {
+	p.c.forget(p.id)
+	_ = p.c.Write(&Header{Type: Request, Method: MethodCancel, Body: cancelBody(p.id)}, nil)
 }
 
 // MethodCancel asks the peer to abandon request CancelRequest.ID. It has no

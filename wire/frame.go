@@ -154,13 +154,28 @@ func writeFrame(w io.Writer, buf []byte, h *Header, payload []byte) ([]byte, err
 	if len(payload) <= copyPayload {
 		buf = append(buf, payload...)
 		_, err = w.Write(buf)
-		return buf, err
+		return buf, streamErr(err)
 	}
 	if _, err := w.Write(buf); err != nil {
-		return buf, err
+		return buf, streamErr(err)
 	}
 	_, err = w.Write(payload)
-	return buf, err
+	return buf, streamErr(err)
+}
+
+// streamError is a write to the stream that failed: a frame may be
+// half written, so the stream is over (Conn.Write ends it). Errors
+// before any byte is written (a frame too large) are not.
+type streamError struct{ err error }
+
+func (e *streamError) Error() string { return e.err.Error() }
+func (e *streamError) Unwrap() error { return e.err }
+
+func streamErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &streamError{err}
 }
 
 // ReadFrame reads one frame. io.EOF is returned only for a clean end between

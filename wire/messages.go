@@ -352,9 +352,22 @@ type HoldAppResponse struct {
 // and answers at once with the last frame it captured, compressed as a
 // screenshot's payload: the host times the round trip of a frame's bytes
 // over the channel.
+//
+// From is the index of the first sample: sample i moves the pointer to
+// the i-th of a fixed sequence of points, so that one-sample requests
+// with From 0, 1, 2, … move it as one request of many would (agentbox
+// bench takes the floor one sample at a time, in turn with the step's).
+// PNG, when set, is the number of PNG encodes to time (0: none); absent,
+// min(Samples, 50) as before. With Unchanged, a sample is only what a
+// step of an unchanged screen makes: the motion and the damage check
+// where DAMAGE is in use, the motion, a capture and a hash where it is
+// not (no compression).
 type FloorRequest struct {
-	Samples int  `json:"samples"`
-	Frame   bool `json:"frame,omitempty"`
+	Samples   int  `json:"samples"`
+	Frame     bool `json:"frame,omitempty"`
+	From      int  `json:"from,omitempty"`
+	PNG       *int `json:"png,omitempty"`
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // MaxFloorSamples bounds FloorRequest.Samples.

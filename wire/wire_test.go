@@ -252,3 +252,37 @@ func TestConnLimit(t *testing.T) {
 		})
 	}
 }
+
+// failingWriter fails every write, as a backend's stream does once the
+// backend has ended it (a Pod's attach cancelled).
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// TestWriteErrorEndsStream: a request that could not be written ends the
+// stream (a frame may be half written): the call fails with ErrClosed
+// wrapping the writer's error, and the Conn is done. A frame refused
+// before a byte is written (too large) leaves the stream open.
+func TestWriteErrorEndsStream(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	c := NewConn(pr, failingWriter{context.Canceled})
+	go c.Serve(nil)
+	_, err := c.Call(t.Context(), "screenshot", nil, nil, nil)
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Call = %v, want ErrClosed wrapping context.Canceled", err)
+	}
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("the stream is not done after a failed write")
+	}
+
+	ok := NewConn(pr, io.Discard)
+	if _, err := ok.Send("write_file", nil, make([]byte, MaxFrame)); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("Send of a frame too large = %v", err)
+	}
+	if ok.Err() != nil {
+		t.Fatalf("a frame refused before writing ended the stream: %v", ok.Err())
+	}
+}
