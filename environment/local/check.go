@@ -51,6 +51,9 @@ func (*Backend) Check(ctx context.Context, cfg environment.Config) []environment
 		}
 		out = append(out, environment.Check{Name: prog, OK: true, Detail: p})
 	}
+	if b.err == nil {
+		out = append(out, environment.Check{Name: "start-up caches", OK: true, Detail: startupCaches(ctx, b).describe()})
+	}
 	if fi, err := os.Stat("/usr/share/fonts/X11/misc/fonts.dir"); err == nil && !fi.IsDir() {
 		out = append(out, environment.Check{Name: "core X fonts", OK: true, Detail: "installed (xfonts-base)"})
 	} else {

@@ -26,7 +26,7 @@ var _ environment.ColdFloorer = (*Backend)(nil)
 // (where Create makes one) and the info descriptor Create reads the
 // sandbox's init from.
 func (b *Backend) ColdFloor(ctx context.Context, cfg environment.Config) (time.Duration, error) {
-	bw, args, err := floorSetup(cfg)
+	bw, args, err := floorSetup(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -45,7 +45,7 @@ func (b *Backend) ColdFloor(ctx context.Context, cfg environment.Config) (time.D
 
 // floorSetup is what both floors start from: bubblewrap, and Create's
 // arguments for cfg running /usr/bin/true (floorArgs).
-func floorSetup(cfg environment.Config) (*bwrapInfo, []string, error) {
+func floorSetup(ctx context.Context, cfg environment.Config) (*bwrapInfo, []string, error) {
 	bw := findBwrap()
 	if bw.err != nil {
 		return bw, nil, bw.err
@@ -61,7 +61,10 @@ func floorSetup(cfg environment.Config) (*bwrapInfo, []string, error) {
 	if err := res.Validate(); err != nil {
 		return bw, nil, err
 	}
-	return bw, floorArgs(sandboxArgs(bw, cfg, res, guestBin, rlimits(res), nil)), nil
+	// The start-up caches too: the floors are the sandbox's, not a slower
+	// one's.
+	caches := startupCaches(ctx, bw).args(cfg.Name != "")
+	return bw, floorArgs(sandboxArgs(bw, cfg, res, guestBin, rlimits(res), caches, nil)), nil
 }
 
 // floorArgs turns Create's bubblewrap arguments into ones that run
@@ -89,7 +92,7 @@ var _ environment.DisplayFloorer = (*Backend)(nil)
 // arguments at cfg's screen (xserver.Args), timed until Xvfb writes its
 // display number on its -displayfd descriptor, then ended.
 func (b *Backend) DisplayFloor(ctx context.Context, cfg environment.Config) (time.Duration, error) {
-	bw, args, err := floorSetup(cfg)
+	bw, args, err := floorSetup(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}

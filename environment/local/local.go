@@ -272,9 +272,10 @@ func systemLinks() []string {
 // sandboxArgs is bubblewrap's command line for one sandbox (see the README's
 // "local backend" for each choice).
 //
+// caches (xstart.args) bind the host's start-up caches, read-only.
 // cgroupBinds (cgroup.binds) show the sandbox its cgroup, read-only, where
 // the guest reads its OOM-kill counter.
-func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources, guest string, limits []rlimit, cgroupBinds []string) []string {
+func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources, guest string, limits []rlimit, caches, cgroupBinds []string) []string {
 	a := []string{
 		// Namespaces: a user namespace with one uid, no further user
 		// namespaces inside, and everything else private.
@@ -309,6 +310,7 @@ func sandboxArgs(b *bwrapInfo, cfg environment.Config, res environment.Resources
 		// The guest, read-only.
 		"--ro-bind", guest, guestPath,
 	)
+	a = append(a, caches...)
 	a = append(a, cgroupBinds...)
 	a = append(a,
 		// Then the root itself becomes read-only.
@@ -478,11 +480,13 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		return nil, err
 	}
 
+	// The start-up caches, built once per host (xstart.go).
+	caches := startupCaches(ctx, bw).args(home != "")
 	limits := rlimits(res)
 	if e.cg != nil {
 		limits = limits[2:] // the cgroup bounds processes and memory
 	}
-	args := withHome(withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, e.cg.binds()), netDir), home)
+	args := withHome(withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, caches, e.cg.binds()), netDir), home)
 	t := time.Now()
 	if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 		if e.cg == nil || e.cg.fd == nil || e.cmd != nil || ctx.Err() != nil {
@@ -494,7 +498,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		e.cg = nil
 		attr.UseCgroupFD, attr.CgroupFD = false, 0
 		limits = rlimits(res)
-		args = withHome(withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, nil), netDir), home)
+		args = withHome(withNetDir(sandboxArgs(bw, cfg, res, guestBin, limits, caches, nil), netDir), home)
 		if err := e.start(ctx, g, bw.path, args, attr); err != nil {
 			return nil, err
 		}

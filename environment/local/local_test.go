@@ -21,7 +21,7 @@ import (
 func TestSandboxArgs(t *testing.T) {
 	b := &bwrapInfo{path: "/usr/bin/bwrap", version: "0.8.0", size: true, disableUserns: true}
 	res := environment.Resources{TmpfsMB: 128, ShmMB: 32}.WithDefaults()
-	args := sandboxArgs(b, environment.Config{RunID: "run-1"}, res, "/srv/ab/agentbox", rlimits(res), nil)
+	args := sandboxArgs(b, environment.Config{RunID: "run-1"}, res, "/srv/ab/agentbox", rlimits(res), nil, nil)
 	line := strings.Join(args, " ")
 	for _, want := range []string{
 		"--unshare-user --uid 1000 --gid 1000 --disable-userns",
@@ -66,12 +66,12 @@ func TestSandboxArgs(t *testing.T) {
 	}
 	// bubblewrap before 0.8 cannot disable nested user namespaces.
 	b.disableUserns = false
-	if slices.Contains(sandboxArgs(b, environment.Config{}, res, "/g", nil, nil), "--disable-userns") {
+	if slices.Contains(sandboxArgs(b, environment.Config{}, res, "/g", nil, nil, nil), "--disable-userns") {
 		t.Error("--disable-userns passed to an old bubblewrap")
 	}
 	// A cgroup v2 sandbox sees its own cgroup, read-only, before the root
 	// turns read-only.
-	args = sandboxArgs(b, environment.Config{}, res, "/g", nil, (&cgroup{dir: "/sys/fs/cgroup/agentbox/sandbox-1"}).binds())
+	args = sandboxArgs(b, environment.Config{}, res, "/g", nil, nil, (&cgroup{dir: "/sys/fs/cgroup/agentbox/sandbox-1"}).binds())
 	line = strings.Join(args, " ")
 	if !strings.Contains(line, "--ro-bind /sys/fs/cgroup/agentbox/sandbox-1 /sys/fs/cgroup --remount-ro /") {
 		t.Errorf("cgroup not bound: %s", line)
@@ -323,7 +323,7 @@ func TestCgroupMechanics(t *testing.T) {
 func TestFloorArgs(t *testing.T) {
 	b := &bwrapInfo{path: "/usr/bin/bwrap", version: "0.8.0", size: true, disableUserns: true}
 	res := environment.Resources{}.WithDefaults()
-	args := sandboxArgs(b, environment.Config{RunID: "r"}, res, "/opt/guest", rlimits(res), nil)
+	args := sandboxArgs(b, environment.Config{RunID: "r"}, res, "/opt/guest", rlimits(res), nil, nil)
 	got := floorArgs(args)
 	if got[len(got)-1] != "/usr/bin/true" || slices.Contains(got, "--info-fd") || slices.Contains(got, "--sandboxed") {
 		t.Fatalf("floor args end %q, contain --info-fd %v", got[len(got)-3:], slices.Contains(got, "--info-fd"))
