@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,29 +49,59 @@ func readSummary(t *testing.T, dir string) replaySummary {
 	return s
 }
 
-// The mover in these tests moves at 100 px/s, the "half as fast" variant at
-// 50 px/s. At the demo's 200 px/s a loaded two-core machine's timing jitter
-// (up to ~25 px after a 1 s hold) comes close to the default 0.5% limit; at
-// 100 px/s it stays well below it, while the variant still ends 50 px
-// short, more than the square's 40 px: every one of its pixels differs.
+// The mover in these tests moves a fixed distance per arrow key press
+// (-step), so the picture depends on the keys alone: a mover that moves by
+// time × speed moves as far as a loaded machine's timing lets it (at load
+// 25 on two cores a replayed 1 s hold ended 24 px from the recording, 240
+// ms at 100 px/s: a divergence with nothing wrong). The variant moves half as far per
+// press, 30 px short after the first press, so 2400 of the square's pixels
+// differ (0.8% of the compared area, above the default 0.5%).
 const (
-	moverSpeedManifest = `{"command": "mover", "args": ["-speed", "100"], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s"}`
-	moverHalfManifest  = `{"command": "mover", "args": ["-speed", "50"], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s"}`
+	moverStep60Manifest = `{"command": "mover", "args": ["-step", "60"], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s"}`
+	moverHalfManifest   = `{"command": "mover", "args": ["-step", "30"], "window_title": "mover", "ready_output": "mover: ready", "ready_timeout": "20s"}`
 )
 
-// TestReplay records a mover run with the demo agent, replays it against
-// the same app (it matches) and against a variant that moves half as fast
-// (it diverges at the first step observed after the key was held).
+// replayScript is the recording TestReplay replays: a wait (nothing
+// moves), a tap of Right (the next screen is the first the variant
+// changes), a second tap, and the script's end (done): four steps. Taps,
+// not a held key: a hold longer than the server's autorepeat delay would
+// add presses as the machine's timing allows. The settle lets a loaded
+// machine's mover draw before each screenshot.
+const replayScript = `steps:
+  - action: wait
+    ms: 100
+  - action: key
+    key: Right
+  - action: key
+    key: Right
+`
+
+// recordReplaySource records replayScript against appDir.
+func recordReplaySource(t *testing.T, appDir string) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "taps.yaml")
+	if err := os.WriteFile(script, []byte(replayScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := agentbox(t, "run", appDir, "--script", script, "--settle", "stable:1s")
+	if r.code != 0 {
+		t.Fatalf("recording the mover run: want exit 0:\n%s", r)
+	}
+	return r.dir
+}
+
+// TestReplay records a scripted mover run, replays it against the same app
+// (it matches) and against a variant that moves half as far per key press
+// (it diverges at the first step observed after a press).
 func TestReplay(t *testing.T) {
 	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
-	appDir := moverApp(t, moverSpeedManifest)
-	rec := recordMover(t, appDir)
+	appDir := moverApp(t, moverStep60Manifest)
+	rec := recordReplaySource(t, appDir)
 	src := openTrace(t, rec)
-	// The demo agent: key_down Right, wait 1000 ms, key_up Right, done.
-	if len(src.Steps) != 4 || src.Steps[0].Action.Kind != action.KeyDown || src.Steps[1].Action.Kind != action.Wait {
+	if len(src.Steps) != 4 || src.Steps[0].Action.Kind != action.Wait || src.Steps[1].Action.Kind != action.Key {
 		t.Fatalf("unexpected recording: %+v", src.Steps)
 	}
-	heldStep := src.Steps[1].Step + 1 // the first screen observed after the key was held
+	heldStep := src.Steps[1].Step + 1 // the first screen observed after a press (a step records what was seen before its action)
 
 	t.Run("matches", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "replay")
@@ -109,25 +140,24 @@ func TestReplay(t *testing.T) {
 		assertNoContainers(t, tr.Run.ID)
 	})
 
-	t.Run("half speed diverges", func(t *testing.T) {
+	t.Run("half step diverges", func(t *testing.T) {
 		variant := moverApp(t, moverHalfManifest)
 		out := filepath.Join(t.TempDir(), "replay")
 		r := run0(t, "replay", rec, "--target", variant, "--out", out)
-		if r.code != 1 || !strings.Contains(r.stdout, "diverged: diverged at step 3:") {
-			t.Fatalf("want exit 1, diverged at step 3:\n%s", r)
+		if r.code != 1 || !strings.Contains(r.stdout, fmt.Sprintf("diverged: diverged at step %d:", heldStep)) {
+			t.Fatalf("want exit 1, diverged at step %d:\n%s", heldStep, r)
 		}
 		s := readSummary(t, out)
 		if s.Verdict != "diverged" || s.Divergence == nil || s.Divergence.Step != heldStep || s.Divergence.Kind != "screen" {
 			t.Fatalf("replay.json: %+v %+v", s, s.Divergence)
 		}
-		// The screen right after key_down still matched: the square had not
-		// gone far at either speed.
+		// The screen before the first press matched.
 		for _, c := range s.Comparisons {
 			if c.Step < heldStep && !c.Match {
 				t.Errorf("step %d diverged before the key was held (%d pixels)", c.Step, c.Pixels)
 			}
 		}
-		for _, f := range []string{s.Divergence.Diff, s.Divergence.Compare, "replay/expected-000003.png", "replay/actual-000003.png"} {
+		for _, f := range []string{s.Divergence.Diff, s.Divergence.Compare, fmt.Sprintf("replay/expected-%06d.png", heldStep), fmt.Sprintf("replay/actual-%06d.png", heldStep)} {
 			img := readPNG(t, filepath.Join(out, f))
 			if f == s.Divergence.Diff && (img.Bounds().Dx() != 640 || img.Bounds().Dy() != 480) {
 				t.Errorf("diff image is %v, want 640x480", img.Bounds())
@@ -136,7 +166,7 @@ func TestReplay(t *testing.T) {
 		if !strings.Contains(r.stdout, filepath.Join(out, s.Divergence.Diff)) {
 			t.Errorf("stdout does not name the diff image:\n%s", r.stdout)
 		}
-		if !strings.Contains(strings.Join(s.Notes, "\n"), `app arguments: ["-speed" "50"]`) {
+		if !strings.Contains(strings.Join(s.Notes, "\n"), `app arguments: ["-step" "30"]`) {
 			t.Errorf("notes %q do not say the app differs", s.Notes)
 		}
 		tr := openTrace(t, out)
@@ -148,7 +178,7 @@ func TestReplay(t *testing.T) {
 			t.Fatalf("view: %s", v)
 		}
 		page, _ := os.ReadFile(filepath.Join(out, "report.html"))
-		if !strings.Contains(string(page), `"verdict":"diverged"`) || !strings.Contains(string(page), "replay/compare-000003.png") {
+		if !strings.Contains(string(page), `"verdict":"diverged"`) || !strings.Contains(string(page), fmt.Sprintf("replay/compare-%06d.png", heldStep)) {
 			t.Errorf("the replay's report does not show the divergence")
 		}
 	})
