@@ -335,8 +335,10 @@ func benchID(prefix string) string {
 }
 
 func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, full bool) (environment.Environment, error) {
+	// The app's files go in while the display comes up, as a run's cold
+	// start sends them (environment.Config.Stage).
 	env, err := o.Backend.Create(ctx, environment.Config{
-		RunID: runID(), Image: o.Image, Screen: s, FullFrames: full,
+		RunID: runID(), Image: o.Image, Screen: s, FullFrames: full, Stage: b,
 	})
 	if err != nil {
 		return nil, err
@@ -368,10 +370,13 @@ func coldStart(ctx context.Context, o Options, b *app.Bundle) (time.Duration, er
 }
 
 // stepLatency measures one mouse move and the next screenshot, as the
-// agent sees it, and the floor of its primitives in the same sandbox.
+// agent sees it, and the floor of its primitives in the same sandbox, a
+// floor sample in turn with each step (pairedRun): in one sandbox for
+// the unchanged screen, in another for the full frame.
 func stepLatency(ctx context.Context, o Options, b *app.Bundle, s observe.Screen) (StepStats, error) {
 	st := StepStats{Screen: s}
-	for _, full := range []bool{false, true} {
+	var floors [2]*StepFloor
+	for k, full := range []bool{false, true} {
 		if full && o.Samples <= 0 {
 			break
 		}
@@ -379,50 +384,110 @@ func stepLatency(ctx context.Context, o Options, b *app.Bundle, s observe.Screen
 		if err != nil {
 			return st, err
 		}
-		if !full && o.FloorSamples > 0 {
-			fl, err := stepFloor(ctx, o, env)
-			if err != nil {
-				closeEnv(ctx, env)
-				return st, err
-			}
-			st.Floor = fl
-			if o.Samples <= 0 {
-				closeEnv(ctx, env)
-				break
-			}
-		}
-		var ds []time.Duration
-		for i := 0; i < o.Samples+10; i++ {
-			x, y := 10+(i*37)%(s.Width-20), 10+(i*53)%(s.Height-20)
-			t := time.Now()
-			if _, err := actObserve(ctx, env, action.Action{Kind: action.MouseMove, X: &x, Y: &y}); err != nil {
-				closeEnv(ctx, env)
-				return st, err
-			}
-			if i >= 10 { // warm-up
-				ds = append(ds, time.Since(t))
-			}
-		}
-		if !full {
-			st.Unchanged = summarize(ds)
+		// With a full-frame sandbox to come, this one times only the
+		// unchanged step's primitives, and the full-frame one the rest.
+		ds, fl, err := pairedRun(ctx, o, env, s, !full && o.Samples > 0)
+		if err == nil && !full && o.Samples > 0 {
 			// Clicks into the app's own (active) window: no window manager
 			// involvement, one round trip to confirm.
-			cs, err := clickLatency(ctx, o, env, s)
-			if err != nil {
-				closeEnv(ctx, env)
-				return st, err
-			}
-			st.Click = cs
-		} else {
-			st.Full = summarize(ds)
+			st.Click, err = clickLatency(ctx, o, env, s)
 		}
 		closeEnv(ctx, env)
+		if err != nil {
+			return st, err
+		}
+		if full {
+			st.Full = summarize(ds)
+		} else {
+			st.Unchanged = summarize(ds)
+		}
+		if fl != nil {
+			floors[k] = summarizeFloor(*fl)
+			floors[k].Paired = o.Samples > 0
+		}
 	}
-	if st.Floor != nil {
+	if st.Floor = floors[0]; st.Floor != nil {
+		if floors[1] != nil {
+			st.Floor.withFullFrame(floors[1])
+		}
 		st.Floor.ratios(st)
 	}
 	return st, nil
 }
+
+// stepWarmup is the rounds of pairedRun before its samples.
+const stepWarmup = 10
+
+// pairedRun takes o.Samples steps (a mouse move, then the screenshot) in
+// env and, where env can time them, o.FloorSamples samples of the step's
+// primitives alone, one floor sample before each step, so that the floor
+// and the step see the same machine and the same screen. A floor sample's
+// motion goes to another point than the step's after it, so that the
+// step's own motion moves the pointer. With unchanged, a floor sample is
+// only what the floor of an unchanged screen's step is made of (no frame
+// is carried, compressed or decompressed); without, it is every
+// primitive, and the PNG encodes are timed after the run.
+func pairedRun(ctx context.Context, o Options, env environment.Environment, s observe.Screen, unchanged bool) ([]time.Duration, *environment.Floor, error) {
+	floorer, _ := env.(environment.Floorer)
+	if o.FloorSamples <= 0 {
+		floorer = nil
+	}
+	var (
+		ds []time.Duration
+		fl *environment.Floor
+	)
+	if floorer != nil {
+		fl = &environment.Floor{}
+	}
+	for i := range max(o.Samples, o.FloorSamples) + stepWarmup {
+		n := i - stepWarmup // the sample's index; negative while warming up
+		if floorer != nil && n < o.FloorSamples {
+			f, err := floorer.Floor(ctx, environment.FloorSpec{Samples: 1, From: i + 1, Unchanged: unchanged})
+			if err != nil {
+				return nil, nil, fmt.Errorf("the floor of its primitives: %w", err)
+			}
+			if n >= 0 {
+				appendFloor(fl, f)
+			}
+		}
+		if n < o.Samples {
+			x, y := 10+(i*37)%(s.Width-20), 10+(i*53)%(s.Height-20)
+			t := time.Now()
+			if _, err := actObserve(ctx, env, action.Action{Kind: action.MouseMove, X: &x, Y: &y}); err != nil {
+				return nil, nil, err
+			}
+			if n >= 0 {
+				ds = append(ds, time.Since(t))
+			}
+		}
+	}
+	if floorer != nil && !unchanged {
+		f, err := floorer.Floor(ctx, environment.FloorSpec{PNG: pngSamples(o.FloorSamples)})
+		if err != nil {
+			return nil, nil, fmt.Errorf("the floor of its primitives: %w", err)
+		}
+		fl.PNG = f.PNG
+	}
+	return ds, fl, nil
+}
+
+// appendFloor adds f's samples to dst's.
+func appendFloor(dst *environment.Floor, f environment.Floor) {
+	dst.SHM, dst.FrameBytes = f.SHM, f.FrameBytes
+	dst.Ping = append(dst.Ping, f.Ping...)
+	dst.FrameTrip = append(dst.FrameTrip, f.FrameTrip...)
+	dst.Motion = append(dst.Motion, f.Motion...)
+	dst.Capture = append(dst.Capture, f.Capture...)
+	dst.Damage = append(dst.Damage, f.Damage...)
+	dst.Hash = append(dst.Hash, f.Hash...)
+	dst.Encode = append(dst.Encode, f.Encode...)
+	dst.Decode = append(dst.Decode, f.Decode...)
+	dst.PNG = append(dst.PNG, f.PNG...)
+}
+
+// pngSamples bounds the PNG encodes of the floor: each takes
+// milliseconds to tens of them, and their spread is small.
+func pngSamples(n int) int { return min(n, 50) }
 
 // clickLatency measures a left click at the window's centre and the next
 // screenshot.

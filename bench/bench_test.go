@@ -93,9 +93,11 @@ func TestPrintGolden(t *testing.T) {
 	stats := func(p50 float64) Stats {
 		return Stats{N: 50, Min: p50 * 0.8, P50: p50, P95: p50 * 1.5, Max: p50 * 3, Mean: p50 * 1.1}
 	}
-	floor := &StepFloor{SHM: true, FrameBytes: 150 << 10, Ping: stats(0.1), FrameTrip: stats(0.9), Motion: stats(0.05),
-		Capture: stats(0.3), Damage: stats(0.04), Hash: stats(0.06), Encode: stats(0.4), Decode: stats(0.2), PNG: Stats{N: 50, Min: 8, P50: 9, P95: 11, Max: 12, Mean: 9.2}}
-	floor.Unchanged, floor.Full = 0.19, 1.91
+	floor := &StepFloor{Primitives: Primitives{SHM: true, Ping: stats(0.1), Motion: stats(0.05), Damage: stats(0.04)},
+		FullFrame: &Primitives{SHM: true, FrameBytes: 151 << 10, Ping: stats(0.11), FrameTrip: stats(0.95), Motion: stats(0.06),
+			Capture: stats(0.31), Damage: stats(0.04), Hash: stats(0.07), Encode: stats(0.41), Decode: stats(0.21), PNG: Stats{N: 50, Min: 8, P50: 9, P95: 11, Max: 12, Mean: 9.2}},
+		Paired: true, UnchangedFloor: stats(0.19), FullFloor: stats(2.01)}
+	floor.Unchanged, floor.Full = 0.19, 2.01
 	rep := &Report{
 		Machine:   Machine{CPUs: 2, OS: "linux/amd64", Kernel: "6.1.0", LoadBefore: [3]float64{1.5, 1.25, 1}, LoadAfter: [3]float64{2.25, 1.5, 1.1}},
 		ColdStart: Stats{N: 5, Min: 980, P50: 1040, P95: 1310, Max: 1310, Mean: 1100},
@@ -228,9 +230,14 @@ func TestRunScriptedGuest(t *testing.T) {
 		if s.Screen != o.Screens[i] || s.Unchanged.N != 5 || s.Full.N != 5 || s.Click.N != 5 {
 			t.Errorf("step stats %d: %+v", i, s)
 		}
-		if f := s.Floor; f == nil || f.Ping.N != 4 || f.FrameTrip.N != 4 || f.Motion.N != 4 || f.PNG.N != 4 ||
-			f.FrameBytes <= 0 || f.Decode.N != 4 || f.Encode.N != 4 || f.Unchanged <= 0 || f.UnchangedRatio <= 0 || f.FullRatio <= 0 {
+		// The unchanged screen's sandbox timed its step's primitives, the
+		// full frame's every one, a sample before each step.
+		if f := s.Floor; f == nil || !f.Paired || f.Ping.N != 4 || f.Motion.N != 4 || f.Damage.N != 4 || f.FrameTrip.N != 0 || f.Encode.N != 0 ||
+			f.UnchangedFloor.N != 4 || f.Unchanged <= 0 || f.UnchangedRatio <= 0 || f.FullRatio <= 0 {
 			t.Errorf("floor %d: %+v", i, s.Floor)
+		} else if ff := f.FullFrame; ff == nil || ff.FrameTrip.N != 4 || ff.Motion.N != 4 || ff.PNG.N != 4 || ff.FrameBytes <= 0 ||
+			ff.Decode.N != 4 || ff.Encode.N != 4 || f.FullFloor.N != 4 || f.Full != f.FullFloor.P50 {
+			t.Errorf("full-frame floor %d: %+v", i, ff)
 		}
 	}
 	if rep.RunSteps != 30 || rep.RunPerStep <= 0 || rep.TraceShare <= 0 {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,21 +8,21 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
-// StepFloor is what the primitives of a step cost alone, measured in the
-// same sandbox as the step (environment.Floorer), and agentbox's step
-// held against them. The floor of a step of an unchanged screen is one
-// empty round trip over the backend's channel, one XTEST motion with its
-// sync and one check for damage where the guest uses DAMAGE (one capture
-// of the screen and its hash where it does not: that is then what the
-// step makes); of a full-frame step, an XTEST motion, a capture and its
-// hash, with the frame carried back by the round trip, compressed as a
-// screenshot's and decompressed.
-type StepFloor struct {
+// Primitives are a step's primitives timed alone in one sandbox
+// (environment.Floorer): one empty round trip over the backend's channel
+// (Ping), the round trip of one that carries a whole frame back (FrameTrip,
+// the frame FrameBytes compressed as a screenshot's, and its
+// decompression on the host, Decode), one XTEST motion with its sync, one
+// capture of the screen (MIT-SHM when SHM), the check for damage of an
+// unchanged screen (skipped without DAMAGE), the hash of a frame, its
+// compression in the guest (Encode) and a PNG encode.
+type Primitives struct {
 	SHM        bool // the captures went through MIT-SHM
 	FrameBytes int  // the compressed frame the frame's round trip carried
 	Ping       Stats
@@ -35,29 +34,84 @@ type StepFloor struct {
 	Encode     Stats // the frame's compression (guest)
 	Decode     Stats // and decompression (host)
 	PNG        Stats
-	// Unchanged and Full are the floors (sums of the primitives' p50s);
-	// the ratios are agentbox's p50 over them (absent where agentbox's
-	// step was not measured).
+}
+
+// StepFloor is what the primitives of a step cost alone, measured in the
+// same sandbox as the step, and agentbox's step held against them. The
+// floor of a step of an unchanged screen is one empty round trip over the
+// backend's channel, one XTEST motion with its sync and one check for
+// damage where the guest uses DAMAGE (one capture of the screen and its
+// hash where it does not: that is then what the step makes); of a
+// full-frame step, an XTEST motion, a capture and its hash, with the
+// frame carried back by the round trip, compressed as a screenshot's and
+// decompressed.
+//
+// The floor is taken a sample at a time, in turn with the step's samples
+// (Paired): a floor sample (each primitive once), a step, a floor sample,
+// a step, … on the same sandbox, so that both see the same machine. A
+// sample's floor is the sum of its primitives; UnchangedFloor and
+// FullFloor are those sums over the samples, Unchanged and Full their
+// medians, and a ratio is the step's median over that median. The
+// primitives (embedded) are the unchanged-screen sandbox's, timed in turn
+// with the unchanged step: only those of its floor (the round trip, the
+// motion and the damage check; a capture and a hash without DAMAGE), the
+// others skipped; FullFrame the full-frame sandbox's, every primitive, in
+// turn with the full-frame step, where FullFloor and Full come from.
+// Without a full-frame step (--samples 0) one sandbox times everything. (Before
+// Paired, the floor was a phase of its own before the steps, and
+// Unchanged and Full the sums of the primitives' p50s.)
+type StepFloor struct {
+	Primitives
+	FullFrame      *Primitives `json:",omitempty"`
+	Paired         bool        `json:",omitempty"`
+	UnchangedFloor Stats
+	FullFloor      Stats
 	Unchanged      float64
 	Full           float64
+	// The ratios are agentbox's median step over the median floor
+	// (absent where agentbox's step was not measured).
 	UnchangedRatio float64 `json:",omitempty"`
 	FullRatio      float64 `json:",omitempty"`
 }
 
+// summarizeFloor summarises one sandbox's floor samples: its primitives,
+// and each sample's floors (the i-th sample of every primitive is one
+// sample of the floor).
 func summarizeFloor(f environment.Floor) *StepFloor {
-	s := &StepFloor{
+	s := &StepFloor{Primitives: Primitives{
 		SHM: f.SHM, FrameBytes: f.FrameBytes,
 		Ping: summarize(f.Ping), FrameTrip: summarize(f.FrameTrip), Motion: summarize(f.Motion),
 		Capture: summarize(f.Capture), Damage: summarize(f.Damage), Hash: summarize(f.Hash), PNG: summarize(f.PNG),
 		Encode: summarize(f.Encode), Decode: summarize(f.Decode),
+	}}
+	sums := func(parts ...[]time.Duration) []time.Duration {
+		n := len(parts[0])
+		for _, p := range parts {
+			n = min(n, len(p))
+		}
+		d := make([]time.Duration, n)
+		for _, p := range parts {
+			for i := range d {
+				d[i] += p[i]
+			}
+		}
+		return d
 	}
-	if s.Damage.N > 0 {
-		s.Unchanged = s.Ping.P50 + s.Motion.P50 + s.Damage.P50
+	if len(f.Damage) > 0 {
+		s.UnchangedFloor = summarize(sums(f.Ping, f.Motion, f.Damage))
 	} else {
-		s.Unchanged = s.Ping.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50
+		s.UnchangedFloor = summarize(sums(f.Ping, f.Motion, f.Capture, f.Hash))
 	}
-	s.Full = s.FrameTrip.P50 + s.Motion.P50 + s.Capture.P50 + s.Hash.P50 + s.Encode.P50 + s.Decode.P50
+	s.FullFloor = summarize(sums(f.FrameTrip, f.Motion, f.Capture, f.Hash, f.Encode, f.Decode))
+	s.Unchanged, s.Full = s.UnchangedFloor.P50, s.FullFloor.P50
 	return s
+}
+
+// withFullFrame takes the full-frame step's floor from the full-frame
+// sandbox's samples.
+func (s *StepFloor) withFullFrame(full *StepFloor) {
+	s.FullFrame = &full.Primitives
+	s.FullFloor, s.Full = full.FullFloor, full.Full
 }
 
 // ratios holds agentbox's step against the floor.
@@ -73,19 +127,6 @@ func ratio(s Stats, floor float64) float64 {
 	return s.P50 / floor
 }
 
-// stepFloor measures the floor in env.
-func stepFloor(ctx context.Context, o Options, env environment.Environment) (*StepFloor, error) {
-	fl, ok := env.(environment.Floorer)
-	if !ok {
-		return nil, nil
-	}
-	f, err := fl.Floor(ctx, o.FloorSamples)
-	if err != nil {
-		return nil, fmt.Errorf("the floor of its primitives: %w", err)
-	}
-	return summarizeFloor(f), nil
-}
-
 // AtFloor renders agentbox's figure against its floor: "2.20 ms = 1.4×
 // floor 1.57 ms".
 func AtFloor(v, floor float64) string {
@@ -96,20 +137,42 @@ func AtFloor(v, floor float64) string {
 }
 
 func (s *StepFloor) print(w io.Writer, st StepStats) {
-	shm := "MIT-SHM"
-	if !s.SHM {
-		shm = "core GetImage"
+	shm := func(p *Primitives) string {
+		if p.SHM {
+			return "MIT-SHM"
+		}
+		return "core GetImage"
 	}
-	fmt.Fprintf(w, "  the floor, its primitives alone in the same sandbox (p50, n=%d):\n", s.Ping.N)
-	fmt.Fprintf(w, "    empty round trip %s, with the frame %s (%d KiB), XTEST motion + sync %s,\n",
-		FormatMS(s.Ping.P50), FormatMS(s.FrameTrip.P50), s.FrameBytes>>10, FormatMS(s.Motion.P50))
-	damage, unchanged := "no DAMAGE", "round trip + motion + capture + hash"
+	png := func(p *Primitives) string {
+		if p.PNG.N == 0 {
+			return "PNG encode skipped"
+		}
+		return fmt.Sprintf("PNG encode %s (n=%d)", FormatMS(p.PNG.P50), p.PNG.N)
+	}
+	unchanged := "round trip + motion + capture + hash"
 	if s.Damage.N > 0 {
-		damage, unchanged = "damage check "+FormatMS(s.Damage.P50), "round trip + motion + damage check"
+		unchanged = "round trip + motion + damage check"
 	}
-	fmt.Fprintf(w, "    %s capture %s, %s, hash %s, compress %s + decompress %s, PNG encode %s (n=%d)\n",
-		shm, FormatMS(s.Capture.P50), damage, FormatMS(s.Hash.P50), FormatMS(s.Encode.P50), FormatMS(s.Decode.P50), FormatMS(s.PNG.P50), s.PNG.N)
+	// Without a full-frame step, one sandbox timed every primitive.
+	f, how := s.FullFrame, "in the step's sandbox, a sample before each step"
+	if f == nil {
+		f, how = &s.Primitives, "in the same sandbox"
+	}
+	fmt.Fprintf(w, "  the floor, its primitives alone %s (p50, n=%d):\n", how, s.Motion.N)
+	if s.Damage.N > 0 {
+		fmt.Fprintf(w, "    screen unchanged: empty round trip %s, XTEST motion + sync %s, damage check %s\n",
+			FormatMS(s.Ping.P50), FormatMS(s.Motion.P50), FormatMS(s.Damage.P50))
+	} else {
+		fmt.Fprintf(w, "    screen unchanged: empty round trip %s, XTEST motion + sync %s, no DAMAGE: %s capture %s, hash %s\n",
+			FormatMS(s.Ping.P50), FormatMS(s.Motion.P50), shm(&s.Primitives), FormatMS(s.Capture.P50), FormatMS(s.Hash.P50))
+	}
+	fmt.Fprintf(w, "    full frame: the frame's round trip %s (%d KiB), XTEST motion + sync %s, %s capture %s, hash %s, compress %s + decompress %s; %s\n",
+		FormatMS(f.FrameTrip.P50), f.FrameBytes>>10, FormatMS(f.Motion.P50), shm(f), FormatMS(f.Capture.P50), FormatMS(f.Hash.P50),
+		FormatMS(f.Encode.P50), FormatMS(f.Decode.P50), png(f))
 	if st.Unchanged.N > 0 {
+		if s.Paired {
+			fmt.Fprintf(w, "  against the floor: the step's median over the median of the floor's samples taken in turn with it (a sample's floor: the sum of its primitives)\n")
+		}
 		fmt.Fprintf(w, "  step, screen unchanged:    %s (%s)\n", AtFloor(st.Unchanged.P50, s.Unchanged), unchanged)
 		fmt.Fprintf(w, "  step, full frame:          %s (frame round trip + motion + capture + hash + compress + decompress)\n", AtFloor(st.Full.P50, s.Full))
 	}

@@ -33,7 +33,8 @@ sandbox running true), the observe+act step as the agent sees it
 (one mouse move, then the next screenshot) at each --screens size, held
 against the floor of its primitives timed alone in the same sandbox (an
 empty round trip over the backend's channel, one XTEST motion with its
-sync, one screen capture, a hash, a PNG encode), a full run
+sync, one screen capture, a hash, a PNG encode; a floor sample before each
+step, the ratio the step's median over the floor's), a full run
 with its trace, the same step in-process and through agentbox serve (over its
 WebSocket and over plain HTTP, side by side), the warm pool's figures (reset →
 first observation from serve's pool against a cold create; eval's episodes
@@ -116,7 +117,7 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 	fl.StringVar(&o.App, "app", "", "the mover app directory (default examples/mover)")
 	fl.IntVar(&o.ColdRuns, "cold", 8, "cold starts to measure")
 	fl.IntVar(&o.Samples, "samples", 300, "steps per latency measurement")
-	fl.IntVar(&o.FloorSamples, "floor-samples", 200, "samples of each primitive of a step timed alone in the step's sandbox, for the floor the step is held against (0 skips)")
+	fl.IntVar(&o.FloorSamples, "floor-samples", 200, "samples of each primitive of a step timed alone in the step's sandbox, one before each step, for the floor the step is held against (0 skips)")
 	fl.IntVar(&o.RunSteps, "steps", 200, "steps of the full run")
 	fl.IntVar(&o.SeedSteps, "seed-steps", 20, "seed-style steps to measure (0 skips)")
 	fl.IntVar(&o.RemoteSamples, "remote-samples", 300, "steps measured in-process, over agentbox serve's WebSocket and over its HTTP (0 skips)")
@@ -222,14 +223,14 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 				return f(r.Steps[i])
 			}
 		}
-		row("  unchanged against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Unchanged, s.Floor.Unchanged) }))
+		row("  unchanged against its floor (medians)", floor(func(s bench.StepStats) string { return atFloor(s.Unchanged, s.Floor.Unchanged) }))
 		row("    of which the damage check (p50)", floor(func(s bench.StepStats) string {
 			if s.Floor.Damage.N == 0 {
 				return "no DAMAGE: capture + hash"
 			}
 			return bench.FormatMS(s.Floor.Damage.P50)
 		}))
-		row("  full frame against its floor (p50)", floor(func(s bench.StepStats) string { return atFloor(s.Full, s.Floor.Full) }))
+		row("  full frame against its floor (medians)", floor(func(s bench.StepStats) string { return atFloor(s.Full, s.Floor.Full) }))
 	}
 	for i, pt := range runs[0].Report.Scale {
 		row(fmt.Sprintf("%d environments stepping at once, step", pt.Envs), func(r *bench.Report) string {

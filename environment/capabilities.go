@@ -216,9 +216,26 @@ type Stepped struct {
 }
 
 // Floorer is implemented by environments that can time the primitives of
-// a step alone, in their sandbox (`agentbox bench`): samples of each.
+// a step alone, in their sandbox (`agentbox bench`): the samples spec
+// asks for.
 type Floorer interface {
-	Floor(ctx context.Context, samples int) (Floor, error)
+	Floor(ctx context.Context, spec FloorSpec) (Floor, error)
+}
+
+// FloorSpec says what a Floor call times: Samples of each primitive but
+// the PNG encode, and PNG encodes. From is the index of the first sample,
+// which sets where its motion moves the pointer: one-sample calls with
+// From 0, 1, 2, … move it as one call of many would (agentbox bench takes
+// the floor a sample at a time, in turn with the step's samples, on the
+// same sandbox). With Unchanged, a sample is only what the floor of a
+// step of an unchanged screen is made of: the empty round trip, the
+// motion and the damage check (a capture and a hash without DAMAGE); no
+// frame is carried, compressed or decompressed.
+type FloorSpec struct {
+	Samples   int
+	From      int
+	PNG       int
+	Unchanged bool
 }
 
 // Floor is what the primitives of a step cost alone, one duration a

@@ -181,6 +181,11 @@ type Config struct {
 	// the app's processes and the files it changes, read at each
 	// checkpoint through Observer.
 	Observe bool
+	// Stage, when set, is the app a cold start will launch: its files are
+	// sent into the sandbox while the display comes up, and the first
+	// Launch of the same files (app.Bundle.SameFiles) sends nothing.
+	// Backends without a guest channel ignore it.
+	Stage *app.Bundle
 }
 
 // Events receives the app's output and life events. Calls come from one

@@ -30,6 +30,13 @@ func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorRes
 	if req.Samples < 0 || req.Samples > wire.MaxFloorSamples {
 		return resp, nil, wire.Errorf(wire.CodeInvalid, "floor: %d samples (want 0–%d)", req.Samples, wire.MaxFloorSamples)
 	}
+	pngs := pngSamples(req.Samples)
+	if req.PNG != nil {
+		pngs = *req.PNG
+	}
+	if pngs < 0 || pngs > wire.MaxFloorSamples || req.From < 0 || req.From > wire.MaxFloorSamples {
+		return resp, nil, wire.Errorf(wire.CodeInvalid, "floor: %d PNG encodes from sample %d (want 0–%d each)", pngs, req.From, wire.MaxFloorSamples)
+	}
 	w, h := g.screen.Width, g.screen.Height
 	resp.Width, resp.Height, resp.SHM = w, h, g.x.SHM()
 	if req.Frame {
@@ -46,12 +53,12 @@ func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorRes
 		if err := ctx.Err(); err != nil {
 			return resp, nil, err
 		}
-		x, y := 10+(i*37)%max(w-20, 1), 10+(i*53)%max(h-20, 1)
+		x, y := floorPoint(req.From+i, w, h)
 		xctx, cancel := context.WithTimeout(ctx, xTimeout)
 		t := time.Now()
 		err := g.x.MouseMove(xctx, x, y)
 		resp.Motion = append(resp.Motion, us(t))
-		if err == nil {
+		if err == nil && (!req.Unchanged || !g.x.Damage()) {
 			t = time.Now()
 			g.capBuf, err = g.x.CaptureShared(xctx, g.capBuf, func(x11.Frame) error { return nil })
 			resp.Capture = append(resp.Capture, us(t))
@@ -68,23 +75,36 @@ func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorRes
 			return resp, nil, fmt.Errorf("floor: %w", err)
 		}
 	}
-	if req.Samples > 0 {
+	// The frame hashed, compressed and encoded: the screen as captured at
+	// the start of a run of requests (From 0), or when there is none of
+	// this size; one-sample requests in turn with steps would otherwise
+	// copy the whole screen before each step.
+	hashes := req.Samples
+	if req.Unchanged && g.x.Damage() {
+		hashes = 0
+	}
+	if (hashes > 0 || pngs > 0) && (req.From == 0 || len(g.floorPix) != 4*w*h) {
 		if err := g.floorCapture(ctx); err != nil {
 			return resp, nil, err
 		}
 	}
-	rgba := make([]byte, len(g.floorPix))
-	bgrxToRGBA(rgba, g.floorPix)
-	for i := range req.Samples {
+	for range hashes {
 		t := time.Now()
 		_ = xxhash.Sum64(g.floorPix)
 		resp.Hash = append(resp.Hash, us(t))
+		if req.Unchanged {
+			continue
+		}
 		t = time.Now()
 		g.floorEnc = s2.Encode(g.floorEnc[:cap(g.floorEnc)], g.floorPix)
 		resp.Encode = append(resp.Encode, us(t))
-		if i < pngSamples(req.Samples) {
-			f := observe.Frame{Width: w, Height: h, Pix: rgba}
-			t = time.Now()
+	}
+	if pngs > 0 {
+		rgba := make([]byte, len(g.floorPix))
+		bgrxToRGBA(rgba, g.floorPix)
+		for range pngs {
+			f := observe.Frame{Width: w, Height: h, Pix: rgba} // a frame keeps its PNG
+			t := time.Now()
 			if _, err := f.PNG(); err != nil {
 				return resp, nil, fmt.Errorf("floor: png: %w", err)
 			}
@@ -92,6 +112,12 @@ func (g *Guest) floor(ctx context.Context, req wire.FloorRequest) (wire.FloorRes
 		}
 	}
 	return resp, nil, nil
+}
+
+// floorPoint is the i-th point the floor's motions go to on a w×h
+// screen.
+func floorPoint(i, w, h int) (x, y int) {
+	return 10 + (i*37)%max(w-20, 1), 10 + (i*53)%max(h-20, 1)
 }
 
 // pngSamples bounds the PNG encodes of one floor request: each takes

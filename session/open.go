@@ -369,7 +369,13 @@ func (s *Session) create(ctx context.Context) (environment.Environment, error) {
 		if s.cfg.Backend == nil {
 			return nil, errors.New("no backend and no prepared environment")
 		}
-		return s.cfg.Backend.Create(ctx, s.cfg.Env)
+		cfg := s.cfg.Env
+		if a := s.cfg.App; a != nil && !a.InImage {
+			// The app's files go into the sandbox while its display
+			// comes up; the launch then sends nothing.
+			cfg.Stage = a
+		}
+		return s.cfg.Backend.Create(ctx, cfg)
 	}
 	if p.Env == nil || p.Events == nil {
 		if p.Env != nil {

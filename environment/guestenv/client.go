@@ -200,9 +200,20 @@ func (c *Client) wrap(what string, err error) error {
 // Start brings up the display (the zero Screen is observe.DefaultScreen)
 // and the window manager, and the accessibility bus with A11y.
 func (c *Client) Start(ctx context.Context, screen observe.Screen, noWM bool, timeout time.Duration) (wire.StartResponse, error) {
+	s, err := c.sendStart(screen, noWM, timeout)
+	if err != nil {
+		return c.start, err
+	}
+	return c.waitStart(ctx, s)
+}
+
+// sendStart sends Start's request; waitStart waits for its answer.
+// Requests sent between them (the app's files) wait in the guest for the
+// display.
+func (c *Client) sendStart(screen observe.Screen, noWM bool, timeout time.Duration) (*sent, error) {
 	screen = screen.OrDefault()
 	if err := screen.Validate(); err != nil {
-		return c.start, fmt.Errorf("start display: screen %v: %w", screen, err)
+		return nil, fmt.Errorf("start display: screen %v: %w", screen, err)
 	}
 	c.screen.Store(&screen) // screenshots are bounded by it
 	req := wire.StartRequest{
@@ -215,8 +226,15 @@ func (c *Client) Start(ctx context.Context, screen observe.Screen, noWM bool, ti
 		TimeoutMS: int(timeout / time.Millisecond),
 		Net:       c.Net,
 	}
-	_, err := c.call(ctx, wire.MethodStart, timeout, req, &c.start, nil)
+	s, err := c.send(wire.MethodStart, timeout, req, nil)
 	if err != nil {
+		return nil, c.wrap("start display", err)
+	}
+	return s, nil
+}
+
+func (c *Client) waitStart(ctx context.Context, s *sent) (wire.StartResponse, error) {
+	if _, err := c.wait(ctx, s, &c.start); err != nil {
 		return c.start, c.wrap("start display", err)
 	}
 	c.start.Display = clip(c.start.Display, 64)
@@ -226,33 +244,119 @@ func (c *Client) Start(ctx context.Context, screen observe.Screen, noWM bool, ti
 // chunk is the largest piece of a file sent in one frame.
 const chunk = 1 << 20
 
+// inFlight bounds the write_file requests on their way at once (a
+// stager's): the guest queues what it has read, so this bounds its memory
+// too (8 chunks: 8 MiB).
+const inFlight = 8
+
+// stager sends write_file requests without waiting for each answer (the
+// guest writes them in turn, in the order sent), at most inFlight at a
+// time: a file's chunks cross the channel while the guest writes the ones
+// before them. after bounds the first answers: what the guest works on
+// before them (the display's start when the app is staged beside it).
+type stager struct {
+	c     *Client
+	after time.Duration
+	q     []*sent
+	whats []string
+	err   error
+}
+
+// send sends one request; what names it in errors.
+func (s *stager) send(ctx context.Context, what string, req wire.WriteFileRequest, payload []byte) error {
+	if s.err != nil {
+		return s.err
+	}
+	if len(s.q) >= inFlight {
+		s.waitOne(ctx)
+		if s.err != nil {
+			return s.err
+		}
+	}
+	p, err := s.c.send(wire.MethodWriteFile, s.after, req, payload)
+	if err != nil {
+		s.err = s.c.wrap(what, err)
+		return s.err
+	}
+	s.q, s.whats = append(s.q, p), append(s.whats, what)
+	return nil
+}
+
+func (s *stager) waitOne(ctx context.Context) {
+	p, what := s.q[0], s.whats[0]
+	s.q, s.whats = s.q[1:], s.whats[1:]
+	if _, err := s.c.wait(ctx, p, nil); err != nil && s.err == nil {
+		s.err = s.c.wrap(what, err)
+	}
+}
+
+// flush waits for every answer owed and returns the first error.
+func (s *stager) flush(ctx context.Context) error {
+	for len(s.q) > 0 {
+		s.waitOne(ctx)
+	}
+	return s.err
+}
+
 // Stage streams the bundle's files into the app directory and returns the
 // SHA-256 of each regular file (hex), computed from the bytes sent.
 func (c *Client) Stage(ctx context.Context, b *app.Bundle) (map[string]string, error) {
+	return c.stageBehind(ctx, b, 0).flush(ctx)
+}
+
+// staging is an app's files sent (stageBehind) whose answers are owed.
+type staging struct {
+	st   *stager
+	sums map[string]string
+	err  error // from the sending (a file that could not be read)
+}
+
+// flush waits for the answers and returns the files' hashes, or the first
+// error.
+func (s *staging) flush(ctx context.Context) (map[string]string, error) {
+	if err := s.st.flush(ctx); err != nil {
+		return nil, err
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return s.sums, nil
+}
+
+// stageBehind sends the bundle's files, waiting only when inFlight
+// requests are owed; after bounds the first answers (what the guest works
+// on before them: the display's start when the files go right behind it).
+func (c *Client) stageBehind(ctx context.Context, b *app.Bundle, after time.Duration) *staging {
+	return c.sendFiles(ctx, b.Files, b, b.Dir, false, "stage ", after)
+}
+
+// sendFiles sends files (read through op; dir names them in errors) into
+// the app directory, or below the home with home; what prefixes a file's
+// name in errors.
+func (c *Client) sendFiles(ctx context.Context, files []app.File, op opener, dir string, home bool, what string, after time.Duration) *staging {
+	s := &staging{st: &stager{c: c, after: after}, sums: map[string]string{}}
 	buf := make([]byte, chunk)
-	sums := map[string]string{}
-	for _, f := range b.Files {
-		req := wire.WriteFileRequest{Path: f.Rel, Mode: uint32(f.Mode.Perm())}
+	for _, f := range files {
+		req := wire.WriteFileRequest{Path: f.Rel, Mode: uint32(f.Mode.Perm()), Home: home}
 		switch {
 		case f.Mode.IsDir():
 			req.Dir = true
-			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, nil); err != nil {
-				return nil, c.wrap("stage "+f.Rel, err)
-			}
-			continue
+			s.err = s.st.send(ctx, what+f.Rel, req, nil)
 		case f.Link != "":
-			if _, err := c.call(ctx, wire.MethodWriteFile, 0, wireLink(f), nil, nil); err != nil {
-				return nil, c.wrap("stage "+f.Rel, err)
+			lr := wireLink(f)
+			lr.Home = home
+			s.err = s.st.send(ctx, what+f.Rel, lr, nil)
+		default:
+			var sum string
+			if sum, s.err = c.stageFile(ctx, s.st, op, dir, f, req, buf); s.err == nil {
+				s.sums[f.Rel] = sum
 			}
-			continue
 		}
-		sum, err := c.stageFile(ctx, b, b.Dir, f, req, buf)
-		if err != nil {
-			return nil, err
+		if s.err != nil {
+			break
 		}
-		sums[f.Rel] = sum
 	}
-	return sums, nil
+	return s
 }
 
 func wireLink(f app.File) wire.WriteFileRequest {
@@ -262,32 +366,7 @@ func wireLink(f app.File) wire.WriteFileRequest {
 // StageInputs streams a task's inputs below the home and returns the
 // SHA-256 of each regular file (hex), computed from the bytes sent.
 func (c *Client) StageInputs(ctx context.Context, in *app.Inputs) (map[string]string, error) {
-	buf := make([]byte, chunk)
-	sums := map[string]string{}
-	for _, f := range in.Files {
-		req := wire.WriteFileRequest{Path: f.Rel, Mode: uint32(f.Mode.Perm()), Home: true}
-		switch {
-		case f.Mode.IsDir():
-			req.Dir = true
-			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, nil); err != nil {
-				return nil, c.wrap("stage input "+f.Rel, err)
-			}
-			continue
-		case f.Link != "":
-			lr := wireLink(f)
-			lr.Home = true
-			if _, err := c.call(ctx, wire.MethodWriteFile, 0, lr, nil, nil); err != nil {
-				return nil, c.wrap("stage input "+f.Rel, err)
-			}
-			continue
-		}
-		sum, err := c.stageFile(ctx, in, "~", f, req, buf)
-		if err != nil {
-			return nil, err
-		}
-		sums[f.Rel] = sum
-	}
-	return sums, nil
+	return c.sendFiles(ctx, in.Files, in, "~", true, "stage input ", 0).flush(ctx)
 }
 
 // StagePreset writes a backend's preset files below the home, with the
@@ -321,7 +400,7 @@ type opener interface {
 	Open(rel string) (io.ReadCloser, error)
 }
 
-func (c *Client) stageFile(ctx context.Context, b opener, dir string, f app.File, req wire.WriteFileRequest, buf []byte) (string, error) {
+func (c *Client) stageFile(ctx context.Context, st *stager, b opener, dir string, f app.File, req wire.WriteFileRequest, buf []byte) (string, error) {
 	r, err := b.Open(f.Rel)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", app.ErrInvalid, err)
@@ -333,8 +412,9 @@ func (c *Client) stageFile(ctx context.Context, b opener, dir string, f app.File
 		n, rerr := io.ReadFull(r, buf)
 		if n > 0 || first {
 			req.Append = !first
-			if _, err := c.call(ctx, wire.MethodWriteFile, 0, req, nil, buf[:n]); err != nil {
-				return "", c.wrap("stage "+f.Rel, err)
+			// buf is written out before send returns: it can be refilled.
+			if err := st.send(ctx, "stage "+f.Rel, req, buf[:n]); err != nil {
+				return "", err
 			}
 			h.Write(buf[:n])
 			sent += int64(n)
@@ -647,18 +727,21 @@ func (c *Client) Ping(ctx context.Context) error {
 }
 
 // Floor asks the guest to time a step's primitives alone
-// (wire.MethodFloor), samples of each.
-func (c *Client) Floor(ctx context.Context, samples int) (wire.FloorResponse, error) {
+// (wire.MethodFloor): samples of each (with unchanged, only those of an
+// unchanged screen's step), the first sample's motion to the from-th
+// point of the sequence, and png PNG encodes.
+func (c *Client) Floor(ctx context.Context, samples, from, png int, unchanged bool) (wire.FloorResponse, error) {
 	var resp wire.FloorResponse
-	// Each sample is a motion, a capture and a hash, and up to 50 PNG
-	// encodes: well below 50 ms each even at 4K on a busy machine.
-	bound := time.Duration(samples)*50*time.Millisecond + 30*time.Second
-	_, err := c.call(ctx, wire.MethodFloor, bound, wire.FloorRequest{Samples: samples}, &resp, nil)
+	// Each sample is a motion, a capture, a hash and a compression, and
+	// each PNG encode one encode: well below 50 ms each even at 4K on a
+	// busy machine.
+	bound := time.Duration(samples+png)*50*time.Millisecond + 30*time.Second
+	_, err := c.call(ctx, wire.MethodFloor, bound, wire.FloorRequest{Samples: samples, From: from, PNG: &png, Unchanged: unchanged}, &resp, nil)
 	if err != nil {
 		return resp, c.wrap("floor", err)
 	}
-	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Damage) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > n {
-		return resp, c.wrap("floor", fmt.Errorf("%w: more timings than the %d samples asked for", environment.ErrGuest, n))
+	if n := samples; len(resp.Motion) > n || len(resp.Capture) > n || len(resp.Damage) > n || len(resp.Hash) > n || len(resp.Encode) > n || len(resp.PNG) > png {
+		return resp, c.wrap("floor", fmt.Errorf("%w: more timings than the %d samples and %d PNG encodes asked for", environment.ErrGuest, n, png))
 	}
 	return resp, nil
 }

@@ -84,6 +84,47 @@ func (c *Client) call(ctx context.Context, method string, bound time.Duration, i
 	return p, err
 }
 
+// sent is a request whose answer is owed (send): its wait has the
+// request's deadline, counted from the send.
+type sent struct {
+	p      *wire.Pending
+	method string
+	limit  time.Duration
+	at     time.Time
+}
+
+// send writes a request without waiting for its answer: the guest answers
+// requests in turn, so several can be on their way (a file's chunks, the
+// app's files behind the display's start). bound is what the request may
+// take once the guest comes to it, with everything sent before it. Every
+// sent must be waited for (wait).
+func (c *Client) send(method string, bound time.Duration, in any, payload []byte) (*sent, error) {
+	if c.calls.Add(1) == 1 {
+		c.busySince.Store(time.Now().UnixNano())
+	}
+	p, err := c.conn.Send(method, in, payload)
+	if err != nil {
+		c.calls.Add(-1)
+		return nil, err
+	}
+	return &sent{p: p, method: method, limit: bound + c.timing.slack, at: time.Now()}, nil
+}
+
+// wait waits for s's answer, as call does.
+func (c *Client) wait(ctx context.Context, s *sent, out any) ([]byte, error) {
+	defer c.calls.Add(-1)
+	cctx, cancel := context.WithDeadlineCause(ctx, s.at.Add(s.limit), &noAnswerError{s.method, s.limit})
+	defer cancel()
+	p, err := s.p.Wait(cctx, out)
+	if err != nil && ctx.Err() == nil {
+		var na *noAnswerError
+		if errors.As(context.Cause(cctx), &na) {
+			return nil, na
+		}
+	}
+	return p, err
+}
+
 // watch is the liveness check (see PingEvery); it runs until the stream
 // ends. closer, if not nil, is closed when the guest stalls, so a write
 // blocked on a guest that no longer reads returns too.

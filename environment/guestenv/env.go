@@ -124,12 +124,22 @@ type Env struct {
 	freezer environment.Freezer
 	frozen  atomic.Bool // Freeze succeeded and Thaw has not
 
+	// floorBuf is what Floor decompresses the frame into, kept from one
+	// call to the next (agentbox bench calls it a sample at a time, in
+	// turn with steps: a new 8 MB buffer each time would put the
+	// collector in the steps' way).
+	floorMu  sync.Mutex
+	floorBuf []byte
+
 	// lastApp is the app staged last, lastSums its files' hashes; appKept
 	// says a reset restaged it in the guest (from the guest's copy of
 	// what was sent): the next Launch of the same bundle sends nothing.
 	lastApp  *app.Bundle
 	lastSums map[string]string
 	appKept  bool
+	// staging is the app's files sent behind the display's start
+	// (Config.Stage), owed answers until Start flushes it.
+	staging *staging
 
 	closeOnce sync.Once
 	closeErr  error
@@ -328,11 +338,23 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 	gc.A11y = cfg.A11y
 	gc.Observer = cfg.Observe
 	t = time.Now()
-	sr, err := gc.Start(ctx, cfg.Screen, cfg.NoWM, startBound)
+	sr, err := e.startStaged(ctx, cfg)
 	if err != nil {
 		return nil, e.Explain(ctx, err)
 	}
 	e.Timing("start", time.Since(t))
+	if e.staging != nil {
+		// The app's files went while the display came up; what is left
+		// is the guest writing the last of them.
+		t = time.Now()
+		sums, err := e.staging.flush(ctx)
+		e.staging = nil
+		if err != nil {
+			return nil, e.Explain(ctx, fmt.Errorf("stage the app: %w", err))
+		}
+		e.Timing("stage", time.Since(t))
+		e.lastApp, e.lastSums, e.appKept = cfg.Stage, sums, true
+	}
 	e.start = sr
 	e.timings["xvfb"], e.timings["wm"] = sr.XvfbMS, sr.WMMS
 	if cfg.A11y {
@@ -345,6 +367,30 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 		}
 	}
 	return e, nil
+}
+
+// startStaged sends the display's start and, with cfg.Stage, the app's
+// files right behind it (e.staging, flushed after): the guest answers in
+// turn, so the files cross the channel while the display comes up. It
+// returns the start's answer.
+func (e *Env) startStaged(ctx context.Context, cfg environment.Config) (wire.StartResponse, error) {
+	gc := e.guest
+	if cfg.Stage == nil || len(cfg.Stage.Files) == 0 {
+		return gc.Start(ctx, cfg.Screen, cfg.NoWM, startBound)
+	}
+	s, err := gc.sendStart(cfg.Screen, cfg.NoWM, startBound)
+	if err != nil {
+		return wire.StartResponse{}, err
+	}
+	e.staging = gc.stageBehind(ctx, cfg.Stage, startBound)
+	sr, err := gc.waitStart(ctx, s)
+	if err != nil {
+		// The files' answers come after the start's; wait for them so
+		// nothing is left owed.
+		_, _ = e.staging.flush(ctx)
+		e.staging = nil
+	}
+	return sr, err
 }
 
 // Info implements environment.Environment.
@@ -571,12 +617,13 @@ var _ environment.Floorer = (*Env)(nil)
 // capture, the hash, the compression and the PNG encode in the sandbox;
 // the round trips of an empty request (ping) and of a compressed frame,
 // and the frame's decompression, are timed here.
-func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error) {
+func (e *Env) Floor(ctx context.Context, spec environment.FloorSpec) (environment.Floor, error) {
 	var fl environment.Floor
 	if e.guest == nil {
 		return fl, fmt.Errorf("floor: %w", environment.ErrClosed)
 	}
-	r, err := e.guest.Floor(ctx, samples)
+	samples := spec.Samples
+	r, err := e.guest.Floor(ctx, samples, spec.From, spec.PNG, spec.Unchanged)
 	if err != nil {
 		return fl, err
 	}
@@ -596,7 +643,13 @@ func (e *Env) Floor(ctx context.Context, samples int) (environment.Floor, error)
 		}
 		fl.Ping = append(fl.Ping, time.Since(t))
 	}
-	var buf []byte
+	if spec.Unchanged {
+		return fl, nil
+	}
+	e.floorMu.Lock()
+	defer e.floorMu.Unlock()
+	buf := e.floorBuf
+	defer func() { e.floorBuf = buf }()
 	for range samples {
 		t := time.Now()
 		p, err := e.guest.FloorFrame(ctx)

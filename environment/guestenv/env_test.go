@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
@@ -379,5 +384,63 @@ func TestEnvStopFails(t *testing.T) {
 	defer logMu.Unlock()
 	if len(logged) != 1 || !strings.Contains(logged[0], "the app did not exit") {
 		t.Errorf("guest log %q", logged)
+	}
+}
+
+// TestEnvStagesBehindStart: with Config.Stage the app's files are sent
+// right behind the display's start, before its answer (the guest answers
+// in turn), their answers are all waited for within Start, and the
+// launch of the same files sends none of them again; another bundle is
+// sent at its launch as before.
+func TestEnvStagesBehindStart(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	big := bytes.Repeat([]byte("agentbox"), 5<<17) // 5 MiB: five chunks
+	if err := os.WriteFile(filepath.Join(dir, "game"), big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", "level.txt"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command": "game"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := app.Load(dir, app.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	f := newFixture(t, &guestenvtest.Guest{}, guestenv.Options{Config: environment.Config{Stage: b}}, nil)
+	env, err := f.e.Start(ctx, f.stdout, f.stdin, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := 5 + len(b.Files) - 1 // the game's chunks, the others one each
+	want := "hello start" + strings.Repeat(" write_file", writes)
+	if got := f.sb.j.String(); got != want {
+		t.Fatalf("sequence %q, want %q", got, want)
+	}
+	if _, ok := env.Info().Timings["stage"]; !ok {
+		t.Errorf("Info.Timings has no stage: %v", env.Info().Timings)
+	}
+	r, err := env.Launch(ctx, environment.LaunchSpec{App: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sb.j.String(); got != want+" launch" {
+		t.Errorf("the launch of the staged files sent more: %q", strings.TrimPrefix(got, want))
+	}
+	sum := sha256.Sum256(big)
+	regular := 0
+	for _, f := range b.Files {
+		if f.Mode.IsRegular() {
+			regular++
+		}
+	}
+	if r.Files["game"] != hex.EncodeToString(sum[:]) || len(r.Files) != regular {
+		t.Errorf("Files = %v", r.Files)
 	}
 }

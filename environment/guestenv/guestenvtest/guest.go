@@ -324,10 +324,19 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 			}
 			for i := range req.Samples {
 				resp.Motion = append(resp.Motion, 50+int64(i))
-				resp.Capture = append(resp.Capture, 300)
 				resp.Damage = append(resp.Damage, 30)
+				if req.Unchanged { // as a guest with DAMAGE
+					continue
+				}
+				resp.Capture = append(resp.Capture, 300)
 				resp.Hash = append(resp.Hash, 40)
 				resp.Encode = append(resp.Encode, 200)
+			}
+			png := min(req.Samples, 50)
+			if req.PNG != nil {
+				png = *req.PNG
+			}
+			for range png {
 				resp.PNG = append(resp.PNG, 9000)
 			}
 			out = resp
