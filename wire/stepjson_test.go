@@ -185,3 +185,32 @@ func BenchmarkStepJSON(b *testing.B) {
 		}
 	})
 }
+
+// TestStepJSONKnowsEveryField: appendStep and UnmarshalStep name the
+// fields of a step's answer one by one. A field added to one of these
+// types without them would be dropped from json.Marshal's bytes only
+// where its value is set (the random cases would not have it), so the
+// list of fields they know is checked here: add the new field to
+// stepjson.go (or to what it leaves to json.Marshal) and then here.
+func TestStepJSONKnowsEveryField(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want []string
+	}{
+		{StepResponse{}, []string{"Result", "Settled", "Shot", "Failed", "ObserveUS"}},
+		{action.Result{}, []string{"OK", "Error", "Cursor", "Met", "ElapsedUS", "ConfirmUS", "Target"}},
+		{ScreenshotResponse{}, []string{"Width", "Height", "Hash", "Unchanged", "Encoding", "State"}},
+		{State{}, []string{"Cursor", "Windows", "Running", "Exit"}},
+		{observe.Window{}, []string{"ID", "Title", "X", "Y", "Width", "Height", "Focused"}},
+		{action.Point{}, []string{"X", "Y"}},
+	} {
+		typ := reflect.TypeOf(c.v)
+		var got []string
+		for f := range typ.Fields() {
+			got = append(got, f.Name)
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s has fields %v; stepjson.go writes and reads %v: teach it the new ones", typ, got, c.want)
+		}
+	}
+}
