@@ -264,7 +264,7 @@ func (c *Conn) Send(method string, in any, payload []byte) (*Pending, error) {
 	c.pending[id] = pendingCall{method: method, ch: ch}
 	c.mu.Unlock()
 
-	if err := c.Write(&Header{Type: Request, ID: id, Method: method, Body: body}, payload); err != nil {
+	if err := c.Write(&Header{Type: Request, ID: id, Method: method, Body: body, bodyJSON: true}, payload); err != nil {
 		c.forget(id)
 		if cerr := c.Err(); cerr != nil {
 			// The stream was ended under the write (Abort): say why.
@@ -347,7 +347,7 @@ func (c *Conn) Reply(id uint32, method string, out any, payload []byte, err erro
 		if merr != nil {
 			h.Error = &RemoteError{Code: CodeInternal, Message: merr.Error()}
 		}
-		h.Body = body
+		h.Body, h.bodyJSON = body, true
 	}
 	return c.Write(h, payload)
 }
@@ -358,12 +358,25 @@ func (c *Conn) Notify(event string, body any, payload []byte) error {
 	if err != nil {
 		return fmt.Errorf("wire: %s: %w", event, err)
 	}
-	return c.Write(&Header{Type: Event, Method: event, Body: b}, payload)
+	return c.Write(&Header{Type: Event, Method: event, Body: b, bodyJSON: true}, payload)
 }
 
+// marshal is json.Marshal, whose output is JSON (it checks what a
+// json.Marshaler returns): a frame built with it need not check its body
+// again (Header.bodyJSON). A step's answer is written without reflection
+// (appendStep), the same bytes.
 func marshal(v any) (json.RawMessage, error) {
 	if v == nil {
 		return nil, nil
+	}
+	if r, ok := v.(StepResponse); ok {
+		n := 256
+		if r.Shot != nil && r.Shot.State != nil {
+			n += 128 * len(r.Shot.State.Windows)
+		}
+		if b, ok := appendStep(make([]byte, 0, n), &r); ok {
+			return b, nil // json.Marshal's bytes (stepjson.go)
+		}
 	}
 	return json.Marshal(v)
 }

@@ -88,6 +88,10 @@ type Header struct {
 	// caller that decodes the payload and drops it can reuse one buffer
 	// for every frame. Otherwise a new one is allocated.
 	PayloadBuf []byte `json:"-"`
+
+	// bodyJSON says Body came from json.Marshal (Conn's Send, Reply and
+	// Notify): it is JSON, and the writer need not check it again.
+	bodyJSON bool
 }
 
 // Message is one decoded frame.

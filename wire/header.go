@@ -37,7 +37,7 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 		b = append(b, e...)
 	}
 	if len(h.Body) > 0 {
-		if !json.Valid(h.Body) {
+		if !h.bodyJSON && !json.Valid(h.Body) {
 			return nil, fmt.Errorf("the body is not JSON: %.40q", h.Body)
 		}
 		b = append(b, `,"b":`...)

@@ -131,7 +131,7 @@ func (c *Client) check(h *wire.Header, payload int) error {
 	if h.Method == wire.MethodStep {
 		// An action's answer with the screenshot after it.
 		r := new(wire.StepResponse)
-		if err := json.Unmarshal(h.Body, r); err != nil {
+		if err := wire.UnmarshalStep(h.Body, r); err != nil { // json.Unmarshal's result, without its reflection
 			return fmt.Errorf("bad body: %w", err)
 		}
 		h.Value = r // the call's answer: decoded once
