@@ -21,8 +21,9 @@ import (
 // and the CPU (the whole machine's, from /proc/stat, and the Docker
 // daemons' and this process's own) of creating a pool's mover sandbox
 // (staged, as the pool makes them) and of removing one, one at a time,
-// AGENTBOX_COST_N of each (default 6), on each real backend. It runs only
-// when AGENTBOX_COST=1; measure on an otherwise idle machine.
+// AGENTBOX_COST_N of each (default 6), on each real backend (or only the
+// one AGENTBOX_FILL_BACKEND names, as TestRealFillRate reads it). It runs
+// only when AGENTBOX_COST=1; measure on an otherwise idle machine.
 func TestRealCreateCloseCost(t *testing.T) {
 	if os.Getenv("AGENTBOX_COST") != "1" {
 		t.Skip("a measurement: set AGENTBOX_COST=1")
