@@ -348,7 +348,11 @@ func TestCleanupOnAppFailures(t *testing.T) {
 		code     int
 		reason   string
 	}{
-		{"crash at start", `{"command":"mover","args":["-crash-after","1ms"],"window_title":"mover","ready_timeout":"20s"}`, 3, trace.ReasonAppStart},
+		// -no-window: the app exits before any window exists. With a
+		// window, -crash-after 1ms still maps it first (the timer is only
+		// read once the window is open), and a fast start sees it up and
+		// ends the run as app_exited (fresh-clone CI, stop 37).
+		{"crash at start", `{"command":"mover","args":["-no-window","-crash-after","1ms"],"window_title":"mover","ready_timeout":"20s"}`, 3, trace.ReasonAppStart},
 		{"never opens its window", `{"command":"mover","args":["-no-window"],"window_title":"mover","ready_timeout":"2s"}`, 3, trace.ReasonNoWindow},
 		{"crash mid-run", `{"command":"mover","args":["-crash-after","1500ms"],"window_title":"mover","ready_timeout":"20s"}`, 1, trace.ReasonAppExited},
 	}
