@@ -3,6 +3,7 @@ package envtest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,14 @@ func (s *suite) testInputUnderLoad(t *testing.T) {
 			t.Errorf("round %d: no motion with button 1 held through the drag's middle point %v", round, mid)
 		}
 		if t.Failed() {
+			// Say where the window is now against where it was when the
+			// round's places were computed, and what xev printed last: a
+			// window managed or moved after its launch reads the same as
+			// lost input.
+			_, st := b.observe()
+			t.Logf("xev's window at launch: %+v; now: %+v; cursor %v", w, st.Windows, st.Cursor)
+			lines := strings.Split(strings.TrimSpace(b.sink.stdout()), "\n")
+			t.Logf("xev's last lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 			t.Fatalf("round %d of %d under load went wrong (see above)", round+1, loadRounds)
 		}
 	}
