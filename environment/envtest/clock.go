@@ -48,18 +48,18 @@ func (s *suite) testVirtualClock(t *testing.T) {
 		return func() bool { return strings.Contains(b.sink.stdout(), fmt.Sprintf("%d\n", sec)) }
 	}
 	if !b.sink.waitFor(20*time.Second, has(start.Unix())) {
-		t.Fatalf("the app never printed its start time %d; stdout:\n%s\nstderr:\n%s", start.Unix(), tail(b.sink.stdout()), b.sink.stderr())
+		t.Fatalf("the app never printed its start time %d; stdout:\n%s\nstderr:\n%s", start.Unix(), tail(b.sink.stdout(), 400), b.sink.stderr())
 	}
 	time.Sleep(1500 * time.Millisecond) // the wall clock moves on; the app's does not
 	if has(start.Unix() + 1)() {
-		t.Fatalf("the app's clock moved by itself:\n%s", tail(b.sink.stdout()))
+		t.Fatalf("the app's clock moved by itself:\n%s", tail(b.sink.stdout(), 400))
 	}
 	later := start.Add(time.Hour)
 	if err := clocked.SetClock(b.ctx, later); err != nil {
 		t.Fatalf("SetClock: %v", err)
 	}
 	if !b.sink.waitFor(20*time.Second, has(later.Unix())) {
-		t.Fatalf("the app never printed the time it was set to, %d:\n%s", later.Unix(), tail(b.sink.stdout()))
+		t.Fatalf("the app never printed the time it was set to, %d:\n%s", later.Unix(), tail(b.sink.stdout(), 400))
 	}
 	if err := clocked.SetClock(b.ctx, start); err == nil {
 		t.Error("SetClock moved the clock backwards")
@@ -77,12 +77,4 @@ func (s *suite) testVirtualClock(t *testing.T) {
 			t.Fatalf("a static Go program launched on a virtual clock: %v (want ErrAppStart naming it statically linked)", err)
 		}
 	})
-}
-
-// tail is the end of a long output, for messages.
-func tail(s string) string {
-	if len(s) > 400 {
-		return "…" + s[len(s)-400:]
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package envtest
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -69,8 +68,7 @@ func (s *suite) testInputUnderLoad(t *testing.T) {
 			// lost input.
 			_, st := b.observe()
 			t.Logf("xev's window at launch: %+v; now: %+v; cursor %v", w, st.Windows, st.Cursor)
-			lines := strings.Split(strings.TrimSpace(b.sink.stdout()), "\n")
-			t.Logf("xev's last lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			t.Logf("xev's output, its end:\n%s", tail(b.sink.stdout(), 6000))
 			t.Fatalf("round %d of %d under load went wrong (see above)", round+1, loadRounds)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/app"
@@ -318,3 +319,16 @@ func writeApp(t *testing.T, manifest string, files map[string]string) string {
 }
 
 func pt(x, y int) (*int, *int) { return &x, &y }
+
+// tail is the last n bytes (or a few more, to start on a character) of
+// a long output, for messages.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return "…" + s[i:]
+}
