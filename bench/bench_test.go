@@ -277,7 +277,7 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(dir, "agentbox.json"), []byte(`{"command": "game", "window_title": "fake"}`), 0o644)
-	backend := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }}
+	backend := &guestenvtest.Backend{New: func() *guestenvtest.Guest { return &guestenvtest.Guest{} }, Relaunch: true}
 	var progress bytes.Buffer
 	o := Options{
 		Backend: backend, App: dir, ColdRuns: 1, Samples: 2, RunSteps: 5,
@@ -291,6 +291,9 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	p := rep.Pool
 	if p == nil || p.ResetWarm.N != 3 || p.ResetCold.N != 3 || p.OpenWarm.N != 3 || p.OpenCold.N != 3 {
 		t.Fatalf("pool figures: %+v", p)
+	}
+	if p.ResetRelaunch.N != 3 {
+		t.Errorf("relaunch: %+v", p.ResetRelaunch)
 	}
 	if l := p.Loop; p.ResetLoop.N != 3 || l == nil || l.Resets != 3 || l.Warm+l.Cold != 3 || l.HitRate != float64(l.Warm)/3 || l.Target < 2 {
 		t.Errorf("the back-to-back loop: %+v %+v", p.ResetLoop, p.Loop)

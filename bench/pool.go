@@ -49,9 +49,10 @@ type PoolStats struct {
 	// of resets served warm and how long a take waited to be made up.
 	ResetLoop Stats
 	// ResetRelaunch is the reset of an environment created with reset
-	// mode relaunch, back to back on the same server: the same sandbox
-	// reset in place and the app launched again (backends with the
-	// capability relaunch; none else).
+	// mode relaunch, back to back: the same sandbox reset in place and
+	// the app launched again (backends with the capability relaunch;
+	// none else), on the server without a pool once the pooled one's
+	// refills have ended, so that it shares the CPU with no create.
 	ResetRelaunch Stats
 	Loop          *LoopStats `json:",omitempty"`
 	Fork          *ForkStats `json:",omitempty"`
@@ -255,7 +256,17 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	}
 	ps.Loop = ls
 	if environment.CapabilitiesOf(o.Backend).Relaunch {
-		r, err := relaunchLoop(ctx, warm.c, o.PoolResets)
+		// A relaunch takes nothing from a pool: it is measured on the
+		// server without one, once the other's refills (its target grown
+		// by the loop above) have ended, so that no create shares the
+		// CPU with it.
+		qctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		err := poolQuiet(qctx, warm.srv)
+		cancel()
+		if err != nil {
+			return err
+		}
+		r, err := relaunchLoop(ctx, cold.c, o.PoolResets)
 		if err != nil {
 			return err
 		}
@@ -292,6 +303,23 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	}
 	ps.IdleWarm = summarize(idle)
 	return nil
+}
+
+// poolQuiet waits until srv's pool is full and no create is under way.
+func poolQuiet(ctx context.Context, srv *serve.Server) error {
+	for {
+		if err := srv.WaitPool(ctx); err != nil {
+			return err
+		}
+		if srv.PoolStats().Creating == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the pool's creates to end: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // relaunchLoop measures n resets, back to back, of an environment in
@@ -623,7 +651,7 @@ func (p *PoolStats) print(w io.Writer) {
 		}
 	}
 	if p.ResetRelaunch.N > 0 {
-		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back: %s\n", p.ResetRelaunch)
+		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back, no create beside it: %s\n", p.ResetRelaunch)
 	}
 	if f := p.Fork; f != nil {
 		fmt.Fprintf(w, "fork of a %d-step mover episode into %d (POST /v1/envs/{id}/fork, fork: %s, --pool %d), until all are ready, from the Go client:\n", f.Steps, f.Count, f.Mode, f.Pool)
