@@ -35,6 +35,8 @@ func TestParseManifest(t *testing.T) {
 		{"ms timeout", `{"command":"g","ready_timeout":1500}`, ""},
 		{"a11y", `{"command":"zenity","a11y":true}`, ""},
 		{"a11y not a bool", `{"command":"zenity","a11y":"yes"}`, `field "a11y" must be bool`},
+		{"opengl off", `{"command":"g","opengl":false}`, ""},
+		{"opengl not a bool", `{"command":"g","opengl":"no"}`, `field "opengl" must be bool`},
 		{"no command", `{"args":[]}`, `"command" is required`},
 		{"unknown field", `{"command":"g","comand":"x"}`, `unknown field "comand"`},
 		{"traversal command", `{"command":"../g"}`, `leaves the app directory`},

@@ -55,6 +55,10 @@ type Manifest struct {
 	// A11y starts the sandbox's accessibility bus for the app (as --a11y
 	// does): its tree can be read and scripts can name elements.
 	A11y bool `json:"a11y,omitempty"`
+	// OpenGL, when false, says the app draws without OpenGL: the X server
+	// starts without its GLX extension, which saves loading Mesa's
+	// software renderer at every start. Default true (GLX offered).
+	OpenGL *bool `json:"opengl,omitempty"`
 	// AllowNet lists the hosts the app needs, as --allow-net rules
 	// ("api.example.com:443"); they add to the command line's.
 	AllowNet []string `json:"allow_net,omitempty"`
@@ -80,6 +84,9 @@ func (m *Manifest) Rules() ([]netpolicy.Rule, error) {
 	}
 	return out, nil
 }
+
+// NoGLX reports whether the app said it draws without OpenGL.
+func (m *Manifest) NoGLX() bool { return m.OpenGL != nil && !*m.OpenGL }
 
 // Waits reports whether launching waits for a window.
 func (m *Manifest) Waits() bool { return m.WaitForWindow == nil || *m.WaitForWindow }
@@ -141,7 +148,7 @@ func ParseManifest(name string, data []byte) (*Manifest, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fail("%s", jsonError(data, err))
 	}
-	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y", "allow_net", "policy"}
+	known := []string{"command", "args", "env", "window_title", "wait_for_window", "ready_output", "ready_timeout", "files", "a11y", "opengl", "allow_net", "policy"}
 	known = append(known, TaskFields...)
 	var unknown []string
 	for k := range raw {

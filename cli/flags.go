@@ -33,7 +33,7 @@ type sandboxFlags struct {
 	cpus                                    float64
 	memory, tmpfs                           string
 	pids                                    int
-	noWM                                    bool
+	noWM, noGLX                             bool
 	a11y, a11yTree, marks                   bool
 	observe                                 bool
 	allowUnbounded                          bool
@@ -98,6 +98,7 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 		"pids":   {run: {pids, "process limit"}, eval: {pids, "process limit per sandbox"}},
 		"tmpfs":  {run: {tmpfs, "size of the writable /tmp (app files, home)"}, eval: {tmpfs, "writable /tmp per sandbox"}},
 		"no-wm":  {run: {false, "start no window manager"}},
+		"no-glx": {run: {false, "start the X server without GLX, for an app that draws without OpenGL (faster start; as the manifest's \"opengl\": false)"}},
 		"allow-unbounded-limits": {run: {false, allowUnboundedUsage}, eval: {false, allowUnboundedUsage},
 			replay: {false, allowUnboundedUsage}, resume: {false, allowUnboundedUsage}},
 		"guest-binary": {run: guest, replay: guest, resume: guest, eval: {"", "static agentbox binary to run inside the sandboxes"}},
@@ -194,7 +195,7 @@ func (f *sandboxFlags) register(fl *pflag.FlagSet, cmd string) {
 	f.cmd, f.taken = cmd, map[string]bool{}
 	fields := map[string]any{
 		"backend": &f.backend, "image": &f.image, "runtime": &f.ociRuntime, "guest-binary": &f.guestBinary,
-		"screen": &f.screen, "cpus": &f.cpus, "memory": &f.memory, "pids": &f.pids, "tmpfs": &f.tmpfs, "no-wm": &f.noWM,
+		"screen": &f.screen, "cpus": &f.cpus, "memory": &f.memory, "pids": &f.pids, "tmpfs": &f.tmpfs, "no-wm": &f.noWM, "no-glx": &f.noGLX,
 		"timeout": &f.timeout, "start-timeout": &f.startTimeout, "max-steps": &f.maxSteps, "max-rate": &f.maxRate,
 		"ready-timeout": &f.readyTimeout, "log-cap": &f.logCap, "settle": &f.settle,
 		"freeze-while-thinking": &f.freeze, "out": &f.out, "env": &f.env, "verbose": &f.verbose,
@@ -291,7 +292,7 @@ func (f *sandboxFlags) launch() (logCap int64, settle session.Settle, err error)
 // zero Screen when the command has no --screen), limits, window manager,
 // guest binary; every value checked.
 func (f *sandboxFlags) config() (environment.Config, error) {
-	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, GuestBinary: f.guestBinary,
+	cfg := environment.Config{Image: f.image, Runtime: f.ociRuntime, NoWM: f.noWM, NoGLX: f.noGLX, GuestBinary: f.guestBinary,
 		A11y: f.a11y || f.a11yTree || f.marks, Observe: f.observe}
 	if f.takes("screen") {
 		s, err := observe.ParseScreen(f.screen)

@@ -39,6 +39,7 @@ func Command(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opts.Sandboxed, "sandboxed", false, "kill every leftover process in the sandbox's PID namespace when stopping")
 	fs.StringVar(&display, "display", "", "bring up the display (WIDTHxHEIGHTxDEPTH) as soon as the guest runs, before the host's start asks for it")
 	fs.BoolVar(&opts.DisplayWM, "wm", false, "with --display: start the window manager too")
+	fs.BoolVar(&opts.DisplayNoGLX, "no-glx", false, "with --display: start the X server without GLX")
 	fs.StringVar(&opts.CPUProfile, "cpuprofile", "", "for developers: write a CPU profile from start to stop to this file in the home (the host's AGENTBOX_GUEST_CPUPROFILE)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

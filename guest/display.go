@@ -72,7 +72,7 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 		return resp, err
 	}
 	if e == nil {
-		e = &earlyDisplay{screen: s, wm: !req.NoWM, home: g.home}
+		e = &earlyDisplay{screen: s, wm: !req.NoWM, noGLX: req.NoGLX, home: g.home}
 		e.err = g.bringUp(ctx, e)
 	}
 	g.server, g.x, g.wm = e.server, e.x, e.wmp

@@ -50,6 +50,8 @@ type Options struct {
 	// another stops it and starts its own.
 	Display   *observe.Screen
 	DisplayWM bool
+	// DisplayNoGLX: with Display, the X server starts without GLX.
+	DisplayNoGLX bool
 	// CPUProfile, when set, is the name of a file in the home the guest
 	// writes a CPU profile to, from start to stop (profile.go; for
 	// developers, never set by default).

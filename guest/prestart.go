@@ -30,6 +30,7 @@ import (
 type earlyDisplay struct {
 	screen observe.Screen
 	wm     bool
+	noGLX  bool
 	home   string
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -46,7 +47,7 @@ type earlyDisplay struct {
 // startEarly brings up the display of Options.Display in the background.
 func (g *Guest) startEarly() {
 	s := *g.opts.Display
-	e := &earlyDisplay{screen: s, wm: g.opts.DisplayWM, home: os.Getenv("HOME"), done: make(chan struct{})}
+	e := &earlyDisplay{screen: s, wm: g.opts.DisplayWM, noGLX: g.opts.DisplayNoGLX, home: os.Getenv("HOME"), done: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), earlyBound)
 	e.cancel = cancel
 	g.early.Store(e)
@@ -66,7 +67,7 @@ func (g *Guest) bringUp(ctx context.Context, e *earlyDisplay) error {
 	s := e.screen
 	t := time.Now()
 	srv, err := xserver.Start(ctx, xserver.Config{
-		Width: s.Width, Height: s.Height, Depth: s.Depth,
+		Width: s.Width, Height: s.Height, Depth: s.Depth, NoGLX: e.noGLX,
 		Stderr: newLimitedWriter(g.logw, 64<<10),
 	})
 	if err != nil {
@@ -104,7 +105,7 @@ func (g *Guest) takeEarly(ctx context.Context, req wire.StartRequest) (*earlyDis
 	if e == nil {
 		return nil, nil
 	}
-	if e.screen != req.Screen || e.wm == req.NoWM || e.home != req.Home {
+	if e.screen != req.Screen || e.wm == req.NoWM || e.noGLX != req.NoGLX || e.home != req.Home {
 		e.stop()
 		return nil, nil
 	}

@@ -188,6 +188,7 @@ type Key struct {
 	Resources   environment.Resources `json:"limits"`
 	NoWM        bool                  `json:"no_wm,omitempty"`
 	A11y        bool                  `json:"a11y,omitempty"`
+	NoGLX       bool                  `json:"no_glx,omitempty"`
 	Observe     bool                  `json:"observe,omitempty"`
 	FullFrames  bool                  `json:"full_frames,omitempty"`
 	// Network is the sandbox's network policy as JSON; "" for none.
@@ -198,6 +199,9 @@ func (k Key) String() string {
 	s := fmt.Sprintf("%s %s %v", k.Backend, k.Image, k.Screen)
 	if k.A11y {
 		s += " a11y"
+	}
+	if k.NoGLX {
+		s += " no-glx"
 	}
 	if k.Observe {
 		s += " observe"
@@ -219,7 +223,7 @@ func KeyOf(cfg session.Config) (Key, environment.Config, error) {
 	env := session.EnvConfig(cfg)
 	k := Key{
 		Backend: cfg.Backend.Name(), Image: env.Image, Runtime: env.Runtime, GuestBinary: env.GuestBinary,
-		Screen: env.Screen, Resources: env.Resources.WithDefaults(), NoWM: env.NoWM, A11y: env.A11y, Observe: env.Observe, FullFrames: env.FullFrames,
+		Screen: env.Screen, Resources: env.Resources.WithDefaults(), NoWM: env.NoWM, A11y: env.A11y, NoGLX: env.NoGLX, Observe: env.Observe, FullFrames: env.FullFrames,
 	}
 	if env.Network.Enabled() {
 		data, err := json.Marshal(env.Network)

@@ -289,7 +289,11 @@ func TestKeySeparation(t *testing.T) {
 	other.Env.Image = "other:image"
 	res := small
 	res.Env.Resources.MemoryMB = 2048
-	for name, c := range map[string]session.Config{"a11y": a11y, "image": other, "limits": res} {
+	// An app that draws without OpenGL: its X server has no GLX.
+	noGL := false
+	noGLX := small
+	noGLX.App = &app.Bundle{Manifest: app.Manifest{Command: "game", OpenGL: &noGL}}
+	for name, c := range map[string]session.Config{"a11y": a11y, "image": other, "limits": res, "no GLX": noGLX} {
 		k1, _, _ := KeyOf(small)
 		k2, _, _ := KeyOf(c)
 		if k1 == k2 {

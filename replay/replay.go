@@ -81,6 +81,8 @@ func EnvFromRun(run trace.Run) environment.Config {
 	if run.Settings != nil && run.Settings.NoWM {
 		env.NoWM = true
 	}
+	// The X server as the recording's was: without GLX if it was.
+	env.NoGLX = run.Settings != nil && run.Settings.NoGLX
 	// A recording with the accessibility bus may hold actions on targets:
 	// the replay resolves them again in its own live tree.
 	env.A11y = run.Settings != nil && run.Settings.A11y

@@ -247,6 +247,7 @@ func (s *Session) initialRecord() trace.Run {
 			ReadyTimeoutMS:      msOf(s.cfg.ReadyTimeout),
 			LogCap:              s.cfg.LogCap,
 			NoWM:                s.cfg.Env.NoWM,
+			NoGLX:               s.cfg.Env.NoGLX,
 			FreezeWhileThinking: s.loop.FreezeWhileThinking,
 			MaxRate:             &s.cfg.MaxRate,
 			A11y:                s.cfg.Env.A11y,

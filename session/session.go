@@ -221,6 +221,8 @@ func (c *Config) defaults() {
 	// The app's manifest, the tree or marks at every step ask for the
 	// accessibility bus too.
 	c.Env.A11y = c.Env.A11y || c.App.Manifest.A11y || c.Tree || c.Marks
+	// An app that draws without OpenGL starts its X server without GLX.
+	c.Env.NoGLX = c.Env.NoGLX || c.App.Manifest.NoGLX()
 	if c.Actor == "" {
 		c.Actor = trace.ActorAgent
 	}

@@ -334,6 +334,9 @@ type Settings struct {
 	ReadyTimeoutMS float64 `json:"ready_timeout_ms,omitempty"`
 	LogCap         int64   `json:"log_cap,omitempty"`
 	NoWM           bool    `json:"no_wm,omitempty"`
+	// NoGLX: the X server ran without GLX (the app's manifest said
+	// "opengl": false).
+	NoGLX bool `json:"no_glx,omitempty"`
 	// A11y: the sandbox had its accessibility bus; Tree: the tree was read
 	// at every step; Marks: the agent's screenshots were marked.
 	A11y  bool `json:"a11y,omitempty"`

@@ -43,6 +43,9 @@ type StartRequest struct {
 	Screen observe.Screen `json:"screen"`
 	// NoWM skips the window manager.
 	NoWM bool `json:"no_wm,omitempty"`
+	// NoGLX starts the X server without GLX (an app that draws without
+	// OpenGL).
+	NoGLX bool `json:"no_glx,omitempty"`
 	// Home is the writable home directory (on tmpfs) for the app.
 	Home string `json:"home"`
 	// AppDir is where staged files go.

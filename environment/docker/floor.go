@@ -115,7 +115,7 @@ func (b *Backend) DisplayFloor(ctx context.Context, cfg environment.Config) (tim
 	defer cli.Close()
 	s := cfg.Screen.OrDefault()
 	create.Name += "-x"
-	create.Config.Cmd = append([]string{"Xvfb"}, xserver.Args(xserver.Config{Width: s.Width, Height: s.Height, Depth: s.Depth}, 1)...)
+	create.Config.Cmd = append([]string{"Xvfb"}, xserver.Args(xserver.Config{Width: s.Width, Height: s.Height, Depth: s.Depth, NoGLX: cfg.NoGLX}, 1)...)
 	create.Config.AttachStdout = true
 
 	t := time.Now()

@@ -263,3 +263,33 @@ func (s *suite) testFreezeThaw(t *testing.T) {
 		t.Errorf("after the cycles, holding Right for 0.3 s moved the square %.0f px (running: %v)", x1-x0, st.Running)
 	}
 }
+
+// testGLX: the X server offers GLX by default, and not with Config.NoGLX
+// (an app whose manifest says "opengl": false); xdpyinfo, run as the app,
+// lists the server's extensions either way.
+func (s *suite) testGLX(t *testing.T) {
+	script := "#!/bin/sh\nxdpyinfo -queryExtensions | sed -n 's/^ *\\(GLX\\|XTEST\\|MIT-SHM\\)  *(.*/ext \\1/p'\n"
+	for _, c := range []struct {
+		name  string
+		noGLX bool
+	}{{"default", false}, {"no GLX", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := s.newBox(t, func(cfg *environment.Config) { cfg.NoGLX = c.noGLX })
+			if _, err := b.staged(writeApp(t, `{"command":"ext.sh","wait_for_window":false}`, map[string]string{"ext.sh": script}), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if !b.sink.waitFor(20*time.Second, func() bool { return b.sink.exited() != nil }) {
+				t.Fatalf("xdpyinfo did not end\nstdout: %s\nstderr: %s", b.sink.stdout(), b.sink.stderr())
+			}
+			out := b.sink.stdout()
+			if e := b.sink.exited(); e.Code != 0 || !strings.Contains(out, "ext XTEST") || !strings.Contains(out, "ext MIT-SHM") {
+				// The positive control: xdpyinfo ran and listed the
+				// extensions the guest needs.
+				t.Fatalf("xdpyinfo: exit %+v\nstdout: %s\nstderr: %s", e, out, b.sink.stderr())
+			}
+			if got := strings.Contains(out, "ext GLX"); got == c.noGLX {
+				t.Errorf("GLX listed: %v, want %v (NoGLX %v)\nstdout: %s", got, !c.noGLX, c.noGLX, out)
+			}
+		})
+	}
+}

@@ -98,6 +98,7 @@ func Run(t *testing.T, o Options) {
 		{"Capabilities", s.testCapabilities},
 		{"Lifecycle", s.testLifecycle},
 		{"StagingAndOutput", s.testStagingAndOutput},
+		{"GLX", s.testGLX},
 		{"LaunchErrors", s.testLaunchErrors},
 		{"Waits", s.testWaits},
 		{"TypeEveryCharacter", s.testTypeEveryCharacter},

@@ -67,6 +67,8 @@ type Client struct {
 	FullFrames bool
 	// A11y makes Start start the accessibility bus.
 	A11y bool
+	// NoGLX makes Start start the X server without GLX.
+	NoGLX bool
 	// Observe makes the guest run the trusted observer from the launch.
 	Observer bool
 	// Net is the sandbox's network, sent with start.
@@ -219,6 +221,7 @@ func (c *Client) sendStart(screen observe.Screen, noWM bool, timeout time.Durati
 	req := wire.StartRequest{
 		Screen:    screen,
 		NoWM:      noWM,
+		NoGLX:     c.NoGLX,
 		A11y:      c.A11y,
 		Observe:   c.Observer,
 		Home:      Home,

@@ -245,6 +245,9 @@ func DisplayArgs(cfg environment.Config) []string {
 	if !cfg.NoWM {
 		a = append(a, "--wm")
 	}
+	if cfg.NoGLX {
+		a = append(a, "--no-glx")
+	}
 	if os.Getenv(ProfileEnv) != "" {
 		a = append(a, "--cpuprofile", guestProfile)
 	}
@@ -336,6 +339,7 @@ func (e *Env) Start(ctx context.Context, stdout io.Reader, stdin io.Writer, afte
 		}
 	}
 	gc.A11y = cfg.A11y
+	gc.NoGLX = cfg.NoGLX
 	gc.Observer = cfg.Observe
 	t = time.Now()
 	sr, err := e.startStaged(ctx, cfg)

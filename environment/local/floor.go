@@ -101,7 +101,7 @@ func (b *Backend) DisplayFloor(ctx context.Context, cfg environment.Config) (tim
 		return 0, err
 	}
 	s := cfg.Screen.OrDefault()
-	args = append(args[:len(args)-1], append([]string{xvfb}, xserver.Args(xserver.Config{Width: s.Width, Height: s.Height, Depth: s.Depth}, infoFD)...)...)
+	args = append(args[:len(args)-1], append([]string{xvfb}, xserver.Args(xserver.Config{Width: s.Width, Height: s.Height, Depth: s.Depth, NoGLX: cfg.NoGLX}, infoFD)...)...)
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, err

@@ -63,7 +63,8 @@
 // without GLX and 180–280 ms with it (Mesa's software renderer, linked
 // against LLVM, is loaded at start), plus about 60 ms of xkbcomp in both;
 // Openbox ready in 130–190 ms. GLX stays on by default because games and
-// many toolkits need OpenGL; see Config.ExtraArgs.
+// many toolkits need OpenGL; Config.NoGLX leaves it out for an app whose
+// manifest says it draws without OpenGL ("opengl": false).
 //
 // # Window manager
 //
