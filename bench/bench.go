@@ -192,7 +192,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				floor = append(floor, d)
 			}
 			if xfloorer != nil {
-				d, err := xfloorer.DisplayFloor(ctx, environment.Config{RunID: runID(), Image: o.Image, GuestBinary: o.GuestBinary})
+				// The X server as the app's runs start it (without GLX when
+				// its manifest says "opengl": false).
+				d, err := xfloorer.DisplayFloor(ctx, environment.Config{RunID: runID(), Image: o.Image, GuestBinary: o.GuestBinary, NoGLX: bundle.Manifest.NoGLX()})
 				if err != nil {
 					return nil, fmt.Errorf("the cold-start floor with the X server: %w", err)
 				}
