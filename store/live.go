@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codegirl-games/agentbox/trace"
@@ -26,6 +27,10 @@ type Indexer struct {
 	warn func(error)
 	q    chan op
 	done chan struct{}
+
+	// attempts counts the transactions write has ended, committed or
+	// not (TestIndexerNeverBlocks).
+	attempts atomic.Int64
 
 	mu      sync.Mutex // leaf: taken under trace.Writer's lock
 	lossy   map[string]bool
@@ -230,6 +235,7 @@ func (ix *Indexer) write(ops []op) {
 		}
 	}()
 	var failed []string
+	defer ix.attempts.Add(1)
 	err := ix.s.tx(ctx, func(tx *wtx) error {
 		for _, o := range ops {
 			if o.kind == opFlush {

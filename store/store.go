@@ -61,6 +61,10 @@ func DefaultPath() (string, error) {
 // episodes, other agentbox processes) before giving up.
 const BusyTimeoutMS = 10000
 
+// busyTimeoutMS is BusyTimeoutMS; a test makes it longer than any wait it
+// holds the store locked for.
+var busyTimeoutMS = BusyTimeoutMS
+
 // Store is an open index. Its methods are safe for concurrent use.
 type Store struct {
 	db   *sql.DB
@@ -85,7 +89,7 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	dsn := "file:" + path + "?_pragma=busy_timeout(" + fmt.Sprint(BusyTimeoutMS) + ")" +
+	dsn := "file:" + path + "?_pragma=busy_timeout(" + fmt.Sprint(busyTimeoutMS) + ")" +
 		"&_pragma=journal_mode(wal)&_pragma=synchronous(normal)&_pragma=foreign_keys(on)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
