@@ -385,7 +385,7 @@ func buildTestClient(t *testing.T) *client.Client {
 
 // TestBuildImageIntegration builds the runtime image for real (minutes the
 // first time: debootstrap where no registry answers, then apt), checks a
-// second call is up to date at once, and runs Xvfb and openbox in a
+// second call is up to date (nothing built), and runs Xvfb and openbox in a
 // hardened container from it.
 func TestBuildImageIntegration(t *testing.T) {
 	testenv.Require(t, testenv.Slow("builds the runtime image (minutes the first time)"))
@@ -404,9 +404,13 @@ func TestBuildImageIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); !again.UpToDate || again.ID != res.ID || d > 2*time.Second {
-		t.Errorf("second call: up-to-date=%v id=%s in %s; want up to date, %s, at once", again.UpToDate, again.ID, d, res.ID)
+	// Up to date and the same image: nothing was built. How long the
+	// check takes is logged, not bounded (a busy machine is no defect).
+	d := time.Since(start)
+	if !again.UpToDate || again.ID != res.ID {
+		t.Errorf("second call: up-to-date=%v id=%s in %s; want up to date, %s", again.UpToDate, again.ID, d, res.ID)
 	}
+	t.Logf("second call: up to date in %s", d)
 
 	for _, cmd := range [][]string{{"Xvfb", "-help"}, {"openbox", "--version"}} {
 		code, out := runBuildTestContainer(ctx, t, cli, res.Ref, cmd)
