@@ -338,9 +338,10 @@ func benchID(prefix string) string {
 
 func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, full bool) (environment.Environment, error) {
 	// The app's files go in while the display comes up, as a run's cold
-	// start sends them (environment.Config.Stage).
+	// start sends them (environment.Config.Stage), and its X server is the
+	// one a run of it gets (without GLX when its manifest says so).
 	env, err := o.Backend.Create(ctx, environment.Config{
-		RunID: runID(), Image: o.Image, Screen: s, FullFrames: full, Stage: b,
+		RunID: runID(), Image: o.Image, Screen: s, FullFrames: full, Stage: b, NoGLX: b.Manifest.NoGLX(),
 	})
 	if err != nil {
 		return nil, err
