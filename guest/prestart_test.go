@@ -13,22 +13,27 @@ import (
 // TestEarlyDisplay: a guest told its screen (Options.Display) brings the
 // display up before its hello, and a start asking for that screen gets
 // that display (the same Xvfb, with Openbox); a start asking for another
-// screen stops the early one and gets a display of its own at its size.
+// screen stops the early one and gets a display of its own at its size;
+// so does a start that asks for the X server with GLX (or without) when
+// the early one was brought up the other way.
 func TestEarlyDisplay(t *testing.T) {
 	testenv.Require(t, testenv.Programs("Xvfb", "openbox"))
 	early := observe.Screen{Width: 640, Height: 480, Depth: 24}
 	for _, tc := range []struct {
-		name string
-		ask  observe.Screen
-		same bool
+		name                 string
+		ask                  observe.Screen
+		earlyNoGLX, askNoGLX bool
+		same                 bool
 	}{
-		{"same screen", early, true},
-		{"another screen", observe.Screen{Width: 800, Height: 600, Depth: 24}, false},
+		{"same screen", early, false, false, true},
+		{"another screen", observe.Screen{Width: 800, Height: 600, Depth: 24}, false, false, false},
+		{"without GLX, as early", early, true, true, true},
+		{"without GLX, early with it", early, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "home")
 			t.Setenv("HOME", home)
-			h, g := startGuestWith(t, Options{Display: &early, DisplayWM: true})
+			h, g := startGuestWith(t, Options{Display: &early, DisplayWM: true, DisplayNoGLX: tc.earlyNoGLX})
 			e := g.early.Load()
 			if e == nil {
 				t.Fatal("no early display")
@@ -42,7 +47,7 @@ func TestEarlyDisplay(t *testing.T) {
 				t.Fatalf("early display: %v", e.err)
 			}
 			var resp wire.StartResponse
-			h.must(wire.MethodStart, wire.StartRequest{Screen: tc.ask, Home: home, AppDir: filepath.Join(t.TempDir(), "app"), TimeoutMS: 60000}, &resp, nil)
+			h.must(wire.MethodStart, wire.StartRequest{Screen: tc.ask, NoGLX: tc.askNoGLX, Home: home, AppDir: filepath.Join(t.TempDir(), "app"), TimeoutMS: 60000}, &resp, nil)
 			if !resp.WM {
 				t.Errorf("start: no window manager")
 			}
