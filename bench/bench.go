@@ -192,9 +192,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				floor = append(floor, d)
 			}
 			if xfloorer != nil {
-				// The X server as the app's runs start it (without GLX when
-				// its manifest says "opengl": false).
-				d, err := xfloorer.DisplayFloor(ctx, environment.Config{RunID: runID(), Image: o.Image, GuestBinary: o.GuestBinary, NoGLX: bundle.Manifest.NoGLX()})
+				// The X server as the app's runs start it (appEnv: without
+				// GLX when its manifest says "opengl": false).
+				cfg := appEnv(o, bundle, observe.Screen{})
+				cfg.GuestBinary = o.GuestBinary
+				d, err := xfloorer.DisplayFloor(ctx, cfg)
 				if err != nil {
 					return nil, fmt.Errorf("the cold-start floor with the X server: %w", err)
 				}
@@ -337,12 +339,12 @@ func benchID(prefix string) string {
 }
 
 func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, full bool) (environment.Environment, error) {
-	// The app's files go in while the display comes up, as a run's cold
-	// start sends them (environment.Config.Stage), and its X server is the
-	// one a run of it gets (without GLX when its manifest says so).
-	env, err := o.Backend.Create(ctx, environment.Config{
-		RunID: runID(), Image: o.Image, Screen: s, FullFrames: full, Stage: b, NoGLX: b.Manifest.NoGLX(),
-	})
+	// The sandbox a run of the app gets (appEnv); its files go in while
+	// the display comes up, as a run's cold start sends them
+	// (environment.Config.Stage).
+	cfg := appEnv(o, b, s)
+	cfg.FullFrames, cfg.Stage = full, b
+	env, err := o.Backend.Create(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +353,14 @@ func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, ful
 		return nil, err
 	}
 	return env, nil
+}
+
+// appEnv is the sandbox a run of b at screen s is created with, the
+// manifest's settings applied as a session applies them
+// (session.EnvConfig: the accessibility bus, GLX), for the bench's own
+// sandboxes, which it creates without a session.
+func appEnv(o Options, b *app.Bundle, s observe.Screen) environment.Config {
+	return session.EnvConfig(session.Config{App: b, RunID: runID(), Env: environment.Config{Image: o.Image, Screen: s}})
 }
 
 func closeEnv(ctx context.Context, env environment.Environment) {
