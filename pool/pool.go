@@ -103,7 +103,9 @@ type Options struct {
 	// episode that just took one (its staging and launch); a key with
 	// none left, or taken from twice within the delay (a loop of short
 	// episodes, which would otherwise hold the refill back until the key
-	// is empty), is refilled at once.
+	// is empty), is refilled at once — unless it still holds more idle
+	// sandboxes than the loop takes while one is created: a deep pool
+	// serves a burst first and refills when it pauses.
 	RefillDelay time.Duration
 	// Launch launches the app ahead in the sandboxes of a key that one
 	// app asks for (see the package's doc): an opt-in, since the app then
@@ -375,10 +377,17 @@ func (ks *keyState) noteTakeLocked(now time.Time) {
 }
 
 // targetLocked is how many idle sandboxes ks should have: Size, or more
-// when its recent takes come faster than creates make them up: the takes
-// per second over the demand window times the average create time, with
-// half again as margin, within max.
+// when its recent takes come faster than creates make them up (demand),
+// within most.
 func (ks *keyState) targetLocked(size, most int, now time.Time) int {
+	return max(size, min(most, size+ks.demandLocked(now)))
+}
+
+// demandLocked is how many takes of ks are to be expected while one
+// sandbox is created: the takes per second over the demand window times
+// the average create time, with half again as margin; 0 until two takes
+// and a create were seen.
+func (ks *keyState) demandLocked(now time.Time) int {
 	n := 0
 	for _, t := range ks.takes {
 		if now.Sub(t) <= demandWindow {
@@ -386,16 +395,21 @@ func (ks *keyState) targetLocked(size, most int, now time.Time) int {
 		}
 	}
 	if n < 2 || ks.createAvg <= 0 {
-		return size
+		return 0
 	}
 	first := ks.takes[len(ks.takes)-n]
 	span := now.Sub(first)
 	if span <= 0 {
-		return size
+		return 0
 	}
 	rate := float64(n) / span.Seconds()
-	want := int(math.Ceil(rate * ks.createAvg.Seconds() * 1.5))
-	return max(size, min(most, size+want))
+	return int(math.Ceil(rate * ks.createAvg.Seconds() * 1.5))
+}
+
+// needLocked is how many idle sandboxes a loop of takes needs kept while
+// one is created (at least one): below it, a refill starts at once.
+func (ks *keyState) needLocked(now time.Time) int {
+	return max(1, ks.demandLocked(now))
 }
 
 type member struct {
@@ -879,12 +893,7 @@ func (p *Pool) startCreates() {
 			if p.creating >= p.parallelFor(ks) {
 				continue
 			}
-			wait := ks.retryAt
-			loop := ks.taken.Sub(ks.prevTaken) < p.o.RefillDelay
-			if len(ks.idle) > 0 && len(ks.waiters) == 0 && !loop && ks.taken.Add(p.o.RefillDelay).After(wait) {
-				wait = ks.taken.Add(p.o.RefillDelay)
-			}
-			if now.Before(wait) {
+			if wait := p.refillAtLocked(ks, now); now.Before(wait) {
 				if d := wait.Sub(now); retry == 0 || d < retry {
 					retry = d
 				}
@@ -909,6 +918,23 @@ func (p *Pool) startCreates() {
 	if retry > 0 {
 		time.AfterFunc(retry, p.kick)
 	}
+}
+
+// refillAtLocked is when ks may be refilled: after a failed create's
+// retry time, and after a take by RefillDelay (so that the episode's start
+// goes first) unless the key is drained or a claim waits. A loop's takes
+// (two within RefillDelay) are refilled at once, unless the key still
+// holds more idle sandboxes than the loop takes while one is created
+// (needLocked): then the refill waits until the loop pauses or takes the
+// key down to that many, and its creates do not compete for the CPU with
+// the loop's episodes (a deep pool serving a burst of resets).
+func (p *Pool) refillAtLocked(ks *keyState, now time.Time) time.Time {
+	wait := ks.retryAt
+	loop := ks.taken.Sub(ks.prevTaken) < p.o.RefillDelay
+	if len(ks.idle) > 0 && len(ks.waiters) == 0 && (!loop || len(ks.idle) > ks.needLocked(now)) && ks.taken.Add(p.o.RefillDelay).After(wait) {
+		wait = ks.taken.Add(p.o.RefillDelay)
+	}
+	return wait
 }
 
 // parallelFor bounds the creates under way (over all keys) while ks's

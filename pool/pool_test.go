@@ -836,6 +836,60 @@ func TestLoopRefillsAtOnce(t *testing.T) {
 	waitFull(t, p) // an hour with the delay
 }
 
+// TestRefillAt: when a key may be refilled after takes. A single take
+// waits RefillDelay while the key has an idle sandbox; a loop of takes is
+// refilled at once while the key holds no more idle sandboxes than the
+// loop takes during a create, and waits for the loop to pause while it
+// holds more (a deep pool serving a burst).
+func TestRefillAt(t *testing.T) {
+	now := time.Now()
+	const delay = 500 * time.Millisecond
+	// loopTakes: n takes every 50ms up to now (20 a second).
+	loopTakes := func(n int) []time.Time {
+		var ts []time.Time
+		for i := n - 1; i >= 0; i-- {
+			ts = append(ts, now.Add(-time.Duration(i)*50*time.Millisecond))
+		}
+		return ts
+	}
+	single := &keyState{taken: now.Add(-100 * time.Millisecond)}
+	for _, tc := range []struct {
+		name    string
+		ks      *keyState
+		idle    int
+		waiters int
+		want    time.Time // zero: at once
+	}{
+		{"never taken", &keyState{}, 2, 0, time.Time{}},
+		{"a take, one idle left", single, 1, 0, single.taken.Add(delay)},
+		{"a take, none left", single, 0, 0, time.Time{}},
+		{"a take, a claim waiting", single, 1, 1, time.Time{}},
+		// 10 takes in 450ms, creates of 250ms: 22.2 × 0.25 × 1.5 = 8.3, 9 taken
+		// while one is created.
+		{"a loop, as many idle as it takes during a create", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 9, 0, time.Time{}},
+		{"a loop, more idle than it takes during a create", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 10, 0, now.Add(delay)},
+		{"a loop, more idle, a claim waiting", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 10, 1, time.Time{}},
+		{"a loop, no create measured yet, one idle", &keyState{takes: loopTakes(2), taken: now, prevTaken: now.Add(-50 * time.Millisecond)}, 1, 0, time.Time{}},
+		{"a loop, no create measured yet, two idle", &keyState{takes: loopTakes(2), taken: now, prevTaken: now.Add(-50 * time.Millisecond)}, 2, 0, now.Add(delay)},
+		{"a failed create's retry", &keyState{retryAt: now.Add(time.Second)}, 0, 0, now.Add(time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Pool{o: Options{RefillDelay: delay}}
+			ks := *tc.ks
+			ks.idle = make([]*member, tc.idle)
+			ks.waiters = make([]*waiter, tc.waiters)
+			got := p.refillAtLocked(&ks, now)
+			if tc.want.IsZero() {
+				if now.Before(got) {
+					t.Errorf("refilled %v from now, want at once", got.Sub(now))
+				}
+			} else if !got.Equal(tc.want) {
+				t.Errorf("refilled at now%+v, want now%+v", got.Sub(now), tc.want.Sub(now))
+			}
+		})
+	}
+}
+
 // TestParallelByBackend: by default a drained key of the docker backend
 // (here: empty, being filled from nothing) is filled four at a time (its
 // creates wait on the daemon more than on the CPU), the others' two at a
