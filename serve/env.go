@@ -83,7 +83,7 @@ type env struct {
 	lastSeen time.Time
 	conns    int
 	closed   chan struct{} // closed once the environment is closed
-	behind   chan struct{} // closed once the episode a reset ended is closed
+	behind   []chan struct{} // each closed once an episode a reset ended is closed
 	removed  bool
 	closing  bool
 	// resetMode is how a reset starts the next episode (api.ResetFresh,
@@ -553,10 +553,29 @@ func (e *env) finish(ctx context.Context, end session.End) {
 // background (the shutdown and a close of the environment wait for it),
 // so a reset costs the next episode's start only. Its last events (its end) may reach the
 // event stream after the next episode's first, marked with its episode.
-// One episode at most is closed behind: a reset waits for the previous
-// one's.
+// At most maxBehind episodes are closed behind at once: a reset beyond
+// them waits for the oldest.
 func (e *env) closeBehind(sess *session.Session, end session.End) {
-	e.waitBehind()
+	e.mu.Lock()
+	for len(e.behind) > 0 {
+		live := e.behind[:0]
+		for _, ch := range e.behind {
+			select {
+			case <-ch:
+			default:
+				live = append(live, ch)
+			}
+		}
+		e.behind = live
+		if len(live) < maxBehind {
+			break
+		}
+		oldest := live[0]
+		e.mu.Unlock()
+		<-oldest
+		e.mu.Lock()
+	}
+	e.mu.Unlock()
 	done, ok := e.srv.track()
 	if !ok { // shutting down: close it now
 		sess.Close(e.srv.base, end)
@@ -564,7 +583,7 @@ func (e *env) closeBehind(sess *session.Session, end session.End) {
 	}
 	ch := make(chan struct{})
 	e.mu.Lock()
-	e.behind = ch
+	e.behind = append(e.behind, ch)
 	e.mu.Unlock()
 	go func() {
 		defer done()
@@ -573,12 +592,19 @@ func (e *env) closeBehind(sess *session.Session, end session.End) {
 	}()
 }
 
-// waitBehind waits for the episode closed behind a reset, if any.
+// maxBehind bounds the episodes of one environment closed behind its
+// resets at once. One made every reset of a loop wait for the previous
+// episode's removal (on Docker the daemon's 110 ms at best); a few let a
+// loop's resets run on while removals catch up, and bound the sandboxes
+// an environment holds.
+const maxBehind = 4
+
+// waitBehind waits for the episodes closed behind a reset, if any.
 func (e *env) waitBehind() {
 	e.mu.Lock()
-	ch := e.behind
+	chs := append([]chan struct{}(nil), e.behind...)
 	e.mu.Unlock()
-	if ch != nil {
+	for _, ch := range chs {
 		<-ch
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
 	"github.com/codegirl-games/agentbox/serve/api"
+	"github.com/codegirl-games/agentbox/wire"
 )
 
 // TestRelaunchReset: an environment created with reset_mode relaunch
@@ -145,4 +146,55 @@ func TestRelaunchRefused(t *testing.T) {
 // canRelaunchHere gives the harness's backend the capability relaunch.
 func canRelaunchHere(o *Options) {
 	o.Backends[0].(*guestenvtest.Backend).Relaunch = true
+}
+
+// TestFreshResetsCloseBehind: a fresh reset does not wait for the
+// episode before it to be removed while fewer than maxBehind removals are
+// under way; the next reset waits for the oldest, and closing the
+// environment waits for them all.
+func TestFreshResetsCloseBehind(t *testing.T) {
+	release := make(chan struct{})
+	var stops atomic.Int32
+	h := newHarness(t, func() *guestenvtest.Guest {
+		return &guestenvtest.Guest{OnStop: func(*guestenvtest.Writer, *wire.Message) bool {
+			stops.Add(1)
+			<-release
+			return false
+		}}
+	}, nil)
+	e := h.create(testToken, "")
+	reset := func() <-chan int {
+		ch := make(chan int, 1)
+		go func() {
+			ch <- h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset"}).status
+		}()
+		return ch
+	}
+	for i := range maxBehind {
+		select {
+		case st := <-reset():
+			if st != 200 {
+				t.Fatalf("reset %d: status %d", i+1, st)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("reset %d waited a minute with %d removals under way", i+1, i)
+		}
+	}
+	waitFor(t, func() bool { return stops.Load() == maxBehind })
+	next := reset()
+	select {
+	case st := <-next:
+		t.Fatalf("reset %d answered (%d) with %d removals under way", maxBehind+1, st, maxBehind)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if st := <-next; st != 200 {
+		t.Fatalf("reset %d: status %d", maxBehind+1, st)
+	}
+	if a := h.do(req{method: "DELETE", path: "/v1/envs/" + e.ID}); a.status != 200 {
+		t.Fatalf("delete: %d %s", a.status, a.body)
+	}
+	if _, closed := h.backend.GuestErrors(); closed != maxBehind+2 {
+		t.Fatalf("%d sandboxes removed after the close, want %d", closed, maxBehind+2)
+	}
 }
