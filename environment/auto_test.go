@@ -51,7 +51,9 @@ func TestResolveAuto(t *testing.T) {
 	if err != nil || b.Name() != "fake-up" {
 		t.Fatalf("Resolve(auto) = %v, %q, %v", b, note, err)
 	}
-	if d := time.Since(start); d > environment.AutoProbeTimeout+time.Second {
+	// The slow probe would hold auto for a minute; the bound tells that
+	// from a busy machine's late return.
+	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("a slow probe held auto for %v", d)
 	}
 	want := "fake-up (fake-down: no daemon answers at unix:///x; fake-slow: no answer: context deadline exceeded)"

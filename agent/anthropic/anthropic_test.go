@@ -434,7 +434,7 @@ func TestStalledServer(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no answer within the 300ms timeout, 2 attempts") {
 		t.Fatalf("err = %v", err)
 	}
-	if el := time.Since(start); el > 5*time.Second {
+	if el := time.Since(start); el > 30*time.Second { // a hang, not a busy machine's late answer
 		t.Errorf("took %v", el)
 	}
 	if n := len(srv.Requests()); n != 2 {
@@ -451,7 +451,7 @@ func TestCancelled(t *testing.T) {
 	d := newDesk(640, 480)
 	start := time.Now()
 	_, err := ag.Decide(ctx, &observe.Observation{Step: 1, Screen: d.frame(), Running: true})
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 30*time.Second { // the server stalls forever
 		t.Fatalf("err = %v after %v", err, time.Since(start))
 	}
 }

@@ -44,7 +44,7 @@ func TestServerGrabTimesOut(t *testing.T) {
 			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s (%s call) during a server grab: %v, want ErrTimeout", name, round, err)
 			}
-			if took > deadline+500*time.Millisecond {
+			if took > hangBound {
 				t.Errorf("%s (%s call) took %v with a %v deadline", name, round, took, deadline)
 			}
 		}
@@ -57,7 +57,7 @@ func TestServerGrabTimesOut(t *testing.T) {
 	if err == nil {
 		c2.Close()
 		t.Errorf("Open during a grab succeeded")
-	} else if !errors.Is(err, ErrTimeout) || time.Since(t0) > deadline+500*time.Millisecond {
+	} else if !errors.Is(err, ErrTimeout) || time.Since(t0) > hangBound {
 		t.Errorf("Open during a grab: %v after %v", err, time.Since(t0))
 	}
 
@@ -82,6 +82,10 @@ func TestServerGrabTimesOut(t *testing.T) {
 	}
 }
 
+// hangBound tells a call that returned late on a busy machine from one
+// that hung: during the grab no reply comes until the test ends it.
+const hangBound = 20 * time.Second
+
 // TestCloseDuringGrab: Close never hangs, even when the server is grabbed.
 func TestCloseDuringGrab(t *testing.T) {
 	e := newEnv(t, xserver.Config{}, false)
@@ -94,7 +98,7 @@ func TestCloseDuringGrab(t *testing.T) {
 	cancel()
 	t0 := time.Now()
 	e.c.Close()
-	if took := time.Since(t0); took > 3*time.Second {
+	if took := time.Since(t0); took > hangBound {
 		t.Fatalf("Close took %v during a grab", took)
 	}
 	if _, err := e.c.Capture(t.Context(), nil); !errors.Is(err, ErrClosed) {
