@@ -341,7 +341,7 @@ echo "I: Base system installed successfully."
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("cancelled: err = %v", err)
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > 30*time.Second { // the fake would take a minute
 		t.Errorf("cancel took %s", d)
 	}
 	if left := rootfsLeftovers(t, tmp); len(left) > 0 {
