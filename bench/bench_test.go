@@ -298,6 +298,10 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	if l := p.Loop; p.ResetLoop.N != 3 || l == nil || l.Resets != 3 || l.Warm+l.Cold != 3 || l.HitRate != float64(l.Warm)/3 || l.Target < 2 {
 		t.Errorf("the back-to-back loop: %+v %+v", p.ResetLoop, p.Loop)
 	}
+	// The deep pool holds the whole loop: every reset warm, none waited.
+	if l := p.DeepLoop; p.ResetDeep.N != 3 || l == nil || l.Resets != 3 || l.Warm != 3 || l.Cold != 0 || l.Waited != 0 {
+		t.Errorf("the loop from a deep pool: %+v %+v", p.ResetDeep, p.DeepLoop)
+	}
 	if c := p.Capacity; c == nil || c.Filled != 3 || c.Target != 3 || c.Limit != "" || c.ServerRSSMiB <= 0 {
 		t.Errorf("capacity: %+v", p.Capacity)
 	}
@@ -307,7 +311,7 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.Print(&out, o)
-	for _, want := range []string{"from the warm pool:", "cold create:", "back to back, no wait for the pool:", "hit rate", "3 of 3 idle"} {
+	for _, want := range []string{"from the warm pool:", "cold create:", "back to back, no wait for the pool:", "back to back from a pool as deep as the loop (--pool 5, filled first)", "hit rate", "3 of 3 idle"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

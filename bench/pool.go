@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codegirl-games/agentbox/app"
@@ -54,10 +55,17 @@ type PoolStats struct {
 	// none else), on the server without a pool once the pooled one's
 	// refills have ended, so that it shares the CPU with no create.
 	ResetRelaunch Stats
-	Loop          *LoopStats `json:",omitempty"`
-	Fork          *ForkStats `json:",omitempty"`
-	Capacity      *Capacity  `json:",omitempty"`
-	Eval          *EvalStats `json:",omitempty"`
+	// ResetDeep is the back-to-back loop again, on a server whose pool is
+	// as deep as the loop (--pool-resets + 2: the loop's resets, the
+	// created episode and a warm-up), filled and quiet before it starts:
+	// a burst served from the pool with no create waited for; DeepLoop is
+	// that pool's account of it.
+	ResetDeep Stats
+	DeepLoop  *LoopStats `json:",omitempty"`
+	Loop      *LoopStats `json:",omitempty"`
+	Fork      *ForkStats `json:",omitempty"`
+	Capacity  *Capacity  `json:",omitempty"`
+	Eval      *EvalStats `json:",omitempty"`
 }
 
 // Capacity is a pool of Target idle environments held by one server.
@@ -158,10 +166,13 @@ func startServerOf(ctx context.Context, o Options, appDir, dir string, size, max
 		return nil, nil, err
 	}
 	go srv.Serve(ln, "", "")
-	stop := func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		defer cancel()
-		srv.Shutdown(sctx)
+	var once sync.Once
+	stop := func() { // more than once: the first shuts it down
+		once.Do(func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+			defer cancel()
+			srv.Shutdown(sctx)
+		})
 	}
 	c, err := client.New("http://"+ln.Addr().String(), token)
 	if err != nil {
@@ -276,6 +287,10 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	for _, env := range envs {
 		env.Close(ctx)
 	}
+	stopWarm()
+	if err := deepLoop(ctx, o, filepath.Join(dir, "deep"), ps); err != nil {
+		return err
+	}
 	ps.ResetWarm, ps.ResetCold = summarize(rw), summarize(rc)
 	opens := func(dirs []string) Stats {
 		var ds []time.Duration
@@ -302,6 +317,59 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 		}
 	}
 	ps.IdleWarm = summarize(idle)
+	return nil
+}
+
+// deepLoop measures o.PoolResets resets back to back on a server whose
+// pool holds as many idle sandboxes as the loop takes, filled and quiet
+// before the loop starts.
+func deepLoop(ctx context.Context, o Options, dir string, ps *PoolStats) error {
+	n := o.PoolResets + 2 // the created episode, a warm-up, the loop
+	s, stop, err := startServer(ctx, o, dir, n, n+2)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	err = poolQuiet(qctx, s.srv)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("filling a pool of %d: %w", n, err)
+	}
+	env, err := s.c.Create(ctx, api.CreateRequest{App: "mover"})
+	if err != nil {
+		return fmt.Errorf("create an environment: %w", err)
+	}
+	defer env.Close(ctx)
+	env.Image = api.ImageRGBA
+	if _, _, err := env.Reset(ctx); err != nil { // a warm-up
+		return err
+	}
+	before := s.srv.PoolStats()
+	var rl []time.Duration
+	for range o.PoolResets {
+		t := time.Now()
+		obs, _, err := env.Reset(ctx)
+		if err != nil {
+			return fmt.Errorf("reset in a loop from a deep pool: %w", err)
+		}
+		if obs.Screen == nil {
+			return fmt.Errorf("reset in a loop from a deep pool: no screen")
+		}
+		rl = append(rl, time.Since(t))
+	}
+	after := s.srv.PoolStats()
+	ps.ResetDeep = summarize(rl)
+	ls := &LoopStats{Resets: int64(len(rl)), Warm: after.Warm - before.Warm, Cold: after.Cold - before.Cold,
+		RefillP50: ms(after.RefillP50), RefillP95: ms(after.RefillP95), CreateP50: ms(after.CreateP50),
+		Waited: after.Waited - before.Waited, Launched: after.Launched - before.Launched, WaitP50: ms(after.WaitP50), WaitP95: ms(after.WaitP95)}
+	if ls.Resets > 0 {
+		ls.HitRate = float64(ls.Warm) / float64(ls.Resets)
+	}
+	for _, k := range after.Keys {
+		ls.Target = max(ls.Target, k.Target)
+	}
+	ps.DeepLoop = ls
 	return nil
 }
 
@@ -649,6 +717,10 @@ func (p *PoolStats) print(w io.Writer) {
 		if l.Waited > 0 {
 			fmt.Fprintf(w, "  of the warm, %d waited for a sandbox being made (no idle one): wait p50 %s p95 %s\n", l.Waited, FormatMS(l.WaitP50), FormatMS(l.WaitP95))
 		}
+	}
+	if l := p.DeepLoop; l != nil && p.ResetDeep.N > 0 {
+		fmt.Fprintf(w, "  back to back from a pool as deep as the loop (--pool %d, filled first): %s\n", l.Resets+2, p.ResetDeep)
+		fmt.Fprintf(w, "  that pool over the loop: %d of %d warm (hit rate %.0f %%), %d waited for a sandbox being made\n", l.Warm, l.Resets, 100*l.HitRate, l.Waited)
 	}
 	if p.ResetRelaunch.N > 0 {
 		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back, no create beside it: %s\n", p.ResetRelaunch)

@@ -280,6 +280,7 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		}
 		return fmt.Sprintf("%.0f %%, %s / %s", 100*p.Loop.HitRate, bench.FormatMS(p.Loop.RefillP50), bench.FormatMS(p.Loop.RefillP95))
 	}))
+	row("reset back to back, pool as deep as the loop", pooled(func(p *bench.PoolStats) string { return pp(p.ResetDeep) }))
 	row("fork (--fork-steps into --fork-count), ready", pooled(func(p *bench.PoolStats) string {
 		if p.Fork == nil {
 			return "-"
