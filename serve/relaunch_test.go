@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,10 +149,10 @@ func canRelaunchHere(o *Options) {
 	o.Backends[0].(*guestenvtest.Backend).Relaunch = true
 }
 
-// TestFreshResetsCloseBehind: a fresh reset does not wait for the
-// episode before it to be removed while fewer than maxBehind removals are
-// under way; the next reset waits for the oldest, and closing the
-// environment waits for them all.
+// TestFreshResetsCloseBehind: a fresh reset from a warm pool with idle
+// sandboxes does not wait for the episode before it to be removed while
+// fewer than maxBehind removals are under way; the next reset waits for
+// the oldest, and closing the environment waits for them all.
 func TestFreshResetsCloseBehind(t *testing.T) {
 	release := make(chan struct{})
 	var stops atomic.Int32
@@ -161,7 +162,12 @@ func TestFreshResetsCloseBehind(t *testing.T) {
 			<-release
 			return false
 		}}
-	}, nil)
+	}, func(o *Options) { o.Pool = maxBehind + 4 })
+	wctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := h.srv.WaitPool(wctx); err != nil {
+		t.Fatal(err)
+	}
 	e := h.create(testToken, "")
 	reset := func() <-chan int {
 		ch := make(chan int, 1)
