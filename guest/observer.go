@@ -74,7 +74,10 @@ type procSeen struct {
 	ignored bool          // there before the observer began (the guest's own)
 	// launching: the app's process is still the guest's launcher.
 	launching bool
-	gen       uint64
+	// pending: its command line was empty while it ran (read inside an
+	// exec); the next look reads it and tells the exec.
+	pending bool
+	gen     uint64
 }
 
 // fileAgg is one path's changes since the last checkpoint.
@@ -547,6 +550,21 @@ func (o *observer) pollProcs(baseline bool) {
 			if !baseline {
 				fresh++
 				p.argv, p.cut = readCmdline(pid)
+				if len(p.argv) == 0 && st.state != 'Z' {
+					// Perhaps looked at inside an exec: the kernel renames
+					// the task before it maps the new command line. The
+					// next look reads it again and tells the exec then,
+					// with an empty command line if it still has none.
+					p.pending = true
+					break
+				}
+				o.proc(observe.ActivityEvent{Time: now, Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
+			}
+		case p.pending:
+			p.pending = false
+			p.comm = st.comm
+			if argv, cut := readCmdline(pid); len(argv) > 0 || st.state != 'Z' {
+				p.argv, p.cut = argv, cut
 				o.proc(observe.ActivityEvent{Time: now, Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
 			}
 		case st.comm != p.comm && (st.state == 'Z' || p.launching):
@@ -555,9 +573,13 @@ func (o *observer) pollProcs(baseline bool) {
 			p.comm, p.launching = st.comm, false
 		case st.comm != p.comm && !p.ignored:
 			p.comm = st.comm
-			if argv, cut := readCmdline(pid); len(argv) > 0 { // empty: it has just ended
+			if argv, cut := readCmdline(pid); len(argv) > 0 {
 				p.argv, p.cut = argv, cut
 				o.proc(observe.ActivityEvent{Time: now, Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
+			} else if st.state != 'Z' {
+				// Inside an exec whose command line is not mapped yet, or
+				// just ended: the next look reads it again.
+				p.pending = true
 			}
 		}
 		if st.state == 'Z' && p.exit == nil && !p.ignored {
