@@ -256,16 +256,7 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 	}
 	after := warm.srv.PoolStats()
 	ps.ResetLoop = summarize(rl)
-	ls := &LoopStats{Resets: int64(len(rl)), Warm: after.Warm - before.Warm, Cold: after.Cold - before.Cold,
-		RefillP50: ms(after.RefillP50), RefillP95: ms(after.RefillP95), CreateP50: ms(after.CreateP50),
-		Waited: after.Waited - before.Waited, Launched: after.Launched - before.Launched, WaitP50: ms(after.WaitP50), WaitP95: ms(after.WaitP95)}
-	if ls.Resets > 0 {
-		ls.HitRate = float64(ls.Warm) / float64(ls.Resets)
-	}
-	for _, k := range after.Keys {
-		ls.Target = max(ls.Target, k.Target)
-	}
-	ps.Loop = ls
+	ps.Loop = loopStats(before, after, len(rl))
 	if environment.CapabilitiesOf(o.Backend).Relaunch {
 		// A relaunch takes nothing from a pool: it is measured on the
 		// server without one, once the other's refills (its target grown
@@ -360,7 +351,14 @@ func deepLoop(ctx context.Context, o Options, dir string, ps *PoolStats) error {
 	}
 	after := s.srv.PoolStats()
 	ps.ResetDeep = summarize(rl)
-	ls := &LoopStats{Resets: int64(len(rl)), Warm: after.Warm - before.Warm, Cold: after.Cold - before.Cold,
+	ps.DeepLoop = loopStats(before, after, len(rl))
+	return nil
+}
+
+// loopStats is the pool's account of a loop of n resets, from its counts
+// before and after.
+func loopStats(before, after pool.Stats, n int) *LoopStats {
+	ls := &LoopStats{Resets: int64(n), Warm: after.Warm - before.Warm, Cold: after.Cold - before.Cold,
 		RefillP50: ms(after.RefillP50), RefillP95: ms(after.RefillP95), CreateP50: ms(after.CreateP50),
 		Waited: after.Waited - before.Waited, Launched: after.Launched - before.Launched, WaitP50: ms(after.WaitP50), WaitP95: ms(after.WaitP95)}
 	if ls.Resets > 0 {
@@ -369,8 +367,7 @@ func deepLoop(ctx context.Context, o Options, dir string, ps *PoolStats) error {
 	for _, k := range after.Keys {
 		ls.Target = max(ls.Target, k.Target)
 	}
-	ps.DeepLoop = ls
-	return nil
+	return ls
 }
 
 // poolQuiet waits until srv's pool is full and no create is under way.
