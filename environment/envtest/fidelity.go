@@ -26,19 +26,49 @@ func (s *suite) xevBox(t *testing.T) (*box, observe.Window) {
 	return b, w
 }
 
+// deliverWithin bounds how long the suite waits for what a sent action
+// must make the app print. Xvfb has processed the input when the action
+// returns; the wait covers the app reading it, printing it and the guest
+// forwarding it, which on a machine whose cores are all busy (a whole test
+// suite beside) can take seconds. It is a bound on a hang, not a speed
+// claim: a lost event still fails, only later.
+const deliverWithin = 30 * time.Second
+
 // events waits until xev has printed at least n events of the given types
-// and returns them.
+// and returns them. When they do not come it says what xev's window, the
+// cursor and xev itself look like now, so lost input can be told from a
+// moved window or a dead xev.
 func (b *box) events(n int, types ...string) []xevents.Event {
 	b.t.Helper()
 	var evs []xevents.Event
-	b.sink.waitFor(5*time.Second, func() bool {
+	start := time.Now()
+	ok := b.sink.waitFor(deliverWithin, func() bool {
 		evs = xevents.Filter(xevents.Parse(b.sink.stdout()), types...)
 		return len(evs) >= n
 	})
-	if len(evs) < n {
-		b.t.Fatalf("xev printed %d %v events, want %d", len(evs), types, n)
+	if !ok {
+		b.explainXev()
+		b.t.Fatalf("xev printed %d %v events in %v, want %d (see above)", len(evs), types, deliverWithin, n)
+	}
+	if d := time.Since(start); d > time.Second {
+		b.t.Logf("xev printed %d %v events %v after they were sent (a busy machine)", n, types, d.Round(time.Millisecond))
 	}
 	return evs
+}
+
+// explainXev logs the windows and the cursor as they are now, whether xev
+// exited, and the end of what it printed.
+func (b *box) explainXev() {
+	b.t.Helper()
+	if _, st, err := b.env.Observe(b.ctx); err != nil {
+		b.t.Logf("observe: %v", err)
+	} else {
+		b.t.Logf("windows now: %+v; cursor %v", st.Windows, st.Cursor)
+	}
+	if e := b.sink.exited(); e != nil {
+		b.t.Logf("xev exited: %+v; stderr: %s", *e, tail(b.sink.stderr(), 2000))
+	}
+	b.t.Logf("xev's output, its end:\n%s", tail(b.sink.stdout(), 6000))
 }
 
 // allText is every printable ASCII character, Unicode beyond the keymap,
@@ -58,11 +88,12 @@ func (s *suite) testTypeEveryCharacter(t *testing.T) {
 	b.do(action.Action{Kind: action.Type, Text: text})
 	runes := []rune(text)
 	var presses []xevents.Event
-	b.sink.waitFor(5*time.Second, func() bool {
+	b.sink.waitFor(deliverWithin, func() bool {
 		presses = nonModifier(xevents.Filter(xevents.Parse(b.sink.stdout()), "KeyPress"))
 		return len(presses) >= len(runes)
 	})
 	if len(presses) != len(runes) {
+		b.explainXev()
 		t.Fatalf("xev saw %d key presses for %d characters", len(presses), len(runes))
 	}
 	bad := 0
@@ -79,7 +110,7 @@ func (s *suite) testTypeEveryCharacter(t *testing.T) {
 		}
 	}
 	var releases []xevents.Event
-	b.sink.waitFor(5*time.Second, func() bool {
+	b.sink.waitFor(deliverWithin, func() bool {
 		releases = nonModifier(xevents.Filter(xevents.Parse(b.sink.stdout()), "KeyRelease"))
 		return len(releases) >= len(runes)
 	})
@@ -276,7 +307,7 @@ func (s *suite) testXterm(t *testing.T) {
 	b := s.newBox(t)
 	b.inImage("xterm", []string{"-l", "-lf", "/dev/stdout", "-T", "term", "-e", "bash", "--norc", "--noprofile", "-i"}, "term")
 	// A person would wait for the prompt before typing.
-	if !b.sink.waitFor(10*time.Second, func() bool { return strings.Contains(b.sink.stdout(), "$ ") }) {
+	if !b.sink.waitFor(deliverWithin, func() bool { return strings.Contains(b.sink.stdout(), "$ ") }) {
 		t.Fatalf("no shell prompt: %q", b.sink.stdout())
 	}
 	line := `echo "a<b>c|d&e;f'g\"h\$i~j" > /tmp/x; cat /tmp/x`
@@ -284,7 +315,7 @@ func (s *suite) testXterm(t *testing.T) {
 	want := `a<b>c|d&e;f'g"h$i~j`
 	// The typed line (with its backslashes) is what xterm echoed; want
 	// (without them) can only come from cat.
-	ok := b.sink.waitFor(10*time.Second, func() bool {
+	ok := b.sink.waitFor(deliverWithin, func() bool {
 		out := b.sink.stdout()
 		return strings.Contains(out, line) && strings.Contains(out, want)
 	})

@@ -73,7 +73,7 @@ func (s *suite) testLifecycle(t *testing.T) {
 	if f3.Hash == f.Hash || x1-x0 < 60 {
 		t.Errorf("after holding Right for 0.5 s the square moved %.0f px", x1-x0)
 	}
-	if !b.sink.waitFor(2*time.Second, func() bool { return strings.Contains(b.sink.stdout(), "mover: key Right up") }) {
+	if !b.sink.waitFor(deliverWithin, func() bool { return strings.Contains(b.sink.stdout(), "mover: key Right up") }) {
 		t.Errorf("stdout = %q", b.sink.stdout())
 	}
 	// Close is idempotent and ends everything.

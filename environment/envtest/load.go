@@ -47,7 +47,7 @@ func (s *suite) testInputUnderLoad(t *testing.T) {
 		}
 		confirm = append(confirm, c)
 		var evs []xevents.Event
-		b.sink.waitFor(30*time.Second, func() bool {
+		b.sink.waitFor(deliverWithin, func() bool {
 			evs = xevents.Parse(b.sink.stdout())[from:]
 			return len(xevents.Filter(evs, "ButtonPress", "ButtonRelease")) >= len(wantButtons) &&
 				len(xevents.Filter(evs, "KeyPress", "KeyRelease")) >= len(wantKeys)
@@ -66,9 +66,8 @@ func (s *suite) testInputUnderLoad(t *testing.T) {
 			// round's places were computed, and what xev printed last: a
 			// window managed or moved after its launch reads the same as
 			// lost input.
-			_, st := b.observe()
-			t.Logf("xev's window at launch: %+v; now: %+v; cursor %v", w, st.Windows, st.Cursor)
-			t.Logf("xev's output, its end:\n%s", tail(b.sink.stdout(), 6000))
+			t.Logf("xev's window at launch: %+v", w)
+			b.explainXev()
 			t.Fatalf("round %d of %d under load went wrong (see above)", round+1, loadRounds)
 		}
 	}
