@@ -6,9 +6,17 @@
 // stages and launches the app.
 //
 // A pooled sandbox serves one episode: Take removes it from the pool, and
-// the session that takes it over removes it when the episode ends. The
-// pool never takes a sandbox back. A sandbox that died while it waited is
+// the session that takes it over ends it when the episode ends. The pool
+// never hands a sandbox out twice. A sandbox that died while it waited is
 // noticed (environment.Liveness) and replaced, never handed out.
+//
+// Ending one is handed back to the pool (session.Prepared.Release): while
+// the pool serves a loop of takes from idle sandboxes (a burst of short
+// episodes), the ended sandbox's app is stopped at once and its removal
+// waits, like the refills, until the loop pauses, so that the removals do
+// not compete for the CPU with the loop's episodes (on Docker a removal
+// is 100 ms and more of the daemon's work). Otherwise it is removed at
+// once, as before. Close removes the ones waiting.
 //
 // A key that only one app's episodes ask for (every Warm and Take names
 // the same app.Bundle, or copies of one Load) has that app staged into
@@ -264,6 +272,13 @@ type Pool struct {
 	// refills: from a take to the create that made it up (the newest
 	// latencies); creates: a create's time.
 	refills, creates []time.Duration
+	// released: sandboxes whose episode ended inside a loop of takes,
+	// their apps stopped, waiting for the loop to pause to be removed
+	// (release); removing: how many of them are being removed.
+	released []environment.Environment
+	removing int
+	// deferred counts the removals that waited for a loop to pause.
+	deferred int64
 }
 
 func appendBounded(ds []time.Duration, d time.Duration) []time.Duration {
@@ -526,8 +541,8 @@ func (m *member) fits(b *app.Bundle, spec *environment.LaunchSpec) bool {
 }
 
 // prepared is m handed to an episode.
-func (m *member) prepared() *session.Prepared {
-	return &session.Prepared{Env: m.env, Events: m.relay, Created: m.created, Launched: m.launched}
+func (m *member) prepared(p *Pool) *session.Prepared {
+	return &session.Prepared{Env: m.env, Events: m.relay, Created: m.created, Launched: m.launched, Release: p.release}
 }
 
 // Take hands cfg a warm sandbox of its key as cfg.Prepared and reports
@@ -579,7 +594,7 @@ func (p *Pool) TakeWait(ctx context.Context, cfg *session.Config) (ok bool) {
 	if m == nil {
 		return false // counted cold where it was decided
 	}
-	cfg.Prepared = m.prepared()
+	cfg.Prepared = m.prepared(p)
 	if m.launched == nil && p.o.Launch && cfg.NotLaunchedAhead == "" {
 		cfg.NotLaunchedAhead = "the sandbox it waited for was made without the app"
 	}
@@ -655,7 +670,7 @@ func (p *Pool) take(cfg *session.Config, wait bool) (ok bool, w *waiter) {
 		ks.warm++
 		p.warm++
 		ks.prevTaken, ks.taken = ks.taken, time.Now()
-		cfg.Prepared = m.prepared()
+		cfg.Prepared = m.prepared(p)
 		if m.launched != nil {
 			p.launched++
 		} else if p.o.Launch {
@@ -840,6 +855,94 @@ func (p *Pool) closeLocked(m *member) {
 	}()
 }
 
+// release ends a sandbox the pool handed out, at the end of its episode
+// (session.Prepared.Release). While the pool serves a loop of takes from
+// idle sandboxes (loopingLocked) it stops the app (environment.AppHolder)
+// and leaves the sandbox to the filler, which removes it once the loop
+// pauses (startRemovalsLocked), at most Max of them waiting; otherwise,
+// or where the app cannot be stopped, it removes it now. It reports
+// whether the removal was deferred.
+func (p *Pool) release(ctx context.Context, env environment.Environment) (deferred bool, err error) {
+	h, ok := env.(environment.AppHolder)
+	p.mu.Lock()
+	defer_ := ok && !p.closed && p.loopingLocked(time.Now()) && len(p.released) < p.o.Max
+	p.mu.Unlock()
+	if !defer_ {
+		return false, env.Close(ctx)
+	}
+	if _, err := h.HoldApp(ctx, true); err != nil {
+		return false, env.Close(ctx)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false, env.Close(ctx)
+	}
+	p.released = append(p.released, env)
+	p.deferred++
+	p.mu.Unlock()
+	p.kick()
+	return true, nil
+}
+
+// loopingLocked reports whether a key serves a loop of takes now: its
+// last two warm takes came within RefillDelay of each other, the last
+// within RefillDelay of now, and it has an idle sandbox left for the
+// next (a drained key's episodes wait for creates, which removals then
+// share the CPU with either way).
+func (p *Pool) loopingLocked(now time.Time) bool {
+	for _, ks := range p.keys {
+		if len(ks.idle) > 0 && now.Sub(ks.taken) < p.o.RefillDelay && ks.taken.Sub(ks.prevTaken) < p.o.RefillDelay {
+			return true
+		}
+	}
+	return false
+}
+
+// startRemovalsLocked starts removing the released sandboxes once no key
+// was taken from for RefillDelay (the loop paused), as many at once as
+// creates may run; it returns how long until the loop may have paused
+// when it has not (0: nothing to wait for). Close removes the rest.
+func (p *Pool) startRemovalsLocked(now time.Time) (retry time.Duration) {
+	if len(p.released) == 0 || p.closed {
+		return 0
+	}
+	var last time.Time
+	for _, ks := range p.keys {
+		if ks.taken.After(last) {
+			last = ks.taken
+		}
+	}
+	if d := last.Add(p.o.RefillDelay).Sub(now); d > 0 {
+		return d
+	}
+	for len(p.released) > 0 && p.removing < p.parallelMost() {
+		env := p.released[0]
+		p.released = p.released[1:]
+		p.removeReleasedLocked(env)
+	}
+	return 0
+}
+
+// removeReleasedLocked removes a released sandbox in the background
+// (Close waits for it).
+func (p *Pool) removeReleasedLocked(env environment.Environment) {
+	p.removing++
+	p.closing.Add(1)
+	go func() {
+		defer p.closing.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), p.o.CloseTimeout)
+		defer cancel()
+		if err := env.Close(ctx); err != nil {
+			p.o.Log("pool: removing a sandbox whose episode ended: %v", err)
+		}
+		p.mu.Lock()
+		p.removing--
+		p.mu.Unlock()
+		p.kick()
+	}()
+}
+
 // held is the sandboxes the pool holds: idle and being created.
 func (p *Pool) heldLocked() int {
 	n := p.creating
@@ -914,6 +1017,9 @@ func (p *Pool) startCreates() {
 		}
 		p.closing.Add(1)
 		go p.create(best, best.stageLocked(), launch)
+	}
+	if d := p.startRemovalsLocked(now); d > 0 && (retry == 0 || d < retry) {
+		retry = d
 	}
 	if retry > 0 {
 		time.AfterFunc(retry, p.kick)
@@ -1216,9 +1322,10 @@ func (p *Pool) expireLocked(now time.Time) {
 }
 
 // Close stops filling and removes every sandbox the pool holds (those
-// being created are stopped and removed by their backend), waiting for
-// all of it up to ctx's deadline. Sandboxes already taken belong to their
-// sessions. Close is idempotent.
+// being created are stopped and removed by their backend) and the
+// released ones waiting for a loop to pause, waiting for all of it up to
+// ctx's deadline. Sandboxes already taken belong to their sessions until
+// they release them. Close is idempotent.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	if !p.closed {
@@ -1231,6 +1338,10 @@ func (p *Pool) Close(ctx context.Context) error {
 			for p.answerLocked(ks, nil) {
 			}
 		}
+		for _, env := range p.released {
+			p.removeReleasedLocked(env)
+		}
+		p.released = nil
 	}
 	p.mu.Unlock()
 	p.cancel()
@@ -1279,7 +1390,12 @@ type Stats struct {
 	RefillP50 time.Duration `json:"refill_p50_ns"`
 	RefillP95 time.Duration `json:"refill_p95_ns"`
 	CreateP50 time.Duration `json:"create_p50_ns"`
-	Keys      []KeyStats    `json:"keys,omitempty"`
+	// Released is how many sandboxes whose episode ended inside a loop of
+	// takes wait for it to pause to be removed, their apps stopped;
+	// Deferred counts those ever deferred so.
+	Released int        `json:"released"`
+	Deferred int64      `json:"deferred"`
+	Keys     []KeyStats `json:"keys,omitempty"`
 }
 
 // KeyStats are one key's counts.
@@ -1303,7 +1419,8 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	st := Stats{Size: p.o.Size, Max: p.o.Max, Creating: p.creating, Warm: p.warm, Cold: p.cold, Replaced: p.replaced, Failed: p.failed,
 		Waited: p.waited, Launched: p.launched, WaitP50: percentile(p.waits, 0.5), WaitP95: percentile(p.waits, 0.95),
-		RefillP50: percentile(p.refills, 0.5), RefillP95: percentile(p.refills, 0.95), CreateP50: percentile(p.creates, 0.5)}
+		RefillP50: percentile(p.refills, 0.5), RefillP95: percentile(p.refills, 0.95), CreateP50: percentile(p.creates, 0.5),
+		Released: len(p.released), Deferred: p.deferred}
 	if n := p.warm + p.cold; n > 0 {
 		st.HitRate = float64(p.warm) / float64(n)
 	}

@@ -18,7 +18,7 @@ import (
 func (s *Server) startPool() error {
 	runID := "serve-pool-" + randomID(3)
 	p, err := pool.New(pool.Options{
-		Size: s.o.Pool, Max: s.o.PoolMax, RunID: runID, Launch: s.o.PoolLaunch,
+		Size: s.o.Pool, Max: s.o.PoolMax, RunID: runID, Launch: s.o.PoolLaunch, RefillDelay: s.o.PoolRefillDelay,
 		// A pooled sandbox's removal runs in the background and may
 		// wait out its backend's outage (a Kubernetes API server
 		// restarting breaks every Pod's stream at once, and the Pods can

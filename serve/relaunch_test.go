@@ -2,6 +2,10 @@ package serve
 
 import (
 	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -152,16 +156,25 @@ func canRelaunchHere(o *Options) {
 // TestFreshResetsCloseBehind: a fresh reset from a warm pool with idle
 // sandboxes does not wait for the episode before it to be removed while
 // fewer than maxBehind removals are under way; the next reset waits for
-// the oldest, and closing the environment waits for them all.
+// the oldest, and closing the environment waits for them all. The guest
+// cannot stop its app here, so the pool removes each at once (see
+// TestFreshResetsDeferRemovals for a guest that can).
 func TestFreshResetsCloseBehind(t *testing.T) {
 	release := make(chan struct{})
 	var stops atomic.Int32
 	h := newHarness(t, func() *guestenvtest.Guest {
-		return &guestenvtest.Guest{OnStop: func(*guestenvtest.Writer, *wire.Message) bool {
-			stops.Add(1)
-			<-release
-			return false
-		}}
+		return &guestenvtest.Guest{
+			OnStop: func(*guestenvtest.Writer, *wire.Message) bool {
+				stops.Add(1)
+				<-release
+				return false
+			},
+			OnHold: func(w *guestenvtest.Writer, m *wire.Message) bool {
+				w.Frame(&wire.Header{Type: wire.Response, ID: m.ID, Method: m.Method,
+					Error: &wire.RemoteError{Code: wire.CodeInternal, Message: "no hold here"}}, nil)
+				return true
+			},
+		}
 	}, func(o *Options) { o.Pool = maxBehind + 4 })
 	wctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -202,5 +215,96 @@ func TestFreshResetsCloseBehind(t *testing.T) {
 	}
 	if _, closed := h.backend.GuestErrors(); closed != maxBehind+2 {
 		t.Fatalf("%d sandboxes removed after the close, want %d", closed, maxBehind+2)
+	}
+	if st := h.srv.pool.Stats(); st.Deferred != 0 {
+		t.Errorf("%d removals deferred by a guest that cannot stop its app", st.Deferred)
+	}
+}
+
+// TestFreshResetsDeferRemovals: in a loop of fresh resets from a warm
+// pool with idle sandboxes, the ended episodes' apps are stopped and
+// their sandboxes' removals wait for the loop to pause: the resets meet
+// no removal (a removal here never ends until the test lets it), their
+// traces say so, and closing the server removes them all.
+func TestFreshResetsDeferRemovals(t *testing.T) {
+	const resets = maxBehind + 3 // more than the resets that could go by with removals under way
+	release := make(chan struct{})
+	var stops, holds atomic.Int32
+	h := newHarness(t, func() *guestenvtest.Guest {
+		return &guestenvtest.Guest{
+			OnStop: func(*guestenvtest.Writer, *wire.Message) bool {
+				stops.Add(1)
+				<-release
+				return false
+			},
+			OnHold: func(w *guestenvtest.Writer, m *wire.Message) bool {
+				holds.Add(1)
+				return false
+			},
+		}
+	}, func(o *Options) {
+		o.Pool = resets + 2
+		o.PoolRefillDelay = time.Minute // the loop pauses when the test says
+	})
+	wctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := h.srv.WaitPool(wctx); err != nil {
+		t.Fatal(err)
+	}
+	e := h.create(testToken, "")
+	for i := range resets {
+		ch := make(chan answer, 1)
+		go func() { ch <- h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/reset"}) }()
+		select {
+		case a := <-ch:
+			if a.status != 200 {
+				t.Fatalf("reset %d: %d %s", i+1, a.status, a.body)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("reset %d waited a minute (%d removals under way, %d deferred)", i+1, stops.Load(), h.srv.pool.Stats().Deferred)
+		}
+	}
+	// Each episode is ended behind the reset that ended it: wait until
+	// all have been, deferred or (which would fail below) not.
+	waitFor(t, func() bool { return h.srv.pool.Stats().Deferred+int64(stops.Load()) >= resets })
+	st := h.srv.pool.Stats()
+	// The environment's create took from the pool too: the first reset
+	// is the loop's second take.
+	if st.Deferred != resets || st.Released != resets {
+		t.Errorf("deferred %d, waiting %d; want %d each", st.Deferred, st.Released, resets)
+	}
+	if n := stops.Load(); n != 0 {
+		t.Errorf("%d removals started during the loop", n)
+	}
+	if n := holds.Load(); n < resets {
+		t.Errorf("%d apps stopped for %d deferred removals", n, resets)
+	}
+	close(release)
+	if a := h.do(req{method: "DELETE", path: "/v1/envs/" + e.ID}); a.status != 200 {
+		t.Fatalf("delete: %d %s", a.status, a.body)
+	}
+	// The loop never pauses within the test (an hour): closing the server
+	// closes the pool, which removes what waits.
+	ctx, cancel2 := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
+	defer cancel2()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.srv.pool.Stats().Released; got != 0 {
+		t.Errorf("%d released sandboxes left after the shutdown", got)
+	}
+	if _, closed := h.backend.GuestErrors(); closed < resets+1 {
+		t.Errorf("%d sandboxes removed after the shutdown, want at least the %d episodes'", closed, resets+1)
+	}
+	said := 0
+	filepath.WalkDir(h.out, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(path)
+			said += strings.Count(string(b), `"teardown_deferred"`)
+		}
+		return nil
+	})
+	if said != resets+1 { // the closed environment's last episode too
+		t.Errorf("the traces record %d deferred teardowns, want %d", said, resets+1)
 	}
 }

@@ -125,6 +125,10 @@ type Options struct {
 	// starts with its app running, idle since its sandbox was made. An
 	// opt-in: it changes what a fresh episode is.
 	PoolLaunch bool
+	// PoolRefillDelay is the pool's pool.Options.RefillDelay (zero: its
+	// default): how long after a take a key's refill, and the removal of
+	// sandboxes released in a loop of takes, wait for the loop to pause.
+	PoolRefillDelay time.Duration
 
 	// Log receives a line per environment created, closed or reaped, and
 	// the sessions' progress lines; nil discards.

@@ -671,11 +671,31 @@ func (s *Session) teardown(ctx context.Context) {
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.TeardownTimeout)
 	defer cancel()
 	t := time.Now()
-	if err := env.Close(tctx); err != nil {
+	var deferred bool
+	var err error
+	if rel := s.release(); rel != nil {
+		deferred, err = rel(tctx, env)
+	} else {
+		err = env.Close(tctx)
+	}
+	if err != nil {
 		fmt.Fprintf(s.cfg.Progress, "agentbox: teardown: %s\n", termsafe.Text(err.Error()))
 		s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "teardown_error", Data: map[string]any{"error": err.Error()}})
 	}
+	if deferred {
+		s.tw.Record(trace.Record{Type: trace.TypeEvent, Event: "teardown_deferred", Data: map[string]any{
+			"why": "the app was stopped; the warm pool removes the sandbox once its loop of resets pauses"}})
+	}
 	s.timing("teardown", time.Since(t))
+}
+
+// release is how the sandbox ends when it came prepared with its own
+// way (a warm pool's), else nil: Close it.
+func (s *Session) release() func(context.Context, environment.Environment) (bool, error) {
+	if p := s.cfg.Prepared; p != nil {
+		return p.Release
+	}
+	return nil
 }
 
 // closeAgent starts closing the agent, so that an agent program stops

@@ -274,6 +274,12 @@ type Prepared struct {
 	// look at the running app. Open refuses it for a config that would
 	// launch otherwise (SameLaunch).
 	Launched *Launched
+	// Release, when set, ends Env at the episode's end in place of its
+	// Close (a warm pool's: pool.Pool.release). It may stop the app and
+	// leave the removal to its owner for later, and reports whether it
+	// did (the trace's teardown_deferred); it removes the sandbox before
+	// it returns otherwise. Either way the session is done with Env.
+	Release func(ctx context.Context, env environment.Environment) (deferred bool, err error)
 }
 
 // Settle modes.

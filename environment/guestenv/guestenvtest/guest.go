@@ -43,6 +43,9 @@ type Guest struct {
 	OnAct func(w *Writer)
 	// OnStop, if set, may answer the stop request itself (returning true).
 	OnStop func(w *Writer, req *wire.Message) bool
+	// OnHold, if set, may answer the hold_app request itself (returning
+	// true); unset, a hold answers that it stopped no process.
+	OnHold func(w *Writer, req *wire.Message) bool
 	// OnReset runs when a reset request (a relaunch) arrives, before the
 	// guest tells the app's exit, forgets the home's files and answers.
 	OnReset func(w *Writer)
@@ -340,6 +343,14 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				resp.PNG = append(resp.PNG, 9000)
 			}
 			out = resp
+		case wire.MethodHoldApp:
+			if g.OnHold != nil && g.OnHold(w, m) {
+				if w.err != nil {
+					return w.err
+				}
+				continue
+			}
+			out = wire.HoldAppResponse{}
 		case wire.MethodStop:
 			if g.OnStop != nil && g.OnStop(w, m) {
 				if w.err != nil {

@@ -1,0 +1,171 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/codegirl-games/agentbox/environment"
+)
+
+// holdingEnv is a fakeEnv whose app can be stopped (environment.AppHolder).
+type holdingEnv struct {
+	*fakeEnv
+	held    bool
+	holdErr error
+}
+
+func (e *holdingEnv) HoldApp(_ context.Context, hold bool) (environment.AppHold, error) {
+	if e.holdErr != nil {
+		return environment.AppHold{}, e.holdErr
+	}
+	e.held = hold
+	return environment.AppHold{Processes: 1}, nil
+}
+
+// holdingBackend creates holdingEnvs.
+type holdingBackend struct {
+	*fakeBackend
+	holdErr error
+}
+
+func (b *holdingBackend) Create(ctx context.Context, cfg environment.Config) (environment.Environment, error) {
+	env, err := b.fakeBackend.Create(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &holdingEnv{fakeEnv: env.(*fakeEnv), holdErr: b.holdErr}, nil
+}
+
+// TestRelease: a sandbox whose episode ends inside a loop of takes from
+// idle sandboxes has its app stopped and waits, until the loop pauses, to
+// be removed; outside a loop, with the key drained, without a way to stop
+// the app, or with Max of them waiting already, it is removed at once.
+func TestRelease(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		takes    int   // back to back; the last one's sandbox is released
+		noHold   bool  // the environment cannot stop its app
+		holdErr  error // stopping the app fails
+		max      int
+		released int // released and waiting already (of the earlier takes)
+		want     bool
+	}{
+		{name: "one take", takes: 1, want: false},
+		{name: "a loop", takes: 2, want: true},
+		{name: "the key drained", takes: 4, want: false},
+		{name: "no way to stop the app", takes: 2, noHold: true, want: false},
+		{name: "stopping the app fails", takes: 2, holdErr: errors.New("no guest"), want: false},
+		{name: "max waiting", takes: 3, max: 4, released: 4, want: false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fb := newFake()
+			var b environment.Backend = &holdingBackend{fakeBackend: fb, holdErr: c.holdErr}
+			if c.noHold {
+				b = fb
+			}
+			// No refill while the test runs: the loop never pauses.
+			p := newPool(t, Options{Size: 4, Max: max(c.max, 4), Parallel: 4, RefillDelay: time.Hour})
+			if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+				t.Fatal(err)
+			}
+			waitFull(t, p)
+			p.mu.Lock()
+			for range c.released {
+				p.released = append(p.released, &holdingEnv{fakeEnv: &fakeEnv{b: fb, done: make(chan struct{})}})
+			}
+			p.o.Max = max(c.max, 4)
+			p.mu.Unlock()
+			var last environment.Environment
+			var rel func(context.Context, environment.Environment) (bool, error)
+			for range c.takes {
+				cfg := cfgOf(b, 640, 480)
+				if !p.Take(&cfg) {
+					t.Fatalf("no warm sandbox: %+v", p.Stats())
+				}
+				last, rel = cfg.Prepared.Env, cfg.Prepared.Release
+			}
+			if rel == nil {
+				t.Fatal("a pooled sandbox came without its Release")
+			}
+			deferred, err := rel(t.Context(), last)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fe, _ := last.(*holdingEnv)
+			closed := fb.env(last.Info().ID) == nil
+			if deferred != c.want || closed == c.want {
+				t.Errorf("deferred %v, removed %v; want deferred %v", deferred, closed, c.want)
+			}
+			if c.want && (fe == nil || !fe.held) {
+				t.Error("deferred with its app running")
+			}
+			if st := p.Stats(); st.Released != c.released+btoi(c.want) || st.Deferred != int64(btoi(c.want)) {
+				t.Errorf("stats: released %d deferred %d", st.Released, st.Deferred)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := p.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if fb.env(last.Info().ID) != nil {
+				t.Error("Close left a released sandbox")
+			}
+			if st := p.Stats(); st.Released != 0 {
+				t.Errorf("after Close %d still waiting", st.Released)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestReleasedRemovedAtPause: the released sandboxes are removed once no
+// take came for RefillDelay, and a release after Close removes at once.
+func TestReleasedRemovedAtPause(t *testing.T) {
+	fb := newFake()
+	b := &holdingBackend{fakeBackend: fb}
+	p := newPool(t, Options{Size: 4, Parallel: 2, RefillDelay: 200 * time.Millisecond})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	var ids []string
+	for range 3 {
+		cfg := cfgOf(b, 640, 480)
+		if !p.Take(&cfg) {
+			t.Fatalf("no warm sandbox: %+v", p.Stats())
+		}
+		ids = append(ids, cfg.Prepared.Env.Info().ID)
+		if _, err := cfg.Prepared.Release(t.Context(), cfg.Prepared.Env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := p.Stats(); st.Deferred == 0 {
+		t.Fatalf("no removal deferred in a loop of three takes: %+v", st)
+	}
+	waitFor(t, "the released sandboxes removed after the pause", func() bool {
+		for _, id := range ids {
+			if fb.env(id) != nil {
+				return false
+			}
+		}
+		return p.Stats().Released == 0
+	})
+	cfg := cfgOf(b, 640, 480)
+	if !p.Take(&cfg) {
+		t.Fatal("no warm sandbox")
+	}
+	if err := p.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if deferred, err := cfg.Prepared.Release(t.Context(), cfg.Prepared.Env); deferred || err != nil || fb.env(cfg.Prepared.Env.Info().ID) != nil {
+		t.Errorf("release after Close: deferred %v, err %v, still live %v", deferred, err, fb.env(cfg.Prepared.Env.Info().ID) != nil)
+	}
+}
