@@ -115,6 +115,12 @@ type Options struct {
 	// sandboxes than the loop takes while one is created: a deep pool
 	// serves a burst first and refills when it pauses.
 	RefillDelay time.Duration
+	// ReleasedWait bounds how long a sandbox released inside a loop of
+	// takes waits for the loop to pause before it is removed (default
+	// 30s): a loop that never pauses (a training run's resets, back to
+	// back for hours) has its ended sandboxes removed after this delay,
+	// at the rate it ends them, rather than keep Max of them alive.
+	ReleasedWait time.Duration
 	// Launch launches the app ahead in the sandboxes of a key that one
 	// app asks for (see the package's doc): an opt-in, since the app then
 	// runs idle before its episode begins.
@@ -139,6 +145,7 @@ const (
 	DefaultCheckEvery     = 10 * time.Second
 	DefaultKeyIdle        = 10 * time.Minute
 	DefaultRefillDelay    = 500 * time.Millisecond
+	DefaultReleasedWait   = 30 * time.Second
 	// DefaultMaxPerSize is the default Max: this many times Size (at
 	// most MaxSize).
 	DefaultMaxPerSize = 4
@@ -179,6 +186,9 @@ func (o *Options) defaults() error {
 	}
 	if o.RefillDelay == 0 {
 		o.RefillDelay = DefaultRefillDelay
+	}
+	if o.ReleasedWait <= 0 {
+		o.ReleasedWait = DefaultReleasedWait
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
@@ -274,8 +284,9 @@ type Pool struct {
 	refills, creates []time.Duration
 	// released: sandboxes whose episode ended inside a loop of takes,
 	// their apps stopped, waiting for the loop to pause to be removed
-	// (release); removing: how many of them are being removed.
-	released []environment.Environment
+	// (release), oldest first; removing: how many of them are being
+	// removed.
+	released []releasedEnv
 	removing int
 	// deferred counts the removals that waited for a loop to pause.
 	deferred int64
@@ -859,13 +870,14 @@ func (p *Pool) closeLocked(m *member) {
 // (session.Prepared.Release). While the pool serves a loop of takes from
 // idle sandboxes (loopingLocked) it stops the app (environment.AppHolder)
 // and leaves the sandbox to the filler, which removes it once the loop
-// pauses (startRemovalsLocked), at most Max of them waiting; otherwise,
-// or where the app cannot be stopped, it removes it now. It reports
-// whether the removal was deferred.
+// pauses or it has waited ReleasedWait (startRemovalsLocked); at most
+// Max wait, the oldest removed first. Otherwise, or where the app cannot
+// be stopped, it removes the sandbox now. It reports whether the removal
+// was deferred.
 func (p *Pool) release(ctx context.Context, env environment.Environment) (deferred bool, err error) {
 	h, ok := env.(environment.AppHolder)
 	p.mu.Lock()
-	defer_ := ok && !p.closed && p.loopingLocked(time.Now()) && len(p.released) < p.o.Max
+	defer_ := ok && !p.closed && p.loopingLocked(time.Now())
 	p.mu.Unlock()
 	if !defer_ {
 		return false, env.Close(ctx)
@@ -878,7 +890,11 @@ func (p *Pool) release(ctx context.Context, env environment.Environment) (deferr
 		p.mu.Unlock()
 		return false, env.Close(ctx)
 	}
-	p.released = append(p.released, env)
+	if len(p.released) >= p.o.Max { // at most Max wait: the oldest goes now
+		p.removeReleasedLocked(p.released[0].env)
+		p.released = p.released[1:]
+	}
+	p.released = append(p.released, releasedEnv{env, time.Now()})
 	p.deferred++
 	p.mu.Unlock()
 	p.kick()
@@ -899,10 +915,17 @@ func (p *Pool) loopingLocked(now time.Time) bool {
 	return false
 }
 
+// releasedEnv is a sandbox released inside a loop, and when.
+type releasedEnv struct {
+	env environment.Environment
+	at  time.Time
+}
+
 // startRemovalsLocked starts removing the released sandboxes once no key
-// was taken from for RefillDelay (the loop paused), as many at once as
-// creates may run; it returns how long until the loop may have paused
-// when it has not (0: nothing to wait for). Close removes the rest.
+// was taken from for RefillDelay (the loop paused), and those that waited
+// ReleasedWait either way, as many at once as creates may run; it
+// returns how long until one of those may be due (0: none waits). Close
+// removes the rest.
 func (p *Pool) startRemovalsLocked(now time.Time) (retry time.Duration) {
 	if len(p.released) == 0 || p.closed {
 		return 0
@@ -913,15 +936,30 @@ func (p *Pool) startRemovalsLocked(now time.Time) (retry time.Duration) {
 			last = ks.taken
 		}
 	}
-	if d := last.Add(p.o.RefillDelay).Sub(now); d > 0 {
-		return d
-	}
+	paused := !now.Before(last.Add(p.o.RefillDelay))
 	for len(p.released) > 0 && p.removing < p.parallelMost() {
-		env := p.released[0]
+		r := p.released[0]
+		if !paused && now.Before(r.at.Add(p.o.ReleasedWait)) {
+			break
+		}
 		p.released = p.released[1:]
-		p.removeReleasedLocked(env)
+		p.removeReleasedLocked(r.env)
 	}
-	return 0
+	if len(p.released) == 0 || p.removing >= p.parallelMost() {
+		return 0 // a removal's end kicks the filler
+	}
+	due := p.released[0].at.Add(p.o.ReleasedWait)
+	if !paused {
+		due = minTime(due, last.Add(p.o.RefillDelay))
+	}
+	return max(due.Sub(now), time.Millisecond)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // removeReleasedLocked removes a released sandbox in the background
@@ -1338,8 +1376,8 @@ func (p *Pool) Close(ctx context.Context) error {
 			for p.answerLocked(ks, nil) {
 			}
 		}
-		for _, env := range p.released {
-			p.removeReleasedLocked(env)
+		for _, r := range p.released {
+			p.removeReleasedLocked(r.env)
 		}
 		p.released = nil
 	}

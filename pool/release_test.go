@@ -3,10 +3,12 @@ package pool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/session"
 )
 
 // holdingEnv is a fakeEnv whose app can be stopped (environment.AppHolder).
@@ -57,7 +59,7 @@ func TestRelease(t *testing.T) {
 		{name: "the key drained", takes: 4, want: false},
 		{name: "no way to stop the app", takes: 2, noHold: true, want: false},
 		{name: "stopping the app fails", takes: 2, holdErr: errors.New("no guest"), want: false},
-		{name: "max waiting", takes: 3, max: 4, released: 4, want: false},
+		{name: "max waiting: the oldest goes", takes: 3, max: 4, released: 4, want: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fb := newFake()
@@ -71,11 +73,16 @@ func TestRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFull(t, p)
+			var waiting []string
 			p.mu.Lock()
-			for range c.released {
-				p.released = append(p.released, &holdingEnv{fakeEnv: &fakeEnv{b: fb, done: make(chan struct{})}})
+			for i := range c.released {
+				e := &fakeEnv{b: fb, id: fmt.Sprintf("waiting-%d", i), done: make(chan struct{})}
+				fb.mu.Lock()
+				fb.live[e.id] = e
+				fb.mu.Unlock()
+				p.released = append(p.released, releasedEnv{&holdingEnv{fakeEnv: e}, time.Now()})
+				waiting = append(waiting, e.id)
 			}
-			p.o.Max = max(c.max, 4)
 			p.mu.Unlock()
 			var last environment.Environment
 			var rel func(context.Context, environment.Environment) (bool, error)
@@ -101,8 +108,14 @@ func TestRelease(t *testing.T) {
 			if c.want && (fe == nil || !fe.held) {
 				t.Error("deferred with its app running")
 			}
-			if st := p.Stats(); st.Released != c.released+btoi(c.want) || st.Deferred != int64(btoi(c.want)) {
+			if st := p.Stats(); st.Released != min(c.released+btoi(c.want), p.o.Max) || st.Deferred != int64(btoi(c.want)) {
 				t.Errorf("stats: released %d deferred %d", st.Released, st.Deferred)
+			}
+			if c.released >= p.o.Max {
+				waitFor(t, "the oldest waiting removed", func() bool { return fb.env(waiting[0]) == nil })
+				if fb.env(waiting[1]) == nil {
+					t.Error("more than the oldest removed")
+				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -168,4 +181,28 @@ func TestReleasedRemovedAtPause(t *testing.T) {
 	if deferred, err := cfg.Prepared.Release(t.Context(), cfg.Prepared.Env); deferred || err != nil || fb.env(cfg.Prepared.Env.Info().ID) != nil {
 		t.Errorf("release after Close: deferred %v, err %v, still live %v", deferred, err, fb.env(cfg.Prepared.Env.Info().ID) != nil)
 	}
+}
+
+// TestReleasedWaitBounded: in a loop that does not pause, a released
+// sandbox is removed once it has waited ReleasedWait.
+func TestReleasedWaitBounded(t *testing.T) {
+	fb := newFake()
+	b := &holdingBackend{fakeBackend: fb}
+	p := newPool(t, Options{Size: 4, Parallel: 2, RefillDelay: time.Hour, ReleasedWait: 50 * time.Millisecond})
+	if err := p.Warm(cfgOf(b, 640, 480)); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	var last *session.Prepared
+	for range 2 {
+		cfg := cfgOf(b, 640, 480)
+		if !p.Take(&cfg) {
+			t.Fatalf("no warm sandbox: %+v", p.Stats())
+		}
+		last = cfg.Prepared
+	}
+	if deferred, err := last.Release(t.Context(), last.Env); !deferred || err != nil {
+		t.Fatalf("release in a loop: deferred %v, %v", deferred, err)
+	}
+	waitFor(t, "the released sandbox removed after ReleasedWait", func() bool { return fb.env(last.Env.Info().ID) == nil })
 }

@@ -94,7 +94,8 @@ func (s *Server) poolInfo() *api.Pool {
 	st := s.pool.Stats()
 	return &api.Pool{Size: st.Size, Max: st.Max, Keys: len(st.Keys), Idle: st.Idle, Creating: st.Creating,
 		Warm: st.Warm, Cold: st.Cold, Launched: st.Launched, Replaced: st.Replaced, Failed: st.Failed, HitRate: st.HitRate,
-		RefillP50MS: msOf(st.RefillP50), RefillP95MS: msOf(st.RefillP95), CreateP50MS: msOf(st.CreateP50)}
+		RefillP50MS: msOf(st.RefillP50), RefillP95MS: msOf(st.RefillP95), CreateP50MS: msOf(st.CreateP50),
+		Released: st.Released, Deferred: st.Deferred}
 }
 
 // msOf is d in milliseconds.

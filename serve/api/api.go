@@ -285,6 +285,11 @@ type Pool struct {
 	RefillP50MS float64 `json:"refill_p50_ms"`
 	RefillP95MS float64 `json:"refill_p95_ms"`
 	CreateP50MS float64 `json:"create_p50_ms"` // the median time of one pooled sandbox's create
+	// Released is how many sandboxes whose episode ended inside a loop of
+	// resets wait, their apps stopped, for the loop to pause to be
+	// removed; Deferred counts the removals ever deferred so.
+	Released int   `json:"released"`
+	Deferred int64 `json:"deferred"`
 }
 
 // CreateRequest is POST /v1/envs: a new environment and its first
