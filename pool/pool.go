@@ -412,7 +412,11 @@ func (ks *keyState) targetLocked(size, most int, now time.Time) int {
 // demandLocked is how many takes of ks are to be expected while one
 // sandbox is created: the takes per second over the demand window times
 // the average create time, with half again as margin; 0 until two takes
-// and a create were seen.
+// and a create were seen. The rate is the n takes' n−1 intervals over the
+// time from the first to now: right after a take that is the loop's own
+// rate (n over it read twice the rate from two takes, so a burst's first
+// resets looked like a loop that drains a deep pool, and its refills ran
+// beside the whole burst), and it falls while no take comes.
 func (ks *keyState) demandLocked(now time.Time) int {
 	n := 0
 	for _, t := range ks.takes {
@@ -428,7 +432,7 @@ func (ks *keyState) demandLocked(now time.Time) int {
 	if span <= 0 {
 		return 0
 	}
-	rate := float64(n) / span.Seconds()
+	rate := float64(n-1) / span.Seconds()
 	return int(math.Ceil(rate * ks.createAvg.Seconds() * 1.5))
 }
 

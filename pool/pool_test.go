@@ -864,11 +864,15 @@ func TestRefillAt(t *testing.T) {
 		{"a take, one idle left", single, 1, 0, single.taken.Add(delay)},
 		{"a take, none left", single, 0, 0, time.Time{}},
 		{"a take, a claim waiting", single, 1, 1, time.Time{}},
-		// 10 takes in 450ms, creates of 250ms: 22.2 × 0.25 × 1.5 = 8.3, 9 taken
-		// while one is created.
-		{"a loop, as many idle as it takes during a create", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 9, 0, time.Time{}},
-		{"a loop, more idle than it takes during a create", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 10, 0, now.Add(delay)},
-		{"a loop, more idle, a claim waiting", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 10, 1, time.Time{}},
+		// 10 takes in 450ms (20 a second), creates of 250ms: 20 × 0.25 × 1.5
+		// = 7.5, 8 taken while one is created.
+		{"a loop, as many idle as it takes during a create", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 8, 0, time.Time{}},
+		{"a loop, more idle than it takes during a create", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 9, 0, now.Add(delay)},
+		{"a loop, more idle, a claim waiting", &keyState{takes: loopTakes(10), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: 250 * time.Millisecond}, 9, 1, time.Time{}},
+		// Two takes 50ms apart are 20 a second, not 40: with creates of
+		// 1s, 30 taken while one is created, not 60.
+		{"a burst's first two takes, 30 idle", &keyState{takes: loopTakes(2), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: time.Second}, 30, 0, time.Time{}},
+		{"a burst's first two takes, 31 idle", &keyState{takes: loopTakes(2), taken: now, prevTaken: now.Add(-50 * time.Millisecond), createAvg: time.Second}, 31, 0, now.Add(delay)},
 		{"a loop, no create measured yet, one idle", &keyState{takes: loopTakes(2), taken: now, prevTaken: now.Add(-50 * time.Millisecond)}, 1, 0, time.Time{}},
 		{"a loop, no create measured yet, two idle", &keyState{takes: loopTakes(2), taken: now, prevTaken: now.Add(-50 * time.Millisecond)}, 2, 0, now.Add(delay)},
 		{"a failed create's retry", &keyState{retryAt: now.Add(time.Second)}, 0, 0, now.Add(time.Second)},
