@@ -73,6 +73,12 @@ func TestRelease(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitFull(t, p)
+			// No create ends from here on: the key's idle sandboxes are
+			// what the takes leave (a refill landing between them made
+			// "drained" a race).
+			fb.mu.Lock()
+			fb.block = make(chan struct{})
+			fb.mu.Unlock()
 			var waiting []string
 			p.mu.Lock()
 			for i := range c.released {
