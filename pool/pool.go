@@ -858,14 +858,28 @@ func (p *Pool) replaceLocked(ks *keyState, m *member, why string) {
 
 // closeLocked removes a member's sandbox in the background (Close waits
 // for it).
-func (p *Pool) closeLocked(m *member) {
+func (p *Pool) closeLocked(m *member) { p.removeEnvLocked(m.env, false) }
+
+// removeEnvLocked removes env in the background (Close waits for it); a
+// released one counts in removing until it is gone, and its end wakes
+// the filler for the next.
+func (p *Pool) removeEnvLocked(env environment.Environment, released bool) {
+	if released {
+		p.removing++
+	}
 	p.closing.Add(1)
 	go func() {
 		defer p.closing.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), p.o.CloseTimeout)
 		defer cancel()
-		if err := m.env.Close(ctx); err != nil {
+		if err := env.Close(ctx); err != nil {
 			p.o.Log("pool: removing a sandbox: %v", err)
+		}
+		if released {
+			p.mu.Lock()
+			p.removing--
+			p.mu.Unlock()
+			p.kick()
 		}
 	}()
 }
@@ -887,6 +901,7 @@ func (p *Pool) release(ctx context.Context, env environment.Environment) (deferr
 		return false, env.Close(ctx)
 	}
 	if _, err := h.HoldApp(ctx, true); err != nil {
+		p.o.Log("pool: stopping an ended episode's app (its sandbox is removed now): %v", err)
 		return false, env.Close(ctx)
 	}
 	p.mu.Lock()
@@ -895,7 +910,7 @@ func (p *Pool) release(ctx context.Context, env environment.Environment) (deferr
 		return false, env.Close(ctx)
 	}
 	if len(p.released) >= p.o.Max { // at most Max wait: the oldest goes now
-		p.removeReleasedLocked(p.released[0].env)
+		p.removeEnvLocked(p.released[0].env, true)
 		p.released = p.released[1:]
 	}
 	p.released = append(p.released, releasedEnv{env, time.Now()})
@@ -947,7 +962,7 @@ func (p *Pool) startRemovalsLocked(now time.Time) (retry time.Duration) {
 			break
 		}
 		p.released = p.released[1:]
-		p.removeReleasedLocked(r.env)
+		p.removeEnvLocked(r.env, true)
 	}
 	if len(p.released) == 0 || p.removing >= p.parallelMost() {
 		return 0 // a removal's end kicks the filler
@@ -964,25 +979,6 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// removeReleasedLocked removes a released sandbox in the background
-// (Close waits for it).
-func (p *Pool) removeReleasedLocked(env environment.Environment) {
-	p.removing++
-	p.closing.Add(1)
-	go func() {
-		defer p.closing.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), p.o.CloseTimeout)
-		defer cancel()
-		if err := env.Close(ctx); err != nil {
-			p.o.Log("pool: removing a sandbox whose episode ended: %v", err)
-		}
-		p.mu.Lock()
-		p.removing--
-		p.mu.Unlock()
-		p.kick()
-	}()
 }
 
 // held is the sandboxes the pool holds: idle and being created.
@@ -1381,7 +1377,7 @@ func (p *Pool) Close(ctx context.Context) error {
 			}
 		}
 		for _, r := range p.released {
-			p.removeReleasedLocked(r.env)
+			p.removeEnvLocked(r.env, true)
 		}
 		p.released = nil
 	}

@@ -90,15 +90,8 @@ func TestRelease(t *testing.T) {
 				waiting = append(waiting, e.id)
 			}
 			p.mu.Unlock()
-			var last environment.Environment
-			var rel func(context.Context, environment.Environment) (bool, error)
-			for range c.takes {
-				cfg := cfgOf(b, 640, 480)
-				if !p.Take(&cfg) {
-					t.Fatalf("no warm sandbox: %+v", p.Stats())
-				}
-				last, rel = cfg.Prepared.Env, cfg.Prepared.Release
-			}
+			taken := takeN(t, p, b, c.takes)
+			last, rel := taken[len(taken)-1].Env, taken[len(taken)-1].Release
 			if rel == nil {
 				t.Fatal("a pooled sandbox came without its Release")
 			}
@@ -138,6 +131,20 @@ func TestRelease(t *testing.T) {
 	}
 }
 
+// takeN takes n sandboxes of b's 640×480 key back to back.
+func takeN(t *testing.T, p *Pool, b environment.Backend, n int) []*session.Prepared {
+	t.Helper()
+	var out []*session.Prepared
+	for range n {
+		cfg := cfgOf(b, 640, 480)
+		if !p.Take(&cfg) {
+			t.Fatalf("no warm sandbox: %+v", p.Stats())
+		}
+		out = append(out, cfg.Prepared)
+	}
+	return out
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -157,12 +164,9 @@ func TestReleasedRemovedAtPause(t *testing.T) {
 	waitFull(t, p)
 	var ids []string
 	for range 3 {
-		cfg := cfgOf(b, 640, 480)
-		if !p.Take(&cfg) {
-			t.Fatalf("no warm sandbox: %+v", p.Stats())
-		}
-		ids = append(ids, cfg.Prepared.Env.Info().ID)
-		if _, err := cfg.Prepared.Release(t.Context(), cfg.Prepared.Env); err != nil {
+		pr := takeN(t, p, b, 1)[0]
+		ids = append(ids, pr.Env.Info().ID)
+		if _, err := pr.Release(t.Context(), pr.Env); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,15 +181,12 @@ func TestReleasedRemovedAtPause(t *testing.T) {
 		}
 		return p.Stats().Released == 0
 	})
-	cfg := cfgOf(b, 640, 480)
-	if !p.Take(&cfg) {
-		t.Fatal("no warm sandbox")
-	}
+	pr := takeN(t, p, b, 1)[0]
 	if err := p.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if deferred, err := cfg.Prepared.Release(t.Context(), cfg.Prepared.Env); deferred || err != nil || fb.env(cfg.Prepared.Env.Info().ID) != nil {
-		t.Errorf("release after Close: deferred %v, err %v, still live %v", deferred, err, fb.env(cfg.Prepared.Env.Info().ID) != nil)
+	if deferred, err := pr.Release(t.Context(), pr.Env); deferred || err != nil || fb.env(pr.Env.Info().ID) != nil {
+		t.Errorf("release after Close: deferred %v, err %v, still live %v", deferred, err, fb.env(pr.Env.Info().ID) != nil)
 	}
 }
 
@@ -199,14 +200,7 @@ func TestReleasedWaitBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFull(t, p)
-	var last *session.Prepared
-	for range 2 {
-		cfg := cfgOf(b, 640, 480)
-		if !p.Take(&cfg) {
-			t.Fatalf("no warm sandbox: %+v", p.Stats())
-		}
-		last = cfg.Prepared
-	}
+	last := takeN(t, p, b, 2)[1]
 	if deferred, err := last.Release(t.Context(), last.Env); !deferred || err != nil {
 		t.Fatalf("release in a loop: deferred %v, %v", deferred, err)
 	}

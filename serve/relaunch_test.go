@@ -148,6 +148,16 @@ func TestRelaunchRefused(t *testing.T) {
 	}
 }
 
+// stallStops is a guest's OnStop that counts the stops and holds each
+// until release is closed (a removal under way).
+func stallStops(stops *atomic.Int32, release <-chan struct{}) func(*guestenvtest.Writer, *wire.Message) bool {
+	return func(*guestenvtest.Writer, *wire.Message) bool {
+		stops.Add(1)
+		<-release
+		return false
+	}
+}
+
 // canRelaunchHere gives the harness's backend the capability relaunch.
 func canRelaunchHere(o *Options) {
 	o.Backends[0].(*guestenvtest.Backend).Relaunch = true
@@ -164,11 +174,7 @@ func TestFreshResetsCloseBehind(t *testing.T) {
 	var stops atomic.Int32
 	h := newHarness(t, func() *guestenvtest.Guest {
 		return &guestenvtest.Guest{
-			OnStop: func(*guestenvtest.Writer, *wire.Message) bool {
-				stops.Add(1)
-				<-release
-				return false
-			},
+			OnStop: stallStops(&stops, release),
 			OnHold: func(w *guestenvtest.Writer, m *wire.Message) bool {
 				w.Frame(&wire.Header{Type: wire.Response, ID: m.ID, Method: m.Method,
 					Error: &wire.RemoteError{Code: wire.CodeInternal, Message: "no hold here"}}, nil)
@@ -232,11 +238,7 @@ func TestFreshResetsDeferRemovals(t *testing.T) {
 	var stops, holds atomic.Int32
 	h := newHarness(t, func() *guestenvtest.Guest {
 		return &guestenvtest.Guest{
-			OnStop: func(*guestenvtest.Writer, *wire.Message) bool {
-				stops.Add(1)
-				<-release
-				return false
-			},
+			OnStop: stallStops(&stops, release),
 			OnHold: func(w *guestenvtest.Writer, m *wire.Message) bool {
 				holds.Add(1)
 				return false

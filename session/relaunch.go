@@ -127,6 +127,7 @@ func (s *Session) resetInPlace(ctx context.Context) {
 		s.teardown(ctx)
 		return
 	}
-	s.relay.attach(nil)                                                 // what the sandbox says until the next session takes it is dropped
-	s.kept = &Prepared{Env: env, Events: s.relay, Release: s.release()} // a pool's sandbox stays the pool's to end
+	s.relay.attach(nil) // what the sandbox says until the next session takes it is dropped
+	// A pool's sandbox stays the pool's to end.
+	s.kept = &Prepared{Env: env, Events: s.relay, Release: s.release()}
 }
