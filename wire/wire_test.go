@@ -286,3 +286,32 @@ func TestWriteErrorEndsStream(t *testing.T) {
 		t.Fatalf("a frame refused before writing ended the stream: %v", ok.Err())
 	}
 }
+
+// TestServePayloadsOwned: without a Limit's PayloadBuf, each message's
+// payload is a buffer of its own that no later read reuses; the guest
+// keeps staged files' payloads as they came (guest.stagedApp.add).
+func TestServePayloadsOwned(t *testing.T) {
+	host, guest := pipePair(t)
+	got := make(chan []byte, 3)
+	go guest.Serve(func(m *Message) { got <- m.Payload })
+	want := [][]byte{bytes.Repeat([]byte{1}, 70<<10), bytes.Repeat([]byte{2}, 70<<10), []byte("three")}
+	for _, p := range want {
+		if _, err := host.Send(MethodWriteFile, nil, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var kept [][]byte
+	for range want {
+		select {
+		case p := <-got:
+			kept = append(kept, p)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a message did not arrive")
+		}
+	}
+	for i, p := range kept {
+		if !bytes.Equal(p, want[i]) {
+			t.Errorf("payload %d changed after later reads (%d bytes, first %v)", i, len(p), p[:min(len(p), 4)])
+		}
+	}
+}
