@@ -115,15 +115,17 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 // app next): the first capture sets up the MIT-SHM segment and the
 // encoder's buffer, and their fresh pages fault in the server and here.
 // Done then, it cost the cold start's first screenshot 12–21 ms (of a
-// 2 KB frame; 2026-12-04). It holds the capture lane, as a screenshot
-// does; what it computed is kept by the frame's Gen (keptFrame), so the
-// next screenshot recomputes only what changed since.
+// frame that encodes to 2 KB; 2026-12-04). It holds the capture lane, as
+// a screenshot does; what it computed is kept by the frame's Gen
+// (keptFrame), so the next screenshot recomputes only what changed since.
+// The encoding becomes g.encBuf only if no screenshot has made one yet: a
+// screenshot's answer carries g.encBuf after the lane is released, so a
+// capture that could run beside that answer must not write into it.
 func (g *Guest) warmCapture() {
 	ctx, cancel := context.WithTimeout(context.Background(), xTimeout)
 	defer cancel()
 	err := g.x.CaptureDamaged(ctx, func(f x11.Frame) error {
-		g.kept.hash(f)
-		g.encode(f)
+		g.encBuf = g.kept.warm(f, g.encBuf)
 		return nil
 	})
 	if err != nil {
@@ -131,14 +133,16 @@ func (g *Guest) warmCapture() {
 	}
 }
 
-// encode makes g.encBuf the encoding of f unless it already is; under
-// the capture lane.
-func (g *Guest) encode(f x11.Frame) {
-	if g.kept.encGen != f.Gen {
-		g.kept.encGen = 0
-		g.encBuf = s2.Encode(g.encBuf[:cap(g.encBuf)], packed(f))
-		g.kept.encGen = f.Gen
+// warm hashes f and returns the encoding buffer to keep: buf itself when
+// it is set (a screenshot's answer may be carrying it), else f encoded
+// into a new one. Under the capture lane.
+func (k *keptFrame) warm(f x11.Frame, buf []byte) []byte {
+	k.hash(f)
+	if buf != nil {
+		return buf
 	}
+	k.encGen = f.Gen
+	return s2.Encode(nil, packed(f))
 }
 
 // screenshot captures the screen; an unchanged screen (same hash as the
@@ -163,7 +167,11 @@ func (g *Guest) screenshot(ctx context.Context, req wire.ScreenshotRequest) (wir
 			return nil
 		}
 		resp.Encoding = wire.EncodingBGRXS2
-		g.encode(f)
+		if g.kept.encGen != f.Gen {
+			g.kept.encGen = 0
+			g.encBuf = s2.Encode(g.encBuf[:cap(g.encBuf)], packed(f))
+			g.kept.encGen = f.Gen
+		}
 		return nil
 	}
 	if !req.WithState {
