@@ -114,7 +114,7 @@ func (g *Guest) start(ctx context.Context, req wire.StartRequest) (wire.StartRes
 // screenshot would, while the host goes on (it stages and launches the
 // app next): the first capture sets up the MIT-SHM segment and the
 // encoder's buffer, and their fresh pages fault in the server and here.
-// Done then, it cost the cold start's first screenshot 12–21 ms (of a
+// Left to the cold start's first screenshot, that cost it 12–21 ms (a
 // frame that encodes to 2 KB; 2026-12-04). It holds the capture lane, as
 // a screenshot does; what it computed is kept by the frame's Gen
 // (keptFrame), so the next screenshot recomputes only what changed since.

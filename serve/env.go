@@ -551,9 +551,10 @@ func (e *env) finish(ctx context.Context, end session.End) {
 // closeBehind closes the episode a reset ended, once the next one has
 // started: its sandbox is removed (or, a pool's inside a loop of resets,
 // its app stopped and the removal left to the pool: pool.Pool.release)
-// and its trace finalised in the background (the shutdown and a close of the environment wait for it),
-// so a reset costs the next episode's start only. Its last events (its end) may reach the
-// event stream after the next episode's first, marked with its episode.
+// and its trace finalised in the background (the shutdown and a close
+// of the environment wait for it), so a reset costs the next episode's
+// start only. Its last events (its end) may reach the event stream after
+// the next episode's first, marked with its episode.
 // At most maxBehind episodes are closed behind at once while the warm
 // pool holds an idle sandbox, else one: a reset beyond them waits for the
 // oldest.
