@@ -95,6 +95,8 @@ type Guest struct {
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications
 	winCh   chan struct{}
+	// refreshLimit, when set (ns), replaces refreshTimeout (tests).
+	refreshLimit atomic.Int64
 
 	capBuf []byte
 	encBuf []byte

@@ -251,7 +251,7 @@ func (g *Guest) waitNoWindows(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	for {
-		g.refreshWindows()
+		_ = g.refreshWindows() // a failed read is tried again below
 		g.winMu.Lock()
 		n, ch := len(g.windows), g.winCh
 		g.winMu.Unlock()

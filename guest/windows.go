@@ -2,8 +2,10 @@ package guest
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -11,20 +13,63 @@ import (
 type windowInfo = observe.Window
 
 // watchWindows keeps the window cache current and tells the host about
-// windows appearing, retitling and going away.
+// windows appearing, retitling and going away. A refresh that fails (the
+// server too slow to answer within refreshTimeout on a loaded machine) is
+// tried again until one succeeds: the notification that asked for it will
+// not come again, and a window mapped then would stay missing from the
+// cache (a launch then waits its whole ready timeout for a window that is
+// up; e2e TestEvalSuite saw it once in CI, 2026-12-04).
 func (g *Guest) watchWindows() {
-	g.refreshWindows()
-	for range g.x.WindowsChanged() {
-		g.refreshWindows()
+	changed := g.x.WindowsChanged()
+	failing := false
+	for {
+		err := g.refreshWindows()
+		switch {
+		case err == nil && failing:
+			g.logf("info", "window list read again")
+			failing = false
+		case err != nil && errors.Is(err, x11.ErrClosed):
+			return
+		case err != nil:
+			if !failing {
+				g.logf("warn", "reading the window list: %v (trying again)", err)
+			}
+			failing = true
+			select {
+			case _, ok := <-changed:
+				if !ok {
+					return
+				}
+			case <-time.After(refreshRetry):
+			}
+			continue
+		}
+		if _, ok := <-changed; !ok {
+			return
+		}
 	}
 }
 
-func (g *Guest) refreshWindows() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+// refreshTimeout bounds one read of the window list (Guest.refreshLimit
+// replaces it in tests); refreshRetry is the pause before a failed one is
+// tried again.
+const (
+	refreshTimeout = 2 * time.Second
+	refreshRetry   = 50 * time.Millisecond
+)
+
+// refreshWindows reads the window list into the cache and notifies the
+// host of what changed; on an error the cache is left as it was.
+func (g *Guest) refreshWindows() error {
+	limit := refreshTimeout
+	if d := g.refreshLimit.Load(); d != 0 {
+		limit = time.Duration(d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	ws, err := g.x.Windows(ctx)
 	if err != nil {
-		return
+		return err
 	}
 	list := make([]observe.Window, 0, len(ws))
 	for _, w := range ws {
@@ -59,6 +104,7 @@ func (g *Guest) refreshWindows() {
 	for _, w := range byID {
 		_ = g.conn.Notify(wire.EventWindow, wire.WindowEvent{Kind: "unmapped", Window: w}, nil)
 	}
+	return nil
 }
 
 // windowList returns the cached windows.
