@@ -1,10 +1,14 @@
 package guest
 
 import (
+	"bytes"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
+
+	"github.com/codegirl-games/agentbox/guest/x11"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -29,5 +33,26 @@ func TestStartRefusesScreens(t *testing.T) {
 			t.Errorf("start at %v started Xvfb", s)
 			g.server.Stop(t.Context())
 		}
+	}
+}
+
+// TestWarmKeepsAnswerBuffer: the warming capture hashes the frame and
+// encodes it only into a buffer of its own, never into one a screenshot
+// made (its answer may be on its way with it).
+func TestWarmKeepsAnswerBuffer(t *testing.T) {
+	pix := bytes.Repeat([]byte{1, 2, 3, 0}, 8*4)
+	f := x11.Frame{Width: 8, Height: 4, Stride: 32, Pix: pix, Gen: 7}
+	var k keptFrame
+	got := k.warm(f, nil)
+	if dec, err := s2.Decode(nil, got); err != nil || !bytes.Equal(dec, pix) || k.encGen != 7 || k.hashGen != 7 || k.sum == 0 {
+		t.Fatalf("warm without a buffer: decodes to %d bytes (%v), encGen %d, hashGen %d", len(dec), err, k.encGen, k.hashGen)
+	}
+
+	answer := []byte("a screenshot's answer")
+	k = keptFrame{encGen: 3}
+	f.Gen = 9
+	out := k.warm(f, answer)
+	if &out[0] != &answer[0] || string(answer) != "a screenshot's answer" || k.encGen != 3 || k.hashGen != 9 {
+		t.Errorf("warm with a buffer set: wrote or replaced it (%q), encGen %d, hashGen %d", answer, k.encGen, k.hashGen)
 	}
 }
