@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -57,6 +58,13 @@ type WM struct {
 	rc      string
 	tmpDir  string // removed by Stop when non-empty
 	readyIn time.Duration
+
+	// The readiness probe's window and its connection, kept open (its
+	// events drained) until Stop: see "The probe's connection outlives
+	// the start" in StartWM.
+	probe      xproto.Window
+	probeOnce  sync.Once
+	closeProbe func()
 }
 
 // StartWM starts Openbox on display with agentbox's configuration (see
@@ -105,15 +113,18 @@ func StartWM(ctx context.Context, display string, cfg WMConfig) (wm *WM, err err
 	if err != nil {
 		return nil, fmt.Errorf("xserver: %w", err)
 	}
+	closeProbe := func() { xdial.Close(xc, nc) }
 	stopEvents := make(chan struct{})
 	defer func() {
 		close(stopEvents)
-		xdial.Close(xc, nc)
+		if closeProbe != nil {
+			closeProbe()
+		}
 	}()
 	events := make(chan xgb.Event)
 	go func() {
-		// Always drain: xgb stops delivering replies when its event buffer
-		// is full.
+		// Always drain, also after StartWM returned (stopEvents): xgb
+		// stops delivering replies when its event buffer is full.
 		defer close(events)
 		for {
 			ev, xerr := xc.WaitForEvent()
@@ -184,8 +195,25 @@ func StartWM(ctx context.Context, display string, cfg WMConfig) (wm *WM, err err
 				// Only after our own request: a window manager already
 				// running may still answer requests of an earlier StartWM
 				// whose probe window had the same (reused) ID.
-				w.destroy()
-				return &WM{p: p, rc: rc, tmpDir: tmpDir, readyIn: time.Since(t0)}, nil
+				//
+				// The probe's connection outlives the start. Requests
+				// repeated while Openbox was busy are still queued for
+				// it, and it handles each as it would a new window of
+				// that ID (it pretends to manage it to work out the
+				// frame). Were the probe destroyed and the connection
+				// closed, the X server would give the next client (the
+				// app) the same ID range, and its first window the
+				// probe's ID: Openbox, reading the 1×1 probe and acting
+				// on the app's window, then placed the app as a 1×1
+				// window, centred (the mover's 640×480 window at (318,
+				// 229) instead of (0, 0), under load;
+				// TestStaleProbeRace). Kept open, the probe keeps its ID
+				// until Stop; its root window events are no longer asked
+				// for.
+				w.quiet()
+				wm := &WM{p: p, rc: rc, tmpDir: tmpDir, readyIn: time.Since(t0), probe: w.probe, closeProbe: closeProbe}
+				closeProbe = nil
+				return wm, nil
 			}
 		case <-probeC:
 			w.requestExtents()
@@ -277,7 +305,10 @@ func (w *watcher) requestExtents() {
 		xproto.EventMaskSubstructureRedirect|xproto.EventMaskSubstructureNotify, string(ev.Bytes()))
 }
 
-func (w *watcher) destroy() { xproto.DestroyWindow(w.xc, w.probe) }
+// quiet stops the root window's events to the watcher (unchecked).
+func (w *watcher) quiet() {
+	xproto.ChangeWindowAttributes(w.xc, w.root, xproto.CwEventMask, []uint32{0})
+}
 
 // writeOpenboxConfig writes rc.xml and menu.xml into dir and returns the
 // path of rc.xml.
@@ -328,6 +359,9 @@ func (w *WM) Done() <-chan struct{} { return w.p.done }
 // directory if StartWM created it.
 func (w *WM) Stop(ctx context.Context) error {
 	err := w.p.terminate(ctx)
+	if w.closeProbe != nil {
+		w.probeOnce.Do(w.closeProbe)
+	}
 	if w.tmpDir != "" {
 		if rerr := os.RemoveAll(w.tmpDir); rerr != nil && err == nil {
 			err = fmt.Errorf("xserver: %w", rerr)
