@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/jezek/xgb"
 	"github.com/klauspost/compress/s2"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -145,6 +146,23 @@ func (h *pipeHost) must(method string, in, out any, payload []byte) []byte {
 		h.t.Fatalf("%s: %v", method, err)
 	}
 	return p
+}
+
+// startBare says hello, starts a 320×240 display without a window
+// manager and connects to it as another client would.
+func (h *pipeHost) startBare(t *testing.T) *xgb.Conn {
+	t.Helper()
+	dir := t.TempDir()
+	h.must(wire.MethodHello, wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: "test"}, nil, nil)
+	var started wire.StartResponse
+	h.must(wire.MethodStart, wire.StartRequest{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}, NoWM: true,
+		Home: filepath.Join(dir, "home"), AppDir: filepath.Join(dir, "app"), TimeoutMS: 60000}, &started, nil)
+	xc, err := xgb.NewConnDisplay(started.Display)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(xc.Close)
+	return xc
 }
 
 // waitFor waits until ok holds for the events so far.

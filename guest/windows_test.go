@@ -1,16 +1,13 @@
 package guest
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/codegirl-games/agentbox/internal/testenv"
-	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -23,17 +20,7 @@ import (
 func TestWindowListAfterFailedRead(t *testing.T) {
 	testenv.Require(t, testenv.Programs("Xvfb"))
 	h, g := startGuestWith(t, Options{})
-	dir := t.TempDir()
-	h.must(wire.MethodHello, wire.Hello{Magic: wire.Magic, Protocol: wire.Protocol, Version: "test"}, nil, nil)
-	var started wire.StartResponse
-	h.must(wire.MethodStart, wire.StartRequest{Screen: observe.Screen{Width: 320, Height: 240, Depth: 24}, NoWM: true,
-		Home: filepath.Join(dir, "home"), AppDir: filepath.Join(dir, "app"), TimeoutMS: 60000}, &started, nil)
-
-	xc, err := xgb.NewConnDisplay(started.Display)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(xc.Close)
+	xc := h.startBare(t)
 	scr := xproto.Setup(xc).DefaultScreen(xc)
 
 	g.refreshLimit.Store(1) // every read of the window list fails
