@@ -237,9 +237,13 @@ func TestFillTakeRefill(t *testing.T) {
 	waitFull(t, p)
 	st := p.Stats()
 	// Six takes in a row are a loop: refilled at once, to the key's
-	// demand target (Size or more).
-	if st.Idle < 2 || len(st.Keys) != 1 || st.Idle > st.Keys[0].Target || st.Warm < 3 {
-		t.Errorf("after the takes: %+v, want 2 idle or more (within the target) and the takes counted warm", st)
+	// demand target (Size or more). The target falls while no take comes
+	// (the takes' rate is read over the time until now), so by the time
+	// the refills are done — later on a busy machine — it can be below
+	// what they were made for: bounded by Max here, not by the target
+	// then (CI, 2026-12-04: 4 idle, target 3).
+	if st.Idle < 2 || len(st.Keys) != 1 || st.Idle > st.Max || st.Warm < 3 {
+		t.Errorf("after the takes: %+v, want 2 idle or more (within Max) and the takes counted warm", st)
 	}
 	if st.Warm != 6 || st.Warm+st.Cold != int64(takes) {
 		t.Errorf("warm %d + cold %d, want 6 warm of %d takes", st.Warm, st.Cold, takes)
