@@ -63,8 +63,7 @@ type WM struct {
 	// events drained) until Stop: see "The probe's connection outlives
 	// the start" in StartWM.
 	probe      xproto.Window
-	probeOnce  sync.Once
-	closeProbe func()
+	closeProbe func() // once only (sync.OnceFunc)
 }
 
 // StartWM starts Openbox on display with agentbox's configuration (see
@@ -113,7 +112,7 @@ func StartWM(ctx context.Context, display string, cfg WMConfig) (wm *WM, err err
 	if err != nil {
 		return nil, fmt.Errorf("xserver: %w", err)
 	}
-	closeProbe := func() { xdial.Close(xc, nc) }
+	closeProbe := sync.OnceFunc(func() { xdial.Close(xc, nc) })
 	stopEvents := make(chan struct{})
 	defer func() {
 		close(stopEvents)
@@ -207,7 +206,7 @@ func StartWM(ctx context.Context, display string, cfg WMConfig) (wm *WM, err err
 				// on the app's window, then placed the app as a 1×1
 				// window, centred (the mover's 640×480 window at (318,
 				// 229) instead of (0, 0), under load;
-				// TestStaleProbeRace). Kept open, the probe keeps its ID
+				// TestWMProbeIDNotReused). Kept open, the probe keeps its ID
 				// until Stop; its root window events are no longer asked
 				// for.
 				w.quiet()
@@ -355,12 +354,13 @@ func (w *WM) ReadyAfter() time.Duration { return w.readyIn }
 // Done is closed when Openbox has exited.
 func (w *WM) Done() <-chan struct{} { return w.p.done }
 
-// Stop stops Openbox like Server.Stop and removes the configuration
-// directory if StartWM created it.
+// Stop stops Openbox like Server.Stop, closes the readiness probe's
+// connection and removes the configuration directory if StartWM created
+// it.
 func (w *WM) Stop(ctx context.Context) error {
 	err := w.p.terminate(ctx)
 	if w.closeProbe != nil {
-		w.probeOnce.Do(w.closeProbe)
+		w.closeProbe()
 	}
 	if w.tmpDir != "" {
 		if rerr := os.RemoveAll(w.tmpDir); rerr != nil && err == nil {
