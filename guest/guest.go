@@ -95,7 +95,8 @@ type Guest struct {
 	winMu   sync.Mutex
 	windows []windowInfo // cache, refreshed on X notifications
 	winCh   chan struct{}
-	// refreshLimit, when set (ns), replaces refreshTimeout (tests).
+	// refreshLimit, when non-zero (ns), replaces refreshTimeout (tests; a
+	// negative one fails every read before it starts).
 	refreshLimit atomic.Int64
 
 	capBuf []byte
