@@ -359,9 +359,7 @@ func (w *WM) Done() <-chan struct{} { return w.p.done }
 // it.
 func (w *WM) Stop(ctx context.Context) error {
 	err := w.p.terminate(ctx)
-	if w.closeProbe != nil {
-		w.closeProbe()
-	}
+	w.closeProbe()
 	if w.tmpDir != "" {
 		if rerr := os.RemoveAll(w.tmpDir); rerr != nil && err == nil {
 			err = fmt.Errorf("xserver: %w", rerr)
