@@ -19,6 +19,7 @@ import (
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/session"
 	"github.com/codegirl-games/agentbox/trace"
@@ -581,7 +582,7 @@ func (a *moverAgent) Decide(_ context.Context, obs *observe.Observation) (agent.
 }
 
 func fullRun(ctx context.Context, o Options, b *app.Bundle, rep *Report) error {
-	dir, err := os.MkdirTemp("", "agentbox-bench-")
+	dir, err := owner.TempDir("bench")
 	if err != nil {
 		return err
 	}

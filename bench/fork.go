@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/serve/api"
 )
 
@@ -33,7 +34,7 @@ func forkBench(ctx context.Context, o Options) (*ForkStats, error) {
 	if o.ForkCount < 1 || o.ForkSteps < 0 {
 		return nil, fmt.Errorf("a fork into %d of %d steps: want at least 1 fork and 0 or more steps", o.ForkCount, o.ForkSteps)
 	}
-	dir, err := os.MkdirTemp("", "agentbox-bench-fork-")
+	dir, err := owner.TempDir("bench-fork")
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/eval"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/pool"
 	"github.com/codegirl-games/agentbox/serve"
@@ -185,7 +186,7 @@ func startServerOf(ctx context.Context, o Options, appDir, dir string, size, max
 // poolReset measures reset → first observation from a warm pool and
 // from a cold create, in turn.
 func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
-	dir, err := os.MkdirTemp("", "agentbox-bench-pool-")
+	dir, err := owner.TempDir("bench-pool")
 	if err != nil {
 		return err
 	}
@@ -416,7 +417,7 @@ func relaunchLoop(ctx context.Context, c *client.Client, n int) (Stats, error) {
 // poolCapacity fills a pool of n idle environments in one in-process
 // server and measures what each takes.
 func poolCapacity(ctx context.Context, o Options, n int) (*Capacity, error) {
-	dir, err := os.MkdirTemp("", "agentbox-bench-capacity-")
+	dir, err := owner.TempDir("bench-capacity")
 	if err != nil {
 		return nil, err
 	}
@@ -628,7 +629,7 @@ func selfRSS() float64 {
 // poolEval runs the same suite with eval and with eval --pool, and
 // compares episodes per minute.
 func poolEval(ctx context.Context, o Options) (*EvalStats, error) {
-	dir, err := os.MkdirTemp("", "agentbox-bench-eval-")
+	dir, err := owner.TempDir("bench-eval")
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/client"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/serve"
 	"github.com/codegirl-games/agentbox/serve/api"
@@ -44,7 +45,7 @@ type RemoteStats struct {
 // HTTP, side by side.
 func remoteStep(ctx context.Context, o Options, b *app.Bundle) (*RemoteStats, error) {
 	screen := observe.DefaultScreen
-	dir, err := os.MkdirTemp("", "agentbox-bench-remote-")
+	dir, err := owner.TempDir("bench-remote")
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 )
 
@@ -19,11 +21,16 @@ func newGCCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove sandboxes that a killed agentbox left behind",
+		Short: "Remove sandboxes and temporary files that a killed agentbox left behind",
 		Long: `gc finds the sandboxes agentbox labelled as its own and removes those whose
 owning agentbox process (on this host) is gone. --all removes every agentbox
 sandbox, including those of runs still in progress. Named sandboxes (run --name)
-are kept, whatever the options, unless --named: then those no run holds go too.`,
+are kept, whatever the options, unless --named: then those no run holds go too.
+
+It also removes the temporary directories (serve's uploads, a sandbox network's
+sockets, an exec agent's screenshots) that agentbox processes of this user on
+this host made and could not remove because they were killed; those of live
+processes are kept, even with --all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			names := environment.Backends()
@@ -62,7 +69,7 @@ are kept, whatever the options, unless --named: then those no run holds go too.`
 				reaped = append(reaped, got...)
 			}
 			out := cmd.OutOrStdout()
-			failed := 0
+			temps, failed := reapTempDirs(out, dryRun)
 			for _, x := range reaped {
 				verb := "removed"
 				switch {
@@ -77,11 +84,11 @@ are kept, whatever the options, unless --named: then those no run holds go too.`
 				}
 				fmt.Fprintln(out)
 			}
-			if len(reaped) == 0 {
+			if len(reaped) == 0 && temps == 0 {
 				fmt.Fprintln(out, "nothing to collect")
 			}
 			if failed > 0 {
-				return failErr(fmt.Errorf("%d sandboxes could not be removed", failed))
+				return failErr(fmt.Errorf("%d sandboxes or directories could not be removed", failed))
 			}
 			return nil
 		},
@@ -91,4 +98,31 @@ are kept, whatever the options, unless --named: then those no run holds go too.`
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed")
 	cmd.Flags().StringVar(&backendName, "backend", "", "backend to collect from (default: every backend available here)")
 	return cmd
+}
+
+// reapTempDirs removes (or with dryRun lists) the temporary directories of
+// agentbox processes that are gone (owner.Orphans), a line each, and
+// returns how many it found and how many it could not remove. A
+// directory that cannot be listed is reported as one failure.
+func reapTempDirs(out io.Writer, dryRun bool) (found, failed int) {
+	orphans, err := owner.Orphans("")
+	if err != nil {
+		fmt.Fprintf(out, "failed to look for temporary directories: %s\n", termsafe.Line(err.Error()))
+		return 0, 1
+	}
+	for _, o := range orphans {
+		verb := "removed"
+		var rerr error
+		if dryRun {
+			verb = "would remove"
+		} else if rerr = o.Remove(); rerr != nil {
+			verb, failed = "failed to remove", failed+1
+		}
+		fmt.Fprintf(out, "%s temporary directory %s (%s, created %s): %s", verb, termsafe.Line(o.Path), termsafe.Line(o.Kind), o.Created.UTC().Format(time.RFC3339), termsafe.Line(o.Reason))
+		if rerr != nil {
+			fmt.Fprintf(out, ": %s", termsafe.Line(rerr.Error()))
+		}
+		fmt.Fprintln(out)
+	}
+	return len(orphans), failed
 }

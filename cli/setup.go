@@ -19,6 +19,8 @@ import (
 
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
+	"github.com/codegirl-games/agentbox/internal/owner"
+	"github.com/codegirl-games/agentbox/internal/plural"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/session"
 )
@@ -205,8 +207,20 @@ func handleSignals(cancel context.CancelCauseFunc, stderr io.Writer, backend env
 }
 
 // reapLeftovers removes, before a command starts its own, the sandboxes
-// a killed agentbox left behind, and says which.
+// and temporary directories a killed agentbox left behind, and says which
+// (the directories in one line: a killed server may have left many).
 func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.Writer) {
+	if orphans, err := owner.Orphans(""); err == nil && len(orphans) > 0 {
+		removed := 0
+		for _, o := range orphans {
+			if o.Remove() == nil {
+				removed++
+			}
+		}
+		if removed > 0 {
+			fmt.Fprintf(stderr, "agentbox: removed %s that agentbox processes now gone left behind (see agentbox gc)\n", plural.Count(removed, "temporary directory", "temporary directories"))
+		}
+	}
 	r, ok := backend.(environment.Reaper)
 	if !ok {
 		return

@@ -89,6 +89,10 @@ func newBrowser(t testing.TB, w, h int) *browser {
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("force-color-profile", "srgb"),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium keeps its singleton's socket in a directory of its own
+		// under TMPDIR, which a killed browser (every test's end) leaves:
+		// one of the test's, removed with it.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(w, h),
 	}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)

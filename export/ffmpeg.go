@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +33,7 @@ func writeFFmpeg(ctx context.Context, format string, frames []Frame, out, bin st
 	if err != nil {
 		return 0, err
 	}
-	dir, err := os.MkdirTemp("", "agentbox-export-")
+	dir, err := owner.TempDir("export")
 	if err != nil {
 		return 0, fmt.Errorf("export: %w", err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/codegirl-games/agentbox/app"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/connlimit"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/internal/vault"
 	"github.com/codegirl-games/agentbox/internal/version"
 	"github.com/codegirl-games/agentbox/mcp"
@@ -280,7 +281,7 @@ func New(o Options) (*Server, error) {
 		s.tokens[sum] = hex.EncodeToString(sum[:])
 	}
 	if s.o.UploadDir == "" {
-		d, err := os.MkdirTemp("", "agentbox-serve-")
+		d, err := owner.TempDir("serve")
 		if err != nil {
 			return nil, fmt.Errorf("serve: a directory for uploads: %w", err)
 		}

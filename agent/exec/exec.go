@@ -35,6 +35,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/agent"
 	"github.com/codegirl-games/agentbox/agent/llm"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/internal/pipes"
 	"github.com/codegirl-games/agentbox/internal/termsafe"
 	"github.com/codegirl-games/agentbox/internal/textcut"
@@ -152,7 +153,7 @@ func New(opts agent.Options) (*Agent, error) {
 func (a *Agent) Start(ctx context.Context, task agent.Task) error {
 	a.limits = action.DefaultLimits(task.Width, task.Height)
 	if a.shots == "file" {
-		dir, err := os.MkdirTemp("", "agentbox-exec-")
+		dir, err := owner.TempDir("exec")
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/netproxy"
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -37,7 +38,7 @@ func (e *Env) Network(sandboxUID int) (string, error) {
 	if e.net != nil {
 		return e.net.Dir(), nil
 	}
-	dir, err := os.MkdirTemp("", "agentbox-net-")
+	dir, err := owner.TempDir("net")
 	if err != nil {
 		return "", fmt.Errorf("%w: the network's socket directory: %w", environment.ErrUnavailable, err)
 	}
@@ -81,7 +82,7 @@ func (e *Env) CarryNetwork() error {
 	if !p.Enabled() || e.net != nil {
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "agentbox-net-")
+	dir, err := owner.TempDir("net")
 	if err != nil {
 		return fmt.Errorf("%w: the network's socket directory: %w", environment.ErrUnavailable, err)
 	}

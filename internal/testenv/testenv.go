@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codegirl-games/agentbox/internal/owner"
 	"github.com/moby/moby/client"
 )
 
@@ -214,7 +215,7 @@ func Build(t testing.TB, pkg string) string {
 	if p, ok := built[pkg]; ok {
 		return p
 	}
-	dir, err := os.MkdirTemp("", "agentbox-test-bin-")
+	dir, err := owner.TempDir("test-bin")
 	if err != nil {
 		t.Fatal(err)
 	}
