@@ -218,7 +218,7 @@ func reapLeftovers(ctx context.Context, backend environment.Backend, stderr io.W
 			}
 		}
 		if removed > 0 {
-			fmt.Fprintf(stderr, "agentbox: removed %s that agentbox processes now gone left behind (see agentbox gc)\n", plural.Count(removed, "temporary directory", "temporary directories"))
+			fmt.Fprintf(stderr, "agentbox: removed %s left behind by agentbox processes that are gone (see agentbox gc)\n", plural.Count(removed, "temporary directory", "temporary directories"))
 		}
 	}
 	r, ok := backend.(environment.Reaper)
