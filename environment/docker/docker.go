@@ -132,14 +132,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 		}
 		return nil, fmt.Errorf("%w: inspect %s: %w", environment.ErrImage, image, err)
 	}
-	guestBin, err := GuestBinary(cfg.GuestBinary)
-	if err == nil {
-		// Mounted from a neutral copy: the sandbox's mount table shows the
-		// source of every bind mount (guestenv.Staged).
-		if guestBin, err = guestenv.Staged(guestBin); err != nil {
-			err = fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
-		}
-	}
+	files, err := stageFiles(cfg)
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -182,7 +175,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 	if err != nil {
 		return nil, err
 	}
-	create := createOptions(cfg, image, guestBin, res)
+	create := createOptions(cfg, image, files, res)
 	if cfg.Name != "" {
 		create.HostConfig.Mounts = append(create.HostConfig.Mounts, homeMount(cfg.Name))
 	}
@@ -228,7 +221,7 @@ func (b *Backend) Create(ctx context.Context, cfg environment.Config) (_ environ
 // as the namespace's init it cannot be stopped or killed from inside.
 // Docker stops it with SIGKILL (StopSignal): the guest ignores catchable
 // signals, which anything inside the sandbox could send.
-func createOptions(cfg environment.Config, image, guestBin string, res environment.Resources) client.ContainerCreateOptions {
+func createOptions(cfg environment.Config, image string, files sandboxFiles, res environment.Resources) client.ContainerCreateOptions {
 	no := false
 	mem := int64(res.MemoryMB) << 20
 	pids := int64(res.PIDs)
@@ -250,6 +243,17 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			Tty:          false,
 			Labels:       Labels(cfg.RunID),
 			StopSignal:   "SIGKILL",
+			// No Docker networking at all, not even its "none" network:
+			// runc still gives the container a network namespace of its
+			// own with only its loopback, up (what "none" gives), but
+			// Docker makes no network sandbox for it, so each start runs
+			// no prestart hook and no re-execution of dockerd
+			// (libnetwork-setkey, set-ipv6) and the removal no network
+			// teardown. Docker then writes no /etc/hosts: the loopback
+			// names are mounted (files.Hosts), and /etc/resolv.conf is
+			// the image's, empty (no resolver: the sandbox has none to
+			// reach; its egress is the guest's relay, by policy).
+			NetworkDisabled: true,
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
@@ -273,12 +277,43 @@ func createOptions(cfg environment.Config, image, guestBin string, res environme
 			},
 			Mounts: []mount.Mount{{
 				Type:     mount.TypeBind,
-				Source:   guestBin,
+				Source:   files.Guest,
 				Target:   guestPath,
+				ReadOnly: true,
+			}, {
+				Type:     mount.TypeBind,
+				Source:   files.Hosts,
+				Target:   "/etc/hosts",
 				ReadOnly: true,
 			}},
 		},
 	}
+}
+
+// sandboxFiles are the host files a sandbox mounts read-only, from the
+// stage directory (guestenv.Staged): the guest binary and /etc/hosts.
+type sandboxFiles struct {
+	Guest, Hosts string
+}
+
+// stageFiles stages what the sandbox mounts: the guest binary cfg names
+// (GuestBinary) as its neutral copy — the sandbox's mount table shows the
+// source of every bind mount — and the loopback hosts file.
+func stageFiles(cfg environment.Config) (sandboxFiles, error) {
+	bin, err := GuestBinary(cfg.GuestBinary)
+	if err == nil {
+		if bin, err = guestenv.Staged(bin); err != nil {
+			err = fmt.Errorf("%w: stage the guest binary: %w", environment.ErrGuest, err)
+		}
+	}
+	if err != nil {
+		return sandboxFiles{}, err
+	}
+	hosts, err := guestenv.HostsFile()
+	if err != nil {
+		return sandboxFiles{}, fmt.Errorf("%w: the sandbox's /etc/hosts: %w", environment.ErrUnavailable, err)
+	}
+	return sandboxFiles{Guest: bin, Hosts: hosts}, nil
 }
 
 func sanitize(s string) string {

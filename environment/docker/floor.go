@@ -13,7 +13,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/codegirl-games/agentbox/environment"
-	"github.com/codegirl-games/agentbox/environment/guestenv"
 	"github.com/codegirl-games/agentbox/guest/xserver"
 )
 
@@ -70,12 +69,9 @@ func floorSetup(ctx context.Context, cfg environment.Config) (*client.Client, st
 	if image == "" {
 		image = DefaultImage
 	}
-	guestBin, err := GuestBinary(cfg.GuestBinary)
-	if err == nil {
-		guestBin, err = guestenv.Staged(guestBin)
-	}
+	files, err := stageFiles(cfg)
 	if err != nil {
-		return nil, "", client.ContainerCreateOptions{}, fmt.Errorf("%w: the guest binary: %w", environment.ErrGuest, err)
+		return nil, "", client.ContainerCreateOptions{}, err
 	}
 	res := cfg.Resources.WithDefaults()
 	if err := res.Validate(); err != nil {
@@ -85,13 +81,13 @@ func floorSetup(ctx context.Context, cfg environment.Config) (*client.Client, st
 	if err != nil {
 		return nil, "", client.ContainerCreateOptions{}, err
 	}
-	return cli, image, floorOptions(cfg, image, guestBin, res), nil
+	return cli, image, floorOptions(cfg, image, files, res), nil
 }
 
 // floorOptions is createOptions with `true` as the command and no stdio
 // attached.
-func floorOptions(cfg environment.Config, image, guestBin string, res environment.Resources) client.ContainerCreateOptions {
-	o := createOptions(cfg, image, guestBin, res)
+func floorOptions(cfg environment.Config, image string, files sandboxFiles, res environment.Resources) client.ContainerCreateOptions {
+	o := createOptions(cfg, image, files, res)
 	o.Name += "-floor"
 	o.Config.Cmd = []string{"true"}
 	o.Config.OpenStdin, o.Config.StdinOnce = false, false

@@ -4,17 +4,43 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/moby/moby/api/types/mount"
+
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/observe"
 )
+
+// testFiles are the staged files the option tests mount.
+var testFiles = sandboxFiles{Guest: "/srv/guest", Hosts: "/srv/hosts"}
+
+// TestCreateOptionsNoNetworking: the container has no Docker networking
+// (no network sandbox, no hook at its start), only its own namespace's
+// loopback, and the loopback names mounted read-only as /etc/hosts; the
+// guest is the only other bind mount.
+func TestCreateOptionsNoNetworking(t *testing.T) {
+	o := createOptions(environment.Config{RunID: "r"}, "img", testFiles, environment.Resources{}.WithDefaults())
+	if !o.Config.NetworkDisabled || o.HostConfig.NetworkMode != "none" {
+		t.Errorf("NetworkDisabled %v, NetworkMode %q", o.Config.NetworkDisabled, o.HostConfig.NetworkMode)
+	}
+	want := map[string]string{guestPath: testFiles.Guest, "/etc/hosts": testFiles.Hosts}
+	for _, m := range o.HostConfig.Mounts {
+		if want[m.Target] != m.Source || m.Type != mount.TypeBind || !m.ReadOnly {
+			t.Errorf("mount %+v", m)
+		}
+		delete(want, m.Target)
+	}
+	if len(want) != 0 {
+		t.Errorf("not mounted: %v", want)
+	}
+}
 
 // TestFloorOptions: the cold-start floor's container is Create's, hardening
 // and all, but for its command (true), its name and its stdio.
 func TestFloorOptions(t *testing.T) {
 	cfg := environment.Config{RunID: "r1", Runtime: "runc"}
 	res := environment.Resources{}.WithDefaults()
-	want := createOptions(cfg, "img", "/srv/guest", res)
-	got := floorOptions(cfg, "img", "/srv/guest", res)
+	want := createOptions(cfg, "img", testFiles, res)
+	got := floorOptions(cfg, "img", testFiles, res)
 	if !reflect.DeepEqual(got.HostConfig, want.HostConfig) {
 		t.Errorf("host config differs:\n%+v\n%+v", got.HostConfig, want.HostConfig)
 	}
@@ -44,7 +70,7 @@ func TestCreateOptionsDisplay(t *testing.T) {
 		{environment.Config{RunID: "r"}, []string{guestPath, "guest", "--sandboxed", "--display", "640x480x24", "--wm"}},
 		{environment.Config{RunID: "r", NoWM: true, Screen: observe.Screen{Width: 1920, Height: 1080, Depth: 24}}, []string{guestPath, "guest", "--sandboxed", "--display", "1920x1080x24"}},
 	} {
-		if got := createOptions(tc.cfg, "img", "/srv/guest", res).Config.Cmd; !reflect.DeepEqual([]string(got), tc.want) {
+		if got := createOptions(tc.cfg, "img", testFiles, res).Config.Cmd; !reflect.DeepEqual([]string(got), tc.want) {
 			t.Errorf("cmd %q, want %q", got, tc.want)
 		}
 	}

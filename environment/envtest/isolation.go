@@ -268,6 +268,7 @@ func (s *suite) testEgress(t *testing.T) {
 		// Positive controls: the probe's own calls work inside.
 		{"TCP to itself on 127.0.0.1 works", e.TCPSelf == "" && e.SelfEcho == "pong", e.TCPSelf + " " + e.SelfEcho},
 		{"UDP to itself on 127.0.0.1 works", e.UDPSelf == "", e.UDPSelf},
+		{"localhost is a loopback name", e.Localhost == "", e.Localhost},
 	}
 	if ip != "" {
 		checks = append(checks,

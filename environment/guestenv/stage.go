@@ -194,3 +194,37 @@ func ownDir(dir string) error {
 	}
 	return nil
 }
+
+// LoopbackHosts is the /etc/hosts of a sandbox without a network: the
+// loopback names, as Docker writes them for a container of network mode
+// "none" (byte for byte), so that `localhost` resolves inside.
+const LoopbackHosts = "127.0.0.1\tlocalhost\n" +
+	"::1\tlocalhost ip6-localhost ip6-loopback\n" +
+	"fe00::0\tip6-localnet\n" +
+	"ff00::0\tip6-mcastprefix\n" +
+	"ff02::1\tip6-allnodes\n" +
+	"ff02::2\tip6-allrouters\n"
+
+// HostsFile returns the path of a file holding LoopbackHosts in the stage
+// directory (StageDir, beside the guest's copies: the same neutral place
+// in a sandbox's mount table, the same owner and modes), written once
+// (atomically) and again whenever it is not this user's, is writable by
+// others or differs. A backend whose runtime writes no /etc/hosts mounts
+// it there read-only.
+func HostsFile() (string, error) {
+	stageMu.Lock()
+	defer stageMu.Unlock()
+	if err := ownDir(stageDir); err != nil {
+		return "", err
+	}
+	dst := filepath.Join(stageDir, "hosts")
+	if sound(dst, int64(len(LoopbackHosts))) {
+		if got, err := os.ReadFile(dst); err == nil && string(got) == LoopbackHosts {
+			return dst, nil
+		}
+	}
+	if err := atomicfile.WriteFile(dst, []byte(LoopbackHosts), 0o644); err != nil {
+		return "", fmt.Errorf("write %s: %w", dst, err)
+	}
+	return dst, nil
+}

@@ -107,3 +107,49 @@ func TestStagedRefusesForeignDir(t *testing.T) {
 		}
 	}
 }
+
+// TestHostsFile: the loopback hosts file is written once into the stage
+// directory, readable by the sandbox's user, and written again when it was
+// changed or loosened.
+func TestHostsFile(t *testing.T) {
+	stage := filepath.Join(t.TempDir(), "stage")
+	useStageDir(t, stage)
+	p, err := HostsFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		t.Helper()
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(p)
+		if string(got) != LoopbackHosts || fi.Mode().Perm() != 0o644 || filepath.Dir(p) != stage {
+			t.Errorf("%s: %s is %v, %q", what, p, fi.Mode(), got)
+		}
+	}
+	check("first")
+	fi, _ := os.Stat(p)
+	if p2, err := HostsFile(); err != nil || p2 != p {
+		t.Fatalf("again: %s, %v", p2, err)
+	}
+	if fi2, _ := os.Stat(p); !os.SameFile(fi, fi2) {
+		t.Error("a sound file was written again")
+	}
+	for name, spoil := range map[string]func() error{
+		"changed":  func() error { return os.WriteFile(p, []byte("10.0.0.1\tlocalhost\n"+LoopbackHosts[17:]), 0o644) },
+		"loosened": func() error { return os.Chmod(p, 0o666) },
+	} {
+		if err := spoil(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := HostsFile(); err != nil {
+			t.Fatal(err)
+		}
+		check(name)
+	}
+	if !strings.HasPrefix(LoopbackHosts, "127.0.0.1\tlocalhost\n::1\tlocalhost ") {
+		t.Errorf("LoopbackHosts = %q", LoopbackHosts)
+	}
+}

@@ -38,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -224,7 +225,38 @@ func egress(hostIP, tcpPort, udpPort, loopPort string) probeout.Egress {
 		e.UDPSelf = errString(err)
 		pc.Close()
 	}
+	e.Localhost = localhost()
 	return e
+}
+
+// localhost says why "localhost" is not a loopback name here: /etc/hosts
+// (which C programs read through glibc as Go programs do) must map it to
+// 127.0.0.1, and a lookup must give loopback addresses only.
+func localhost() string {
+	data, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		return "read /etc/hosts: " + err.Error()
+	}
+	mapped := false
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 && f[0] == "127.0.0.1" && slices.Contains(f[1:], "localhost") {
+			mapped = true
+		}
+	}
+	if !mapped {
+		return fmt.Sprintf("/etc/hosts does not map localhost to 127.0.0.1: %q", data)
+	}
+	addrs, err := net.LookupHost("localhost")
+	if err != nil {
+		return "look up localhost: " + err.Error()
+	}
+	for _, a := range addrs {
+		if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
+			return fmt.Sprintf("localhost is %v", addrs)
+		}
+	}
+	return ""
 }
 
 // forkbomb starts long sleeps until the sandbox refuses another process,

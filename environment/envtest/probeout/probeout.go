@@ -57,6 +57,9 @@ type Egress struct {
 	TCPSelf  string // TCP to a listener of its own on 127.0.0.1
 	UDPSelf  string // UDP to itself on 127.0.0.1
 	SelfEcho string // what came back over its own TCP connection
+	// Localhost is why "localhost" is not a loopback name inside ("" when
+	// /etc/hosts maps it to 127.0.0.1 and a lookup gives loopback only).
+	Localhost string
 }
 
 // Print writes one report line to w.
