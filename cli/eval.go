@@ -69,7 +69,10 @@ task's app in them (an episode then begins with its app running, held
 until then; not for tasks on a virtual clock). --reset relaunch starts a
 task's episodes after its first in the sandbox of an earlier one, reset in
 place (the app and all it started killed, the home and /tmp restored, the
-display's state reset; the window manager kept), where the backend can.
+display's state reset; the window manager kept), where the backend can;
+an episode keeps its sandbox only while the task has more episodes to
+start than sandboxes kept, so the last ones are removed as their episodes
+end, and the pool once every episode has made its claim.
 agentbox view EVALDIR writes one page for the whole eval.
 
 --agent NAME (with --agent-opt K=V) runs every task with that agent,

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/codegirl-games/agentbox/agent"
@@ -111,34 +112,66 @@ type Options struct {
 	ModelConcurrency int
 	modelQueue       *llm.Queue
 
-	notes func(*Episode) io.Writer // where an episode's agent tells its waits
-	pool  *pool.Pool
-	kept  *keptSandboxes
+	notes   func(*Episode) io.Writer // where an episode's agent tells its waits
+	pool    *pool.Pool
+	claimed func() // an episode is past its claim on the pool
+	kept    *keptSandboxes
 }
 
 // keptSandboxes are sandboxes reset in place for a task's next episode
-// (Options.Relaunch), by task.
+// (Options.Relaunch), by task. An episode keeps its sandbox only while
+// the task's sandboxes kept and being kept do not cover its episodes not
+// yet started: the last episodes of a task end as a run without relaunch
+// does, their sandboxes removed at their end, beside the episodes still
+// running, not all at the eval's end, and not reset first for nobody.
 type keptSandboxes struct {
-	mu   sync.Mutex
-	byID map[string][]*session.Prepared
+	mu      sync.Mutex
+	byID    map[string][]*session.Prepared
+	pending map[string]int // episodes of each task not started yet
+	keeping map[string]int // episodes of each task running that keep their sandbox
 }
 
+func newKeptSandboxes() *keptSandboxes {
+	return &keptSandboxes{byID: map[string][]*session.Prepared{}, pending: map[string]int{}, keeping: map[string]int{}}
+}
+
+// expect counts the episodes about to run.
+func (k *keptSandboxes) expect(eps []*Episode) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, ep := range eps {
+		k.pending[ep.Task]++
+	}
+}
+
+// start is an episode of task starting: it takes the task's last kept
+// sandbox (nil if none) and says whether the episode is to keep its own
+// for a later episode.
+func (k *keptSandboxes) start(task string) (p *session.Prepared, keep bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pending[task] > 0 {
+		k.pending[task]--
+	}
+	if l := k.byID[task]; len(l) > 0 {
+		p, k.byID[task] = l[len(l)-1], l[:len(l)-1]
+	}
+	keep = len(k.byID[task])+k.keeping[task] < k.pending[task]
+	if keep {
+		k.keeping[task]++
+	}
+	return p, keep
+}
+
+// put is a keeping episode's end: its sandbox, reset in place, or nil when
+// it could not be reset (the session removed it).
 func (k *keptSandboxes) put(task string, p *session.Prepared) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.byID[task] = append(k.byID[task], p)
-}
-
-func (k *keptSandboxes) take(task string) *session.Prepared {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	l := k.byID[task]
-	if len(l) == 0 {
-		return nil
+	k.keeping[task]--
+	if p != nil {
+		k.byID[task] = append(k.byID[task], p)
 	}
-	p := l[len(l)-1]
-	k.byID[task] = l[:len(l)-1]
-	return p
 }
 
 // close removes every kept sandbox.
@@ -368,7 +401,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		if !environment.CapabilitiesOf(o.Backend).Relaunch {
 			return nil, fmt.Errorf("--reset relaunch: the %s backend cannot reset a sandbox in place (it lacks the capability relaunch)", o.Backend.Name())
 		}
-		o.kept = &keptSandboxes{byID: map[string][]*session.Prepared{}}
+		o.kept = newKeptSandboxes()
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -408,6 +441,27 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 
 // runEpisodes runs eps, o.Parallel at a time, until ctx ends.
 func runEpisodes(ctx context.Context, eps []*Episode, tasks map[string]*Task, bundles map[string]*app.Bundle, o Options, p *progress) {
+	if o.kept != nil {
+		o.kept.expect(eps)
+	}
+	if o.pool != nil {
+		// Once every episode has made its claim, what the pool holds is
+		// no episode's: it is removed then, beside the episodes still
+		// running, and refills no more.
+		var claimed atomic.Int64
+		var early sync.WaitGroup
+		defer early.Wait()
+		pl, total := o.pool, int64(len(eps))
+		o.claimed = func() {
+			if claimed.Add(1) == total {
+				early.Go(func() {
+					cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+					defer cancel()
+					_ = pl.Close(cctx) // its error is Run's deferred Close's to report
+				})
+			}
+		}
+	}
 	jobs := make(chan *Episode)
 	var wg sync.WaitGroup
 	for i := 0; i < o.Parallel; i++ {
@@ -522,12 +576,23 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	cfg.RunID = fmt.Sprintf("%s-%s-%03d", o.RunID, t.Name, ep.N)
 	cfg.TraceDir = filepath.Join(o.Out, rel)
 	cfg.Progress = progress
+	handedBack := func() {}
 	if o.kept != nil {
-		cfg.Prepared = o.kept.take(t.Name) // the sandbox of an earlier episode of the task, reset in place
-		cfg.Keep = func(p *session.Prepared) { o.kept.put(t.Name, p) }
+		// The sandbox of an earlier episode of the task, reset in place.
+		prepared, keep := o.kept.start(t.Name)
+		cfg.Prepared = prepared
+		if keep {
+			var once sync.Once
+			cfg.Keep = func(p *session.Prepared) { once.Do(func() { o.kept.put(t.Name, p) }) }
+			// A sandbox that could not be reset is not handed to Keep.
+			handedBack = func() { once.Do(func() { o.kept.put(t.Name, nil) }) }
+		}
 	}
 	if o.pool != nil {
 		o.pool.TakeWait(ctx, &cfg) // a warm sandbox when the task's key has one (or one under way); else Run creates one cold
+		if o.claimed != nil {
+			o.claimed()
+		}
 	}
 	loop := session.Loop{Agent: ag, FreezeWhileThinking: o.FreezeWhileThinking}
 	finished := func(session.Result) {}
@@ -535,6 +600,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		finished = o.Watch(t.Name, ep.N, &cfg, &loop)
 	}
 	res, err := session.Run(ctx, cfg, loop)
+	handedBack()
 	finished(res)
 	if c, ok := ag.(interface{ Close() error }); ok {
 		c.Close()
