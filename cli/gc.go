@@ -28,9 +28,9 @@ sandbox, including those of runs still in progress. Named sandboxes (run --name)
 are kept, whatever the options, unless --named: then those no run holds go too.
 
 It also removes the temporary directories (serve's uploads, a sandbox network's
-sockets, an exec agent's screenshots) that agentbox processes of this user on
-this host made and could not remove because they were killed; those of live
-processes are kept, even with --all.`,
+sockets, an exec agent's screenshots) that agentbox processes on this host made
+and could not remove because they were killed: this user's, and as root any
+user's; those of live processes are kept, even with --all.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			names := environment.Backends()

@@ -5,11 +5,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/codegirl-games/agentbox/internal/owner"
 )
 
 func TestOwnerAlive(t *testing.T) {
 	self := strconv.Itoa(os.Getpid())
-	start := ProcessStart(os.Getpid())
+	start := owner.Start(os.Getpid())
 	if start == 0 {
 		t.Fatal("no start time for this process")
 	}

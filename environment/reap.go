@@ -7,7 +7,7 @@ import (
 
 // Owner is what a sandbox recorded of the agentbox that created it (the
 // Docker backend in labels, Kubernetes in annotations): its host, PID and
-// ProcessStart (decimal), and the run's full ID.
+// owner.Start (decimal), and the run's full ID.
 type Owner struct {
 	Host, PID, Start, RunID string
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/internal/owner"
 )
 
 // Name is the backend's registered name.
@@ -341,7 +342,7 @@ func Labels(runID string) map[string]string {
 		LabelRun:        runID,
 		LabelOwnerPID:   strconv.Itoa(os.Getpid()),
 		LabelOwnerHost:  host,
-		LabelOwnerStart: strconv.FormatUint(environment.ProcessStart(os.Getpid()), 10),
+		LabelOwnerStart: strconv.FormatUint(owner.Start(os.Getpid()), 10),
 		LabelCreated:    time.Now().UTC().Format(time.RFC3339),
 	}
 }

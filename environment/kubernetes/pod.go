@@ -20,6 +20,7 @@ import (
 
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv"
+	"github.com/codegirl-games/agentbox/internal/owner"
 )
 
 // Labels select agentbox's Pods (the NetworkPolicy, gc); annotations say
@@ -127,7 +128,7 @@ func podSpec(name, namespace string, guest podGuest, cfg environment.Config, res
 				AnnotationRun:        cfg.RunID,
 				AnnotationOwnerHost:  host,
 				AnnotationOwnerPID:   strconv.Itoa(os.Getpid()),
-				AnnotationOwnerStart: strconv.FormatUint(environment.ProcessStart(os.Getpid()), 10),
+				AnnotationOwnerStart: strconv.FormatUint(owner.Start(os.Getpid()), 10),
 				AnnotationGuest:      guest.id,
 			},
 		},

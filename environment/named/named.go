@@ -31,8 +31,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/internal/atomicfile"
+	"github.com/codegirl-games/agentbox/internal/owner"
 )
 
 // MaxLen is the longest name: a Docker volume's name is "agentbox-home-"
@@ -100,7 +100,7 @@ type Meta struct {
 type Holder struct {
 	RunID string    `json:"run_id"`
 	PID   int       `json:"pid"`
-	Start uint64    `json:"start,omitempty"` // environment.ProcessStart
+	Start uint64    `json:"start,omitempty"` // owner.Start
 	Host  string    `json:"host"`
 	Since time.Time `json:"since"`
 }
@@ -286,7 +286,7 @@ func acquire(root, name, backend, runID string, borrow bool) (*Lock, error) {
 		}
 		l.meta = m
 		host, _ := os.Hostname()
-		h := Holder{RunID: runID, PID: os.Getpid(), Start: environment.ProcessStart(os.Getpid()), Host: host, Since: time.Now().UTC()}
+		h := Holder{RunID: runID, PID: os.Getpid(), Start: owner.Start(os.Getpid()), Host: host, Since: time.Now().UTC()}
 		data, _ := json.Marshal(h)
 		// Who holds it, for the next run's message; the lock holds without.
 		if f.Truncate(0) == nil {
