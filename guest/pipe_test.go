@@ -301,10 +301,23 @@ func TestGuestOverPipe(t *testing.T) {
 	if !started.Damage {
 		t.Errorf("start: DAMAGE not in use on Xvfb: %+v", started)
 	}
+	// The window manager may still change the frame (a focus drawn late on
+	// a busy machine): a full answer with another hash is a new frame, so
+	// the check is repeated on it until two answers in a row agree.
 	var full wire.ScreenshotResponse
-	pix = h.must(wire.MethodScreenshot, wire.ScreenshotRequest{}, &full, nil)
-	if raw, err := s2.Decode(nil, pix); err != nil || full.Unchanged || full.Hash != again.Hash || xxhash.Sum64(raw) != full.Hash {
-		t.Errorf("the unchanged screen in full: %+v, %d bytes (%v)", full, len(raw), err)
+	for range 20 {
+		pix = h.must(wire.MethodScreenshot, wire.ScreenshotRequest{}, &full, nil)
+		raw, err := s2.Decode(nil, pix)
+		if err != nil || full.Unchanged || xxhash.Sum64(raw) != full.Hash {
+			t.Fatalf("the screen in full: %+v, %d bytes (%v), payload hash %x", full, len(raw), err, xxhash.Sum64(raw))
+		}
+		if full.Hash == again.Hash {
+			break
+		}
+		again = full
+	}
+	if full.Hash != again.Hash {
+		t.Errorf("the screen never held still for a full answer with the same hash: %+v", full)
 	}
 	// A wait until stable follows damage: met on a still screen.
 	var stable action.Result
