@@ -71,13 +71,15 @@ func Alive(pid int, start uint64) (bool, string) {
 // prefix begins the name of every directory TempDir makes.
 const prefix = "agentbox-"
 
-// kindRE is what a kind may be: it is part of a file name, and the owner's
-// stamp after it must stay unambiguous.
-var kindRE = regexp.MustCompile(`^[a-z][a-z0-9]*(-[a-z][a-z0-9]*)*$`)
+// kindPattern is what a kind may be: it is part of a file name, and the
+// owner's stamp after it must stay unambiguous.
+const kindPattern = `[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*`
+
+var kindRE = regexp.MustCompile(`^` + kindPattern + `$`)
 
 // nameRE matches the names TempDir makes (os.MkdirTemp's random part is
 // decimal).
-var nameRE = regexp.MustCompile(`^agentbox-([a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-([0-9]+)\.([0-9]+)-[0-9]+$`)
+var nameRE = regexp.MustCompile(`^` + regexp.QuoteMeta(prefix) + `(` + kindPattern + `)-([0-9]+)\.([0-9]+)-[0-9]+$`)
 
 // TempDir creates a directory of mode 0700 in os.TempDir() whose name
 // records this process as its owner: agentbox-KIND-PID.START-RANDOM.
