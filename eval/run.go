@@ -115,77 +115,7 @@ type Options struct {
 	notes   func(*Episode) io.Writer // where an episode's agent tells its waits
 	pool    *pool.Pool
 	claimed func() // an episode is past its claim on the pool
-	kept    *keptSandboxes
-}
-
-// keptSandboxes are sandboxes reset in place for a task's next episode
-// (Options.Relaunch), by task. An episode keeps its sandbox only while
-// the task's sandboxes kept and being kept do not cover its episodes not
-// yet started: the last episodes of a task end as a run without relaunch
-// does, their sandboxes removed at their end, beside the episodes still
-// running, not all at the eval's end, and not reset first for nobody.
-type keptSandboxes struct {
-	mu      sync.Mutex
-	byID    map[string][]*session.Prepared
-	pending map[string]int // episodes of each task not started yet
-	keeping map[string]int // episodes of each task running that keep their sandbox
-}
-
-func newKeptSandboxes() *keptSandboxes {
-	return &keptSandboxes{byID: map[string][]*session.Prepared{}, pending: map[string]int{}, keeping: map[string]int{}}
-}
-
-// expect counts the episodes about to run.
-func (k *keptSandboxes) expect(eps []*Episode) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, ep := range eps {
-		k.pending[ep.Task]++
-	}
-}
-
-// start is an episode of task starting: it takes the task's last kept
-// sandbox (nil if none) and says whether the episode is to keep its own
-// for a later episode.
-func (k *keptSandboxes) start(task string) (p *session.Prepared, keep bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.pending[task] > 0 {
-		k.pending[task]--
-	}
-	if l := k.byID[task]; len(l) > 0 {
-		p, k.byID[task] = l[len(l)-1], l[:len(l)-1]
-	}
-	keep = len(k.byID[task])+k.keeping[task] < k.pending[task]
-	if keep {
-		k.keeping[task]++
-	}
-	return p, keep
-}
-
-// put is a keeping episode's end: its sandbox, reset in place, or nil when
-// it could not be reset (the session removed it).
-func (k *keptSandboxes) put(task string, p *session.Prepared) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.keeping[task]--
-	if p != nil {
-		k.byID[task] = append(k.byID[task], p)
-	}
-}
-
-// close removes every kept sandbox.
-func (k *keptSandboxes) close(ctx context.Context) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, l := range k.byID {
-		for _, p := range l {
-			wg.Go(func() { _ = p.Env.Close(ctx) })
-		}
-	}
-	wg.Wait()
-	k.byID = nil
+	claims  *claims
 }
 
 // Categories of an episode's result, as a grader would count them.
@@ -380,6 +310,37 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 		t.inputs = in
 	}
 
+	if o.Relaunch && !environment.CapabilitiesOf(o.Backend).Relaunch {
+		return nil, fmt.Errorf("--reset relaunch: the %s backend cannot reset a sandbox in place (it lacks the capability relaunch)", o.Backend.Name())
+	}
+	todo := eps
+	if o.Resume {
+		todo = nil
+		kept := 0
+		for _, ep := range eps {
+			done, err := finishedEpisode(ep, o.Out)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				kept++
+				if ep.started.Before(sum.Started) {
+					sum.Started = ep.started // the eval began with its first run
+				}
+				continue
+			}
+			todo = append(todo, ep)
+		}
+		fmt.Fprintf(o.Progress, "agentbox: resuming %s: %d of %d episodes finished, %d to run\n", termsafe.Line(o.Out), kept, len(eps), len(todo))
+	}
+	o.claims = newClaims(todo, o.Relaunch, o.Parallel)
+	if o.Relaunch {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			o.claims.close(cctx)
+		}()
+	}
 	if o.Pool > 0 {
 		pl, err := startPool(s, tasks, bundles, o)
 		if err != nil {
@@ -397,53 +358,15 @@ func Run(ctx context.Context, s *Suite, o Options) (*Summary, error) {
 			}
 		}()
 	}
-	if o.Relaunch {
-		if !environment.CapabilitiesOf(o.Backend).Relaunch {
-			return nil, fmt.Errorf("--reset relaunch: the %s backend cannot reset a sandbox in place (it lacks the capability relaunch)", o.Backend.Name())
-		}
-		o.kept = newKeptSandboxes()
-		defer func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			o.kept.close(cctx)
-		}()
-	}
-	if o.Resume {
-		var todo []*Episode
-		kept := 0
-		for _, ep := range eps {
-			done, err := finishedEpisode(ep, o.Out)
-			if err != nil {
-				return nil, err
-			}
-			if done {
-				kept++
-				if ep.started.Before(sum.Started) {
-					sum.Started = ep.started // the eval began with its first run
-				}
-				continue
-			}
-			todo = append(todo, ep)
-		}
-		fmt.Fprintf(o.Progress, "agentbox: resuming %s: %d of %d episodes finished, %d to run\n", termsafe.Line(o.Out), kept, len(eps), len(todo))
-		p := newProgress(o.Progress, o.Terminal, len(todo), o.Parallel)
-		defer p.stop()
-		o.notes = p.notes
-		runEpisodes(ctx, todo, tasks, bundles, o, p)
-		return finishSummary(sum, s, eps, o)
-	}
-	p := newProgress(o.Progress, o.Terminal, len(eps), o.Parallel)
+	p := newProgress(o.Progress, o.Terminal, len(todo), o.Parallel)
 	defer p.stop()
 	o.notes = p.notes
-	runEpisodes(ctx, eps, tasks, bundles, o, p)
+	runEpisodes(ctx, todo, tasks, bundles, o, p)
 	return finishSummary(sum, s, eps, o)
 }
 
 // runEpisodes runs eps, o.Parallel at a time, until ctx ends.
 func runEpisodes(ctx context.Context, eps []*Episode, tasks map[string]*Task, bundles map[string]*app.Bundle, o Options, p *progress) {
-	if o.kept != nil {
-		o.kept.expect(eps)
-	}
 	if o.pool != nil {
 		// Once every episode has made its claim, what the pool holds is
 		// no episode's: it is removed then, beside the episodes still
@@ -523,14 +446,25 @@ func startPool(s *Suite, tasks map[string]*Task, bundles map[string]*app.Bundle,
 	if err != nil {
 		return nil, err
 	}
+	cfgs := map[string]session.Config{}
 	for _, t := range s.Tasks {
 		cfg, err := episodeConfig(tasks[t.Name], bundles[t.Name], o)
 		if err != nil {
 			continue // the episodes say so
 		}
-		if err := pl.Warm(cfg); err != nil {
-			pl.Close(context.Background())
-			return nil, err
+		cfgs[t.Name] = cfg
+	}
+	// What the episodes may take bounds each key before it is warmed.
+	if err := o.claims.tellPool(pl, cfgs); err != nil {
+		pl.Close(context.Background())
+		return nil, err
+	}
+	for _, t := range s.Tasks {
+		if cfg, ok := cfgs[t.Name]; ok {
+			if err := pl.Warm(cfg); err != nil {
+				pl.Close(context.Background())
+				return nil, err
+			}
 		}
 	}
 	return pl, nil
@@ -577,16 +511,15 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	cfg.TraceDir = filepath.Join(o.Out, rel)
 	cfg.Progress = progress
 	handedBack := func() {}
-	if o.kept != nil {
-		// The sandbox of an earlier episode of the task, reset in place.
-		prepared, keep := o.kept.start(t.Name)
-		cfg.Prepared = prepared
-		if keep {
-			var once sync.Once
-			cfg.Keep = func(p *session.Prepared) { once.Do(func() { o.kept.put(t.Name, p) }) }
-			// A sandbox that could not be reset is not handed to Keep.
-			handedBack = func() { once.Do(func() { o.kept.put(t.Name, nil) }) }
-		}
+	// The sandbox of an earlier episode of the task, reset in place (with
+	// relaunch); the claim counted, which tells the pool.
+	prepared, keep := o.claims.start(t.Name)
+	cfg.Prepared = prepared
+	if keep {
+		var once sync.Once
+		cfg.Keep = func(p *session.Prepared) { once.Do(func() { o.claims.put(t.Name, p) }) }
+		// A sandbox that could not be reset is not handed to Keep.
+		handedBack = func() { once.Do(func() { o.claims.put(t.Name, nil) }) }
 	}
 	if o.pool != nil {
 		o.pool.TakeWait(ctx, &cfg) // a warm sandbox when the task's key has one (or one under way); else Run creates one cold

@@ -351,6 +351,10 @@ type keyState struct {
 	// oldest first; each is handed the next sandbox created (nil: none
 	// will come, create one cold).
 	waiters []*waiter
+	// expected is the most claims still to come that the caller knows of
+	// (Expect), beside those waiting, when bounded.
+	expected int
+	bounded  bool
 }
 
 // waiter is a claim waiting for a create (TakeWait).
@@ -404,9 +408,13 @@ func (ks *keyState) noteTakeLocked(now time.Time) {
 
 // targetLocked is how many idle sandboxes ks should have: Size, or more
 // when its recent takes come faster than creates make them up (demand),
-// within most.
+// within most; never more than the claims still expected (Expect).
 func (ks *keyState) targetLocked(size, most int, now time.Time) int {
-	return max(size, min(most, size+ks.demandLocked(now)))
+	t := max(size, min(most, size+ks.demandLocked(now)))
+	if ks.bounded {
+		t = min(t, ks.expected)
+	}
+	return t
 }
 
 // demandLocked is how many takes of ks are to be expected while one
@@ -490,6 +498,34 @@ func (p *Pool) Warm(cfg session.Config) error {
 	}
 	p.noteAppLocked(ks, cfg.App)
 	p.noteLaunchLocked(ks, cfg)
+	p.kick()
+	return nil
+}
+
+// Expect tells the pool that at most n more claims of cfg's key will
+// come, beside those waiting now (TakeWait): from then on it makes no more
+// of the key's sandboxes than those can take, so that a caller that knows
+// its work (an eval's episodes not yet started, less the sandboxes it
+// reset in place for them) does not pay for sandboxes nobody takes. The
+// caller keeps n current as its work goes; n < 0 forgets the bound (the
+// default: the key's demand alone sizes it). Sandboxes already idle or
+// being made stay. A key the pool does not hold yet is added (as a Take
+// would add it), so that Expect before Warm bounds the first fill too.
+func (p *Pool) Expect(cfg session.Config, n int) error {
+	k, env, err := KeyOf(cfg)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return errors.New("pool: closed")
+	}
+	ks := p.keyLocked(k, cfg.Backend, env, false)
+	if ks == nil {
+		return fmt.Errorf("pool: already %d keys (the most)", p.o.MaxKeys)
+	}
+	ks.expected, ks.bounded = n, n >= 0
 	p.kick()
 	return nil
 }
@@ -1486,8 +1522,9 @@ func (p *Pool) Idle() []environment.Info {
 	return out
 }
 
-// Wait waits until every key has Size idle sandboxes (or the pool holds
-// Max), or ctx ends. For benchmarks and tests.
+// Wait waits until every key has Size idle sandboxes, or as many as the
+// claims it expects (Expect), or the pool holds Max, or ctx ends. For
+// benchmarks and tests.
 func (p *Pool) Wait(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
@@ -1497,7 +1534,7 @@ func (p *Pool) Wait(ctx context.Context) error {
 		if !full {
 			full = true
 			for _, ks := range p.keys {
-				if len(ks.idle) < p.o.Size {
+				if len(ks.idle) < p.o.Size && (!ks.bounded || len(ks.idle) < ks.expected) {
 					full = false
 				}
 			}

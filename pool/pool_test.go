@@ -87,6 +87,12 @@ func (b *fakeBackend) Create(ctx context.Context, cfg environment.Config) (envir
 	return e, nil
 }
 
+func (b *fakeBackend) createsNow() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.creates
+}
+
 func (b *fakeBackend) setFail(err error) {
 	b.mu.Lock()
 	b.fail = err
@@ -930,5 +936,91 @@ func TestParallelByBackend(t *testing.T) {
 				t.Errorf("%d creates at once, want %d", b.maxRun, c.want)
 			}
 		})
+	}
+}
+
+// TestExpect: a key told how many claims are still to come makes no more
+// sandboxes than they can take — also while takes in a row would raise
+// its target — and a claim waiting for a create under way still gets
+// it; forgetting the bound fills the key to its size (or its demand)
+// again.
+func TestExpect(t *testing.T) {
+	b := newFake()
+	p := newPool(t, Options{Size: 2, Max: 8, Parallel: 4, RefillDelay: -1})
+	cfg := cfgOf(b, 640, 480)
+	k, _, err := KeyOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := func(n int) {
+		t.Helper()
+		if err := p.Expect(cfgOf(b, 640, 480), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect(1) // before Warm: the first fill is bounded too
+	if err := p.Warm(cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitFull(t, p)
+	if st := p.Stats(); st.Idle != 1 || st.Keys[0].Target != 1 {
+		t.Fatalf("one claim expected: %+v, want 1 idle", st)
+	}
+	// Three claims in a row, the caller counting them down: the first
+	// is warm, the others cold, and nothing is made behind them.
+	for i := range 3 {
+		expect(0)
+		c := cfgOf(b, 640, 480)
+		if got := p.Take(&c); got != (i == 0) {
+			t.Fatalf("claim %d: warm %v", i, got)
+		}
+		if c.Prepared != nil {
+			c.Prepared.Env.Close(context.Background())
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a create would have started by now (RefillDelay -1)
+	if st := p.Stats(); st.Idle != 0 || st.Creating != 0 || b.createsNow() != 1 {
+		t.Fatalf("no claim expected: %+v, %d creates, want the one", st, b.createsNow())
+	}
+
+	// A create under way when the count falls to none still goes to the
+	// claim waiting for it.
+	block := make(chan struct{})
+	b.mu.Lock()
+	b.block = block
+	b.mu.Unlock()
+	expect(1)
+	waitFor(t, "a create under way", func() bool { return p.Stats().Creating == 1 })
+	expect(0)
+	got := make(chan bool)
+	go func() {
+		c := cfgOf(b, 640, 480)
+		ok := p.TakeWait(t.Context(), &c)
+		if c.Prepared != nil {
+			c.Prepared.Env.Close(context.Background())
+		}
+		got <- ok
+	}()
+	waitFor(t, "the claim waiting", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.keys[k].waiters) == 1
+	})
+	close(block)
+	if !<-got {
+		t.Errorf("the waiting claim was not handed the create under way")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if st := p.Stats(); st.Idle != 0 || st.Creating != 0 || b.createsNow() != 2 {
+		t.Fatalf("after the waiting claim: %+v, %d creates, want 2", st, b.createsNow())
+	}
+
+	b.mu.Lock()
+	b.block = nil
+	b.mu.Unlock()
+	expect(-1)
+	waitFull(t, p)
+	if st := p.Stats(); st.Idle < 2 {
+		t.Errorf("the bound forgotten: %+v, want the size (2 idle) or more for the takes' demand", st)
 	}
 }
