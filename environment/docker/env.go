@@ -188,14 +188,22 @@ func (c *sandbox) Teardown(ctx context.Context) error {
 	return err
 }
 
-// remove waits briefly for the container to exit on its own, then removes it
-// by force; it verifies the container is gone.
+// remove waits briefly for the container to exit on its own and be
+// removed (it is AutoRemove): the daemon answers the wait the moment it is
+// gone. A container still there then is removed by force, and remove
+// verifies it is gone.
 func (c *sandbox) remove(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	wr := c.cli.ContainerWait(wctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	wr := c.cli.ContainerWait(wctx, c.id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
 	select {
 	case <-wr.Result:
-	case <-wr.Error:
+		cancel()
+		return nil
+	case err := <-wr.Error:
+		if cerrdefs.IsNotFound(err) { // removed before the wait began
+			cancel()
+			return nil
+		}
 	case <-wctx.Done():
 	}
 	cancel()
