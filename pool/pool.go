@@ -483,23 +483,10 @@ func (p *Pool) Size() int { return p.o.Size }
 // Warm keeps cfg's key warm from now on (it is never dropped) and starts
 // filling it.
 func (p *Pool) Warm(cfg session.Config) error {
-	k, env, err := KeyOf(cfg)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return errors.New("pool: closed")
-	}
-	ks := p.keyLocked(k, cfg.Backend, env, true)
-	if ks == nil {
-		return fmt.Errorf("pool: already %d keys (the most)", p.o.MaxKeys)
-	}
-	p.noteAppLocked(ks, cfg.App)
-	p.noteLaunchLocked(ks, cfg)
-	p.kick()
-	return nil
+	return p.withKey(cfg, true, func(ks *keyState) {
+		p.noteAppLocked(ks, cfg.App)
+		p.noteLaunchLocked(ks, cfg)
+	})
 }
 
 // Expect tells the pool that at most n more claims of cfg's key will
@@ -512,6 +499,14 @@ func (p *Pool) Warm(cfg session.Config) error {
 // being made stay. A key the pool does not hold yet is added (as a Take
 // would add it), so that Expect before Warm bounds the first fill too.
 func (p *Pool) Expect(cfg session.Config, n int) error {
+	return p.withKey(cfg, false, func(ks *keyState) {
+		ks.expected, ks.bounded = n, n >= 0
+	})
+}
+
+// withKey calls f, under the lock, with cfg's key (added if new, pinned
+// when pin), and wakes the filler.
+func (p *Pool) withKey(cfg session.Config, pin bool, f func(*keyState)) error {
 	k, env, err := KeyOf(cfg)
 	if err != nil {
 		return err
@@ -521,11 +516,11 @@ func (p *Pool) Expect(cfg session.Config, n int) error {
 	if p.closed {
 		return errors.New("pool: closed")
 	}
-	ks := p.keyLocked(k, cfg.Backend, env, false)
+	ks := p.keyLocked(k, cfg.Backend, env, pin)
 	if ks == nil {
 		return fmt.Errorf("pool: already %d keys (the most)", p.o.MaxKeys)
 	}
-	ks.expected, ks.bounded = n, n >= 0
+	f(ks)
 	p.kick()
 	return nil
 }
