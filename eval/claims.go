@@ -72,6 +72,17 @@ func (c *claims) start(task string) (p *session.Prepared, keep bool) {
 	return p, keep
 }
 
+// drop is an episode of task that ended before it started a sandbox (its
+// agent or configuration would not do): it takes nothing.
+func (c *claims) drop(task string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[task] > 0 {
+		c.pending[task]--
+	}
+	c.tellLocked(task)
+}
+
 // put is a keeping episode's end: its sandbox, reset in place, or nil when
 // it could not be reset (the session removed it).
 func (c *claims) put(task string, p *session.Prepared) {
@@ -113,8 +124,8 @@ func (c *claims) tellPool(pl *pool.Pool, cfgs map[string]session.Config) error {
 		}
 		need[task] = n
 		sum := 0
-		for other, ok2 := range keys {
-			if ok2 == k {
+		for other, ko := range keys {
+			if ko == k {
 				sum += need[other]
 			}
 		}

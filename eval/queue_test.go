@@ -69,6 +69,8 @@ func TestModelConcurrency(t *testing.T) {
 	}))
 	defer srv.Close()
 	modelServer.url = srv.URL
+	modelServer.requestsStarted.Store(0) // counted afresh each run (go test -count)
+	modelServer.most.Store(0)
 
 	dir := t.TempDir()
 	writeFile(t, dir, "app/agentbox.json", `{"command": "xterm"}`)

@@ -487,9 +487,18 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 		ep.Category, ep.Outcome, ep.Reason, ep.Message = cat, trace.Error, trace.ReasonEnvironment, err.Error()
 		ep.DurationMS = float64(time.Since(ep.started).Microseconds()) / 1000
 	}
+	// An episode that ends before its claim still counts as claimed: the
+	// pool is told it will not come.
+	malformed := func(err error) {
+		o.claims.drop(t.Name)
+		if o.claimed != nil {
+			o.claimed()
+		}
+		fail(Malformed, err)
+	}
 	ag, err := t.newAgent()
 	if err != nil {
-		fail(Malformed, err)
+		malformed(err)
 		return
 	}
 	if qa, ok := ag.(llm.Queued); ok && o.modelQueue != nil {
@@ -500,7 +509,7 @@ func runEpisode(ctx context.Context, ep *Episode, t *Task, b *app.Bundle, o Opti
 	}
 	cfg, err := episodeConfig(t, b, o)
 	if err != nil {
-		fail(Malformed, err)
+		malformed(err)
 		return
 	}
 	var progress io.Writer // with -v, the episode's steps under its name
