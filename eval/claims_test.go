@@ -106,8 +106,8 @@ func TestClaimsNeed(t *testing.T) {
 }
 
 // TestPoolMakesNoSandboxNobodyTakes: an eval's pool, deeper than its
-// episodes can take, makes only the sandboxes they take: with relaunch as
-// many as run at once, without it one an episode.
+// episodes can take, makes only the sandboxes they take: with relaunch no
+// more than run at once, without it no more than one an episode.
 func TestPoolMakesNoSandboxNobodyTakes(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -137,8 +137,12 @@ func TestPoolMakesNoSandboxNobodyTakes(t *testing.T) {
 			if sum.Totals.Passed != tc.episodes {
 				t.Fatalf("passed %d of %d: %+v", sum.Totals.Passed, tc.episodes, sum.Episodes)
 			}
-			if n := created.Load(); n != int64(tc.want) {
-				t.Errorf("%d sandboxes created for %d episodes at --parallel 2, want %d (pool: %+v)", n, tc.episodes, tc.want, st)
+			// Every sandbox the pool made was taken. An episode may still
+			// start cold: with relaunch, the last one can start in a lane
+			// freed by an episode that kept nothing, before the other lane
+			// puts its sandbox back.
+			if n := created.Load(); n-st.Cold != st.Warm || st.Warm > int64(tc.want) {
+				t.Errorf("%d sandboxes created for %d episodes at --parallel 2: %d taken from the pool (at most %d), %d cold; the pool made some nobody took (pool: %+v)", n, tc.episodes, st.Warm, tc.want, st.Cold, st)
 			}
 		})
 	}
