@@ -3,7 +3,6 @@ package observe
 import (
 	"bytes"
 	"image"
-	"image/png"
 	"strconv"
 	"sync"
 	"time"
@@ -60,11 +59,8 @@ func (f *Frame) Centroid(match func(r, g, b uint8) bool) (x, y float64, n int) {
 func (f *Frame) PNG() ([]byte, error) {
 	f.once.Do(func() {
 		var b bytes.Buffer
-		b.Grow(len(f.Pix) / 8)
-		// The plain *image.RGBA takes image/png's fast path; its alpha is
-		// all 0xff, so the encoder writes RGB.
-		enc := png.Encoder{CompressionLevel: png.BestSpeed}
-		f.err = enc.Encode(&b, f.Image())
+		b.Grow(len(f.Pix) / 32)
+		f.err = encodePNG(&b, f) // png.go
 		f.png = b.Bytes()
 	})
 	return f.png, f.err
