@@ -29,6 +29,7 @@ import (
 type Options struct {
 	Backend  environment.Backend
 	Image    string
+	Runtime  string // an OCI runtime registered with Docker (--runtime); "" the daemon's default
 	App      string // the mover's app directory
 	ColdRuns int
 	Samples  int // steps per latency measurement
@@ -186,7 +187,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			cold = append(cold, d)
 			if floorer != nil {
-				d, err := floorer.ColdFloor(ctx, environment.Config{RunID: runID(), Image: o.Image, GuestBinary: o.GuestBinary})
+				d, err := floorer.ColdFloor(ctx, environment.Config{RunID: runID(), Image: o.Image, Runtime: o.Runtime, GuestBinary: o.GuestBinary})
 				if err != nil {
 					return nil, fmt.Errorf("the runtime's cold-start floor: %w", err)
 				}
@@ -361,7 +362,7 @@ func newEnv(ctx context.Context, o Options, b *app.Bundle, s observe.Screen, ful
 // (session.EnvConfig: the accessibility bus, GLX), for the bench's own
 // sandboxes, which it creates without a session.
 func appEnv(o Options, b *app.Bundle, s observe.Screen) environment.Config {
-	return session.EnvConfig(session.Config{App: b, RunID: runID(), Env: environment.Config{Image: o.Image, Screen: s}})
+	return session.EnvConfig(session.Config{App: b, RunID: runID(), Env: environment.Config{Image: o.Image, Runtime: o.Runtime, Screen: s}})
 }
 
 func closeEnv(ctx context.Context, env environment.Environment) {
@@ -588,7 +589,7 @@ func fullRun(ctx context.Context, o Options, b *app.Bundle, rep *Report) error {
 	}
 	defer os.RemoveAll(dir)
 	res, err := session.Run(ctx, session.Config{
-		RunID: benchID("bench-run"), Backend: o.Backend, Env: environment.Config{Image: o.Image},
+		RunID: benchID("bench-run"), Backend: o.Backend, Env: environment.Config{Image: o.Image, Runtime: o.Runtime},
 		App: b, AgentInfo: trace.AgentInfo{Name: "bench"},
 		MaxSteps: o.RunSteps + 1, TraceDir: filepath.Join(dir, "trace"),
 	}, session.Loop{Agent: &moverAgent{n: o.RunSteps}})
@@ -640,6 +641,9 @@ func (r *Report) Print(w io.Writer, o Options) {
 	image := o.Image
 	if image == "" {
 		image = "none (the host's system)"
+	}
+	if o.Runtime != "" {
+		image += ", OCI runtime " + o.Runtime
 	}
 	fmt.Fprintf(w, "\nagentbox bench — backend %s, image %s\n", o.Backend.Name(), image)
 	fmt.Fprintf(w, "machine: %s\n\n", r.Machine)

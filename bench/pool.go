@@ -153,7 +153,7 @@ func startServerOf(ctx context.Context, o Options, appDir, dir string, size, max
 	}
 	srv, err := serve.New(serve.Options{
 		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": b}, Tokens: []string{token},
-		Env: environment.Config{Image: o.Image, Screen: observe.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
+		Env: environment.Config{Image: o.Image, Runtime: o.Runtime, Screen: observe.DefaultScreen, GuestBinary: o.GuestBinary}, Out: filepath.Join(dir, "served"),
 		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: envs, Log: io.Discard, Pool: size, PoolMax: max, PoolLaunch: o.PoolLaunch && size > 0,
 		StartTimeout: 3 * time.Minute,
 	})
@@ -652,7 +652,7 @@ func poolEval(ctx context.Context, o Options) (*EvalStats, error) {
 	es := &EvalStats{Episodes: o.PoolEvalEpisodes, Parallel: par, Pool: par}
 	for _, mode := range []string{"plain", "pool", "relaunch"} {
 		eo := eval.Options{Backend: o.Backend, Parallel: par, Out: filepath.Join(dir, "out-"+mode), RunID: benchID("bench-eval-" + mode),
-			Env: environment.Config{Image: o.Image, GuestBinary: o.GuestBinary}}
+			Env: environment.Config{Image: o.Image, Runtime: o.Runtime, GuestBinary: o.GuestBinary}}
 		var pst pool.Stats
 		if mode != "plain" {
 			eo.Pool = par

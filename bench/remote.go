@@ -53,7 +53,7 @@ func remoteStep(ctx context.Context, o Options, b *app.Bundle) (*RemoteStats, er
 
 	// In-process: a session driven step by step, as a server drives it.
 	s, err := session.Open(ctx, session.Config{
-		RunID: benchID("bench-inprocess"), Backend: o.Backend, Env: environment.Config{Image: o.Image, Screen: screen},
+		RunID: benchID("bench-inprocess"), Backend: o.Backend, Env: environment.Config{Image: o.Image, Runtime: o.Runtime, Screen: screen},
 		App: b, AgentInfo: trace.AgentInfo{Name: "bench"}, Actor: trace.ActorRemote,
 		MaxSteps: 1 << 30, TraceDir: filepath.Join(dir, "inprocess"),
 	})
@@ -72,7 +72,7 @@ func remoteStep(ctx context.Context, o Options, b *app.Bundle) (*RemoteStats, er
 	}
 	srv, err := serve.New(serve.Options{
 		Backends: []environment.Backend{o.Backend}, Apps: map[string]*app.Bundle{"mover": sb}, Tokens: []string{token},
-		Env: environment.Config{Image: o.Image, Screen: screen}, Out: filepath.Join(dir, "served"),
+		Env: environment.Config{Image: o.Image, Runtime: o.Runtime, Screen: screen}, Out: filepath.Join(dir, "served"),
 		UploadDir: filepath.Join(dir, "uploads"), MaxEnvironments: 3, Log: io.Discard,
 	})
 	if err != nil {

@@ -70,12 +70,12 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 			for _, name := range strings.Split(f.backend, ",") {
 				name = strings.TrimSpace(name)
 				bo := o
-				bo.Image = f.image
+				bo.Image, bo.Runtime = f.image, f.ociRuntime
 				image := ""
 				if cmd.Flags().Changed("image") {
 					image = f.image
 				}
-				b, note, err := resolveBackend(cmd.Context(), chooseBackend(cmd, name), image, "")
+				b, note, err := resolveBackend(cmd.Context(), chooseBackend(cmd, name), image, f.ociRuntime)
 				if err != nil {
 					return err
 				}

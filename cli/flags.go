@@ -88,8 +88,9 @@ func sandboxFlagUses() map[string]map[string]flagUse {
 			resume: {"", "runtime image (default: the recorded one)"},
 			bench:  {docker.TestImageRef, "image (the seed-style step needs scrot and xdotool: the test image)"}},
 		"runtime": {
-			run:  {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
-			eval: {"", "OCI runtime registered with Docker, e.g. runsc"}},
+			run:   {"", "OCI runtime registered with Docker, e.g. runsc (gVisor)"},
+			eval:  {"", "OCI runtime registered with Docker, e.g. runsc"},
+			bench: {"", "OCI runtime registered with Docker, e.g. crun (for every sandbox measured, the floors' included)"}},
 		"screen": {
 			run:  {observe.DefaultScreen.String(), "virtual screen WIDTHxHEIGHT[xDEPTH]"},
 			eval: {observe.DefaultScreen.String(), "virtual screen of the tasks that name none (neither the task nor its script)"}},

@@ -127,6 +127,7 @@ office_packages() {
 if $want_docker; then
 	need_tool docker docker.io
 	need_tool dockerd docker.io
+	need_tool crun crun
 	# The images' offline base is made with debootstrap, which needs root:
 	# without root it is of no use, so it is not asked for.
 	if $root; then need_tool debootstrap debootstrap; fi
@@ -314,6 +315,44 @@ if [ "${#packages[@]}" -gt 0 ]; then
 	apt-get install -y -qq --no-install-recommends "${packages[@]}"
 fi
 
+# crun_runtime: register crun (a C OCI runtime: a sandbox's create, start
+# and delete take about 0.17 s less CPU than with runc, docs/measurements.md)
+# with the daemon this script is about to start, as the runtime named crun
+# (`--runtime crun`; Docker's default stays runc). Only a daemon started
+# here reads it. On a host with cgroup v1 and v2 mounted side by side,
+# crun refuses to run while the v2 hierarchy holds controllers; those the
+# v1 mounts lack (hugetlb on this machine) are mounted as v1 hierarchies,
+# which takes them out of v2, as crun's error asks.
+crun_runtime() {
+	local f=/etc/docker/daemon.json c
+	command -v crun >/dev/null 2>&1 || return 0
+	if [ -r /sys/fs/cgroup/unified/cgroup.controllers ]; then
+		for c in $(cat /sys/fs/cgroup/unified/cgroup.controllers); do
+			[ -d "/sys/fs/cgroup/$c" ] && continue
+			mkdir -p "/sys/fs/cgroup/$c" && mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" ||
+				say "note: could not mount the $c cgroup hierarchy; --runtime crun may be refused"
+		done
+	fi
+	mkdir -p /etc/docker
+	if [ ! -s "$f" ]; then
+		printf '{"runtimes": {"crun": {"path": "%s"}}}\n' "$(command -v crun)" >"$f"
+	elif ! grep -q '"crun"' "$f"; then
+		if [ -x /usr/bin/python3 ]; then
+			/usr/bin/python3 - "$f" "$(command -v crun)" <<'PY' || say "note: $f: could not add the crun runtime to it"
+import json, sys
+path, crun = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    cfg = json.load(f)
+cfg.setdefault("runtimes", {})["crun"] = {"path": crun}
+with open(path, "w") as f:
+    json.dump(cfg, f, indent=2)
+PY
+		else
+			say "note: $f has no crun runtime and there is no python3 to add it; --runtime crun is unavailable"
+		fi
+	fi
+}
+
 if $want_docker && [ "$daemon" != ok ]; then
 	daemon_state
 	if [ "$daemon" = starting ]; then
@@ -321,6 +360,7 @@ if $want_docker && [ "$daemon" != ok ]; then
 		say "dockerd (pid $pid) runs but does not answer yet; waiting for it"
 		wait_daemon 60 || { say "dockerd (pid $pid) does not answer after 60s: $daemon_err"; exit 1; }
 	elif [ "$daemon" = none ]; then
+		crun_runtime
 		if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 			say "starting docker (systemctl start docker)"
 			systemctl start docker
