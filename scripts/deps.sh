@@ -6,8 +6,9 @@
 #   scripts/deps.sh [--check] PROFILE
 #
 # PROFILE is what the make target needs:
-#   demo, images  a Docker daemon that answers (docker.io), and debootstrap
-#                 as root (the images' offline base where no registry answers)
+#   demo, images  a Docker daemon that answers (docker.io), and as root
+#                 debootstrap (the images' offline base where no registry
+#                 answers) and crun (registered with a daemon started here)
 #   test          that, and the host tools the tests use: Xvfb, Openbox, xev,
 #                 xterm, xdotool, xcalc, the core X fonts, keysymdef.h,
 #                 dbus-daemon and at-spi2-core (--a11y), zenity, speedcrunch,
@@ -127,10 +128,13 @@ office_packages() {
 if $want_docker; then
 	need_tool docker docker.io
 	need_tool dockerd docker.io
-	need_tool crun crun
 	# The images' offline base is made with debootstrap, which needs root:
-	# without root it is of no use, so it is not asked for.
-	if $root; then need_tool debootstrap debootstrap; fi
+	# without root it is of no use, so it is not asked for. Nor is crun,
+	# which only a daemon started here gets registered with (crun_runtime).
+	if $root; then
+		need_tool debootstrap debootstrap
+		need_tool crun crun
+	fi
 fi
 if $want_host; then
 	need_tool Xvfb xvfb
@@ -316,7 +320,7 @@ if [ "${#packages[@]}" -gt 0 ]; then
 fi
 
 # crun_runtime: register crun (a C OCI runtime: a sandbox's create, start
-# and delete take about 0.17 s less CPU than with runc, docs/measurements.md)
+# and delete take 0.1–0.17 s less CPU than with runc, docs/measurements.md)
 # with the daemon this script is about to start, as the runtime named crun
 # (`--runtime crun`; Docker's default stays runc). Only a daemon started
 # here reads it. On a host with cgroup v1 and v2 mounted side by side,
