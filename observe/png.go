@@ -105,9 +105,12 @@ func writeChunk(b *bytes.Buffer, typ string, data []byte) {
 // filterBand is how many rows share the filter picked on the first of them.
 const filterBand = 16
 
-// pickFilter returns the filter (0 none, 1 sub, 2 up) whose output for the
-// row c (prev the row above) has the least sum of absolute values — the
-// PNG specification's heuristic, over three of its five filters.
+// pickFilter returns the filter for the band that starts with row c (p the
+// row above): none (0) when at least half of c's bytes repeat the pixel to
+// their left (a flat screen, which deflate finds as repeats); else, of
+// none, sub (1) and up (2), the one whose output has the least sum of
+// absolute values — the PNG specification's heuristic, over three of its
+// five filters.
 func pickFilter(c, p []byte) byte {
 	var sn, ss, su, same int
 	for i, v := range c {
