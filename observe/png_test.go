@@ -152,3 +152,40 @@ func TestPNGConcurrent(t *testing.T) {
 		t.Fatal(e)
 	}
 }
+
+// FuzzPNG encodes frames made of arbitrary bytes (the first byte picks the
+// width, the second whether the alpha is kept) and checks that image/png
+// reads back exactly their pixels.
+func FuzzPNG(f *testing.F) {
+	f.Add([]byte{3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Add(append([]byte{40, 0}, bytes.Repeat([]byte{200, 10, 10, 255}, 40*20)...))
+	f.Add([]byte{1, 1, 9, 9, 9, 7})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 6 {
+			return
+		}
+		w := int(data[0])%64 + 1
+		keepAlpha := data[1]&1 == 1
+		body := data[2:]
+		h := len(body) / (4 * w)
+		if h == 0 || h > 256 {
+			return
+		}
+		pix := append([]byte(nil), body[:4*w*h]...)
+		if !keepAlpha {
+			for i := 3; i < len(pix); i += 4 {
+				pix[i] = 0xff
+			}
+		}
+		fr := &Frame{Width: w, Height: h, Pix: pix}
+		data, err := fr.PNG()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decodeRGBA(t, data)
+		want := decodeRGBA(t, mustStdPNG(t, fr))
+		if !bytes.Equal(got.Pix, want.Pix) {
+			t.Fatalf("%dx%d: the PNG's pixels differ from the frame's", w, h)
+		}
+	})
+}
