@@ -178,11 +178,11 @@ func FuzzPNG(f *testing.F) {
 			}
 		}
 		fr := &Frame{Width: w, Height: h, Pix: pix}
-		data, err := fr.PNG()
+		enc, err := fr.PNG()
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := decodeRGBA(t, data)
+		got := decodeRGBA(t, enc)
 		want := decodeRGBA(t, mustStdPNG(t, fr))
 		if !bytes.Equal(got.Pix, want.Pix) {
 			t.Fatalf("%dx%d: the PNG's pixels differ from the frame's", w, h)
