@@ -43,8 +43,11 @@ demo: deps-demo build ## set up and build what is missing, and run the mover dem
 	bin/agentbox image build
 	bin/agentbox run examples/mover --task "Move the character right." --agent demo
 
+# The e2e package's tests run in E2E_SHARDS processes beside the other
+# packages (scripts/test.sh says why).
+E2E_SHARDS ?= 2
 test: deps-test build images ## set up what is missing and run every test (unit, integration, end to end)
-	$(GO) test -count=1 -timeout 45m ./...
+	GO=$(GO) E2E_SHARDS=$(E2E_SHARDS) TEST_TIMEOUT=45m scripts/test.sh
 
 test-race: ## the session core's unit tests under the race detector, with its lock order checked (session/lockorder.go)
 	CGO_ENABLED=1 $(GO) test -race -short -count=1 ./session/ ./trace/ ./internal/lockrank/
