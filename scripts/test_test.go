@@ -56,7 +56,9 @@ func runTestSh(t *testing.T, tests, durations string, env ...string) (code int, 
 	}
 	log := filepath.Join(root, "calls.log")
 	cmd := exec.Command("bash", filepath.Join(root, "scripts/test.sh"), "-short")
-	cmd.Env = append(os.Environ(), append([]string{"GO=" + goBin, "FAKE_TESTS=" + tests, "FAKE_LOG=" + log}, env...)...)
+	// Not the E2E_SHARDS of the make test that runs this test.
+	base := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "E2E_SHARDS=") })
+	cmd.Env = append(base, append([]string{"GO=" + goBin, "FAKE_TESTS=" + tests, "FAKE_LOG=" + log}, env...)...)
 	b, err := cmd.CombinedOutput()
 	code = cmd.ProcessState.ExitCode()
 	if err != nil && code < 0 {
