@@ -143,8 +143,6 @@ func clickButton(t *testing.T, b *browser, id string) {
 	b.do(t, "click "+id, chromedp.MouseClickXY(p[0], p[1]))
 }
 
-// acted waits until the page has had n of its actions answered, and
-// fails on any that was not performed.
 // joinTyped joins each run of consecutive type actions into one: the live
 // page sends typed text after a pause in the typing, so the same keys can
 // come as one type action or, on a busy machine, as two.
@@ -160,6 +158,8 @@ func joinTyped(acts []action.Action) []action.Action {
 	return out
 }
 
+// acted waits until the page has had n of its actions answered, and
+// fails on any that was not performed.
 func acted(t *testing.T, b *browser, n int) {
 	t.Helper()
 	b.waitFor(t, fmt.Sprintf(`agentboxLive.stats.acted.length >= %d`, n))

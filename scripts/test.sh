@@ -13,8 +13,8 @@
 #
 # The tests are dealt to the shards by their times in
 # e2e/testdata/durations.txt, the longest first, each to the shard with the
-# least so far, so that the shards end near each other. `scripts/test.sh --durations LOG`
-# rewrites that file from the output of `go test -v ./e2e` or of
+# least so far, so that the shards end near each other.
+# `scripts/test.sh --durations LOG` rewrites that file from the output of `go test -v ./e2e` or of
 # `scripts/test.sh -v` (the "--- PASS: TestName (12.34s)" lines).
 #
 # Usage: scripts/test.sh [go test flags…]   (GO, E2E_SHARDS, TEST_TIMEOUT)
@@ -84,7 +84,6 @@ names+=("the packages other than e2e")
 for ((s = 0; s < shards; s++)); do
 	[[ -n ${shard_tests[s]:-} ]] || continue
 	(
-		set -o pipefail
 		$GO test -count=1 -timeout "$timeout" "$@" -run "^(${shard_tests[s]})\$" ./e2e 2>&1 |
 			sed -u "s|^|[e2e $((s + 1))/$shards] |"
 	) &
