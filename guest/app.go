@@ -321,16 +321,25 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 // it first, and waits briefly until the window manager says it has it: keys
 // typed into a window without focus are lost (a complaint about peer
 // tools). Best effort: an app may refuse focus.
+//
+// A window that already has the focus is activated too: Openbox focuses a
+// new window itself (SetInputFocus), and the focus is in the window before
+// Openbox has handled the FocusIn that follows and painted the window's
+// frame active. Activate's answers from the window manager come after that
+// paint, so the first screenshot never shows a frame half-way (an inactive
+// title on a focused window, seen beside a busy test suite).
 func (g *Guest) focus(ctx context.Context, w *observe.Window) {
-	if w.Focused {
+	// The window manager's answers: not the app's, so a longer bound than
+	// the wait for the focus below, which an app may refuse.
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := g.x.Activate(actx, w.ID)
+	cancel()
+	if err != nil || w.Focused {
 		return
 	}
-	actx, cancel := context.WithTimeout(ctx, time.Second)
+	fctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := g.x.Activate(actx, w.ID); err != nil {
-		return
-	}
-	for actx.Err() == nil {
+	for fctx.Err() == nil {
 		g.winMu.Lock()
 		ch := g.winCh
 		for _, cur := range g.windows {
@@ -343,7 +352,7 @@ func (g *Guest) focus(ctx context.Context, w *observe.Window) {
 		g.winMu.Unlock()
 		select {
 		case <-ch:
-		case <-actx.Done():
+		case <-fctx.Done():
 		}
 	}
 }
