@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,8 @@ import (
 
 // calcScript waits for Calc's first cell in the tree (Calc up, its GTK3
 // plugin and accessibility on, no first-start dialog in the way), types a
-// number into it and waits for the cell to hold it.
+// number into it and waits for the cell to hold it; then reads the tree
+// twice more, a second apart, with Calc idle.
 const calcScript = `task: put 4242 into A1
 steps:
   - wait_for: element
@@ -36,6 +38,16 @@ steps:
   - expect: element
     target: {role: table cell, name: A2}
     state: focused
+  - action: wait
+    ms: 1000
+  - expect: element
+    target: {role: table cell, name: A1}
+    text: "4242"
+  - action: wait
+    ms: 1000
+  - expect: element
+    target: {role: table cell, name: A1}
+    text: "4242"
 `
 
 // TestOfficeCalc: `agentbox run localc --image agentbox/office:bookworm`
@@ -69,16 +81,37 @@ func TestOfficeCalc(t *testing.T) {
 	if !tr.Run.App.InImage || tr.Run.App.Command != "localc" {
 		t.Errorf("app %+v: want the image's localc", tr.Run.App)
 	}
-	// The last recorded tree: A1 holds the number, the visible cells are
-	// there and no more, and Calc answered every call.
+	// The last tree read in full: A1 holds the number, the visible cells
+	// are there and no more. A read is bounded in time (a second for each
+	// call an application does not answer, Calc's main loop among them),
+	// so on a busy machine a tree may be cut for time — said in its Cut,
+	// and allowed here — but never for size, depth or count, and Calc is
+	// read in full at least once after the edit (four reads, the last two
+	// with Calc idle for a second).
 	var tree *observe.Tree
-	for i := len(tr.Steps) - 1; i >= 0 && tree == nil; i-- {
-		if o := tr.Steps[i].Record.Observation; o != nil && o.Tree != nil && o.Tree.File != "" {
-			tree = stepTree(t, tr, o)
+	var timeCuts []string
+	for i := len(tr.Steps) - 1; i >= 0; i-- {
+		o := tr.Steps[i].Record.Observation
+		if o == nil || o.Tree == nil || o.Tree.File == "" {
+			continue
+		}
+		read := stepTree(t, tr, o)
+		for _, c := range read.Cut {
+			if strings.Contains(c, "did not answer") || strings.HasPrefix(c, "time:") {
+				timeCuts = append(timeCuts, fmt.Sprintf("step %d: %s", i+1, c))
+			} else {
+				t.Errorf("step %d: the read was cut: %q", i+1, c)
+			}
+		}
+		if tree == nil && len(read.Cut) == 0 {
+			tree = read
 		}
 	}
+	if len(timeCuts) > 0 {
+		t.Logf("reads cut for time on this machine: %q", timeCuts)
+	}
 	if tree == nil {
-		t.Fatal("no tree recorded")
+		t.Fatal("no tree was read in full")
 	}
 	a1, err := tree.Find(action.Selector{Role: "table cell", Name: "A1"})
 	if err != nil {
@@ -95,9 +128,6 @@ func TestOfficeCalc(t *testing.T) {
 	}
 	if cells < 20 || cells > 4096 {
 		t.Errorf("%d cells in the tree: want the visible ones", cells)
-	}
-	if slices.ContainsFunc(tree.Cut, func(s string) bool { return strings.Contains(s, "did not answer") || strings.HasPrefix(s, "time:") }) {
-		t.Errorf("the read was cut: %q", tree.Cut)
 	}
 	t.Logf("%d elements, %d cells, read in %dms with %d calls", len(tree.Elements), cells, tree.ElapsedUS/1000, tree.Calls)
 }
