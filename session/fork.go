@@ -34,7 +34,7 @@ func (s *Session) ForkPoint(ctx context.Context) (ForkPoint, error) {
 	if s.end != nil {
 		return ForkPoint{}, &EndedError{*s.end}
 	}
-	if s.relaunching.Load() {
+	if s.relaunchDecided() {
 		return ForkPoint{}, ErrRelaunching
 	}
 	env := s.environment()

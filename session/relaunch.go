@@ -24,6 +24,22 @@ var (
 	ErrNoRelaunch = errors.New("the sandbox cannot be reset in place")
 )
 
+// relaunchDecided says whether the session is being relaunched. Relaunch
+// sets the flag under cmu before it reads the calls in flight and, when a
+// call is in flight, clears it again under cmu: a call in flight that
+// reads the flag in between must not take a refused relaunch for a
+// decided one (its step failed with ErrRelaunching while the relaunch
+// was refused, under the race detector in CI). So a flag seen set is read
+// again under cmu, once the decision is made.
+func (s *Session) relaunchDecided() bool {
+	if !s.relaunching.Load() {
+		return false
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	return s.relaunching.Load()
+}
+
 // Relaunch ends the episode as Close does (end, unless it has ended
 // already; the task's files collected, the grade, the trace finalised)
 // but keeps the sandbox: it is reset in place (environment.Resetter: the

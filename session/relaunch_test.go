@@ -150,6 +150,38 @@ func TestRelaunchRefused(t *testing.T) {
 			t.Errorf("%d resets", b.resets)
 		}
 	})
+	// A relaunch being decided (its flag set under cmu, the calls in
+	// flight not read yet) must not fail a step that reads the flag then:
+	// the step waits for the decision, and a refused relaunch changes
+	// nothing. Before relaunchDecided the step failed with ErrRelaunching
+	// (TestRelaunchRefused/step_in_flight, once, under the race detector).
+	t.Run("step meets a relaunch being decided", func(t *testing.T) {
+		b := &resettingBackend{}
+		s, _ := openFake(t, b, nil)
+		defer s.Close(context.WithoutCancel(t.Context()), end)
+		s.cmu.Lock()
+		s.relaunching.Store(true)
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Act(t.Context(), Step{Action: action.Action{Kind: action.Wait, MS: 1}})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			s.relaunching.Store(false)
+			s.cmu.Unlock()
+			t.Fatalf("the step did not wait for the relaunch's decision: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		s.relaunching.Store(false) // refused: a call was in flight
+		s.cmu.Unlock()
+		if err := <-done; err != nil {
+			t.Fatalf("the step beside a refused relaunch: %v", err)
+		}
+		if b.resets != 0 {
+			t.Errorf("%d resets", b.resets)
+		}
+	})
 	t.Run("no reset in place", func(t *testing.T) {
 		b := &fakeBackend{}
 		s, _ := openFake(t, b, nil)

@@ -87,7 +87,7 @@ func (s *Session) observe1(ctx context.Context, ahead bool) (*Observation, error
 	if s.end != nil {
 		return nil, &EndedError{*s.end}
 	}
-	if s.relaunching.Load() {
+	if s.relaunchDecided() {
 		return nil, ErrRelaunching
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
@@ -145,7 +145,7 @@ func (s *Session) act1(ctx context.Context, st Step, ahead bool) (StepResult, er
 	if s.end != nil {
 		return StepResult{}, &EndedError{*s.end}
 	}
-	if s.relaunching.Load() {
+	if s.relaunchDecided() {
 		return StepResult{}, ErrRelaunching
 	}
 	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
