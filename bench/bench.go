@@ -63,6 +63,12 @@ type Options struct {
 	// each (none skips).
 	Concurrency []int
 	ScaleSteps  int
+	// PythonClient is the directory of agentbox's Python client (the
+	// repository's python/): its benchmarks/reset.py measures the pool's
+	// resets again from Python, run by Python (an interpreter, default
+	// python3), on the same servers as the Go client's. "" skips.
+	PythonClient, Python string
+	PythonSkip           string // why PythonClient is "", for the report's skipped list
 	// GuestBinary is the agentbox binary the pool's figures run inside
 	// their sandboxes (default: this executable).
 	GuestBinary string
@@ -266,6 +272,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	if o.PoolResets <= 0 {
 		skip("the warm pool's resets (--pool-resets 0)")
+	} else if o.PythonClient == "" {
+		why := o.PythonSkip
+		if why == "" {
+			why = "no Python client given"
+		}
+		skip(fmt.Sprintf("the warm pool's resets from the Python client (%s)", why))
 	}
 	if o.PoolEvalEpisodes <= 0 {
 		skip("eval with and without the pool (--pool-eval 0)")

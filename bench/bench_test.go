@@ -19,6 +19,7 @@ import (
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/environment"
 	"github.com/codegirl-games/agentbox/environment/guestenv/guestenvtest"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/observe"
 )
 
@@ -272,6 +273,7 @@ func TestRunScriptedGuest(t *testing.T) {
 // down, so the figures after it still have theirs). Every sandbox is
 // closed in the end.
 func TestRunPoolScriptedGuest(t *testing.T) {
+	testenv.Require(t, testenv.Programs("python3"))
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "game"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
@@ -283,6 +285,7 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 		Backend: backend, App: dir, ColdRuns: 1, Samples: 2, RunSteps: 5,
 		Screens: []observe.Screen{{Width: 320, Height: 200, Depth: 24}}, Progress: &progress,
 		RemoteSamples: 2, PoolResets: 3, PoolCapacity: 3,
+		PythonClient: filepath.Join("..", "python"), Python: "python3",
 	}
 	rep, err := Run(t.Context(), o)
 	if err != nil {
@@ -291,6 +294,10 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	p := rep.Pool
 	if p == nil || p.ResetWarm.N != 3 || p.ResetCold.N != 3 || p.OpenWarm.N != 3 || p.OpenCold.N != 3 {
 		t.Fatalf("pool figures: %+v", p)
+	}
+	// The Python client's loops on the same servers: reset.py's times.
+	if p.PyRelaunch.N != 3 || p.PyDeep.N != 3 {
+		t.Errorf("from Python: relaunch %+v, deep %+v", p.PyRelaunch, p.PyDeep)
 	}
 	if p.ResetRelaunch.N != 3 {
 		t.Errorf("relaunch: %+v", p.ResetRelaunch)
@@ -311,7 +318,7 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.Print(&out, o)
-	for _, want := range []string{"from the warm pool:", "cold create:", "back to back, no wait for the pool:", "back to back from a pool as deep as the loop (--pool 5, filled first)", "hit rate", "3 of 3 idle"} {
+	for _, want := range []string{"from the warm pool:", "cold create:", "back to back, no wait for the pool:", "back to back from a pool deeper than the loop (--pool 7, filled first)", "from Python (python/benchmarks/reset.py", "fresh, back to back from the deeper pool:", "hit rate", "3 of 3 idle"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -57,16 +59,20 @@ type PoolStats struct {
 	// refills have ended, so that it shares the CPU with no create.
 	ResetRelaunch Stats
 	// ResetDeep is the back-to-back loop again, on a server whose pool is
-	// as deep as the loop (--pool-resets + 2: the loop's resets, the
-	// created episode and a warm-up), filled and quiet before it starts:
+	// deeper than the loop (deepPool: the loop's resets and half again,
+	// the created episode and a warm-up), filled and quiet before it starts:
 	// a burst served from the pool with no create waited for; DeepLoop is
 	// that pool's account of it.
 	ResetDeep Stats
 	DeepLoop  *LoopStats `json:",omitempty"`
-	Loop      *LoopStats `json:",omitempty"`
-	Fork      *ForkStats `json:",omitempty"`
-	Capacity  *Capacity  `json:",omitempty"`
-	Eval      *EvalStats `json:",omitempty"`
+	// PyRelaunch and PyDeep are ResetRelaunch's and ResetDeep's loops
+	// again from the Python client (python/benchmarks/reset.py, a key
+	// step before each reset) on the same servers; empty when skipped.
+	PyRelaunch, PyDeep Stats
+	Loop               *LoopStats `json:",omitempty"`
+	Fork               *ForkStats `json:",omitempty"`
+	Capacity           *Capacity  `json:",omitempty"`
+	Eval               *EvalStats `json:",omitempty"`
 }
 
 // Capacity is a pool of Target idle environments held by one server.
@@ -135,8 +141,9 @@ type EvalStats struct {
 
 // poolServer is an in-process server on loopback with its client.
 type poolServer struct {
-	srv *serve.Server
-	c   *client.Client
+	srv        *serve.Server
+	c          *client.Client
+	url, token string // for the Python client
 }
 
 func startServer(ctx context.Context, o Options, dir string, size, max int) (*poolServer, func(), error) {
@@ -180,7 +187,7 @@ func startServerOf(ctx context.Context, o Options, appDir, dir string, size, max
 		stop()
 		return nil, nil, err
 	}
-	return &poolServer{srv: srv, c: c}, stop, nil
+	return &poolServer{srv: srv, c: c, url: "http://" + ln.Addr().String(), token: token}, stop, nil
 }
 
 // poolReset measures reset → first observation from a warm pool and
@@ -274,6 +281,11 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 			return err
 		}
 		ps.ResetRelaunch = r
+		if o.PythonClient != "" {
+			if ps.PyRelaunch, err = pythonResets(ctx, o, cold, "relaunch"); err != nil {
+				return err
+			}
+		}
 	}
 	// Close the episodes, so their traces are finalised with timings.
 	for _, env := range envs {
@@ -313,10 +325,15 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 }
 
 // deepLoop measures o.PoolResets resets back to back on a server whose
-// pool holds as many idle sandboxes as the loop takes, filled and quiet
-// before the loop starts.
+// pool holds half as many idle sandboxes again as the loop takes, filled
+// and quiet before the loop starts. Half again: a loop of resets asks the
+// pool for what it takes while one sandbox is made, with half again as
+// margin (pool's demand), and a pool that holds less than that refills
+// at once, its creates sharing the CPU with the burst (a pool of 22 for
+// 20 resets did: Docker p95 168–188 ms); one that holds more serves the
+// burst and refills when it pauses.
 func deepLoop(ctx context.Context, o Options, dir string, ps *PoolStats) error {
-	n := o.PoolResets + 2 // the created episode, a warm-up, the loop
+	n := deepPool(o.PoolResets)
 	s, stop, err := startServer(ctx, o, dir, n, n+2)
 	if err != nil {
 		return err
@@ -353,8 +370,62 @@ func deepLoop(ctx context.Context, o Options, dir string, ps *PoolStats) error {
 	after := s.srv.PoolStats()
 	ps.ResetDeep = summarize(rl)
 	ps.DeepLoop = loopStats(before, after, len(rl))
-	return nil
+	if o.PythonClient == "" {
+		return nil
+	}
+	// The same loop from Python, once the pool is full and quiet again.
+	qctx, cancel = context.WithTimeout(ctx, 5*time.Minute)
+	err = poolQuiet(qctx, s.srv)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("filling a pool of %d again: %w", n, err)
+	}
+	ps.PyDeep, err = pythonResets(ctx, o, s, "fresh")
+	return err
 }
+
+// lastBytes is the end of s, at most n bytes of it.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// pythonResets runs the Python client's benchmarks/reset.py against s:
+// o.PoolResets resets of mode back to back, a key step before each, as
+// a Python program sees them (reset() to the first observation in hand,
+// RGBA over the WebSocket).
+func pythonResets(ctx context.Context, o Options, s *poolServer, mode string) (Stats, error) {
+	py := o.Python
+	if py == "" {
+		py = "python3"
+	}
+	script := filepath.Join(o.PythonClient, "benchmarks", "reset.py")
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, py, script, "--resets", strconv.Itoa(o.PoolResets), "--modes", mode, "--json")
+	cmd.Env = append(os.Environ(), "AGENTBOX_URL="+s.url, "AGENTBOX_TOKEN="+s.token, "PYTHONDONTWRITEBYTECODE=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return Stats{}, fmt.Errorf("%s %s (%s): %w\n%s", py, script, mode, err, lastBytes(stderr.String(), 2000))
+	}
+	var times map[string][]float64
+	if err := json.Unmarshal(out, &times); err != nil || len(times[mode]) == 0 {
+		return Stats{}, fmt.Errorf("%s %s (%s): want a JSON object of times, got %q (%v)", py, script, mode, lastBytes(string(out), 500), err)
+	}
+	d := make([]time.Duration, len(times[mode]))
+	for i, ms := range times[mode] {
+		d[i] = time.Duration(ms * float64(time.Millisecond))
+	}
+	return summarize(d), nil
+}
+
+// deepPool is the pool deepLoop fills for a loop of resets: half again
+// as many, and the created episode and a warm-up.
+func deepPool(resets int) int { return resets + (resets+1)/2 + 2 }
 
 // loopStats is the pool's account of a loop of n resets, from its counts
 // before and after.
@@ -717,11 +788,20 @@ func (p *PoolStats) print(w io.Writer) {
 		}
 	}
 	if l := p.DeepLoop; l != nil && p.ResetDeep.N > 0 {
-		fmt.Fprintf(w, "  back to back from a pool as deep as the loop (--pool %d, filled first): %s\n", l.Resets+2, p.ResetDeep)
+		fmt.Fprintf(w, "  back to back from a pool deeper than the loop (--pool %d, filled first): %s\n", deepPool(int(l.Resets)), p.ResetDeep)
 		fmt.Fprintf(w, "  that pool over the loop: %d of %d warm (hit rate %.0f %%), %d waited for a sandbox being made\n", l.Warm, l.Resets, 100*l.HitRate, l.Waited)
 	}
 	if p.ResetRelaunch.N > 0 {
 		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back, no create beside it: %s\n", p.ResetRelaunch)
+	}
+	if p.PyRelaunch.N > 0 || p.PyDeep.N > 0 {
+		fmt.Fprintf(w, "  from Python (python/benchmarks/reset.py, a key step before each reset, the same servers):\n")
+		if p.PyRelaunch.N > 0 {
+			fmt.Fprintf(w, "    relaunch, back to back:                     %s\n", p.PyRelaunch)
+		}
+		if p.PyDeep.N > 0 {
+			fmt.Fprintf(w, "    fresh, back to back from the deeper pool:   %s\n", p.PyDeep)
+		}
 	}
 	if f := p.Fork; f != nil {
 		fmt.Fprintf(w, "fork of a %d-step mover episode into %d (POST /v1/envs/{id}/fork, fork: %s, --pool %d), until all are ready, from the Go client:\n", f.Steps, f.Count, f.Mode, f.Pool)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -37,7 +38,9 @@ sync, one screen capture, a hash, a PNG encode; a floor sample before each
 step, the ratio the step's median over the floor's), a full run
 with its trace, the same step in-process and through agentbox serve (over its
 WebSocket and over plain HTTP, side by side), the warm pool's figures (reset →
-first observation from serve's pool against a cold create; eval's episodes
+first observation from serve's pool against a cold create, back to back,
+relaunched in place, from the Go client and again from Python with the
+repository's Python client; eval's episodes
 per minute with and without --pool; with --pool-capacity, how many idle
 pooled environments one server holds and the memory each takes), the fork of
 a 50-step episode into 4 through serve's API (until all are ready), and — for
@@ -63,6 +66,24 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 				o.App = filepath.Join("examples", "mover")
 				if _, err := os.Stat(filepath.Join(o.App, "mover")); err != nil {
 					return usageErrorf("--app: no built mover demo at %s (run bench from the source tree after make build, or name an app directory)", o.App)
+				}
+			}
+			switch {
+			case o.PoolResets <= 0:
+				o.PythonClient = ""
+			case o.PythonClient == "none":
+				o.PythonClient, o.PythonSkip = "", "--python-client none"
+			default:
+				if _, err := os.Stat(filepath.Join(o.PythonClient, "benchmarks", "reset.py")); err != nil {
+					if cmd.Flags().Changed("python-client") {
+						return usageErrorf("--python-client: %s has no benchmarks/reset.py (the repository's python/ directory, or none)", o.PythonClient)
+					}
+					o.PythonClient, o.PythonSkip = "", fmt.Sprintf("no Python client at %s: run bench from the source tree or name it with --python-client", o.PythonClient)
+				} else if _, err := exec.LookPath(o.Python); err != nil {
+					if cmd.Flags().Changed("python") {
+						return usageErrorf("--python: %v", err)
+					}
+					o.PythonClient, o.PythonSkip = "", fmt.Sprintf("no %s: apt-get install python3", o.Python)
 				}
 			}
 			o.Progress = cmd.ErrOrStderr()
@@ -124,6 +145,8 @@ skipped (a count of 0 skips a measurement); it passes or fails nothing.`,
 	fl.IntVar(&o.PoolResets, "pool-resets", 30, "resets measured from agentbox serve's warm pool and cold, in turn (0 skips)")
 	fl.IntVar(&o.PoolEvalEpisodes, "pool-eval", 12, "mover play-test episodes run with agentbox eval without a pool, with --pool, and with --pool --reset relaunch, to compare episodes per minute (0 skips)")
 	fl.IntVar(&o.PoolEvalParallel, "pool-eval-parallel", 2, "the --parallel (and --pool) of those eval runs")
+	fl.StringVar(&o.PythonClient, "python-client", "python", "the Python client's directory, whose benchmarks/reset.py measures the pool's resets again from Python on the same servers (none skips)")
+	fl.StringVar(&o.Python, "python", "python3", "the Python interpreter that runs --python-client's benchmarks/reset.py")
 	fl.BoolVar(&o.PoolLaunch, "pool-launch", false, "the warm pool's server launches the mover ahead in its pooled sandboxes (agentbox serve --pool-launch)")
 	fl.IntVar(&o.Forks, "forks", 5, "times a mover episode is forked through agentbox serve, each timed until all forks are ready (0 skips)")
 	fl.IntVar(&o.ForkSteps, "fork-steps", 50, "steps of the episode each fork replays")
@@ -280,7 +303,10 @@ func printSideBySide(w io.Writer, runs []benchRun) {
 		}
 		return fmt.Sprintf("%.0f %%, %s / %s", 100*p.Loop.HitRate, bench.FormatMS(p.Loop.RefillP50), bench.FormatMS(p.Loop.RefillP95))
 	}))
-	row("reset back to back, pool as deep as the loop", pooled(func(p *bench.PoolStats) string { return pp(p.ResetDeep) }))
+	row("reset back to back, pool deeper than the loop", pooled(func(p *bench.PoolStats) string { return pp(p.ResetDeep) }))
+	row("relaunch back to back", pooled(func(p *bench.PoolStats) string { return pp(p.ResetRelaunch) }))
+	row("from Python: relaunch back to back", pooled(func(p *bench.PoolStats) string { return pp(p.PyRelaunch) }))
+	row("from Python: back to back, deeper pool", pooled(func(p *bench.PoolStats) string { return pp(p.PyDeep) }))
 	row("fork (--fork-steps into --fork-count), ready", pooled(func(p *bench.PoolStats) string {
 		if p.Fork == nil {
 			return "-"

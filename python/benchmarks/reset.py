@@ -15,6 +15,7 @@ trusts the server's own certificate.
 """
 
 import argparse
+import json
 import os
 import ssl
 import sys
@@ -37,6 +38,7 @@ def main():
     ap.add_argument("--upload", metavar="DIR", help="upload this app directory and reset episodes of it (instead of --app)")
     ap.add_argument("--cafile", help="trust this certificate (PEM) for an https server")
     ap.add_argument("--modes", default="fresh,relaunch", help="reset modes measured in turn")
+    ap.add_argument("--json", action="store_true", help="print the times (ms) of each mode as one JSON object instead (agentbox bench reads it)")
     args = ap.parse_args()
     ctx = ssl.create_default_context(cafile=args.cafile) if args.cafile else None
     client = agentbox.Client(ssl_context=ctx)
@@ -61,6 +63,9 @@ def main():
     finally:
         for env in envs.values():
             env.close()
+    if args.json:
+        print(json.dumps(times))
+        return
     for mode, v in times.items():
         print("reset %-8s n=%d  p50 %.1f ms  p95 %.1f ms  max %.1f ms" % (mode, len(v), pct(v, 50), pct(v, 95), max(v)))
 
