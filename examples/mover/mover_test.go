@@ -307,10 +307,10 @@ func (c *client) atom(t *testing.T, name string) xproto.Atom {
 // TestHoldRight holds Right for one second and checks how far the square went.
 func TestHoldRight(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		env      []string
-		args     []string
-		speed    float64 // pixels a second
+		name  string
+		env   []string
+		args  []string
+		speed float64 // pixels a second
 	}{
 		{"speed200", nil, nil, 200},
 		{"speed100", nil, []string{"-speed", "100"}, 100},
