@@ -322,17 +322,23 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 // typed into a window without focus are lost (a complaint about peer
 // tools). Best effort: an app may refuse focus.
 //
-// A window that already has the focus is activated too: Openbox focuses a
-// new window itself (SetInputFocus), and the focus is in the window before
-// Openbox has handled the FocusIn that follows and painted the window's
-// frame active. Activate's answers from the window manager come after that
-// paint, so the first screenshot never shows a frame half-way (an inactive
-// title on a focused window, seen beside a busy test suite).
+// A window that already has the focus is waited for too: Openbox focuses
+// a new window itself (SetInputFocus), and the focus is in the window
+// before Openbox has handled the FocusIn that follows and painted the
+// window's frame active. That FocusIn reached Openbox before a probe sent
+// now, so once the probe is answered the frame is painted, and the first
+// screenshot never shows it half-way (an inactive title on a focused
+// window, seen beside a busy test suite). The window manager's answers are
+// not the app's, so they have a longer bound than the wait for the focus
+// below, which an app may refuse.
 func (g *Guest) focus(ctx context.Context, w *observe.Window) {
-	// The window manager's answers: not the app's, so a longer bound than
-	// the wait for the focus below, which an app may refuse.
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := g.x.Activate(actx, w.ID)
+	var err error
+	if w.Focused {
+		err = g.x.SyncWM(actx)
+	} else {
+		err = g.x.Activate(actx, w.ID)
+	}
 	cancel()
 	if err != nil || w.Focused {
 		return

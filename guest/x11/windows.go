@@ -277,6 +277,20 @@ func (c *Conn) Activate(ctx context.Context, win WindowID) error {
 	return c.focus(ctx, win)
 }
 
+// SyncWM waits until the window manager has handled every event and
+// request that reached the X server before it (one probe answered; see
+// wmsync.go): what it does about a window it mapped and focused — its
+// frame painted — is done then. Without a window manager that answers,
+// it returns at once.
+func (c *Conn) SyncWM(ctx context.Context) error {
+	o, err := c.begin(ctx, &c.input, "sync with the window manager")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	return o.wrap("sync with the window manager", c.wmSync(o, "sync with the window manager"))
+}
+
 // isActive reports whether the window manager reports win active and the
 // keyboard focus is in win.
 func (c *Conn) isActive(ctx context.Context, win WindowID) (bool, error) {
