@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,10 @@ func countApp(t *testing.T) string {
 	return dir
 }
 
-// sandboxesLs is `agentbox sandboxes ls --json`.
-func sandboxesLs(t *testing.T) []map[string]any {
+// sandboxesLs is `agentbox sandboxes ls --json`, the rows of name only:
+// another agentbox on this machine (the other e2e shard) may hold names
+// of its own.
+func sandboxesLs(t *testing.T, name string) []map[string]any {
 	t.Helper()
 	r := cliMain(t, "sandboxes", "ls", "--json")
 	if r.code != 0 {
@@ -42,7 +45,7 @@ func sandboxesLs(t *testing.T) []map[string]any {
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("sandboxes ls --json: %v\n%s", err, r.stdout)
 	}
-	return rows
+	return slices.DeleteFunc(rows, func(row map[string]any) bool { return row["name"] != name })
 }
 
 // TestNamedSandbox: a file the app writes in its home in one run of a
@@ -110,7 +113,7 @@ func TestNamedSandbox(t *testing.T) {
 			defer func() { holder.Process.Kill(); holder.Wait() }()
 			deadline := time.Now().Add(3 * time.Minute)
 			for {
-				rows := sandboxesLs(t)
+				rows := sandboxesLs(t, name)
 				if len(rows) == 1 && rows[0]["locked_by"] != nil {
 					break
 				}
@@ -134,7 +137,7 @@ func TestNamedSandbox(t *testing.T) {
 			if r := cliMain(t, "gc", "--backend", backend); r.code != 0 {
 				t.Fatalf("gc: %s", r)
 			}
-			rows := sandboxesLs(t)
+			rows := sandboxesLs(t, name)
 			if len(rows) != 1 || rows[0]["name"] != name || rows[0]["locked_by"] != nil {
 				t.Fatalf("after gc: %v", rows)
 			}
@@ -151,7 +154,7 @@ func TestNamedSandbox(t *testing.T) {
 			if r := cliMain(t, "sandboxes", "rm", name); r.code != 0 {
 				t.Fatalf("rm: %s", r)
 			}
-			if rows := sandboxesLs(t); len(rows) != 0 {
+			if rows := sandboxesLs(t, name); len(rows) != 0 {
 				t.Fatalf("after rm: %v", rows)
 			}
 			if backend == "docker" {
