@@ -158,6 +158,7 @@ func runExampleTasks(t *testing.T, bin string, pairs map[string][2]*eval.Task, b
 	for _, e := range sum.Episodes {
 		got[e.Task] = e
 	}
+	failed := map[string]bool{} // the tasks whose episodes did not do as they should
 	for _, name := range slices.Sorted(maps.Keys(pairs)) {
 		for _, c := range []struct {
 			task, grade string
@@ -166,10 +167,13 @@ func runExampleTasks(t *testing.T, bin string, pairs map[string][2]*eval.Task, b
 			switch {
 			case !ok:
 				t.Errorf("%s: no episode", c.task)
+				failed[c.task] = true
 			case e.Grade != c.grade:
 				t.Errorf("%s: grade %q (%s, %s: %s; trace %s): want %s", c.task, e.Grade, e.Category, e.Reason, e.Message, filepath.Join(out, e.Trace), c.grade)
+				failed[c.task] = true
 			case e.Outcome != trace.Success && c.grade == trace.GradeVerified:
 				t.Errorf("%s: verified, but the solution's script did not pass: %s %s: %s", c.task, e.Outcome, e.Reason, e.Message)
+				failed[c.task] = true
 			case c.grade == trace.GradeIncorrect:
 				// The wrong attempt's script passed (it did all it meant
 				// to: an edit that did not land is no wrong answer); only
@@ -177,6 +181,7 @@ func runExampleTasks(t *testing.T, bin string, pairs map[string][2]*eval.Task, b
 				// the script's is read from the trace.
 				if run := openTrace(t, filepath.Join(out, e.Trace)).Run; run.Reason != trace.ReasonDone {
 					t.Errorf("%s: incorrect, but its script did not pass: %s %s: %s", c.task, run.Outcome, run.Reason, run.Message)
+					failed[c.task] = true
 				}
 			}
 		}
@@ -188,6 +193,17 @@ func runExampleTasks(t *testing.T, bin string, pairs map[string][2]*eval.Task, b
 	}
 	if t.Failed() {
 		t.Logf("eval's output:\n%s", r)
+		// The failed episodes' traces, kept for a person to read (CI
+		// keeps the artifacts; the test's own directory goes with it).
+		keep := filepath.Join(artifacts(t), t.Name())
+		for task := range failed {
+			if e, ok := got[task]; ok {
+				if err := os.CopyFS(filepath.Join(keep, task), os.DirFS(filepath.Join(out, e.Trace))); err != nil {
+					t.Logf("keeping %s's trace: %v", task, err)
+				}
+			}
+		}
+		t.Logf("the failed episodes' traces: %s", keep)
 	}
 	t.Logf("%d episodes in %s, 2 at a time: %.1f episodes per minute",
 		len(sum.Episodes), elapsed.Round(time.Second), float64(len(sum.Episodes))/elapsed.Minutes())
