@@ -838,7 +838,7 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request, owner str
 		writeError(w, aerr)
 		return
 	}
-	obs, aerr := s.observe(e, image, r.URL.Query().Get("known"))
+	obs, aerr := s.observe(e, image, r.URL.Query().Get("known"), nil)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -846,11 +846,22 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request, owner str
 	writeObserved(w, r, obs, obs)
 }
 
-// observe takes the running episode's next observation.
-func (s *Server) observe(e *env, image, known string) (*api.Observation, *api.Error) {
+// observe takes the running episode's next observation; an image is
+// made only with slot (nil: none needed), which is waited for (until
+// the server stops) when wait, or refused after largeWait.
+func (s *Server) observe(e *env, image, known string, slot *imageSlot) (*api.Observation, *api.Error) {
+	return s.observeWaiting(e, image, known, slot, false)
+}
+
+func (s *Server) observeWaiting(e *env, image, known string, slot *imageSlot, wait bool) (*api.Observation, *api.Error) {
 	sess, ep, aerr := e.current()
 	if aerr != nil {
 		return nil, aerr
+	}
+	if image != api.ImageNone {
+		if aerr := slot.take(wait); aerr != nil {
+			return nil, aerr
+		}
 	}
 	o, err := sess.Observe(s.base)
 	if err != nil {
@@ -904,7 +915,7 @@ func (s *Server) handleAct(w http.ResponseWriter, r *http.Request, owner string)
 		writeError(w, apiError(api.CodeInvalidAction, "%v (docs/actions.md has the vocabulary)", err))
 		return
 	}
-	resp, aerr := s.step(e, a, image, q.Get("known"))
+	resp, aerr := s.step(e, a, image, q.Get("known"), nil)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -914,7 +925,9 @@ func (s *Server) handleAct(w http.ResponseWriter, r *http.Request, owner string)
 
 // step performs one action in the running episode and, unless image is
 // none, observes after it (after a done: the last observation).
-func (s *Server) step(e *env, a action.Action, image, known string) (_ *api.StepResponse, _ *api.Error) {
+// An image is made only with slot (nil: none needed), waited for after
+// the action.
+func (s *Server) step(e *env, a action.Action, image, known string, slot *imageSlot) (_ *api.StepResponse, _ *api.Error) {
 	sess, ep, aerr := e.current()
 	if aerr != nil {
 		return nil, aerr
@@ -952,6 +965,9 @@ func (s *Server) step(e *env, a action.Action, image, known string) (_ *api.Step
 	}
 	if image == api.ImageNone {
 		return resp, nil
+	}
+	if aerr := slot.take(true); aerr != nil {
+		return nil, aerr
 	}
 	var o *session.Observation
 	switch {
@@ -1006,7 +1022,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request, owner strin
 		writeError(w, aerr)
 		return
 	}
-	resp, aerr := s.reset(e, req.Task, req.Mode, image, r.URL.Query().Get("known"))
+	resp, aerr := s.reset(e, req.Task, req.Mode, image, r.URL.Query().Get("known"), nil)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -1017,7 +1033,9 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request, owner strin
 // reset ends the running episode (closed by the client) and starts the
 // next: in a fresh sandbox, or with mode relaunch in the same sandbox
 // reset in place (session.Relaunch). mode "" is the environment's.
-func (s *Server) reset(e *env, task *string, mode, image, known string) (*api.ResetResponse, *api.Error) {
+// An image is made only with slot (nil: none needed), waited for once
+// the next episode has started.
+func (s *Server) reset(e *env, task *string, mode, image, known string, slot *imageSlot) (*api.ResetResponse, *api.Error) {
 	switch mode {
 	case "", api.ResetFresh:
 	case api.ResetRelaunch:
@@ -1114,7 +1132,7 @@ func (s *Server) reset(e *env, task *string, mode, image, known string) (*api.Re
 	}
 	resp := &api.ResetResponse{}
 	if image != api.ImageNone {
-		obs, aerr := s.observe(e, image, known)
+		obs, aerr := s.observeWaiting(e, image, known, slot, true)
 		if aerr != nil {
 			return nil, aerr
 		}

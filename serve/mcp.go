@@ -121,7 +121,7 @@ func (m *mcpEpisodes) Launch(l mcp.Launch) (mcp.Episode, error) {
 		}
 	}
 	if e := m.e; e != nil {
-		if _, aerr := s.reset(e, l.Task, "", api.ImageNone, ""); aerr != nil {
+		if _, aerr := s.reset(e, l.Task, "", api.ImageNone, "", nil); aerr != nil {
 			return mcp.Episode{}, errors.New(aerr.Message)
 		}
 		return m.episode(e)

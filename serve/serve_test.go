@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -698,28 +699,30 @@ func TestShutdown(t *testing.T) {
 	}
 }
 
-// TestWebSocketProtocol: the step loop over one connection: answers in
-// order with the request's ID, the image after the JSON in a binary
-// message, no image for an unchanged screen, errors per request without
-// closing the connection, and oversized messages closing it.
-func TestWebSocketProtocol(t *testing.T) {
-	h := newHarness(t, nil, nil)
-	e := h.create("", "")
-	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(h.url, "http")+"/v1/envs/"+e.ID+"/ws",
+// dialWS opens environment id's WebSocket with testToken; send writes
+// one request and reads its answer (with its image, if one came); a
+// connection that fails is an error of the test, and a zero answer (send
+// may be called from any goroutine).
+func (h *harness) dialWS(id string) (*websocket.Conn, func(msg string) (api.Response, []byte)) {
+	t := h.t
+	t.Helper()
+	c, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(h.url, "http")+"/v1/envs/"+id+"/ws",
 		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.CloseNow()
+	t.Cleanup(func() { c.CloseNow() })
 	c.SetReadLimit(64 << 20)
-	send := func(msg string) (api.Response, []byte) {
+	return c, func(msg string) (api.Response, []byte) {
 		t.Helper()
 		if err := c.Write(t.Context(), websocket.MessageText, []byte(msg)); err != nil {
-			t.Fatal(err)
+			t.Errorf("%s: %v", msg, err)
+			return api.Response{}, nil
 		}
 		typ, data, err := c.Read(t.Context())
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("%s: %v", msg, err)
+			return api.Response{}, nil
 		}
 		var img []byte
 		if typ == websocket.MessageBinary {
@@ -728,10 +731,74 @@ func TestWebSocketProtocol(t *testing.T) {
 		}
 		var r api.Response
 		if err := json.Unmarshal(data, &r); err != nil {
-			t.Fatalf("%s: %v", data, err)
+			t.Errorf("%s: %s: %v", msg, data, err)
 		}
 		return r, img
 	}
+}
+
+// TestImageSlotNotHeldByReset: a token's image slot is held only while
+// an image is made and sent. One environment's reset that waits for its
+// sandbox (here, a launch held open) does not hold it, so the token's
+// other environment steps with images meanwhile; the reset's own image
+// comes once its episode has started. (The slot was taken before the
+// whole request: every other environment of the token waited behind a
+// reset, then was refused with 429 — TestServeLoad under load.)
+func TestImageSlotNotHeldByReset(t *testing.T) {
+	var hold atomic.Bool
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { hold.Store(false); close(release) }) }
+	h := newHarness(t, func() *guestenvtest.Guest {
+		return &guestenvtest.Guest{OnLaunch: func(*guestenvtest.Writer) {
+			if hold.Load() {
+				<-release
+			}
+		}}
+	}, nil)
+	t.Cleanup(free) // before the harness's own (cleanups run last first)
+	a, b := h.create("", ""), h.create("", "")
+	_, sendA := h.dialWS(a.ID)
+	_, sendB := h.dialWS(b.ID)
+	hold.Store(true)
+	type answer struct {
+		r   api.Response
+		img []byte
+	}
+	reset := make(chan answer, 1)
+	go func() {
+		r, img := sendA(`{"id":1,"op":"reset","image":"png"}`)
+		reset <- answer{r, img}
+	}()
+	// The reset is waiting for its launch once a sandbox beyond the
+	// first two was made.
+	waitFor(t, func() bool { return len(h.backend.Names()) == 3 })
+	for i := 1; i <= 3; i++ {
+		r, img := sendB(fmt.Sprintf(`{"id":%d,"op":"step","action":{"action":"mouse_move","x":%d,"y":5},"image":"png"}`, i, 10*i))
+		if r.Error != nil || r.Step == nil || r.Step.Observation == nil || len(img) == 0 {
+			t.Fatalf("step %d beside a reset waiting for its sandbox: %+v (%d bytes of image)", i, r, len(img))
+		}
+	}
+	select {
+	case got := <-reset:
+		t.Fatalf("the reset answered while its launch was held: %+v", got.r)
+	default:
+	}
+	free()
+	got := <-reset
+	if got.r.Error != nil || got.r.Observation == nil || len(got.img) == 0 || got.r.Environment == nil || got.r.Environment.Episode != 2 {
+		t.Fatalf("reset: %+v (%d bytes of image)", got.r, len(got.img))
+	}
+}
+
+// TestWebSocketProtocol: the step loop over one connection: answers in
+// order with the request's ID, the image after the JSON in a binary
+// message, no image for an unchanged screen, errors per request without
+// closing the connection, and oversized messages closing it.
+func TestWebSocketProtocol(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	e := h.create("", "")
+	c, send := h.dialWS(e.ID)
 	r, img := send(`{"id":1,"op":"step","action":{"action":"mouse_move","x":5,"y":5},"image":"rgba"}`)
 	if r.ID != 1 || r.Step == nil || r.Step.Observation == nil || len(img) != 640*480*4 || r.Step.Observation.Frame.Bytes != len(img) {
 		t.Fatalf("step: %+v, %d bytes", r, len(img))

@@ -31,8 +31,8 @@ var wsLarge = make(chan struct{}, wsLargeAtOnce)
 const wsLargeAtOnce = 4
 
 // wsImages bounds the observations with an image (PNG or RGBA) one
-// token's WebSockets hold at once, being made or sent; a request beyond
-// them waits largeWait for a slot, then is refused. One: each costs
+// token's WebSockets hold at once, being made or sent (imageSlot); an
+// observe beyond them waits largeWait for a slot, then is refused. One: each costs
 // about 20 MiB while it is made and sent (the capture's copies of a
 // frame; TestFloodServeWebSockets: +101 MiB with 4, +20 MiB with 1), and
 // a token's other environments' images wait for it (a client that reads
@@ -156,7 +156,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 		var req api.Request
 		var resp api.Response
 		var image []byte
-		held := false
+		slot := &imageSlot{s: s, ctx: ctx, owner: owner}
 		switch {
 		case typ != websocket.MessageText:
 			resp.Error = apiError(api.CodeInvalidJSON, "requests are text messages holding JSON")
@@ -165,34 +165,65 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request, owner string) 
 				resp.Error = aerr
 				break
 			}
-			if req.Image == api.ImagePNG || req.Image == api.ImageRGBA {
-				// An image (megabytes as RGBA) is made only with one of
-				// the token's slots, held until it is sent: a token's
-				// clients that ask for images and never read them
-				// hold at most wsImages of them.
-				if !s.images.take(ctx, owner, wsImages) {
-					resp.Error = apiError(api.CodeTooManyConnections, "this token's WebSockets have %d observations with an image being sent, the most they may at once: try again", wsImages)
-					break
-				}
-				held = true
-			}
-			resp, image = s.wsOp(e, req)
+			resp, image = s.wsOp(e, req, slot)
 		}
 		resp.ID = req.ID
 		err = writeResponse(ctx, c, &resp, image)
 		image = nil
-		if held {
-			s.images.give(owner)
-		}
+		slot.give()
 		if err != nil {
 			return
 		}
 	}
 }
 
+// imageSlot is one WebSocket request's claim on one of its token's
+// wsImages slots. It is taken just before the request's observation is
+// captured and given back once the answer is sent: an image (megabytes
+// as RGBA) is made only with a slot, so a token's clients that ask for
+// images and never read them hold at most wsImages of them. What comes
+// before the capture (the action, a reset waiting for a sandbox) holds
+// no slot: a reset that waited seconds for a sandbox while holding it
+// left every other environment of the token waiting, then refused
+// (TestServeLoad, 0.1 steps a second beside a loaded machine).
+type imageSlot struct {
+	s     *Server
+	ctx   context.Context
+	owner string
+	held  bool
+}
+
+// take waits for a slot: largeWait at most when wait is false, then
+// refuses with 429; until the server stops when wait is true (a step or
+// reset that has already acted owes its client the observation, and a
+// slot is held at most for one capture and one write, wsWriteTimeout).
+// A nil slot (HTTP, MCP) takes nothing.
+func (g *imageSlot) take(wait bool) *api.Error {
+	if g == nil || g.held {
+		return nil
+	}
+	for {
+		if g.s.images.take(g.ctx, g.owner, wsImages) {
+			g.held = true
+			return nil
+		}
+		if !wait || g.ctx.Err() != nil {
+			return apiError(api.CodeTooManyConnections, "this token's WebSockets have %d observations with an image being sent, the most they may at once: try again", wsImages)
+		}
+	}
+}
+
+// give frees the slot, if it is held.
+func (g *imageSlot) give() {
+	if g != nil && g.held {
+		g.held = false
+		g.s.images.give(g.owner)
+	}
+}
+
 // wsOp performs one WebSocket request; image is the observation's image,
 // sent after the JSON.
-func (s *Server) wsOp(e *env, req api.Request) (api.Response, []byte) {
+func (s *Server) wsOp(e *env, req api.Request, slot *imageSlot) (api.Response, []byte) {
 	var resp api.Response
 	image := req.Image
 	if image == "" {
@@ -223,16 +254,16 @@ func (s *Server) wsOp(e *env, req api.Request) (api.Response, []byte) {
 		if req.Op == api.OpAct {
 			image = api.ImageNone
 		}
-		resp.Step, aerr = s.step(e, a, image, req.Known)
+		resp.Step, aerr = s.step(e, a, image, req.Known, slot)
 	case api.OpObserve:
-		resp.Observation, aerr = s.observe(e, image, req.Known)
+		resp.Observation, aerr = s.observe(e, image, req.Known, slot)
 	case api.OpReset:
 		var rr *api.ResetResponse
 		if req.Task != nil {
 			aerr = checkTask(*req.Task)
 		}
 		if aerr == nil {
-			rr, aerr = s.reset(e, req.Task, req.Mode, image, req.Known)
+			rr, aerr = s.reset(e, req.Task, req.Mode, image, req.Known, slot)
 		}
 		if rr != nil {
 			resp.Environment, resp.Observation = &rr.Environment, rr.Observation
