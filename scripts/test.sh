@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test's runner: every package's tests, with the end-to-end package's
-# split into E2E_SHARDS processes (default 2; make test gives 1, which is
+# split into E2E_SHARDS processes (default 2, as make test's; 1 is
 # `go test ./...`) that run beside the others.
 #
 # Why: e2e is one package of ~150 tests that run one after another, most of
