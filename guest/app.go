@@ -199,11 +199,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		resp.ClockNS = req.ClockNS
 	}
 
-	launcher, largv, err := launcherArgv(bin, g.homeArgs(req.Args), req.ClockNS == 0)
-	if err != nil {
-		return resp, fmt.Errorf("launch: %w", err)
-	}
-	cmd := exec.Command(launcher, largv...)
+	cmd := exec.Command(bin, g.homeArgs(req.Args)...) // started by g.oom, with its OOM score
 	cmd.Dir = g.appDir
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -228,7 +224,11 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	}
 	oomBefore := oomKills()
 	t := time.Now()
-	if err := cmd.Start(); err != nil {
+	warn, err := g.oom.start(cmd, req.ClockNS == 0)
+	if warn != nil {
+		g.logf("warn", "launch: %v", warn)
+	}
+	if err != nil {
 		outR.Close()
 		outW.Close()
 		errR.Close()

@@ -53,3 +53,79 @@ func TestShellLauncher(t *testing.T) {
 		t.Errorf("launcher %s %q, want the guest binary with %s", l, argv, ExecAppFlag)
 	}
 }
+
+// TestAppOOMInherit: the app starts with the OOM score 1000 and no
+// launcher between (it inherits the score with the fork), the guest's own
+// score is as before; where the guest cannot raise its score and lower it
+// again, the shell launcher gives the app its score instead.
+func TestAppOOMInherit(t *testing.T) {
+	own, err := os.ReadFile(oomScorePath)
+	if err != nil {
+		t.Skipf("no %s here: %v", oomScorePath, err)
+	}
+	if _, err := os.Stat(shellPath); err != nil {
+		t.Skipf("no %s here", shellPath)
+	}
+	run := func(a *appOOM) (path, out string) {
+		t.Helper()
+		var b strings.Builder
+		cmd := exec.Command("/bin/cat", "/proc/self/oom_score_adj")
+		cmd.Stdout = &b
+		warn, err := a.start(cmd, true)
+		if warn != nil || err != nil {
+			t.Fatalf("start: %v, %v", warn, err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd.Path, strings.TrimSpace(b.String())
+	}
+	for _, c := range []struct {
+		name     string
+		a        *appOOM
+		launcher string
+	}{
+		{"inherited", &appOOM{}, "/bin/cat"},
+		{"the score cannot be read", &appOOM{path: t.TempDir() + "/none"}, shellPath},
+		{"the score cannot be lowered again", &appOOM{probed: true}, shellPath},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path, got := run(c.a)
+			if path != c.launcher || got != "1000" {
+				t.Errorf("started %s, the app's oom_score_adj %q; want %s and 1000", path, got, c.launcher)
+			}
+			if now, _ := os.ReadFile(oomScorePath); string(now) != string(own) {
+				t.Errorf("the guest's own score is %q after the start, was %q", now, own)
+			}
+		})
+	}
+}
+
+// BenchmarkAppStart: an app's start to its end (/bin/true), inherited
+// score against the shell launcher, in the same run: what a launch saves.
+//
+//	go test -run '^$' -bench AppStart -benchtime 200x ./guest
+func BenchmarkAppStart(b *testing.B) {
+	if _, err := os.Stat(shellPath); err != nil {
+		b.Skipf("no %s here", shellPath)
+	}
+	for _, c := range []struct {
+		name string
+		a    *appOOM
+	}{
+		{"inherited", &appOOM{}},
+		{"shell-launcher", &appOOM{probed: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command("/bin/true")
+				if _, err := c.a.start(cmd, true); err != nil {
+					b.Fatal(err)
+				}
+				if err := cmd.Wait(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
