@@ -74,7 +74,7 @@ type Guest struct {
 	appDir string
 
 	app  *appProc
-	oom  appOOM // starts the app with its OOM score (harden.go)
+	oom  appOOM    // starts the app with its OOM score (harden.go)
 	base *baseline // what a reset returns to (reset.go)
 	// staged is the guest's copy of what the host staged into the app
 	// directory, for a reset to restage it (reset.go).

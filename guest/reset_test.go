@@ -2,9 +2,14 @@ package guest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/codegirl-games/agentbox/wire"
 )
@@ -81,5 +86,39 @@ func TestStagedAppRestage(t *testing.T) {
 	big.add(wire.WriteFileRequest{Path: "huge", Mode: 0o644}, make([]byte, maxKeptApp+1))
 	if big.restage(t.TempDir()) {
 		t.Error("an app above the bound was restaged")
+	}
+}
+
+// TestWaitPidfds: the wait after a relaunch's SIGKILLs ends when the
+// processes have ended (not after a fixed pause), and at its bound when
+// one has not.
+func TestWaitPidfds(t *testing.T) {
+	start := func() (*exec.Cmd, int) {
+		t.Helper()
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		fd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+		if err != nil {
+			t.Skipf("no pidfd here: %v", err)
+		}
+		return cmd, fd
+	}
+	a, fa := start()
+	b, fb := start()
+	a.Process.Signal(syscall.SIGKILL)
+	b.Process.Signal(syscall.SIGKILL)
+	waitPidfds([]int{fa, fb}, time.Minute)
+	for _, c := range []*exec.Cmd{a, b} {
+		if !zombie(c.Process.Pid) {
+			t.Errorf("process %d has not ended when the wait returned", c.Process.Pid)
+		}
+	}
+	live, fl := start()
+	waitPidfds([]int{fl}, 20*time.Millisecond) // returns at its bound
+	if zombie(live.Process.Pid) {
+		t.Errorf("a process that was not killed has ended")
 	}
 }
