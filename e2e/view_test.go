@@ -47,20 +47,8 @@ func requireChromium(t testing.TB) string {
 	return path
 }
 
-// artifacts is where tests keep files for people to look at (CI keeps
-// them): $AGENTBOX_ARTIFACTS, else ./artifacts at the repository root
-// (ignored by git).
-func artifacts(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("AGENTBOX_ARTIFACTS")
-	if dir == "" {
-		dir = filepath.Join(testenv.RepoRoot(), "artifacts")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
+// artifacts is testenv.Artifacts.
+func artifacts(t *testing.T) string { return testenv.Artifacts(t) }
 
 // browser starts a fresh headless Chromium with its own profile and returns
 // a tab. Every request the page makes is collected (to prove the report

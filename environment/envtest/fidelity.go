@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"image"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
 	"github.com/codegirl-games/agentbox/internal/keysym"
+	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/internal/xevents"
 	"github.com/codegirl-games/agentbox/observe"
 )
@@ -345,19 +348,41 @@ func (s *suite) testXcalc(t *testing.T) {
 		}
 		return out
 	}
+	// settled is the display once two reads in a row agree: a screen
+	// that held still for 150 ms is no proof that xcalc has handled the
+	// input on a loaded machine (a sandbox's CPU quota can hold it off for
+	// longer); want, when given, is waited for, up to 15 s.
+	settled := func(want []byte) []byte {
+		cur := crop()
+		for end := time.Now().Add(15 * time.Second); time.Now().Before(end); {
+			if want != nil && bytes.Equal(cur, want) {
+				return cur
+			}
+			next := crop()
+			if want == nil && bytes.Equal(next, cur) {
+				return cur
+			}
+			cur = next
+		}
+		return cur
+	}
 	ac := button(0, 4)
 	b.do(action.Action{Kind: action.Type, Text: "46"})
-	typed := crop()
+	typed := settled(nil)
 	b.do(ac)
-	cleared := crop()
+	cleared := settled(nil)
 	if bytes.Equal(typed, cleared) {
 		t.Fatal("the display region did not change when cleared: the probe cannot see digits")
 	}
 	b.do(button(9, 1), button(9, 2), button(9, 4), button(9, 3), button(8, 1), button(10, 4)) // 1 2 + 3 4 =
-	clicked := crop()
+	clicked := settled(typed)
 	if !bytes.Equal(clicked, typed) {
 		f, _ := b.observe()
 		png, _ := f.PNG()
-		t.Errorf("after clicking 1 2 + 3 4 = the display differs from typed 46 (screenshot: %d bytes PNG)", len(png))
+		name := filepath.Join(testenv.Artifacts(t), strings.ReplaceAll(t.Name(), "/", "_")+".png")
+		if err := os.WriteFile(name, png, 0o644); err != nil {
+			name = err.Error()
+		}
+		t.Errorf("after clicking 1 2 + 3 4 = the display differs from typed 46 (the screen: %s)", name)
 	}
 }

@@ -247,3 +247,18 @@ func CleanupBuilds() {
 	}
 	built = map[string]string{}
 }
+
+// Artifacts is where tests keep files for people to look at (CI keeps
+// them): $AGENTBOX_ARTIFACTS, else ./artifacts at the repository root
+// (ignored by git).
+func Artifacts(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("AGENTBOX_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(), "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
