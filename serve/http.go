@@ -847,19 +847,15 @@ func (s *Server) handleObserve(w http.ResponseWriter, r *http.Request, owner str
 }
 
 // observe takes the running episode's next observation; an image is
-// made only with slot (nil: none needed), which is waited for (until
-// the server stops) when wait, or refused after largeWait.
+// made only with slot (nil: none needed), refused after largeWait
+// without one (a caller that must not be refused takes it first).
 func (s *Server) observe(e *env, image, known string, slot *imageSlot) (*api.Observation, *api.Error) {
-	return s.observeWaiting(e, image, known, slot, false)
-}
-
-func (s *Server) observeWaiting(e *env, image, known string, slot *imageSlot, wait bool) (*api.Observation, *api.Error) {
 	sess, ep, aerr := e.current()
 	if aerr != nil {
 		return nil, aerr
 	}
 	if image != api.ImageNone {
-		if aerr := slot.take(wait); aerr != nil {
+		if aerr := slot.take(false); aerr != nil {
 			return nil, aerr
 		}
 	}
@@ -1132,7 +1128,10 @@ func (s *Server) reset(e *env, task *string, mode, image, known string, slot *im
 	}
 	resp := &api.ResetResponse{}
 	if image != api.ImageNone {
-		obs, aerr := s.observeWaiting(e, image, known, slot, true)
+		if aerr := slot.take(true); aerr != nil {
+			return nil, aerr
+		}
+		obs, aerr := s.observe(e, image, known, slot)
 		if aerr != nil {
 			return nil, aerr
 		}

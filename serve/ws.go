@@ -32,8 +32,8 @@ const wsLargeAtOnce = 4
 
 // wsImages bounds the observations with an image (PNG or RGBA) one
 // token's WebSockets hold at once, being made or sent (imageSlot); an
-// observe beyond them waits largeWait for a slot, then is refused. One: each costs
-// about 20 MiB while it is made and sent (the capture's copies of a
+// observe beyond them waits largeWait for a slot, then is refused, a
+// step or reset waits for one. One: each costs about 20 MiB while it is made and sent (the capture's copies of a
 // frame; TestFloodServeWebSockets: +101 MiB with 4, +20 MiB with 1), and
 // a token's other environments' images wait for it (a client that reads
 // its answers frees it within milliseconds).
@@ -193,8 +193,9 @@ type imageSlot struct {
 	held  bool
 }
 
-// take waits for a slot: largeWait at most when wait is false, then
-// refuses with 429; until the server stops when wait is true (a step or
+// take waits for a slot (none when one is held already): largeWait at
+// most when wait is false, then refuses with 429; until the server stops
+// when wait is true (a step or
 // reset that has already acted owes its client the observation, and a
 // slot is held at most for one capture and one write, wsWriteTimeout).
 // A nil slot (HTTP, MCP) takes nothing.

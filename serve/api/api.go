@@ -39,7 +39,7 @@ const (
 	CodeInvalidUpload        = "invalid_upload"         // 422: the uploaded app fails the staging checks
 	CodeTooManyEnvironments  = "too_many_environments"  // 429: the token's environments are all in use
 	CodeTooManyUploads       = "too_many_uploads"       // 429: the token's uploads are all in use, or the server receives all it does at once
-	CodeTooManyConnections   = "too_many_connections"   // 429: the environment has all the WebSockets and event streams it may
+	CodeTooManyConnections   = "too_many_connections"   // 429: the environment has all the WebSockets and event streams it may, or (a WebSocket observe) the token's image slot stayed taken 30 s
 	CodeBusy                 = "busy"                   // 409: the environment is starting or being reset
 	CodeEpisodeEnded         = "episode_ended"          // 409: the episode has ended; reset or close
 	CodeAppStart             = "app_start"              // 422: the app did not start (see End and Trace)
