@@ -170,7 +170,10 @@ func (a *appOOM) start(cmd *exec.Cmd, shell bool) (warn, err error) {
 		a.probe()
 	}
 	bin, args := cmd.Path, cmd.Args[1:]
-	if a.inherit && directlyExecutable(bin) {
+	// An app on the virtual clock keeps the guest's launcher, as before
+	// this start path existed: a fork of a clock app diverged once in CI
+	// (TestForkClock) after it, which is not understood yet.
+	if a.inherit && shell && directlyExecutable(bin) {
 		if err := os.WriteFile(a.path, []byte(strconv.Itoa(appOOMScoreAdj)), 0); err == nil {
 			err = cmd.Start()
 			if rerr := os.WriteFile(a.path, []byte(a.own), 0); rerr != nil {
