@@ -229,13 +229,37 @@ func (t *Tree) Find(s action.Selector) (*Element, error) {
 		if len(all) == 1 {
 			verb = "matches"
 		}
-		return nil, fmt.Errorf("%v: index %d, but %s %s%s", s, *s.Index, plural.S(len(all), "element"), verb, t.list(all))
+		return nil, fmt.Errorf("%v: index %d, but %s %s%s%s", s, *s.Index, plural.S(len(all), "element"), verb, t.list(all), t.cutNote())
 	case len(all) == 1:
 		return &t.Elements[all[0]], nil
 	case len(all) > 1:
 		return nil, fmt.Errorf("%v: %d elements match; add index (0 for the first) or an ancestor:%s", s, len(all), t.list(all))
 	}
-	return nil, fmt.Errorf("%v: no element matches%s", s, t.nearMisses(s))
+	return nil, fmt.Errorf("%v: no element matches%s%s", s, t.nearMisses(s), t.cutNote())
+}
+
+// Transient returns the cuts another read may not have: the read ran out
+// of its time, or an application did not answer a call in time (a busy
+// machine, an app busy in its main loop). What such a read lacks may be
+// there; a check that does not hold on it may hold on the next read. The
+// other cuts (size, depth, nodes, an element that is no table) come from
+// the limits and the app, and a second read has them too.
+func (t *Tree) Transient() []string {
+	var out []string
+	for _, c := range t.Cut {
+		if strings.HasPrefix(c, "time:") || strings.Contains(c, " did not answer") {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// cutNote says that a read that found nothing was cut, and how.
+func (t *Tree) cutNote() string {
+	if len(t.Cut) == 0 {
+		return ""
+	}
+	return "; the read was cut: " + strings.Join(t.Cut, "; ")
 }
 
 // maxListed bounds the elements an error lists.

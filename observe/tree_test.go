@@ -121,3 +121,28 @@ func TestMarks(t *testing.T) {
 		t.Errorf("the OK button's middle was painted over")
 	}
 }
+
+// TestTreeTransientCuts: the cuts another read may not have (time, an
+// application that did not answer) are told from those of the limits,
+// and a selector that matches nothing in a cut read says the cut.
+func TestTreeTransientCuts(t *testing.T) {
+	for _, c := range []struct {
+		cut       []string
+		transient int
+	}{
+		{nil, 0},
+		{[]string{"time: the read stopped at its 3000ms deadline; 7 references to elements at depth 9 and below were not followed"}, 1},
+		{[]string{"application :1.3 did not answer within 1s; what it did not answer is missing"}, 1},
+		{[]string{"nodes: 2000 elements were read; 4 more references to elements were not followed (max_nodes)", "depth: elements below depth 40 were not read (max_depth)"}, 0},
+		{[]string{`descendants: table "" manages its descendants and is no table: its children were not read`, "time: the read stopped"}, 1},
+	} {
+		tr := &Tree{Cut: c.cut, Elements: []Element{{ID: "1.2/0", Parent: -1, Role: "application"}}}
+		if got := tr.Transient(); len(got) != c.transient {
+			t.Errorf("%q: transient %q, want %d", c.cut, got, c.transient)
+		}
+		_, err := tr.Find(action.Selector{Role: "push button"})
+		if said := err != nil && strings.Contains(err.Error(), "; the read was cut: "); said != (len(c.cut) > 0) {
+			t.Errorf("%q: %v", c.cut, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/codegirl-games/agentbox/action"
@@ -45,7 +46,15 @@ type Agent struct {
 	waitRef   *observe.Frame
 	passed    int
 	tolerated int // optional actions that failed
+	// rereads counts the reads of the tree the current expect: element
+	// asked for again because the last was cut for time (maxRereads).
+	rereads int
 }
+
+// maxRereads bounds the extra reads of the tree one expect: element asks
+// for when a read it does not hold on was cut for a reason another read
+// may not have (Tree.Transient).
+const maxRereads = 3
 
 // New makes an agent that plays s.
 func New(s *Script) *Agent {
@@ -173,6 +182,23 @@ func (a *Agent) Decide(_ context.Context, obs *observe.Observation) (agent.Decis
 				ref = a.waitRef
 			}
 			v := c.evaluate(world{obs: obs, ref: ref, lines: a.lines, net: a.net, act: a.act})
+			// A verdict on a tree read that was cut for time is no
+			// verdict: what was not read may be there (or, for absent,
+			// may not be gone). expect reads it again, up to maxRereads
+			// times; wait_for goes on polling; a failure says the cut.
+			if cuts := c.unsure(obs.Tree, v); len(cuts) > 0 {
+				v.OK = false
+				if !c.Wait && a.rereads < maxRereads {
+					a.rereads++
+					return agent.Decision{
+						Action:  action.Action{Kind: action.Wait, MS: int(pollInterval / time.Millisecond)},
+						Message: fmt.Sprintf("%s: the tree read was cut (%s); reading it again (%d of %d)", st.Describe(), strings.Join(cuts, "; "), a.rereads, maxRereads),
+						Meta:    meta(),
+					}, nil
+				}
+				v.Seen = withCut(v.Seen, cuts)
+			}
+			a.rereads = 0
 			rec := CheckRecord{Step: st.N, Line: st.Line, Check: checkName(c), Verdict: v}
 			if c.Wait {
 				rec.WaitedMS = float64(time.Since(a.waitStart).Microseconds()) / 1000

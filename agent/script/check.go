@@ -267,6 +267,26 @@ func differing(a, b *observe.Frame, r action.Rect, tol int) int {
 	return n
 }
 
+// unsure returns the cuts of the tree an element check's verdict v rests
+// on that another read may not have (Tree.Transient): for a check that
+// failed, what was not read may hold; for absent, what was not read may
+// be the element. Nothing when the verdict is sure.
+func (c *Check) unsure(t *observe.Tree, v Verdict) []string {
+	if c.Kind != CheckElement || t == nil || v.OK && !c.Absent {
+		return nil
+	}
+	return t.Transient()
+}
+
+// withCut adds to what a check saw that the read was cut, unless it says
+// so already (a selector that matched nothing names the cuts).
+func withCut(seen string, cuts []string) string {
+	if strings.Contains(seen, "; the read was cut: ") {
+		return seen
+	}
+	return seen + "; the read was cut: " + strings.Join(cuts, "; ")
+}
+
 // element checks the element the target picks in the tree.
 func (c *Check) element(t *observe.Tree) Verdict {
 	exp := "an element " + c.Target.String()
