@@ -32,6 +32,7 @@ type desktop struct {
 	display string
 	home    string
 	bus     *atspi.Bus
+	env     []string // more environment for the programs it starts
 }
 
 func startDesktop(t testing.TB) *desktop {
@@ -79,7 +80,7 @@ func (d *desktop) appPID(t testing.TB, name string, args ...string) int {
 func (d *desktop) start(t testing.TB, name string, args ...string) (<-chan string, int) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(baseEnv(d.display, d.home), d.bus.Env()...)
+	cmd.Env = append(append(baseEnv(d.display, d.home), d.bus.Env()...), d.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -111,7 +112,7 @@ func (d *desktop) start(t testing.TB, name string, args ...string) (<-chan strin
 // waitTree reads the tree until ok accepts it.
 func (d *desktop) waitTree(t testing.TB, what string, ok func(*observe.Tree) bool) *observe.Tree {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	var last *observe.Tree
 	for time.Now().Before(deadline) {
 		tr, err := d.bus.Tree(t.Context(), observe.TreeLimits{})
@@ -250,6 +251,89 @@ func TestTreeStoppedApp(t *testing.T) {
 		t.Errorf("the read took %v: it waited for the stopped app beyond the per-call deadline", took)
 	}
 	t.Logf("read with a stopped app: %v; %s", took, dump(tr))
+}
+
+// TestTreeGTKList: a GTK list's table manages its descendants but says it
+// has a few (rows × columns): its cells are read as children, named and
+// placed, and the read is not cut. (Before, the corner lookup meant for
+// Calc's 2^31 cells found a column header at the top left and gave up:
+// the list read as an empty table.)
+func TestTreeGTKList(t *testing.T) {
+	testenv.Require(t, testenv.Programs("zenity"))
+	args := []string{"--list", "--title=Many", "--width=700", "--height=560", "--column=Name", "--column=Kind", "--column=Size"}
+	for i := range 60 {
+		args = append(args, fmt.Sprintf("item %d", i), "kind", fmt.Sprint(i*7))
+	}
+	d := startDesktop(t)
+	d.app(t, "zenity", args...)
+	tr := d.waitTree(t, "an OK button", func(tr *observe.Tree) bool {
+		_, err := tr.Find(action.Selector{Role: "push button", Name: "OK"})
+		return err == nil
+	})
+	table, err := tr.Find(action.Selector{Role: "table"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"item 0", "item 5", "35"} {
+		e, err := tr.Find(action.Selector{Role: "table cell", Name: name, Ancestor: &action.Selector{Role: "table"}})
+		if err != nil {
+			t.Errorf("%v\n%s", err, dump(tr))
+			continue
+		}
+		if e.Bounds == nil || table.Bounds == nil || e.Bounds[1] < table.Bounds[1] || e.Bounds[3] > table.Bounds[3] {
+			t.Errorf("%s is not placed in %s", e.Describe(), table.Describe())
+		}
+	}
+	if len(tr.Cut) != 0 {
+		t.Errorf("cut %q", tr.Cut)
+	}
+}
+
+// TestFindRereadsCutRead: a target looked up while its app does not
+// answer (stopped) is not "no element matches" at once: Find reads the
+// tree again, and finds the button once the app answers (here: woken
+// after the first read). An app that never answers gives the error with
+// the cut after three reads.
+func TestFindRereadsCutRead(t *testing.T) {
+	testenv.Require(t, testenv.Programs("zenity"))
+	d := startDesktop(t)
+	pid := d.appPID(t, "zenity", "--entry", "--title=Stopped", "--text=Name:")
+	ok := action.Selector{Role: "push button", Name: "OK"}
+	d.waitTree(t, "an OK button", func(tr *observe.Tree) bool {
+		_, err := tr.Find(ok)
+		return err == nil
+	})
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	stop := func() {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	var reads []string
+	restore := atspi.SetAfterFindRead(func(n int, tr *observe.Tree) {
+		reads = append(reads, fmt.Sprintf("read %d: %d elements, cut %q", n, len(tr.Elements), tr.Cut))
+		if n == 1 {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	e, tr, err := d.bus.Find(t.Context(), ok)
+	restore()
+	if err != nil || len(reads) != 2 || !strings.Contains(reads[0], "did not answer") {
+		t.Fatalf("Find with the app woken after the first read: %v, %v\n%s", e, err, strings.Join(reads, "\n"))
+	}
+	t.Logf("found %s on the second read (%d elements)", e.Describe(), len(tr.Elements))
+
+	stop()
+	reads = nil
+	restore = atspi.SetAfterFindRead(func(n int, tr *observe.Tree) {
+		reads = append(reads, fmt.Sprintf("read %d: cut %q", n, tr.Cut))
+	})
+	_, _, err = d.bus.Find(t.Context(), ok)
+	restore()
+	if err == nil || len(reads) != 3 || !strings.Contains(err.Error(), "no element matches") || !strings.Contains(err.Error(), "the read was cut: application") {
+		t.Fatalf("Find with the app stopped: %v\n%s", err, strings.Join(reads, "\n"))
+	}
 }
 
 type syncWriter struct {

@@ -39,16 +39,28 @@ func BenchmarkTreeZenityList(b *testing.B) {
 	benchTree(b, ok, "zenity", args...)
 }
 
+// BenchmarkTreeCalc reads LibreOffice Calc's window (its GTK3 plugin):
+// menus with hundreds of closed items, and a sheet whose visible cells
+// are read through its Table interface.
+func BenchmarkTreeCalc(b *testing.B) {
+	benchTreeEnv(b, action.Selector{Role: "table cell", Name: "A1"}, []string{"SAL_USE_VCLPLUGIN=gtk3"}, "localc", "--norestore", "--nologo")
+}
+
 func benchTree(b *testing.B, ready action.Selector, name string, args ...string) {
+	benchTreeEnv(b, ready, nil, name, args...)
+}
+
+func benchTreeEnv(b *testing.B, ready action.Selector, env []string, name string, args ...string) {
 	testenv.Require(b, testenv.Programs(name))
 	d := startDesktop(b)
+	d.env = env
 	d.app(b, name, args...)
-	d.waitTree(b, "an OK button", func(tr *observe.Tree) bool {
+	d.waitTree(b, ready.String(), func(tr *observe.Tree) bool {
 		_, err := tr.Find(ready)
 		return err == nil
 	})
 	var times []time.Duration
-	var elements, calls int
+	var elements, calls, cut int
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -58,6 +70,9 @@ func benchTree(b *testing.B, ready action.Selector, name string, args ...string)
 			b.Fatal(err)
 		}
 		elements, calls = len(tr.Elements), tr.Calls
+		if len(tr.Cut) > 0 {
+			cut++
+		}
 	}
 	b.StopTimer()
 	slices.Sort(times)
@@ -66,6 +81,7 @@ func benchTree(b *testing.B, ready action.Selector, name string, args ...string)
 	b.ReportMetric(q(0.95), "p95_ms")
 	b.ReportMetric(float64(elements), "elements")
 	b.ReportMetric(float64(calls), "calls")
+	b.ReportMetric(float64(cut), "cut_reads")
 	b.ReportMetric(float64(busRSS(d.bus.PIDs()))/1024, "bus_rss_MiB")
 }
 

@@ -97,6 +97,9 @@ func (s *sheetApp) GetColumnAtIndex(_ dbus.Message, i int32) (int32, *dbus.Error
 }
 
 func (s *sheetApp) Get(msg dbus.Message, _, prop string) (dbus.Variant, *dbus.Error) {
+	if prop == "ChildCount" && idOf(msg) == "table" {
+		return dbus.MakeVariant(int32(1<<31 - 1)), nil // as Calc says
+	}
 	if prop != "Name" {
 		return dbus.MakeVariant(""), nil
 	}

@@ -99,6 +99,14 @@ type node struct {
 	ifaces []string
 	kids   []ref
 	failed bool
+	// The calls of the read's passes (readLevel).
+	state                  *dbus.Call
+	name, role, ifc, place *dbus.Call
+	children               *dbus.Call // ChildCount where it manages descendants
+	// nkids is the child count an element that manages its descendants
+	// says it has; -1: it did not say.
+	nkids                  int32
+	text, count, val, keys *dbus.Call
 }
 
 // reader is one read of the tree.
@@ -107,8 +115,20 @@ type reader struct {
 	ctx   context.Context // the read's deadline
 	calls int
 	// slow names applications that did not answer a call in time.
-	slow    map[string]bool
-	cancels []context.CancelFunc
+	slow map[string]bool
+	// done receives each call of the read when it ends; open are the
+	// calls not ended yet (with their cancel functions), per application
+	// too; ended are the calls that ended before a wait asked for them.
+	done    chan *dbus.Call
+	open    map[*dbus.Call]context.CancelFunc
+	openPer map[string]int
+	ended   map[*dbus.Call]bool
+	// heard is when each application last answered, or was first asked
+	// while nothing else was open; stalled are the applications that
+	// answered nothing for callTimeout while asked: the read asks them
+	// nothing more.
+	heard   map[string]time.Time
+	stalled map[string]bool
 	// bytes is about the size of what was read; past MaxTreeBytes the
 	// read stops.
 	bytes int
@@ -116,9 +136,21 @@ type reader struct {
 	cut []string
 }
 
+func newReader(b *Bus, ctx context.Context) *reader {
+	return &reader{
+		b: b, ctx: ctx, slow: map[string]bool{},
+		// Room for every call open at once (a pass has at most batch,
+		// and a role's name one more), so that the bus's reader never
+		// waits on this channel.
+		done: make(chan *dbus.Call, 4*batch),
+		open: map[*dbus.Call]context.CancelFunc{}, openPer: map[string]int{}, ended: map[*dbus.Call]bool{},
+		heard: map[string]time.Time{}, stalled: map[string]bool{},
+	}
+}
+
 func (r *reader) close() {
-	for _, c := range r.cancels {
-		c()
+	for _, cancel := range r.open {
+		cancel()
 	}
 }
 
@@ -136,7 +168,7 @@ func (b *Bus) Tree(ctx context.Context, lim observe.TreeLimits) (*observe.Tree, 
 	t0 := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(lim.TimeoutMS)*time.Millisecond)
 	defer cancel()
-	r := &reader{b: b, ctx: rctx, slow: map[string]bool{}}
+	r := newReader(b, rctx)
 	defer r.close()
 	tree, err := r.read(lim)
 	if err != nil {
@@ -274,191 +306,339 @@ func preorder(nodes []*node) []observe.Element {
 	return out
 }
 
-// call starts one method call under the read's deadline and the per-call
-// bound.
+// call starts one method call under the read's deadline. An application
+// that stalled in this read is not asked again: the call ends at once as
+// not answered.
 func (r *reader) call(o ref, method string, args ...any) *dbus.Call {
 	r.calls++
-	ctx, cancel := context.WithTimeout(r.ctx, callTimeout)
-	r.cancels = append(r.cancels, cancel)
-	return r.b.conn.Object(o.bus, o.path).GoWithContext(ctx, method, 0, make(chan *dbus.Call, 1), args...)
+	if r.stalled[o.bus] {
+		c := &dbus.Call{Destination: o.bus, Path: o.path, Method: method, Err: errStalled}
+		r.ended[c] = true
+		return c
+	}
+	if err := r.ctx.Err(); err != nil {
+		c := &dbus.Call{Destination: o.bus, Path: o.path, Method: method, Err: err}
+		r.ended[c] = true
+		return c
+	}
+	// Every open call ends once on done: with fewer open than it holds,
+	// the bus's reader never waits on it.
+	r.await(func() bool { return len(r.open) < cap(r.done)-1 }, nil)
+	if r.openPer[o.bus] == 0 {
+		r.heard[o.bus] = time.Now()
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	c := r.b.conn.Object(o.bus, o.path).GoWithContext(ctx, method, 0, r.done, args...)
+	r.open[c] = cancel
+	r.openPer[o.bus]++
+	return c
 }
 
-// wait waits for every call (each ends by its deadline at the latest). It
+// errStalled is the error of a call that was not made, or was given up,
+// because its application answered nothing for callTimeout.
+var errStalled = errors.New("the application answered nothing within the per-call deadline")
+
+// wait waits for every call to end. An application that answers nothing
+// for callTimeout while calls to it are open has stalled: its open calls
+// are given up and it is asked nothing more in this read. The bound is on
+// the application's silence, not on each call: a busy application that
+// answers the calls queued before one in turn is slow, not stalled. It
 // returns an error only when the first call of a read finds no registry.
 func (r *reader) wait(calls []*dbus.Call) error {
+	need := map[*dbus.Call]bool{}
 	for _, c := range calls {
-		<-c.Done
+		if !r.ended[c] {
+			need[c] = true
+		}
 	}
+	r.await(func() bool { return len(need) == 0 }, func(c *dbus.Call) { delete(need, c) })
 	if len(calls) == 1 && calls[0].Err != nil && calls[0].Destination == registryName {
 		return fmt.Errorf("the accessibility registry did not answer: %w", calls[0].Err)
 	}
 	return nil
 }
 
-// per-node calls of the first pass, in this order.
-const (
-	cName = iota
-	cRole
-	cState
-	cIfaces
-	cExtents
-	nCalls
-)
-
-// readLevel reads one level of nodes: their own facts in one pass of
-// calls in flight together, then the text and value of those that have
-// them in a second.
-func (r *reader) readLevel(level []*node) {
-	for start := 0; start < len(level); start += batch / nCalls {
-		if r.bytes > MaxTreeBytes {
-			// Full: what is left of the level is not read.
-			for _, n := range level[start:] {
-				n.failed = true
-			}
-			return
-		}
-		part := level[start:min(len(level), start+batch/nCalls)]
-		calls := make([][nCalls]*dbus.Call, len(part))
-		var all []*dbus.Call
-		for i, n := range part {
-			o := n.ref
-			calls[i] = [nCalls]*dbus.Call{
-				cName:   r.call(o, ifaceProps+".Get", ifaceAccessible, "Name"),
-				cRole:   r.call(o, ifaceAccessible+".GetRole"),
-				cState:  r.call(o, ifaceAccessible+".GetState"),
-				cIfaces: r.call(o, ifaceAccessible+".GetInterfaces"),
-			}
-			if n.depth > 0 {
-				// An application has no place on the screen (GTK complains
-				// when asked).
-				calls[i][cExtents] = r.call(o, ifaceComponent+".GetExtents", coordTypeScreen)
-			}
-			for _, c := range calls[i] {
-				if c != nil {
-					all = append(all, c)
-				}
+// await books the calls that end, giving each to got, until enough says
+// so, and stalls the applications that answer nothing for callTimeout
+// meanwhile.
+func (r *reader) await(enough func() bool, got func(*dbus.Call)) {
+	var timer *time.Timer
+	for !enough() {
+		now := time.Now()
+		next := now.Add(time.Hour)
+		for bus, n := range r.openPer {
+			if n > 0 && r.heard[bus].Add(callTimeout).Before(next) {
+				next = r.heard[bus].Add(callTimeout)
 			}
 		}
-		_ = r.wait(all)
-		var second []*dbus.Call
-		type pending struct {
-			n     *node
-			text  *dbus.Call
-			count *dbus.Call
-			val   *dbus.Call
-			keys  *dbus.Call
+		if timer == nil {
+			timer = time.NewTimer(next.Sub(now))
+			defer timer.Stop()
+		} else {
+			timer.Reset(next.Sub(now))
 		}
-		var more []pending
-		var kids []*dbus.Call // per node of part; nil: none asked
-		var managed []*node
-		for i, n := range part {
-			r.fill(n, calls[i])
-			for _, c := range calls[i] {
-				if c != nil && isTimeout(c.Err) {
-					r.slow[n.ref.bus] = true
-				}
+		select {
+		case c := <-r.done:
+			r.end(c)
+			if got != nil {
+				got(c)
 			}
-			kids = append(kids, nil)
-			if n.failed {
-				continue
-			}
-			// The children are asked for once the state is known: an
-			// element that manages its descendants may have billions
-			// (a LibreOffice Calc sheet has 2^31 cells), and listing
-			// them blocks its application for good.
-			if n.el.Has("manages_descendants") {
-				managed = append(managed, n)
-			} else {
-				kids[i] = r.call(n.ref, ifaceAccessible+".GetChildren")
-				second = append(second, kids[i])
-			}
-			p := pending{n: n}
-			for _, f := range n.ifaces {
-				switch f {
-				case ifaceText:
-					if !readsText(&n.el) {
-						continue
-					}
-					p.text = r.call(n.ref, ifaceText+".GetText", int32(0), int32(observe.MaxElementText))
-					p.count = r.call(n.ref, ifaceProps+".Get", ifaceText, "CharacterCount")
-					second = append(second, p.text, p.count)
-				case ifaceValue:
-					p.val = r.call(n.ref, ifaceProps+".Get", ifaceValue, "CurrentValue")
-					second = append(second, p.val)
-				case ifaceAction:
-					if pressRoles[n.el.Role] {
-						p.keys = r.call(n.ref, ifaceAction+".GetKeyBinding", int32(0))
-						second = append(second, p.keys)
-					}
-				}
-			}
-			if p.text != nil || p.val != nil || p.keys != nil {
-				more = append(more, p)
-			}
-		}
-		_ = r.wait(second)
-		for i, c := range kids {
-			if c == nil {
-				continue
-			}
-			if isTimeout(c.Err) {
-				r.slow[part[i].ref.bus] = true
-			}
-			part[i].kids = refList(c)
-		}
-		r.visibleDescendants(managed)
-		for _, p := range more {
-			for _, c := range []*dbus.Call{p.text, p.count, p.val, p.keys} {
-				if c != nil && isTimeout(c.Err) {
-					r.slow[p.n.ref.bus] = true
-				}
-			}
-		}
-		// Qt answers an end offset past the text with nothing: ask it
-		// again up to the text's length.
-		var third []*dbus.Call
-		for i, p := range more {
-			var s string
-			var count dbus.Variant
-			if p.text == nil || p.text.Store(&s) != nil || s != "" || p.count.Store(&count) != nil {
-				continue
-			}
-			if n, ok := count.Value().(int32); ok && n > 0 {
-				more[i].text = r.call(p.n.ref, ifaceText+".GetText", int32(0), min(n, int32(observe.MaxElementText)))
-				third = append(third, more[i].text)
-			}
-		}
-		_ = r.wait(third)
-		for _, n := range part {
-			r.bytes += elementSize(&n.el)
-		}
-		for _, p := range more {
-			if p.text != nil {
-				var s string
-				if p.text.Store(&s) == nil {
-					p.n.el.Text = clip(s)
-					r.bytes += 2 * len(p.n.el.Text)
-				}
-			}
-			if p.val != nil {
-				var v dbus.Variant
-				if p.val.Store(&v) == nil {
-					if f, ok := v.Value().(float64); ok {
-						p.n.el.Value = &f
-					}
-				}
-			}
-			if p.keys != nil {
-				var kb string
-				if p.keys.Store(&kb) == nil {
-					p.n.el.Keys = KeyBindings(kb)
-					for _, k := range p.n.el.Keys {
-						r.bytes += len(k) + 4
-					}
+		case <-timer.C:
+			now := time.Now()
+			for bus, n := range r.openPer {
+				if n > 0 && !now.Before(r.heard[bus].Add(callTimeout)) {
+					r.stall(bus)
 				}
 			}
 		}
 	}
+}
+
+// end books a call that ended.
+func (r *reader) end(c *dbus.Call) {
+	cancel, ok := r.open[c]
+	if !ok {
+		return
+	}
+	cancel()
+	delete(r.open, c)
+	r.openPer[c.Destination]--
+	r.ended[c] = true
+	if !isTimeout(c.Err) {
+		r.heard[c.Destination] = time.Now()
+	}
+}
+
+// stall gives up an application's open calls: they end as not answered
+// (through done), and the application is asked nothing more.
+func (r *reader) stall(bus string) {
+	r.stalled[bus] = true
+	r.slow[bus] = true
+	for c, cancel := range r.open {
+		if c.Destination == bus {
+			cancel()
+		}
+	}
+	r.heard[bus] = time.Now().Add(time.Hour) // its calls are coming back
+}
+
+// readLevel reads one level of nodes in passes of calls in flight
+// together. A large level (a menu bar's closed menus hold hundreds of
+// items that are not showing) is read state first: what does not show is
+// read no further; then the facts and children of the rest; then the
+// text, value and keys of those that have them, and the visible cells of
+// tables that manage their descendants. A small level (a dialog's) saves
+// a round trip: the state and facts together, then the children with the
+// text.
+func (r *reader) readLevel(level []*node) {
+	small := len(level) <= smallLevel
+	per := 1
+	if small {
+		per = 5
+	}
+	var showing []*node
+	r.pass(level, per, func(n *node) []*dbus.Call {
+		n.state = r.call(n.ref, ifaceAccessible+".GetState")
+		if small {
+			return append(r.askFacts(n), n.state)
+		}
+		return []*dbus.Call{n.state}
+	}, func(n *node) {
+		if isTimeout(n.state.Err) {
+			r.slow[n.ref.bus] = true
+		}
+		var words []uint32
+		err := n.state.Store(&words)
+		n.state = nil
+		n.el.ID = n.ref.ID()
+		switch {
+		case err == nil:
+			n.el.States = stateList(words)
+		case n.depth > 0:
+			// Gone, or not answering: whether it shows is not known.
+			n.failed = true
+		}
+		if n.el.Has("defunct") {
+			n.failed = true
+		}
+		show := !n.failed && (n.depth == 0 || n.el.Has("showing"))
+		if show {
+			showing = append(showing, n)
+		}
+		switch {
+		case small && show:
+			r.fill(n)
+		case small:
+			n.name, n.role, n.ifc, n.place = nil, nil, nil, nil
+		}
+	})
+	var managed, more []*node
+	keep := func(n *node) {
+		if n.failed {
+			return
+		}
+		r.bytes += elementSize(&n.el)
+		if n.el.Has("manages_descendants") {
+			managed = append(managed, n)
+		}
+		if r.wantsMore(n) {
+			more = append(more, n)
+		}
+	}
+	if small {
+		for _, n := range showing {
+			keep(n)
+		}
+	} else {
+		r.pass(showing, 6, func(n *node) []*dbus.Call {
+			return append(r.askFacts(n), r.askChildren(n))
+		}, func(n *node) {
+			r.fill(n)
+			r.children(n)
+			keep(n)
+		})
+	}
+	// Qt and LibreOffice answer an end offset past the text with nothing:
+	// such a text is asked for again up to its length.
+	var again []*node
+	length := map[*node]int32{}
+	ask := more
+	if small {
+		ask = nil
+		for _, n := range showing {
+			if !n.failed {
+				ask = append(ask, n)
+			}
+		}
+	}
+	r.pass(ask, 5, func(n *node) []*dbus.Call {
+		var out []*dbus.Call
+		if small {
+			out = append(out, r.askChildren(n))
+		}
+		for _, f := range n.ifaces {
+			switch f {
+			case ifaceText:
+				if !readsText(&n.el) {
+					continue
+				}
+				n.text = r.call(n.ref, ifaceText+".GetText", int32(0), int32(observe.MaxElementText))
+				n.count = r.call(n.ref, ifaceProps+".Get", ifaceText, "CharacterCount")
+				out = append(out, n.text, n.count)
+			case ifaceValue:
+				n.val = r.call(n.ref, ifaceProps+".Get", ifaceValue, "CurrentValue")
+				out = append(out, n.val)
+			case ifaceAction:
+				if pressRoles[n.el.Role] {
+					n.keys = r.call(n.ref, ifaceAction+".GetKeyBinding", int32(0))
+					out = append(out, n.keys)
+				}
+			}
+		}
+		return out
+	}, func(n *node) {
+		if small {
+			r.children(n)
+		}
+		r.more(n)
+		var count dbus.Variant
+		if n.el.Text == "" && n.count != nil && n.count.Store(&count) == nil {
+			if c, ok := count.Value().(int32); ok && c > 0 {
+				again = append(again, n)
+				length[n] = min(c, int32(observe.MaxElementText))
+			}
+		}
+		n.count = nil
+	})
+	r.pass(again, 1, func(n *node) []*dbus.Call {
+		n.text = r.call(n.ref, ifaceText+".GetText", int32(0), length[n])
+		return []*dbus.Call{n.text}
+	}, r.more)
+	r.visibleDescendants(managed)
+}
+
+// smallLevel is the most nodes a level may have to be read in one pass
+// of state and facts (readLevel).
+const smallLevel = 16
+
+// pass makes the calls ask gives for each node, at most batch in flight
+// at once (per calls a node), waits for them and gives each node to
+// after, a part at a time: the answers of a part are read and let go of
+// before the next part is asked (a hostile application may answer each
+// call with a message as large as the bus allows). Past MaxTreeBytes the
+// nodes left are not read.
+func (r *reader) pass(nodes []*node, per int, ask func(*node) []*dbus.Call, after func(*node)) {
+	step := max(1, batch/per)
+	for start := 0; start < len(nodes); start += step {
+		part := nodes[start:min(len(nodes), start+step)]
+		if r.bytes > MaxTreeBytes {
+			for _, n := range nodes[start:] {
+				n.failed = true
+			}
+			return
+		}
+		var calls []*dbus.Call
+		for _, n := range part {
+			calls = append(calls, ask(n)...)
+		}
+		_ = r.wait(calls)
+		for _, n := range part {
+			after(n)
+		}
+	}
+}
+
+// more reads a node's text, value and keys, and lets go of their calls.
+func (r *reader) more(n *node) {
+	for _, c := range []*dbus.Call{n.text, n.val, n.keys} {
+		if c != nil && isTimeout(c.Err) {
+			r.slow[n.ref.bus] = true
+		}
+	}
+	if n.text != nil {
+		var s string
+		if n.text.Store(&s) == nil {
+			n.el.Text = clip(s)
+			r.bytes += 2 * len(n.el.Text)
+		}
+	}
+	if n.val != nil {
+		var v dbus.Variant
+		if n.val.Store(&v) == nil {
+			if f, ok := v.Value().(float64); ok {
+				n.el.Value = &f
+			}
+		}
+	}
+	if n.keys != nil {
+		var kb string
+		if n.keys.Store(&kb) == nil {
+			n.el.Keys = KeyBindings(kb)
+			for _, k := range n.el.Keys {
+				r.bytes += len(k) + 4
+			}
+		}
+	}
+	n.text, n.val, n.keys = nil, nil, nil
+}
+
+// wantsMore reports whether a node has text, a value or keys to read.
+func (r *reader) wantsMore(n *node) bool {
+	for _, f := range n.ifaces {
+		switch f {
+		case ifaceText:
+			if readsText(&n.el) {
+				return true
+			}
+		case ifaceValue:
+			return true
+		case ifaceAction:
+			if pressRoles[n.el.Role] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pressRoles are the roles whose keyboard shortcuts are read (the
@@ -537,34 +717,83 @@ func readsText(e *observe.Element) bool {
 	return textRoles[e.Role] || e.Name == "" || e.Has("editable")
 }
 
-// fill reads the first pass's answers into n. A node whose role cannot be
-// read is dropped (it went away, or its application did not answer).
-func (r *reader) fill(n *node, c [nCalls]*dbus.Call) {
-	n.el.ID = n.ref.ID()
+// fill reads the facts of a showing node (its state is read already). A
+// node whose role cannot be read is dropped (it went away, or its
+// application did not answer).
+func (r *reader) fill(n *node) {
+	defer func() { n.name, n.role, n.ifc, n.place = nil, nil, nil, nil }()
+	for _, c := range []*dbus.Call{n.name, n.role, n.ifc, n.place} {
+		if c != nil && isTimeout(c.Err) {
+			r.slow[n.ref.bus] = true
+		}
+	}
 	var role uint32
-	if err := c[cRole].Store(&role); err != nil {
+	if err := n.role.Store(&role); err != nil {
 		n.failed = true
 		return
 	}
 	n.el.Role = r.roleName(n.ref, role)
 	var name dbus.Variant
-	if c[cName].Store(&name) == nil {
+	if n.name.Store(&name) == nil {
 		if s, ok := name.Value().(string); ok {
 			n.el.Name = clip(s)
 		}
 	}
-	var states []uint32
-	if c[cState].Store(&states) == nil {
-		n.el.States = stateList(states)
+	_ = n.ifc.Store(&n.ifaces)
+	var ext struct{ X, Y, W, H int32 }
+	if n.place != nil && n.place.Store(&ext) == nil && ext.W > 0 && ext.H > 0 && ext.W < 1<<20 && ext.H < 1<<20 {
+		n.el.Bounds = &action.Rect{int(ext.X), int(ext.Y), int(ext.X) + int(ext.W), int(ext.Y) + int(ext.H)}
 	}
-	if n.el.Has("defunct") {
-		n.failed = true
+}
+
+// askFacts asks for a node's facts: name, role, interfaces, and its
+// place (an element's).
+func (r *reader) askFacts(n *node) []*dbus.Call {
+	o := n.ref
+	n.name = r.call(o, ifaceProps+".Get", ifaceAccessible, "Name")
+	n.role = r.call(o, ifaceAccessible+".GetRole")
+	n.ifc = r.call(o, ifaceAccessible+".GetInterfaces")
+	if n.depth == 0 {
+		// An application has no place on the screen (GTK complains when
+		// asked).
+		return []*dbus.Call{n.name, n.role, n.ifc}
+	}
+	n.place = r.call(o, ifaceComponent+".GetExtents", coordTypeScreen)
+	return []*dbus.Call{n.name, n.role, n.ifc, n.place}
+}
+
+// askChildren asks for a node's children, once its state says it is
+// safe: an element that manages its descendants may have billions (a
+// LibreOffice Calc sheet has 2^31 cells), and listing them blocks its
+// application for good; it is asked how many it has instead.
+func (r *reader) askChildren(n *node) *dbus.Call {
+	if n.el.Has("manages_descendants") {
+		n.children = r.call(n.ref, ifaceProps+".Get", ifaceAccessible, "ChildCount")
+	} else {
+		n.children = r.call(n.ref, ifaceAccessible+".GetChildren")
+	}
+	return n.children
+}
+
+// children reads the answer askChildren asked for.
+func (r *reader) children(n *node) {
+	c := n.children
+	n.children, n.nkids = nil, -1
+	if c == nil {
 		return
 	}
-	_ = c[cIfaces].Store(&n.ifaces)
-	var ext struct{ X, Y, W, H int32 }
-	if c[cExtents] != nil && c[cExtents].Store(&ext) == nil && ext.W > 0 && ext.H > 0 && ext.W < 1<<20 && ext.H < 1<<20 {
-		n.el.Bounds = &action.Rect{int(ext.X), int(ext.Y), int(ext.X) + int(ext.W), int(ext.Y) + int(ext.H)}
+	if isTimeout(c.Err) {
+		r.slow[n.ref.bus] = true
+	}
+	if !n.el.Has("manages_descendants") {
+		n.kids = refList(c)
+		return
+	}
+	var count dbus.Variant
+	if c.Store(&count) == nil {
+		if k, ok := count.Value().(int32); ok && k >= 0 {
+			n.nkids = k
+		}
 	}
 }
 
@@ -612,13 +841,34 @@ func int32Of(c *dbus.Call) (int32, bool) {
 // its descendants: the cells of the visible part of a table.
 const MaxManagedCells = 4096
 
-// visibleDescendants gives the elements that manage their descendants the
-// descendants on screen as children, where they are tables: the cells
-// from the one at the top left corner of its bounds to the one at the
-// bottom right (Component.GetAccessibleAtPoint, then Table's row and
-// column of each, then Table.GetAccessibleAt for the rectangle), at most
-// MaxManagedCells. Any other is read without children, and said to be.
+// visibleDescendants gives the elements that manage their descendants
+// their children: all of them where they say they have at most
+// MaxManagedCells (a GTK list), else the descendants on screen, where
+// they are tables: the cells from the one at the top left corner of its
+// bounds to the one at the bottom right (Component.GetAccessibleAtPoint,
+// then Table's row and column of each, then Table.GetAccessibleAt for
+// the rectangle), at most MaxManagedCells. Any other is read without
+// children, and said to be.
 func (r *reader) visibleDescendants(managed []*node) {
+	// A few children (a GTK list's cells) are listed as any other
+	// element's: those not showing are left out as usual.
+	var few []*node
+	managed = slices.DeleteFunc(managed, func(n *node) bool {
+		if n.nkids >= 0 && n.nkids <= MaxManagedCells {
+			few = append(few, n)
+			return true
+		}
+		return false
+	})
+	r.pass(few, 1, func(n *node) []*dbus.Call {
+		n.children = r.call(n.ref, ifaceAccessible+".GetChildren")
+		return []*dbus.Call{n.children}
+	}, func(n *node) {
+		if isTimeout(n.children.Err) {
+			r.slow[n.ref.bus] = true
+		}
+		n.kids, n.children = refList(n.children), nil
+	})
 	type corner struct {
 		n        *node
 		at       [2]*dbus.Call // top left, bottom right
@@ -668,6 +918,13 @@ func (r *reader) visibleDescendants(managed []*node) {
 	}
 	var cells []cell
 	for _, c := range cs {
+		// A corner its application did not answer in time is said as
+		// such (transient), not as a table that cannot tell its cells.
+		for _, k := range slices.Concat(c.at[:], c.idx[:], c.row[:], c.col[:]) {
+			if k != nil && isTimeout(k.Err) {
+				r.slow[c.n.ref.bus] = true
+			}
+		}
 		r0, ok0 := int32Of(c.row[0])
 		c0, ok1 := int32Of(c.col[0])
 		r1, ok2 := int32Of(c.row[1])
@@ -706,8 +963,10 @@ func (r *reader) visibleDescendants(managed []*node) {
 	}
 }
 
+// isTimeout reports whether a call ended unanswered: the read's deadline,
+// its application stalled, or the read was called off.
 func isTimeout(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded)
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errStalled)
 }
 
 // roleName names a role by AT-SPI's table, asking the application only for
@@ -760,14 +1019,33 @@ func clip(s string) string {
 
 // Find reads the tree and returns the element sel picks, with the tree
 // it was found in; see observe.Tree.Find for the errors.
+//
+// A read that finds nothing and was cut for a reason another read may not
+// have (its deadline, an application that did not answer in time: a busy
+// machine) is read again, up to findReads reads in all, so that a target
+// on a loaded machine is not "no element matches" because the read
+// stopped before it; the error then says how the last read was cut.
 func (b *Bus) Find(ctx context.Context, sel action.Selector) (*observe.Element, *observe.Tree, error) {
-	tr, err := b.Tree(ctx, observe.TreeLimits{})
-	if err != nil {
-		return nil, nil, err
+	for i := 1; ; i++ {
+		tr, err := b.Tree(ctx, observe.TreeLimits{})
+		if err != nil {
+			return nil, nil, err
+		}
+		if afterFindRead != nil {
+			afterFindRead(i, tr)
+		}
+		e, err := tr.Find(sel)
+		if err == nil || i == findReads || len(tr.Transient()) == 0 || ctx.Err() != nil {
+			return e, tr, err
+		}
 	}
-	e, err := tr.Find(sel)
-	return e, tr, err
 }
+
+// findReads bounds the reads of one Find.
+const findReads = 3
+
+// afterFindRead, when set (by tests), sees each read of Find.
+var afterFindRead func(n int, tr *observe.Tree)
 
 // GrabFocus asks the element's application to give it the keyboard focus
 // (Component.GrabFocus; GTK also raises its window) and reports whether
