@@ -324,10 +324,11 @@ func (e *env) replayFork(ctx context.Context, steps []trace.Step, dir string, fp
 		}
 	}
 	// The screen after the replay, as it rests, against the parent's now:
-	// looks 50 ms apart until it matches, or two are the same, or
-	// forkSettle has passed.
-	deadline := time.Now().Add(forkSettle)
+	// looks 50 ms apart until it matches, or it has not changed for
+	// session.ForkStill, or session.ForkSettle has passed.
+	deadline := time.Now().Add(session.ForkSettle)
 	var prev uint64
+	var since time.Time // when the screen last changed
 	for n := 0; ; n++ {
 		obs, err := sess.Observe(ctx)
 		if err != nil {
@@ -346,7 +347,11 @@ func (e *env) replayFork(ctx context.Context, steps []trace.Step, dir string, fp
 			}
 			return nil
 		}
-		if n > 0 && obs.Screen.Hash == prev || time.Now().After(deadline) {
+		now := time.Now()
+		if n == 0 || obs.Screen.Hash != prev {
+			since = now
+		}
+		if now.Sub(since) >= session.ForkStill || now.After(deadline) {
 			if first != 0 {
 				return diverged(first, "%s; and its screen after the replay differs from the parent's screen now: %s", firstMsg, d)
 			}
@@ -362,9 +367,6 @@ func (e *env) replayFork(ctx context.Context, steps []trace.Step, dir string, fp
 		}
 	}
 }
-
-// forkSettle bounds how long a fork's last screen may take to rest.
-const forkSettle = 2 * time.Second
 
 // compareNow compares the fork's screen after the replay with the
 // parent's at the fork point: whether they match by the rules, and how

@@ -202,6 +202,45 @@ func TestForkRefused(t *testing.T) {
 	}
 }
 
+// TestForkScreensAtRest: the parent's app draws a step's picture 200 ms
+// after the step (a loaded machine), the forks' apps at once. The fork
+// point's screen is the parent's drawn one, not the one a look 50 ms
+// after another found unchanged: the fork matches. (With the still-for-
+// one-look rule the fork point took the undrawn screen, and the fork was
+// refused as diverged.)
+func TestForkScreensAtRest(t *testing.T) {
+	const lag = 200 * time.Millisecond
+	var made atomic.Int32
+	white := func(w *guestenvtest.Writer, m *wire.Message) {
+		width, height := observe.DefaultScreen.Width, observe.DefaultScreen.Height
+		resp, _ := guestenvtest.Blank(width, height)
+		resp.Hash = 2
+		w.Reply(m.ID, m.Method, resp, s2.Encode(nil, bytes.Repeat([]byte{0xff}, 4*width*height)))
+	}
+	guest := func() *guestenvtest.Guest {
+		parent := made.Add(1) == 1
+		var acted atomic.Int64 // unix ns of the last act; 0: none yet
+		return &guestenvtest.Guest{
+			OnAct: func(*guestenvtest.Writer) { acted.Store(time.Now().UnixNano()) },
+			OnScreenshot: func(w *guestenvtest.Writer, m *wire.Message, _ int) bool {
+				at := acted.Load()
+				if at == 0 || parent && time.Since(time.Unix(0, at)) < lag {
+					return false // the screen before the step's picture
+				}
+				white(w, m)
+				return true
+			},
+		}
+	}
+	h := newHarness(t, guest, nil)
+	e := h.create(testToken, "")
+	h.act(e.ID, `{"action":"key","keys":"Right"}`)
+	a := h.do(req{method: "POST", path: "/v1/envs/" + e.ID + "/fork", body: []byte(`{"count": 1}`)})
+	if a.status != 201 {
+		t.Fatalf("fork of a parent that draws %v after its step: %d %s", lag, a.status, a.body)
+	}
+}
+
 // TestForkWaitsForStep: a fork asked for while an action is in flight
 // waits for it (the parent's step lock) and forks after it.
 func TestForkWaitsForStep(t *testing.T) {

@@ -44,10 +44,12 @@ func (s *Session) ForkPoint(ctx context.Context) (ForkPoint, error) {
 	lctx, cancel := context.WithDeadline(ctx, s.deadlineNow())
 	defer cancel()
 	// The screen as it rests: a step that just ran may still be drawn.
-	// Looks 50 ms apart until two are the same (at most forkSettle).
+	// Looks 50 ms apart until the screen has not changed for ForkStill
+	// (at most ForkSettle).
 	var f *observe.Frame
 	var st environment.State
-	deadline := time.Now().Add(forkSettle)
+	deadline := time.Now().Add(ForkSettle)
+	var since time.Time // when the screen last changed
 	for {
 		prev := f
 		var err error
@@ -58,7 +60,11 @@ func (s *Session) ForkPoint(ctx context.Context) (ForkPoint, error) {
 		if err != nil {
 			return ForkPoint{}, err
 		}
-		if prev != nil && prev.Hash == f.Hash || time.Now().After(deadline) {
+		now := time.Now()
+		if prev == nil || prev.Hash != f.Hash {
+			since = now
+		}
+		if now.Sub(since) >= ForkStill || now.After(deadline) {
 			break
 		}
 		if err := sleepCtx(lctx, 50*time.Millisecond); err != nil {
@@ -69,8 +75,16 @@ func (s *Session) ForkPoint(ctx context.Context) (ForkPoint, error) {
 	return ForkPoint{RunID: s.cfg.RunID, TraceDir: s.cfg.TraceDir, Steps: s.steps, Frame: f, State: st}, nil
 }
 
-// forkSettle bounds how long ForkPoint waits for the screen to rest.
-const forkSettle = 2 * time.Second
+// How a fork's screens are taken as they rest (ForkPoint's of the parent,
+// and the fork's after its replay): the screen unchanged for ForkStill,
+// waited for at most ForkSettle. A screen that held still for one look
+// 50 ms later was taken for one at rest, and on a loaded machine the
+// clock demo had not drawn the virtual clock's last move by then
+// (TestForkClock diverged once in a CI by the digits of its time).
+const (
+	ForkStill  = 500 * time.Millisecond
+	ForkSettle = 3 * time.Second
+)
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
