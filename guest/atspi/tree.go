@@ -118,11 +118,11 @@ type reader struct {
 	slow map[string]bool
 	// done receives each call of the read when it ends; open are the
 	// calls not ended yet (with their cancel functions), per application
-	// too; ended are the calls that ended before a wait asked for them.
+	// too. The read keeps no answer once it has ended: the caller holds
+	// it (a hostile application's may be as large as the bus allows).
 	done    chan *dbus.Call
 	open    map[*dbus.Call]context.CancelFunc
 	openPer map[string]int
-	ended   map[*dbus.Call]bool
 	// heard is when each application last answered, or was first asked
 	// while nothing else was open; stalled are the applications that
 	// answered nothing for callTimeout while asked: the read asks them
@@ -143,7 +143,7 @@ func newReader(b *Bus, ctx context.Context) *reader {
 		// and a role's name one more), so that the bus's reader never
 		// waits on this channel.
 		done: make(chan *dbus.Call, 4*batch),
-		open: map[*dbus.Call]context.CancelFunc{}, openPer: map[string]int{}, ended: map[*dbus.Call]bool{},
+		open: map[*dbus.Call]context.CancelFunc{}, openPer: map[string]int{},
 		heard: map[string]time.Time{}, stalled: map[string]bool{},
 	}
 }
@@ -312,14 +312,10 @@ func preorder(nodes []*node) []observe.Element {
 func (r *reader) call(o ref, method string, args ...any) *dbus.Call {
 	r.calls++
 	if r.stalled[o.bus] {
-		c := &dbus.Call{Destination: o.bus, Path: o.path, Method: method, Err: errStalled}
-		r.ended[c] = true
-		return c
+		return &dbus.Call{Destination: o.bus, Path: o.path, Method: method, Err: errStalled}
 	}
 	if err := r.ctx.Err(); err != nil {
-		c := &dbus.Call{Destination: o.bus, Path: o.path, Method: method, Err: err}
-		r.ended[c] = true
-		return c
+		return &dbus.Call{Destination: o.bus, Path: o.path, Method: method, Err: err}
 	}
 	// Every open call ends once on done: with fewer open than it holds,
 	// the bus's reader never waits on it.
@@ -347,7 +343,7 @@ var errStalled = errors.New("the application answered nothing within the per-cal
 func (r *reader) wait(calls []*dbus.Call) error {
 	need := map[*dbus.Call]bool{}
 	for _, c := range calls {
-		if !r.ended[c] {
+		if _, open := r.open[c]; open {
 			need[c] = true
 		}
 	}
@@ -403,7 +399,6 @@ func (r *reader) end(c *dbus.Call) {
 	cancel()
 	delete(r.open, c)
 	r.openPer[c.Destination]--
-	r.ended[c] = true
 	if !isTimeout(c.Err) {
 		r.heard[c.Destination] = time.Now()
 	}
