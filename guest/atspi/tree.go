@@ -467,7 +467,7 @@ func (r *reader) readLevel(level []*node) {
 			n.name, n.role, n.ifc, n.place = nil, nil, nil, nil
 		}
 	})
-	var managed, more []*node
+	var managed []*node
 	keep := func(n *node) {
 		if n.failed {
 			return
@@ -475,9 +475,6 @@ func (r *reader) readLevel(level []*node) {
 		r.bytes += elementSize(&n.el)
 		if n.el.Has("manages_descendants") {
 			managed = append(managed, n)
-		}
-		if r.wantsMore(n) {
-			more = append(more, n)
 		}
 	}
 	if small {
@@ -497,13 +494,10 @@ func (r *reader) readLevel(level []*node) {
 	// such a text is asked for again up to its length.
 	var again []*node
 	length := map[*node]int32{}
-	ask := more
-	if small {
-		ask = nil
-		for _, n := range showing {
-			if !n.failed {
-				ask = append(ask, n)
-			}
+	var ask []*node
+	for _, n := range showing {
+		if !n.failed {
+			ask = append(ask, n)
 		}
 	}
 	r.pass(ask, 5, func(n *node) []*dbus.Call {
@@ -615,25 +609,6 @@ func (r *reader) more(n *node) {
 		}
 	}
 	n.text, n.val, n.keys = nil, nil, nil
-}
-
-// wantsMore reports whether a node has text, a value or keys to read.
-func (r *reader) wantsMore(n *node) bool {
-	for _, f := range n.ifaces {
-		switch f {
-		case ifaceText:
-			if readsText(&n.el) {
-				return true
-			}
-		case ifaceValue:
-			return true
-		case ifaceAction:
-			if pressRoles[n.el.Role] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // pressRoles are the roles whose keyboard shortcuts are read (the
