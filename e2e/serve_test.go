@@ -184,14 +184,23 @@ func TestServeRejectedBeforeStart(t *testing.T) {
 }
 
 // TestServeEndToEnd: the real binary serves the mover on Docker; a Go
-// client plays an episode over the WebSocket, a second environment is
-// left open, a request without the token is refused; SIGTERM closes
-// everything (exit 0), finalises both traces and leaves no container; the
-// finished episode's trace works with view, export and replay like a run's.
+// client plays an episode over the WebSocket (a key held across steps), a
+// second environment is left open, a request without the token is refused;
+// SIGTERM closes everything (exit 0), finalises the traces and leaves no
+// container; a served trace works with view, export and replay like a
+// run's.
+//
+// The replay replays a second episode, of the mover that moves a fixed
+// distance per key press (-step): the held key's episode moves by time ×
+// speed, and its screen in the middle of the hold depends on how the
+// machine kept time in both runs (CI at 2721484 saw its replay's square 34
+// px from the recording's, 168 ms at 200 px/s: a divergence with nothing
+// wrong). The stepping mover's screens depend on the keys alone, so its
+// replay must match.
 func TestServeEndToEnd(t *testing.T) {
 	testenv.Require(t, testenv.Image(testenv.RuntimeImage))
 	out := t.TempDir()
-	s := startServe(t, "--backend", "docker", "--app", "mover="+moverApp(t, ""), "--out", out)
+	s := startServe(t, "--backend", "docker", "--app", "mover="+moverApp(t, ""), "--app", "stepper="+moverApp(t, moverStep60Manifest), "--out", out)
 	c, err := client.New(s.url, s.token)
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +231,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if _, _, terminated, _, _, err := env.Step(ctx, action.Action{Kind: action.Done, Message: "moved"}); err != nil || !terminated {
 		t.Fatalf("done: %v, terminated %v", err, terminated)
 	}
+	stepped := playSteps(t, c, "stepper")
 	open, err := c.Create(ctx, api.CreateRequest{App: "mover"})
 	if err != nil {
 		t.Fatal(err)
@@ -244,11 +254,16 @@ func TestServeEndToEnd(t *testing.T) {
 	if done.Incomplete || done.Run.Outcome != trace.Success || len(done.Steps) != 4 || len(done.Missing) > 0 {
 		t.Errorf("the finished episode: incomplete %v, %s, %d steps, missing %v", done.Incomplete, done.Run.Outcome, len(done.Steps), done.Missing)
 	}
+	steps := openTrace(t, stepped)
+	if steps.Incomplete || steps.Run.Outcome != trace.Success || len(steps.Steps) != 3 {
+		t.Errorf("the stepping episode: incomplete %v, %s, %d steps", steps.Incomplete, steps.Run.Outcome, len(steps.Steps))
+	}
 	cut := openTrace(t, openInfo.Trace)
 	if cut.Incomplete || cut.Run.Outcome != trace.Interrupted || cut.Run.Reason != trace.ReasonSignal {
 		t.Errorf("the environment left open: incomplete %v, %s/%s", cut.Incomplete, cut.Run.Outcome, cut.Run.Reason)
 	}
 	assertNoContainers(t, done.Run.ID)
+	assertNoContainers(t, steps.Run.ID)
 	assertNoContainers(t, cut.Run.ID)
 
 	// The trace is a run's: view, export and replay take it.
@@ -259,10 +274,42 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("export: %s", r)
 	}
 	replayed := filepath.Join(t.TempDir(), "replay")
-	if r := agentbox(t, "replay", info.Trace, "--out", replayed); r.code != 0 {
+	if r := agentbox(t, "replay", stepped, "--out", replayed); r.code != 0 {
 		t.Errorf("replay of the served episode: %s", r)
+	} else if sum := readSummary(t, replayed); sum.Verdict != "matched" || sum.Replayed != 3 {
+		t.Errorf("replay of the served episode: %s, %d steps replayed", sum.Verdict, sum.Replayed)
 	}
 	assertNoContainers(t, openTrace(t, replayed).Run.ID)
+}
+
+// playSteps plays an episode of app over the WebSocket: two taps of Right
+// (each moves the stepping mover 60 px), then done, each screen taken once
+// it has been still for 300 ms (a loaded machine's mover may draw late). It
+// returns the trace.
+func playSteps(t *testing.T, c *client.Client, app string) string {
+	t.Helper()
+	ctx := t.Context()
+	env, err := c.Create(ctx, api.CreateRequest{App: app, Task: "Step right twice.", Settle: "stable:300ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, info, err := env.Reset(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x0, _, _ := obs.Screen.Centroid(green)
+	for range 2 {
+		if obs, _, _, _, _, err = env.Step(ctx, action.Action{Kind: action.Key, Keys: "Right"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x1, _, _ := obs.Screen.Centroid(green); x1-x0 != 120 {
+		t.Errorf("%s: the square moved %.1f px after two presses, want 120", app, x1-x0)
+	}
+	if _, _, terminated, _, _, err := env.Step(ctx, action.Action{Kind: action.Done, Message: "stepped"}); err != nil || !terminated {
+		t.Fatalf("%s: done: %v, terminated %v", app, err, terminated)
+	}
+	return info.Trace
 }
 
 // green matches the mover's square.
