@@ -80,6 +80,9 @@ func (g *Guest) bringUp(ctx context.Context, e *earlyDisplay) error {
 		return fmt.Errorf("connect to %s: %w", srv.Display(), err)
 	}
 	e.x = xc
+	if err := xc.ClaimKeyboard(ctx); err != nil {
+		return fmt.Errorf("claim the keyboard on %s: %w", srv.Display(), err)
+	}
 	if !e.wm {
 		return nil
 	}

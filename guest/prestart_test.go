@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
@@ -66,6 +69,42 @@ func TestEarlyDisplay(t *testing.T) {
 			if shot.Width != tc.ask.Width || shot.Height != tc.ask.Height {
 				t.Errorf("screenshot %dx%d, want %v", shot.Width, shot.Height, tc.ask)
 			}
+			assertKeyboardClaimed(t, g)
 		})
+	}
+}
+
+// assertKeyboardClaimed: the display the guest brought up has the XTEST
+// keyboard as its core keyboard's source already (x11.ClaimKeyboard), so
+// the first key typed into an app tells no client the keyboard changed.
+func assertKeyboardClaimed(t *testing.T, g *Guest) {
+	t.Helper()
+	xc, err := xgb.NewConnDisplay(g.server.Display())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xc.Close()
+	changes := make(chan struct{}, 16)
+	go func() {
+		for {
+			ev, err := xc.WaitForEvent()
+			if ev == nil && err == nil {
+				return
+			}
+			if m, ok := ev.(xproto.MappingNotifyEvent); ok && m.Request == xproto.MappingKeyboard {
+				changes <- struct{}{}
+			}
+		}
+	}()
+	if err := g.x.TypeText(t.Context(), "Ada", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := xproto.GetInputFocus(xc).Reply(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changes:
+		t.Errorf("the first keys typed on the guest's display changed the core keyboard (MappingNotify): it was not claimed")
+	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -904,3 +904,44 @@ func (c *Conn) publishHeld() {
 	c.heldKey, c.heldBtn = keys, btns
 	c.heldMu.Unlock()
 }
+
+// ClaimKeyboard makes the XTEST keyboard the core keyboard's source device
+// before any app connects, by pressing and releasing a keycode that has no
+// keysym (a spare; nothing reads it as a key).
+//
+// The server's core keyboard takes the keymap of the device that sent its
+// last event. The first XTEST key event therefore switches the source (from
+// Xvfb's own keyboard) and the server tells every client the keyboard
+// changed (XI2 DeviceChanged, XkbNewKeyboardNotify, MappingNotify), in the
+// same moment as that key. An app that reloads its keyboard state then
+// while the first keys arrive can lose them: Chromium, asked to type right
+// after it said its field was focused, on a loaded machine, got "a
+// Lovelace" of "Ada Lovelace" (1 run in 30), or nothing at all (CI at
+// 3222f6b). A person's keyboard sent its first key long before; after this,
+// so has ours, and no key of a run switches the source again. Without a
+// spare keycode it does nothing.
+func (c *Conn) ClaimKeyboard(ctx context.Context) error {
+	o, err := c.begin(ctx, &c.input, "claim the keyboard")
+	if err != nil {
+		return err
+	}
+	defer o.end()
+	if err := c.ensureKeymap(o); err != nil {
+		return o.wrap("claim the keyboard", err)
+	}
+	var code xproto.Keycode
+	for _, sp := range c.kb.spares {
+		if sp.sym == 0 {
+			code = sp.code
+			break
+		}
+	}
+	if code == 0 {
+		return nil
+	}
+	return o.wrap("claim the keyboard", o.do(func() error {
+		c.fake(xproto.KeyPress, byte(code), 0, 0)
+		c.fake(xproto.KeyRelease, byte(code), 0, 0)
+		return c.syncX()
+	}))
+}
