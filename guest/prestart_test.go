@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jezek/xgb"
-	"github.com/jezek/xgb/xproto"
-
+	"github.com/codegirl-games/agentbox/guest/xserver/xservertest"
 	"github.com/codegirl-games/agentbox/internal/testenv"
 	"github.com/codegirl-games/agentbox/observe"
 	"github.com/codegirl-games/agentbox/wire"
@@ -79,32 +77,12 @@ func TestEarlyDisplay(t *testing.T) {
 // the first key typed into an app tells no client the keyboard changed.
 func assertKeyboardClaimed(t *testing.T, g *Guest) {
 	t.Helper()
-	xc, err := xgb.NewConnDisplay(g.server.Display())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer xc.Close()
-	changes := make(chan struct{}, 16)
-	go func() {
-		for {
-			ev, err := xc.WaitForEvent()
-			if ev == nil && err == nil {
-				return
-			}
-			if m, ok := ev.(xproto.MappingNotifyEvent); ok && m.Request == xproto.MappingKeyboard {
-				changes <- struct{}{}
-			}
-		}
-	}()
+	w := xservertest.WatchKeyboard(t, g.server.Display())
+	w.Changes(t)
 	if err := g.x.TypeText(t.Context(), "Ada", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := xproto.GetInputFocus(xc).Reply(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-changes:
-		t.Errorf("the first keys typed on the guest's display changed the core keyboard (MappingNotify): it was not claimed")
-	case <-time.After(200 * time.Millisecond):
+	if n := w.Changes(t); n > 0 {
+		t.Errorf("the first keys typed on the guest's display changed the core keyboard (%d MappingNotify): it was not claimed", n)
 	}
 }
