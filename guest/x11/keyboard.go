@@ -910,16 +910,13 @@ func (c *Conn) publishHeld() {
 // keysym (a spare; nothing reads it as a key).
 //
 // The server's core keyboard takes the keymap of the device that sent its
-// last event. The first XTEST key event therefore switches the source (from
-// Xvfb's own keyboard) and the server tells every client the keyboard
-// changed (XI2 DeviceChanged, XkbNewKeyboardNotify, MappingNotify), in the
-// same moment as that key. An app that reloads its keyboard state then
-// while the first keys arrive can lose them: Chromium, asked to type right
-// after it said its field was focused, on a loaded machine, got "a
-// Lovelace" of "Ada Lovelace" (1 run in 30), or nothing at all (CI at
-// 3222f6b). A person's keyboard sent its first key long before; after this,
-// so has ours, and no key of a run switches the source again. Without a
-// spare keycode it does nothing.
+// last key, and Xvfb starts with its own keyboard as that source. Left to
+// the agent's first key, the switch to the XTEST keyboard came with that
+// key: the server told every client the keyboard had changed (XI2
+// DeviceChanged, XkbNewKeyboardNotify, MappingNotify) in the same moment,
+// and each reloaded its keyboard state while the first keys arrived. A
+// person's session never sees that; after the claim, no key of a run does
+// either. Without a spare keycode it does nothing.
 func (c *Conn) ClaimKeyboard(ctx context.Context) error {
 	o, err := c.begin(ctx, &c.input, "claim the keyboard")
 	if err != nil {
