@@ -284,12 +284,12 @@ func TestServeEndToEnd(t *testing.T) {
 
 // playSteps plays an episode of app over the WebSocket: two taps of Right
 // (each moves the stepping mover 60 px), then done, each screen taken once
-// it has been still for 300 ms (a loaded machine's mover may draw late). It
-// returns the trace.
+// it has been still for a second (a loaded machine's mover may draw late;
+// TestReplay records with the same settle). It returns the trace.
 func playSteps(t *testing.T, c *client.Client, app string) string {
 	t.Helper()
 	ctx := t.Context()
-	env, err := c.Create(ctx, api.CreateRequest{App: app, Task: "Step right twice.", Settle: "stable:300ms"})
+	env, err := c.Create(ctx, api.CreateRequest{App: app, Task: "Step right twice.", Settle: "stable:1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
