@@ -231,7 +231,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if _, _, terminated, _, _, err := env.Step(ctx, action.Action{Kind: action.Done, Message: "moved"}); err != nil || !terminated {
 		t.Fatalf("done: %v, terminated %v", err, terminated)
 	}
-	stepped := playSteps(t, c, "stepper")
+	stepped := playStepper(t, c)
 	open, err := c.Create(ctx, api.CreateRequest{App: "mover"})
 	if err != nil {
 		t.Fatal(err)
@@ -282,14 +282,14 @@ func TestServeEndToEnd(t *testing.T) {
 	assertNoContainers(t, openTrace(t, replayed).Run.ID)
 }
 
-// playSteps plays an episode of app over the WebSocket: two taps of Right
-// (each moves the stepping mover 60 px), then done, each screen taken once
-// it has been still for a second (a loaded machine's mover may draw late;
-// TestReplay records with the same settle). It returns the trace.
-func playSteps(t *testing.T, c *client.Client, app string) string {
+// playStepper plays an episode of the stepping mover ("stepper") over the
+// WebSocket: two taps of Right (60 px each), then done, each screen taken
+// once it has been still for a second (a loaded machine's mover may draw
+// late; TestReplay records with the same settle). It returns the trace.
+func playStepper(t *testing.T, c *client.Client) string {
 	t.Helper()
 	ctx := t.Context()
-	env, err := c.Create(ctx, api.CreateRequest{App: app, Task: "Step right twice.", Settle: "stable:1s"})
+	env, err := c.Create(ctx, api.CreateRequest{App: "stepper", Task: "Step right twice.", Settle: "stable:1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,10 +304,10 @@ func playSteps(t *testing.T, c *client.Client, app string) string {
 		}
 	}
 	if x1, _, _ := obs.Screen.Centroid(green); x1-x0 != 120 {
-		t.Errorf("%s: the square moved %.1f px after two presses, want 120", app, x1-x0)
+		t.Errorf("stepper: the square moved %.1f px after two presses, want 120", x1-x0)
 	}
 	if _, _, terminated, _, _, err := env.Step(ctx, action.Action{Kind: action.Done, Message: "stepped"}); err != nil || !terminated {
-		t.Fatalf("%s: done: %v, terminated %v", app, err, terminated)
+		t.Fatalf("stepper: done: %v, terminated %v", err, terminated)
 	}
 	return info.Trace
 }

@@ -26,7 +26,11 @@ func WatchKeyboard(t testing.TB, display string) *KeyboardWatch {
 	if err != nil {
 		t.Fatalf("connect to %s: %v", display, err)
 	}
-	t.Cleanup(xc.Close)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		close(done) // before the close, so the reader never blocks on a full channel
+		xc.Close()
+	})
 	w := &KeyboardWatch{xc: xc, events: make(chan xgb.Event, 256)}
 	if w.win, err = xproto.NewWindowId(xc); err != nil {
 		t.Fatal(err)
@@ -44,7 +48,11 @@ func WatchKeyboard(t testing.TB, display string) *KeyboardWatch {
 				return
 			}
 			if ev != nil {
-				w.events <- ev
+				select {
+				case w.events <- ev:
+				case <-done:
+					return
+				}
 			}
 		}
 	}()
