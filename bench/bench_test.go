@@ -302,6 +302,11 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	if p.ResetRelaunch.N != 3 {
 		t.Errorf("relaunch: %+v", p.ResetRelaunch)
 	}
+	// Its floor, a sample in turn with each relaunch, in a sandbox of the
+	// bench's own: the scripted guest's 2 + 15 + 0.5 ms.
+	if f := p.RelaunchFloor; f == nil || f.Total.N != 3 || f.Total.P50 != 17.5 || f.Kill.P50 != 2 || f.Start.P50 != 15 || f.Capture.P50 != 0.5 {
+		t.Errorf("the relaunch's floor: %+v", p.RelaunchFloor)
+	}
 	if l := p.Loop; p.ResetLoop.N != 3 || l == nil || l.Resets != 3 || l.Warm+l.Cold != 3 || l.HitRate != float64(l.Warm)/3 || l.Target < 2 {
 		t.Errorf("the back-to-back loop: %+v %+v", p.ResetLoop, p.Loop)
 	}
@@ -318,7 +323,8 @@ func TestRunPoolScriptedGuest(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.Print(&out, o)
-	for _, want := range []string{"from the warm pool:", "cold create:", "back to back, no wait for the pool:", "back to back from a pool deeper than the loop (--pool 7, filled first)", "from Python (python/benchmarks/reset.py", "fresh, back to back from the deeper pool:", "hit rate", "3 of 3 idle"} {
+	for _, want := range []string{"from the warm pool:", "cold create:", "back to back, no wait for the pool:", "back to back from a pool deeper than the loop (--pool 7, filled first)", "from Python (python/benchmarks/reset.py", "fresh, back to back from the deeper pool:", "hit rate", "3 of 3 idle",
+		"its floor, in turn with it in a sandbox of the bench's own", "the start until its window is listed 15 ms", "against the floor: ", "against the Go loop's floor:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

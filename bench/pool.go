@@ -69,10 +69,15 @@ type PoolStats struct {
 	// again from the Python client (python/benchmarks/reset.py, a key
 	// step before each reset) on the same servers; empty when skipped.
 	PyRelaunch, PyDeep Stats
-	Loop               *LoopStats `json:",omitempty"`
-	Fork               *ForkStats `json:",omitempty"`
-	Capacity           *Capacity  `json:",omitempty"`
-	Eval               *EvalStats `json:",omitempty"`
+	// RelaunchFloor is the least a relaunch costs on this machine, in a
+	// sandbox of the bench's own, a sample in turn with each relaunch of
+	// ResetRelaunch (environment.RelaunchFloorer); nil where the backend
+	// cannot time it.
+	RelaunchFloor *RelaunchFloorStats `json:",omitempty"`
+	Loop          *LoopStats          `json:",omitempty"`
+	Fork          *ForkStats          `json:",omitempty"`
+	Capacity      *Capacity           `json:",omitempty"`
+	Eval          *EvalStats          `json:",omitempty"`
 }
 
 // Capacity is a pool of Target idle environments held by one server.
@@ -276,11 +281,11 @@ func poolReset(ctx context.Context, o Options, ps *PoolStats) error {
 		if err != nil {
 			return err
 		}
-		r, err := relaunchLoop(ctx, cold.c, o.PoolResets)
+		r, fl, err := relaunchLoop(ctx, o, cold.c, o.PoolResets)
 		if err != nil {
 			return err
 		}
-		ps.ResetRelaunch = r
+		ps.ResetRelaunch, ps.RelaunchFloor = r, fl
 		if o.PythonClient != "" {
 			if ps.PyRelaunch, err = pythonResets(ctx, o, cold, "relaunch"); err != nil {
 				return err
@@ -459,30 +464,97 @@ func poolQuiet(ctx context.Context, srv *serve.Server) error {
 	}
 }
 
+// RelaunchFloorStats is the least a relaunch costs (Total) and its parts:
+// the app killed until its windows are gone, its command started until
+// the window manager lists its window, and one capture
+// (environment.RelaunchFloor), as a minimal program in the sandbox
+// would do them.
+type RelaunchFloorStats struct {
+	Total, Kill, Start, Capture Stats
+}
+
 // relaunchLoop measures n resets, back to back, of an environment in
-// reset mode relaunch, after one to warm up.
-func relaunchLoop(ctx context.Context, c *client.Client, n int) (Stats, error) {
+// reset mode relaunch, after one to warm up; and, where the backend can
+// time it, the relaunch's floor in a sandbox of the bench's own with the
+// mover launched, a sample after each relaunch, so that both see the
+// same machine.
+func relaunchLoop(ctx context.Context, o Options, c *client.Client, n int) (Stats, *RelaunchFloorStats, error) {
 	env, err := c.Create(ctx, api.CreateRequest{App: "mover", ResetMode: api.ResetRelaunch})
 	if err != nil {
-		return Stats{}, fmt.Errorf("create an environment to relaunch: %w", err)
+		return Stats{}, nil, fmt.Errorf("create an environment to relaunch: %w", err)
 	}
 	defer env.Close(context.WithoutCancel(ctx))
 	env.Image = api.ImageRGBA
+	floorer, closeFloor, err := relaunchFloorer(ctx, o)
+	if err != nil {
+		return Stats{}, nil, err
+	}
+	defer closeFloor()
 	var d []time.Duration
+	var fl []environment.RelaunchFloor
 	for i := 0; i < n+2; i++ {
 		t := time.Now()
 		obs, _, err := env.Reset(ctx)
 		if err != nil {
-			return Stats{}, fmt.Errorf("relaunch: %w", err)
+			return Stats{}, nil, fmt.Errorf("relaunch: %w", err)
 		}
 		if obs.Screen == nil {
-			return Stats{}, fmt.Errorf("relaunch: no screen")
+			return Stats{}, nil, fmt.Errorf("relaunch: no screen")
+		}
+		took := time.Since(t)
+		var f environment.RelaunchFloor
+		if floorer != nil {
+			if f, err = floorer.RelaunchFloor(ctx); err != nil {
+				return Stats{}, nil, fmt.Errorf("the relaunch's floor: %w", err)
+			}
 		}
 		if i >= 2 { // the created episode, then a warm-up
-			d = append(d, time.Since(t))
+			d = append(d, took)
+			fl = append(fl, f)
 		}
 	}
-	return summarize(d), nil
+	if floorer == nil {
+		return summarize(d), nil, nil
+	}
+	part := func(get func(environment.RelaunchFloor) time.Duration) Stats {
+		v := make([]time.Duration, len(fl))
+		for i, f := range fl {
+			v[i] = get(f)
+		}
+		return summarize(v)
+	}
+	return summarize(d), &RelaunchFloorStats{
+		Total:   part(environment.RelaunchFloor.Total),
+		Kill:    part(func(f environment.RelaunchFloor) time.Duration { return f.Kill }),
+		Start:   part(func(f environment.RelaunchFloor) time.Duration { return f.Start }),
+		Capture: part(func(f environment.RelaunchFloor) time.Duration { return f.Capture }),
+	}, nil
+}
+
+// relaunchFloorer is a sandbox of the bench's own with the mover
+// launched, where the backend's sandboxes can time a relaunch's floor;
+// nil (and a no-op close) where they cannot.
+func relaunchFloorer(ctx context.Context, o Options) (environment.RelaunchFloorer, func(), error) {
+	none := func() {}
+	if !environment.CapabilitiesOf(o.Backend).Relaunch {
+		return nil, none, nil
+	}
+	b, err := app.Load(o.App, app.DefaultLimits)
+	if err != nil {
+		return nil, none, err
+	}
+	env, err := newEnv(ctx, o, b, observe.DefaultScreen, false)
+	if err != nil {
+		b.Close()
+		return nil, none, fmt.Errorf("a sandbox for the relaunch's floor: %w", err)
+	}
+	closeAll := func() { closeEnv(ctx, env); b.Close() }
+	f, ok := env.(environment.RelaunchFloorer)
+	if !ok {
+		closeAll()
+		return nil, none, nil
+	}
+	return f, closeAll, nil
 }
 
 // poolCapacity fills a pool of n idle environments in one in-process
@@ -791,13 +863,26 @@ func (p *PoolStats) print(w io.Writer) {
 		fmt.Fprintf(w, "  back to back from a pool deeper than the loop (--pool %d, filled first): %s\n", deepPool(int(l.Resets)), p.ResetDeep)
 		fmt.Fprintf(w, "  that pool over the loop: %d of %d warm (hit rate %.0f %%), %d waited for a sandbox being made\n", l.Warm, l.Resets, 100*l.HitRate, l.Waited)
 	}
+	var relaunchFloor float64
+	if f := p.RelaunchFloor; f != nil && f.Total.N > 0 {
+		relaunchFloor = f.Total.P50
+	}
 	if p.ResetRelaunch.N > 0 {
 		fmt.Fprintf(w, "  relaunch (reset mode relaunch: the same sandbox reset in place), back to back, no create beside it: %s\n", p.ResetRelaunch)
+		if f := p.RelaunchFloor; relaunchFloor > 0 {
+			fmt.Fprintf(w, "    its floor, in turn with it in a sandbox of the bench's own (the mover killed and started again by a minimal program, until its window is listed, and one capture): %s\n", f.Total)
+			fmt.Fprintf(w, "      of which the kill until its windows went %s, the start until its window is listed %s, the capture %s (p50 each)\n",
+				FormatMS(f.Kill.P50), FormatMS(f.Start.P50), FormatMS(f.Capture.P50))
+			fmt.Fprintf(w, "    against the floor: %s\n", AtFloor(p.ResetRelaunch.P50, relaunchFloor))
+		}
 	}
 	if p.PyRelaunch.N > 0 || p.PyDeep.N > 0 {
 		fmt.Fprintf(w, "  from Python (python/benchmarks/reset.py, a key step before each reset, the same servers):\n")
 		if p.PyRelaunch.N > 0 {
 			fmt.Fprintf(w, "    relaunch, back to back:                     %s\n", p.PyRelaunch)
+			if relaunchFloor > 0 {
+				fmt.Fprintf(w, "      against the Go loop's floor:              %s\n", AtFloor(p.PyRelaunch.P50, relaunchFloor))
+			}
 		}
 		if p.PyDeep.N > 0 {
 			fmt.Fprintf(w, "    fresh, back to back from the deeper pool:   %s\n", p.PyDeep)

@@ -222,6 +222,29 @@ type Floorer interface {
 	Floor(ctx context.Context, spec FloorSpec) (Floor, error)
 }
 
+// RelaunchFloorer is implemented by environments whose sandbox can time
+// the least a relaunch costs in it (`agentbox bench`): the app launched
+// last killed and waited for until its windows are gone, its command
+// started again and waited for until the window manager lists its
+// window, and one capture — as a minimal program in the sandbox would do
+// it, without anything agentbox adds to a relaunch (the X server's
+// reset, the directories restored, the round trips, the trace). The app
+// it starts is nobody's: call it on a sandbox of the bench's own, after a
+// launch, and end the sandbox after.
+type RelaunchFloorer interface {
+	RelaunchFloor(ctx context.Context) (RelaunchFloor, error)
+}
+
+// RelaunchFloor is one sample of a relaunch's floor, in its parts.
+type RelaunchFloor struct {
+	Kill    time.Duration // SIGKILL until the processes ended and their windows gone
+	Start   time.Duration // the command started until its window is listed
+	Capture time.Duration // one capture of the screen
+}
+
+// Total is the floor: its parts in a row.
+func (f RelaunchFloor) Total() time.Duration { return f.Kill + f.Start + f.Capture }
+
 // FloorSpec says what a Floor call times: Samples of each primitive but
 // the PNG encode, and PNG encodes. From is the index of the first sample,
 // which sets where its motion moves the pointer: one-sample calls with

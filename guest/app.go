@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,6 +204,8 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	cmd.Dir = g.appDir
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// As it is before g.oom.start, which may put a launcher in front.
+	spec := &launchSpec{bin: bin, args: slices.Clone(cmd.Args[1:]), env: env, match: match}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return resp, err
@@ -242,6 +245,7 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 		p.ready = newReadyWatch(req.ReadyOutput)
 	}
 	g.app = p
+	g.launched = spec
 	resp.PID = cmd.Process.Pid
 	if g.obs != nil {
 		g.obs.started(cmd.Process.Pid, append([]string{bin}, g.homeArgs(req.Args)...))

@@ -106,6 +106,9 @@ type Guest struct {
 	sw     screenWatch // screen events (watch.go)
 	// floorPix is the last frame the floor request captured (floor.go).
 	floorPix, floorEnc []byte
+	// launched is how the last launch started the app, for the relaunch
+	// floor to start it again (relaunchfloor.go); nil before a launch.
+	launched *launchSpec
 
 	curMu     sync.Mutex
 	curID     uint32
@@ -384,6 +387,11 @@ func (g *Guest) handle(m *wire.Message) {
 		var req wire.FloorRequest
 		if err = decode(&req); err == nil {
 			out, payload, err = g.floor(ctx, req)
+		}
+	case wire.MethodRelaunchFloor:
+		var req wire.RelaunchFloorRequest
+		if err = decode(&req); err == nil {
+			out, err = g.relaunchFloor(ctx)
 		}
 	case wire.MethodWatch:
 		var req wire.WatchRequest

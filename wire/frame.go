@@ -43,7 +43,9 @@ import (
 // 8: the network over the stream (NetSetup.Channel, the Tunnel's frames).
 // 9: hold_app (a pool's app launched ahead stopped while its sandbox is
 // idle, continued at the hand-over).
-const Protocol = 9
+// 10: relaunch_floor (the least a relaunch costs, timed in the guest,
+// for agentbox bench).
+const Protocol = 10
 
 // Magic starts the guest's hello, so a stream polluted by something else
 // (a shell error, a wrong entrypoint) is recognised at once.

@@ -25,6 +25,8 @@ const (
 	MethodWatch      = "watch"      // WatchRequest → WatchResponse: screen events on or off (EventScreen)
 	MethodStep       = "step"       // StepRequest → StepResponse + payload (the screenshot's): an act, the screen's settle and a screenshot in one round trip (protocol 7)
 	MethodHoldApp    = "hold_app"   // HoldAppRequest → HoldAppResponse: the app's processes stopped or continued, the guest answering meanwhile (protocol 9)
+	// MethodRelaunchFloor: RelaunchFloorRequest → RelaunchFloorResponse: the app killed and started again as a minimal program would, timed (agentbox bench; protocol 10)
+	MethodRelaunchFloor = "relaunch_floor"
 )
 
 // Events (guest → host).
@@ -324,6 +326,33 @@ type ResetResponse struct {
 	// sent last (the guest's own copy, never what the app left there):
 	// the host need not send the same app again.
 	AppKept bool `json:"app_kept,omitempty"`
+}
+
+// RelaunchFloorRequest asks the guest to time the least a relaunch can
+// cost in this sandbox, as a minimal program in it would do one: every
+// process of the app killed (SIGKILL) and waited for until its windows
+// are gone, the app's command started again as the last launch started
+// it (the same program, arguments, directory and environment, its output
+// dropped), waited for until the window manager lists its window, and one
+// capture of the screen. Nothing agentbox adds to a relaunch is in it:
+// no X server reset, no restore of the writable directories, no restage,
+// no round trip to the host, no trace, no client. The sandbox must have
+// launched an app before (the command to start again), and it is a
+// sandboxed guest's only (the kill is reset's). The app started is not
+// the session's app: its exit and output are nobody's; a reset ends it.
+type RelaunchFloorRequest struct{}
+
+// RelaunchFloorResponse holds the floor's parts, in microseconds.
+type RelaunchFloorResponse struct {
+	// KillUS: from SIGKILL to the app's processes ended and its windows
+	// gone from the window manager's list.
+	KillUS int64 `json:"kill_us"`
+	// StartUS: from the start of the app's command to its window listed.
+	StartUS int64 `json:"start_us"`
+	// CaptureUS: one capture of the whole screen (MIT-SHM where in use).
+	CaptureUS int64 `json:"capture_us"`
+	// Killed is how many processes were killed.
+	Killed int `json:"killed"`
 }
 
 // HoldAppRequest stops the running app's processes (SIGSTOP: its process

@@ -114,6 +114,7 @@ func Run(t *testing.T, o Options) {
 		{"Network", s.testNetwork},
 		{"VirtualClock", s.testVirtualClock},
 		{"Observer", s.testObserver},
+		{"RelaunchFloor", s.testRelaunchFloor},
 	} {
 		t.Run(c.name, c.f)
 	}

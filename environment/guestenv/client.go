@@ -711,6 +711,20 @@ func (c *Client) Reset(ctx context.Context) (wire.ResetResponse, error) {
 // X server's reset, the windows' going (1 s) and the directories.
 const resetBound = 15 * time.Second
 
+// RelaunchFloor asks the guest to time the least a relaunch costs in its
+// sandbox (wire.MethodRelaunchFloor).
+func (c *Client) RelaunchFloor(ctx context.Context) (wire.RelaunchFloorResponse, error) {
+	var resp wire.RelaunchFloorResponse
+	_, err := c.call(ctx, wire.MethodRelaunchFloor, resetBound+30*time.Second, wire.RelaunchFloorRequest{}, &resp, nil)
+	if err != nil {
+		return resp, c.wrap("relaunch_floor", err)
+	}
+	if resp.KillUS < 0 || resp.StartUS < 0 || resp.CaptureUS < 0 {
+		return resp, c.wrap("relaunch_floor", fmt.Errorf("%w: a negative duration", environment.ErrGuest))
+	}
+	return resp, nil
+}
+
 // HoldApp asks the guest to stop the app's processes (hold) or continue
 // them (wire.MethodHoldApp).
 func (c *Client) HoldApp(ctx context.Context, hold bool) (wire.HoldAppResponse, error) {

@@ -615,7 +615,24 @@ func (e *Env) HoldApp(ctx context.Context, hold bool) (environment.AppHold, erro
 	return environment.AppHold{Processes: resp.Processes, CPU: time.Duration(resp.CPUMS * float64(time.Millisecond))}, nil
 }
 
-var _ environment.Floorer = (*Env)(nil)
+var (
+	_ environment.Floorer         = (*Env)(nil)
+	_ environment.RelaunchFloorer = (*Env)(nil)
+)
+
+// RelaunchFloor implements environment.RelaunchFloorer: the guest times
+// the kill, the start and the capture in the sandbox.
+func (e *Env) RelaunchFloor(ctx context.Context) (environment.RelaunchFloor, error) {
+	if e.guest == nil {
+		return environment.RelaunchFloor{}, fmt.Errorf("relaunch floor: %w", environment.ErrClosed)
+	}
+	r, err := e.guest.RelaunchFloor(ctx)
+	if err != nil {
+		return environment.RelaunchFloor{}, err
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return environment.RelaunchFloor{Kill: us(r.KillUS), Start: us(r.StartUS), Capture: us(r.CaptureUS)}, nil
+}
 
 // Floor implements environment.Floorer: the guest times the motion, the
 // capture, the hash, the compression and the PNG encode in the sandbox;

@@ -343,6 +343,9 @@ func (g *Guest) Serve(stdin io.Reader, stdout io.Writer) error {
 				resp.PNG = append(resp.PNG, 9000)
 			}
 			out = resp
+		case wire.MethodRelaunchFloor:
+			// As a sandbox where the mover takes 15 ms to its window.
+			out = wire.RelaunchFloorResponse{KillUS: 2000, StartUS: 15000, CaptureUS: 500, Killed: 1}
 		case wire.MethodHoldApp:
 			if g.OnHold != nil && g.OnHold(w, m) {
 				if w.err != nil {
