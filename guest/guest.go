@@ -136,7 +136,7 @@ func Main(stdin io.Reader, stdout io.Writer, stderr io.Writer, opts Options) int
 		return 1
 	}
 	reserveThreads(guestThreads)
-	if err := harden(); err != nil {
+	if err := harden(&g.oom); err != nil {
 		fmt.Fprintf(stderr, "agentbox guest: cannot make the guest non-dumpable: %v\n", err)
 	}
 	if opts.AwaitHost {

@@ -18,7 +18,13 @@ import (
 // user, and without this it could ptrace the guest (there is no Yama
 // policy inside a container) and forge what the host is told. Children the
 // guest execs are dumpable again, as execve resets the flag.
-func harden() error {
+//
+// The guest's own OOM score file is opened first (oom.open): a
+// non-dumpable process's /proc files belong to root, so a guest that is
+// not root could not open it after, and every app started through a
+// launcher (until 2026-12-06 every one did, in every sandbox).
+func harden(oom *appOOM) error {
+	oom.open()
 	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 }
 
@@ -126,23 +132,54 @@ type appOOM struct {
 	own     string // the guest's own score, restored after each start
 	// path is the score's file (a test's own in tests).
 	path string
+	// f is that file, opened for reading and writing before the guest
+	// made itself non-dumpable (harden); nil where it cannot be.
+	f *os.File
 }
 
 // oomScorePath is the process's own OOM score adjustment.
 const oomScorePath = "/proc/self/oom_score_adj"
 
+// open opens the score's file once, for probe and start; the guest calls
+// it before it makes itself non-dumpable (harden). The descriptor is
+// closed on exec, as every file Go opens: no app inherits it.
+func (a *appOOM) open() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.openLocked()
+}
+
+// openLocked is open with a.mu held.
+func (a *appOOM) openLocked() {
+	if a.f != nil {
+		return
+	}
+	if a.path == "" {
+		a.path = oomScorePath
+	}
+	a.f, _ = os.OpenFile(a.path, os.O_RDWR, 0)
+}
+
+// set writes v as the guest's score.
+func (a *appOOM) set(v string) error {
+	_, err := a.f.WriteAt([]byte(v), 0)
+	return err
+}
+
 // probe finds whether the guest may raise its score and lower it back;
 // a.mu is held.
 func (a *appOOM) probe() {
 	a.probed = true
-	if a.path == "" {
-		a.path = oomScorePath
-	}
-	b, err := os.ReadFile(a.path)
-	if err != nil {
+	a.openLocked() // where harden did not (tests)
+	if a.f == nil {
 		return
 	}
-	own, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	b := make([]byte, 32)
+	n, err := a.f.ReadAt(b, 0)
+	if n == 0 && err != nil {
+		return
+	}
+	own, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 	if err != nil {
 		return
 	}
@@ -151,10 +188,10 @@ func (a *appOOM) probe() {
 		a.inherit = true // the app inherits the most already
 		return
 	}
-	if os.WriteFile(a.path, []byte(strconv.Itoa(own+1)), 0) != nil {
+	if a.set(strconv.Itoa(own+1)) != nil {
 		return
 	}
-	a.inherit = os.WriteFile(a.path, []byte(a.own), 0) == nil
+	a.inherit = a.set(a.own) == nil
 }
 
 // start starts cmd, made as exec.Command(bin, args...) with bin an
@@ -174,9 +211,9 @@ func (a *appOOM) start(cmd *exec.Cmd, shell bool) (warn, err error) {
 	// this start path existed: a fork of a clock app diverged once in CI
 	// (TestForkClock) after it, which is not understood yet.
 	if a.inherit && shell && directlyExecutable(bin) {
-		if err := os.WriteFile(a.path, []byte(strconv.Itoa(appOOMScoreAdj)), 0); err == nil {
+		if err := a.set(strconv.Itoa(appOOMScoreAdj)); err == nil {
 			err = cmd.Start()
-			if rerr := os.WriteFile(a.path, []byte(a.own), 0); rerr != nil {
+			if rerr := a.set(a.own); rerr != nil {
 				a.inherit = false
 				warn = fmt.Errorf("the guest's OOM score stays %d: lowering it to %s after the app's start: %w", appOOMScoreAdj, a.own, rerr)
 			}

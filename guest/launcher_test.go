@@ -1,10 +1,15 @@
 package guest
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestShellLauncher: the shell launcher raises the app's OOM score and
@@ -128,4 +133,102 @@ func BenchmarkAppStart(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestAppOOMInheritNonDumpable: as in a sandbox — the guest not root and
+// non-dumpable (harden), whose /proc files then belong to root — the app
+// still inherits its score with no launcher between, because harden
+// opens the score's file before. The control: a guest that made itself
+// non-dumpable before opening it cannot, and falls back to the launcher
+// (every launch did so in every sandbox until 2026-12-06). The guest's
+// part runs in a child of this test as uid 65534.
+func TestAppOOMInheritNonDumpable(t *testing.T) {
+	if order := os.Getenv("AGENTBOX_TEST_OOM_CHILD"); order != "" {
+		oomChild(order)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to start the guest's part as another user")
+	}
+	if _, err := os.Stat(shellPath); err != nil {
+		t.Skipf("no %s here", shellPath)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary, where uid 65534 may run it.
+	dir, err := os.MkdirTemp("", "agentbox-oom-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "guest.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		order, want string
+	}{
+		{"harden", "/bin/cat 1000"},                 // the guest's order: the file opened, then non-dumpable
+		{"non-dumpable-first", shellPath + " 1000"}, // the control
+	} {
+		t.Run(c.order, func(t *testing.T) {
+			cmd := exec.Command(bin, "-test.run", "^TestAppOOMInheritNonDumpable$")
+			cmd.Env = []string{"AGENTBOX_TEST_OOM_CHILD=" + c.order, "PATH=/usr/bin:/bin"}
+			cmd.Dir = dir
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the child: %v\n%s", err, out)
+			}
+			var got string
+			for _, line := range strings.Split(string(out), "\n") {
+				if s, ok := strings.CutPrefix(line, "started: "); ok {
+					got = s
+				}
+			}
+			if got != c.want {
+				t.Errorf("the app started as %q, want %q (its path, then its oom_score_adj)\n%s", got, c.want, out)
+			}
+		})
+	}
+}
+
+// oomChild is TestAppOOMInheritNonDumpable's guest: it makes itself
+// non-dumpable in the given order, starts /bin/cat
+// /proc/self/oom_score_adj and prints what ran and the score it read.
+func oomChild(order string) {
+	var a appOOM
+	switch order {
+	case "harden":
+		if err := harden(&a); err != nil {
+			fmt.Println("harden:", err)
+			os.Exit(1)
+		}
+	default:
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			fmt.Println("prctl:", err)
+			os.Exit(1)
+		}
+	}
+	var b strings.Builder
+	cmd := exec.Command("/bin/cat", "/proc/self/oom_score_adj")
+	cmd.Stdout = &b
+	if warn, err := a.start(cmd, true); warn != nil || err != nil {
+		fmt.Println("start:", warn, err)
+		os.Exit(1)
+	}
+	if err := cmd.Wait(); err != nil {
+		fmt.Println("wait:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("started: %s %s\n", cmd.Path, strings.TrimSpace(b.String()))
 }
