@@ -40,7 +40,9 @@ with its trace, the same step in-process and through agentbox serve (over its
 WebSocket and over plain HTTP, side by side), the warm pool's figures (reset →
 first observation from serve's pool against a cold create, back to back,
 relaunched in place, from the Go client and again from Python with the
-repository's Python client; eval's episodes
+repository's Python client, the relaunch held against its floor timed in a
+sandbox of the bench's own — the app killed and started again by the
+guest until its window is listed, one capture; eval's episodes
 per minute with and without --pool; with --pool-capacity, how many idle
 pooled environments one server holds and the memory each takes), the fork of
 a 50-step episode into 4 through serve's API (until all are ready), and — for
