@@ -45,9 +45,10 @@ func (g *Guest) relaunchFloor(ctx context.Context) (wire.RelaunchFloorResponse, 
 	t := time.Now()
 	resp.Killed = g.killApp()
 	// The killed clients' windows go once the X server has handled their
-	// disconnection and the window manager its unmanaging.
-	if err := g.waitWindowsGone(ctx); err != nil {
-		return resp, err
+	// disconnection and the window manager its unmanaging, as in a reset.
+	g.waitNoWindows(ctx)
+	if n := len(g.windowList()); n > 0 {
+		return resp, fmt.Errorf("relaunch_floor: %d windows still listed a second after the kill", n)
 	}
 	resp.KillUS = us(t)
 
@@ -77,23 +78,4 @@ func (g *Guest) relaunchFloor(ctx context.Context) (wire.RelaunchFloorResponse, 
 	}
 	resp.CaptureUS = us(t)
 	return resp, nil
-}
-
-// waitWindowsGone waits until the window list is empty, for at most 3 s.
-func (g *Guest) waitWindowsGone(ctx context.Context) error {
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	for {
-		g.winMu.Lock()
-		n, ch := len(g.windows), g.winCh
-		g.winMu.Unlock()
-		if n == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-wctx.Done():
-			return fmt.Errorf("relaunch_floor: %d windows still listed 3 s after the kill", n)
-		}
-	}
 }
