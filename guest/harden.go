@@ -209,7 +209,9 @@ func (a *appOOM) start(cmd *exec.Cmd, shell bool) (warn, err error) {
 	bin, args := cmd.Path, cmd.Args[1:]
 	// An app on the virtual clock keeps the guest's launcher, as before
 	// this start path existed: a fork of a clock app diverged once in CI
-	// (TestForkClock) after it, which is not understood yet.
+	// (TestForkClock) after it, which is not understood yet — and cannot
+	// have come from this path, which no sandbox took until 2026-12-06
+	// (harden). Kept until a run of the fork tests says otherwise.
 	if a.inherit && shell && directlyExecutable(bin) {
 		if err := a.set(strconv.Itoa(appOOMScoreAdj)); err == nil {
 			err = cmd.Start()
