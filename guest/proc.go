@@ -35,8 +35,14 @@ func oomKills() int64 {
 	return -1
 }
 
-// initNames are the PID 1 programs of the sandboxes agentbox makes.
-var initNames = map[string]bool{"docker-init": true, "tini": true, "bwrap": true, "catatonit": true, "agentbox": true}
+// initNames are the PID 1 programs of the sandboxes agentbox makes. The
+// guest is PID 1 of a Docker container ("agentbox") and of a Pod's
+// container, which runs the small guest binary where the image has it
+// ("agentbox-guest", images.GuestSmallPath): without that name a Pod's
+// guest refused every reset in place and left detached daemons at its
+// end (found by the conformance suite's RelaunchFloor on a cluster,
+// 2026-12-06).
+var initNames = map[string]bool{"docker-init": true, "tini": true, "bwrap": true, "catatonit": true, "agentbox": true, "agentbox-guest": true}
 
 // killOthers kills every process in the guest's PID namespace except PID 1
 // and the guest: detached daemons the app left behind (setsid, double

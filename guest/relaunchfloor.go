@@ -34,8 +34,10 @@ func (g *Guest) relaunchFloor(ctx context.Context) (wire.RelaunchFloorResponse, 
 	switch {
 	case g.x == nil:
 		return resp, wire.Errorf(wire.CodeInvalid, "relaunch_floor: the display is not up")
-	case g.base == nil || sandboxInit() == "":
-		return resp, wire.Errorf(wire.CodeInvalid, "relaunch_floor: only a sandboxed guest kills every process of its app")
+	case g.base == nil:
+		return resp, wire.Errorf(wire.CodeInvalid, "relaunch_floor: only a sandboxed guest kills every process of its app (agentbox guest --sandboxed)")
+	case sandboxInit() == "":
+		return resp, wire.Errorf(wire.CodeInvalid, "relaunch_floor: PID 1 is not a sandbox's init")
 	case g.launched == nil:
 		return resp, wire.Errorf(wire.CodeInvalid, "relaunch_floor: no app was launched (the floor starts the last launch's command again)")
 	}
