@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/codegirl-games/agentbox/images"
 	"github.com/codegirl-games/agentbox/wire"
 )
 
@@ -120,5 +121,23 @@ func TestWaitPidfds(t *testing.T) {
 	waitPidfds([]int{fl}, 20*time.Millisecond) // returns at its bound
 	if zombie(live.Process.Pid) {
 		t.Errorf("a process that was not killed has ended")
+	}
+}
+
+// TestInitNamesHoldTheGuests: the guest binaries the images carry are
+// sandbox inits when they are PID 1 (a Docker container's, a Pod's
+// container's), so that a reset in place and the kill of detached
+// daemons work there; a Pod running the small binary refused every reset
+// until its name was in the list.
+func TestInitNamesHoldTheGuests(t *testing.T) {
+	for _, p := range []string{images.GuestPath, images.GuestSmallPath} {
+		// /proc/1/comm holds the first 15 bytes of the program's name.
+		name := filepath.Base(p)
+		if len(name) > 15 {
+			name = name[:15]
+		}
+		if !initNames[name] {
+			t.Errorf("%s (PID 1 of a sandbox) is not a sandbox init: %q is not in initNames", p, name)
+		}
 	}
 }
