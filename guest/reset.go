@@ -39,6 +39,8 @@ type fileState struct {
 	mode fs.FileMode
 	data []byte // a regular file's content
 	link string // a symlink's target
+	// atime and mtime are the entry's times, put back by a restore.
+	atime, mtime syscall.Timespec
 }
 
 // baseline is the sandbox's state a reset returns to.
@@ -89,6 +91,9 @@ func snapshotFiles(roots []string) *baseline {
 				return nil
 			}
 			st := fileState{mode: fi.Mode()}
+			if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+				st.atime, st.mtime = sys.Atim, sys.Mtim
+			}
 			switch {
 			case fi.Mode().IsRegular() && fi.Size() <= maxBaselineFile:
 				st.data, _ = os.ReadFile(p)
@@ -120,17 +125,13 @@ func (g *Guest) reset(ctx context.Context) (wire.ResetResponse, error) {
 		return resp, wire.Errorf(wire.CodeInvalid, "reset: PID 1 is not a sandbox's init")
 	}
 	resp.Killed = g.killApp()
-	if g.app != nil {
-		select {
-		case <-g.app.done:
-		case <-time.After(3 * time.Second):
-			return resp, fmt.Errorf("reset: the app did not end within 3 s of SIGKILL")
-		}
-		_, resp.Exit = g.app.status()
-		g.app = nil
-	}
-	// The X server's reset (and the windows' going) and the directories'
-	// restore touch nothing of each other's: they run at once.
+	app := g.app
+	g.app = nil
+	// Every process of the app has ended (killApp waited for them). The
+	// X server's reset (and the windows' going) and the directories'
+	// restore touch nothing of each other's: they run at once, and
+	// beside the wait until the app's exit is reported (its output
+	// drained), which neither needs.
 	xctx, cancel := context.WithTimeout(ctx, xTimeout)
 	defer cancel()
 	var st x11.ResetStats
@@ -146,6 +147,14 @@ func (g *Guest) reset(ctx context.Context) (wire.ResetResponse, error) {
 	resp.Removed = g.base.restore()
 	removeSysVShm()
 	resp.AppKept = g.staged.restage(g.appDir)
+	if app != nil {
+		select {
+		case <-app.done:
+		case <-time.After(3 * time.Second):
+			return resp, fmt.Errorf("reset: the app did not end within 3 s of SIGKILL")
+		}
+		_, resp.Exit = app.status()
+	}
 	if err := <-xdone; err != nil {
 		return resp, fmt.Errorf("reset the X server: %w", err)
 	}
@@ -313,8 +322,9 @@ func (g *Guest) waitNoWindows(ctx context.Context) {
 
 // restore puts the writable directories back to the baseline: what was
 // added is removed, what changed is rewritten, what went is made again
-// (but sockets, which only their server can make). It returns how many
-// entries it removed or restored.
+// (but sockets, which only their server can make), and what remains has
+// no extended attribute and the baseline's times (resetAttrs). It
+// returns how many entries it removed or restored.
 func (b *baseline) restore() int {
 	n := 0
 	for _, root := range b.roots {
@@ -371,7 +381,33 @@ func (b *baseline) restore() int {
 			}
 		}
 	}
+	// The attributes last, children before their directories: a
+	// directory's times change with what is made or removed in it.
+	for i := len(paths) - 1; i >= 0; i-- {
+		p := paths[i]
+		if st := b.files[p]; st.mode.IsDir() || st.mode.IsRegular() || st.mode&fs.ModeSymlink != 0 {
+			resetAttrs(p, st.atime, st.mtime)
+		}
+	}
 	return n
+}
+
+// resetAttrs takes from p what its content and mode do not show but an
+// app could leave in it for the next episode: its extended attributes
+// (tmpfs keeps user.* ones) go, and its access and modification times
+// are put back to atime and mtime. The link p itself, never its target.
+func resetAttrs(p string, atime, mtime syscall.Timespec) {
+	if n, err := unix.Llistxattr(p, nil); err == nil && n > 0 {
+		buf := make([]byte, n)
+		if n, err = unix.Llistxattr(p, buf); err == nil {
+			for _, name := range strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00") {
+				if name != "" {
+					_ = unix.Lremovexattr(p, name)
+				}
+			}
+		}
+	}
+	_ = unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{unix.Timespec(atime), unix.Timespec(mtime)}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 // removeSysVShm removes the System V shared-memory segments nobody has

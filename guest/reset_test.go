@@ -141,3 +141,38 @@ func TestInitNamesHoldTheGuests(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreResetsAttrs: what an app can hide in a baseline entry
+// besides its content and mode — extended attributes, times it set —
+// does not outlive the restore.
+func TestRestoreResetsAttrs(t *testing.T) {
+	root := t.TempDir()
+	f := filepath.Join(root, "home", "rc.xml")
+	os.MkdirAll(filepath.Dir(f), 0o755)
+	os.WriteFile(f, []byte("<openbox/>"), 0o644)
+	b := snapshotFiles([]string{root})
+	want := b.files[f].mtime
+	secret := time.Unix(1234567890, 0)
+	os.Chtimes(f, secret, secret)
+	os.Chtimes(filepath.Dir(f), secret, secret)
+	xattrs := unix.Lsetxattr(f, "user.secret", []byte("42"), 0) == nil
+	b.restore()
+	for _, p := range []string{f, filepath.Dir(f)} {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Mtim != b.files[p].mtime || st.Atim != b.files[p].atime {
+			t.Errorf("%s: times %v/%v, want the baseline's", p, st.Atim, st.Mtim)
+		}
+	}
+	if b.files[f].mtime != want {
+		t.Error("the baseline's time moved")
+	}
+	if n, _ := unix.Llistxattr(f, nil); xattrs && n > 0 {
+		t.Error("the app's extended attribute survived the restore")
+	}
+	if !xattrs {
+		t.Log("this file system takes no user extended attributes: that part is not checked")
+	}
+}

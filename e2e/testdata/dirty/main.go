@@ -3,8 +3,9 @@
 // leaves all it can — files in the home, /tmp and /dev/shm, its input
 // overwritten, a property on the root window, the CLIPBOARD selection
 // owned, a key held down (XTEST), a window kept after its client's
-// end (close-down mode RetainPermanent) and a daemon (setsid) that keeps
-// writing — and prints "dirty: ready". A relaunch must leave the next
+// end (close-down mode RetainPermanent), a daemon (setsid) that keeps
+// writing, and in the home directory itself an extended attribute and
+// times of its choosing — and prints "dirty: ready". A relaunch must leave the next
 // instance nothing: it prints "dirty: clean".
 package main
 
@@ -17,10 +18,15 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
 )
+
+// marked is the time an instance sets on the home directory.
+var marked = time.Unix(1234567890, 0)
 
 var leftovers = []string{
 	"~/dirty-home.txt", "/tmp/dirty-tmp.txt", "/dev/shm/dirty-shm", "/tmp/dirty-daemon.txt", "~/.config/dirty/state",
@@ -87,6 +93,12 @@ func main() {
 			}
 		}
 	}
+	if n, err := unix.Getxattr(home, "user.dirty", nil); err == nil && n > 0 {
+		found = append(found, "the home's extended attribute user.dirty")
+	}
+	if fi, err := os.Stat(home); err == nil && fi.ModTime().Equal(marked) {
+		found = append(found, "the home's time set to "+marked.UTC().Format(time.RFC3339))
+	}
 	if pids := daemons(); len(pids) > 0 {
 		found = append(found, fmt.Sprintf("daemons %v", pids))
 	}
@@ -118,6 +130,11 @@ func main() {
 	must(d.Start())
 	_ = d.Process.Release()
 	time.Sleep(100 * time.Millisecond)
+	// Last, since what is written in the home moves its times: a mark
+	// in the home itself (the extended attribute where the file system
+	// takes one).
+	_ = unix.Setxattr(home, "user.dirty", []byte("dirt"), 0)
+	must(os.Chtimes(home, marked, marked))
 	fmt.Println("dirty: ready")
 	for {
 		ev, err := xc.WaitForEvent()
