@@ -27,6 +27,7 @@ func dirtyApp(t *testing.T) string {
 	for name, content := range map[string]string{
 		"dirty":         string(data),
 		"input.txt":     "staged\n",
+		"data.txt":      "staged\n",
 		"agentbox.json": `{"command": "dirty", "window_title": "dirty", "ready_output": "dirty: ready", "ready_timeout": "30s", "inputs": [{"from": "input.txt", "to": "~/input.txt"}]}`,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {

@@ -39,10 +39,16 @@ func (g *Guest) writeFile(req wire.WriteFileRequest, data []byte) error {
 	dir := g.appDir
 	if req.Home {
 		dir = g.home // a task's input
-	} else {
-		g.staged.add(req, data)
+		return writeStaged(dir, req, data)
 	}
-	return writeStaged(dir, req, data)
+	g.staged.add(req, data)
+	if err := writeStaged(dir, req, data); err != nil {
+		return err
+	}
+	if g.base != nil { // only a sandboxed guest resets in place
+		g.staged.wrote(dir, req)
+	}
+	return nil
 }
 
 // writeStaged writes one checked staged entry below dir (the app
@@ -166,6 +172,10 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	if g.app != nil {
 		return resp, wire.Errorf(wire.CodeInvalid, "launch: an app is already running")
 	}
+	// No app has run since the app directory was staged (or restaged by
+	// a reset, which killed every process of the last one): what its
+	// watch saw so far was the guest's own writing.
+	g.staged.settle()
 	match, err := action.TitleMatcher(req.WindowTitle)
 	if err != nil {
 		return resp, wire.Errorf(wire.CodeInvalid, "launch: window_title: %v", err)

@@ -144,9 +144,12 @@ func (g *Guest) reset(ctx context.Context) (wire.ResetResponse, error) {
 		}
 		xdone <- err
 	}()
-	resp.Removed = g.base.restore()
+	// The staged app's entries the app left as they were are kept, not
+	// removed and written again (stagewatch.go).
+	resp.Removed = g.base.restore(g.staged.keep(g.appDir))
 	removeSysVShm()
 	resp.AppKept = g.staged.restage(g.appDir)
+	g.base.retime(g.appDir) // which the restage wrote into
 	if app != nil {
 		select {
 		case <-app.done:
@@ -321,11 +324,12 @@ func (g *Guest) waitNoWindows(ctx context.Context) {
 }
 
 // restore puts the writable directories back to the baseline: what was
-// added is removed, what changed is rewritten, what went is made again
-// (but sockets, which only their server can make), and what remains has
-// no extended attribute and the baseline's times (resetAttrs). It
-// returns how many entries it removed or restored.
-func (b *baseline) restore() int {
+// added is removed (but what keep holds: the staged app's entries as they
+// were staged), what changed is rewritten, what went is made again (but
+// sockets, which only their server can make), and what remains has no
+// extended attribute and the baseline's times (resetAttrs). It returns
+// how many entries it removed or restored.
+func (b *baseline) restore(keep func(p string, d fs.DirEntry) bool) int {
 	n := 0
 	for _, root := range b.roots {
 		var extra []string
@@ -334,6 +338,9 @@ func (b *baseline) restore() int {
 				return nil
 			}
 			st, ok := b.files[p]
+			if !ok && keep != nil && keep(p, d) {
+				return nil // a directory kept is walked: what the app added in it goes
+			}
 			if !ok || st.mode.Type() != d.Type() {
 				extra = append(extra, p)
 				if d.IsDir() {
@@ -390,6 +397,14 @@ func (b *baseline) restore() int {
 		}
 	}
 	return n
+}
+
+// retime puts the baseline's times back on p (a directory written into
+// after the restore).
+func (b *baseline) retime(p string) {
+	if st, ok := b.files[p]; ok {
+		_ = unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{unix.Timespec(st.atime), unix.Timespec(st.mtime)}, unix.AT_SYMLINK_NOFOLLOW)
+	}
 }
 
 // resetAttrs takes from p what its content and mode do not show but an
@@ -451,6 +466,13 @@ type stagedApp struct {
 	// restaged: the entries were restaged by a reset; the next write
 	// begins a new staging.
 	restaged bool
+	// w tells which entries the app changed (stagewatch.go); times holds
+	// each entry's times as first written, which every restage puts back;
+	// kept is what a reset's restore kept (keep), which restage does not
+	// write again.
+	w     stageWatch
+	times map[string]syscall.Timespec
+	kept  map[string]bool
 }
 
 type stagedEntry struct {
@@ -466,6 +488,7 @@ type stagedEntry struct {
 // fresh memory and the copy; guest CPU profiles, 2026-12-04).
 func (s *stagedApp) add(req wire.WriteFileRequest, data []byte) {
 	if s.restaged {
+		s.w.close()
 		*s = stagedApp{}
 	}
 	if s.over {
@@ -473,10 +496,66 @@ func (s *stagedApp) add(req wire.WriteFileRequest, data []byte) {
 	}
 	s.bytes += int64(len(data))
 	if s.bytes > maxKeptApp {
+		s.w.close()
 		*s = stagedApp{over: true}
 		return
 	}
 	s.entries = append(s.entries, stagedEntry{req: req, data: data})
+}
+
+// wrote records that the guest wrote the entry req below dir: it is
+// watched from now on, and its times, the first time, are kept.
+func (s *stagedApp) wrote(dir string, req wire.WriteFileRequest) {
+	if s.over {
+		return
+	}
+	s.w.watch(dir, req.Path)
+	if _, ok := s.times[req.Path]; ok {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(dir, filepath.FromSlash(req.Path)), &st) == nil {
+		if s.times == nil {
+			s.times = map[string]syscall.Timespec{}
+		}
+		s.times[req.Path] = syscall.Timespec(st.Mtim)
+	}
+}
+
+// settle takes what happened to the staged entries so far as the
+// guest's own doing (stageWatch.settle): a launch calls it before the
+// app starts.
+func (s *stagedApp) settle() { s.w.settle() }
+
+// keep is the reset's keep for the restore of the app directory dir: it
+// holds, and records, the staged entries the app left as they were
+// staged (stageWatch: no change since the guest wrote them, of content,
+// mode, owner, times, attributes or name), which restage then does not
+// write again; what the app added in a directory kept still goes. nil
+// when nothing can be kept.
+func (s *stagedApp) keep(dir string) func(p string, d fs.DirEntry) bool {
+	s.kept = nil
+	if s.over || len(s.entries) == 0 {
+		return nil
+	}
+	s.w.read()
+	staged := make(map[string]bool, len(s.entries))
+	for _, e := range s.entries {
+		staged[e.req.Path] = true
+	}
+	s.kept = map[string]bool{}
+	return func(p string, d fs.DirEntry) bool {
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || !filepath.IsLocal(rel) {
+			return false
+		}
+		rel = filepath.ToSlash(rel)
+		if !staged[rel] || !s.w.unchanged(dir, rel) {
+			return false
+		}
+		s.kept[rel] = true
+		return true
+	}
 }
 
 // restage writes the kept entries into dir again; false when there are
@@ -488,11 +567,30 @@ func (s *stagedApp) restage(dir string) bool {
 		return false
 	}
 	for _, e := range s.entries {
+		if s.kept[e.req.Path] {
+			continue // as staged (keep)
+		}
 		if err := writeStaged(dir, e.req, e.data); err != nil {
+			s.w.close()
 			*s = stagedApp{}
 			return false
 		}
+		s.wrote(dir, e.req)
 	}
+	// Every entry, kept or written again, gets its first times back,
+	// children before their directories: the next instance can tell
+	// neither which entries the last one changed nor a time it set.
+	paths := make([]string, 0, len(s.times))
+	for p := range s.times {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for i := len(paths) - 1; i >= 0; i-- {
+		t := unix.Timespec(s.times[paths[i]])
+		_ = unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, filepath.FromSlash(paths[i])), []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	s.w.settle() // the writes and times above are the guest's
+	s.kept = nil
 	s.restaged = true
 	return true
 }

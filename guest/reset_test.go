@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +43,7 @@ func TestRestoreFiles(t *testing.T) {
 	os.Remove(filepath.Join(root, "lock"))
 	os.MkdirAll(filepath.Join(root, "lock"), 0o755) // a directory where the file was
 
-	if n := b.restore(); n == 0 {
+	if n := b.restore(nil); n == 0 {
 		t.Fatal("restore changed nothing")
 	}
 	var got []string
@@ -156,7 +157,7 @@ func TestRestoreResetsAttrs(t *testing.T) {
 	os.Chtimes(f, secret, secret)
 	os.Chtimes(filepath.Dir(f), secret, secret)
 	xattrs := unix.Lsetxattr(f, "user.secret", []byte("42"), 0) == nil
-	b.restore()
+	b.restore(nil)
 	for _, p := range []string{f, filepath.Dir(f)} {
 		fi, err := os.Lstat(p)
 		if err != nil {
@@ -175,4 +176,122 @@ func TestRestoreResetsAttrs(t *testing.T) {
 	if !xattrs {
 		t.Log("this file system takes no user extended attributes: that part is not checked")
 	}
+}
+
+// TestRestageKeepsWhatIsAsStaged: a reset keeps the staged app's entries
+// the app left as they were (not written again: the same inode) and
+// writes the rest afresh — a file whose content changed (by write, by a
+// shared mapping, at once after the staging, within the same tick of the
+// clock), whose mode, times or extended attributes changed, one renamed
+// away and back, one removed — while what the app added goes. Every
+// entry then has its first times back, kept or not.
+func TestRestageKeepsWhatIsAsStaged(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "app")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := snapshotFiles([]string{root})
+	var s stagedApp
+	defer s.w.close()
+	stage := func(req wire.WriteFileRequest, data []byte) {
+		t.Helper()
+		s.add(req, data)
+		if err := writeStaged(dir, req, data); err != nil {
+			t.Fatal(err)
+		}
+		s.wrote(dir, req)
+	}
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	names := []string{"same", "written", "mapped", "mode", "xattr", "timed", "renamed", "gone"}
+	stage(wire.WriteFileRequest{Path: "lib", Dir: true, Mode: 0o755}, nil)
+	stage(wire.WriteFileRequest{Path: "app", Mode: 0o755}, big[:1<<20])
+	stage(wire.WriteFileRequest{Path: "app", Append: true}, big[1<<20:])
+	for _, n := range names {
+		stage(wire.WriteFileRequest{Path: "lib/" + n, Mode: 0o644}, []byte("staged "+n))
+	}
+	stage(wire.WriteFileRequest{Path: "link", Link: "lib/same"}, nil)
+	first := maps.Clone(s.times)
+	s.settle() // as the launch does
+
+	// The episode's app at work, at once (within the clock's tick).
+	p := func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+	if err := os.WriteFile(p("lib/written"), []byte("staged WRITTEN"), 0o644); err != nil { // the same size
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p("lib/mapped"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, 6, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m, "STAGED")
+	unix.Munmap(m)
+	f.Close()
+	os.Chmod(p("lib/mode"), 0o600)
+	xattrs := unix.Lsetxattr(p("lib/xattr"), "user.secret", []byte("42"), 0) == nil
+	secret := time.Unix(1234567890, 0)
+	os.Chtimes(p("lib/timed"), secret, secret)
+	os.Rename(p("lib/renamed"), p("lib/away"))
+	os.Rename(p("lib/away"), p("lib/renamed"))
+	os.Remove(p("lib/gone"))
+	os.WriteFile(p("lib/added"), []byte("dirt"), 0o644)
+
+	b.restore(s.keep(dir))
+	var kept []string
+	for rel := range s.kept {
+		kept = append(kept, rel)
+	}
+	slices.Sort(kept)
+	want := []string{"app", "lib", "lib/same", "link"}
+	if !xattrs {
+		want = []string{"app", "lib", "lib/same", "lib/xattr", "link"}
+		t.Log("this file system takes no user extended attributes: that part is not checked")
+	}
+	if !slices.Equal(kept, want) {
+		t.Errorf("kept %q, want %q", kept, want)
+	}
+	if !s.restage(dir) {
+		t.Fatal("nothing restaged")
+	}
+	// The times first: reading a file sets its access time.
+	for rel, t0 := range first {
+		fi, err := os.Lstat(p(rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Mtim != t0 || st.Atim != t0 {
+			t.Errorf("%s: times %v/%v, want the first staging's %v", rel, st.Atim, st.Mtim, t0)
+		}
+	}
+	for _, n := range names {
+		if data, err := os.ReadFile(p("lib/" + n)); err != nil || string(data) != "staged "+n {
+			t.Errorf("lib/%s: %q, %v", n, data, err)
+		}
+	}
+	if data, err := os.ReadFile(p("app")); err != nil || !slices.Equal(data, big) {
+		t.Errorf("app: %d bytes, %v; want the %d staged", len(data), err, len(big))
+	}
+	if _, err := os.Lstat(p("lib/added")); err == nil {
+		t.Error("lib/added, the app's, survived")
+	}
+	if fi, err := os.Stat(p("lib/mode")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("lib/mode: %v, %v; want -rw-r--r--", fi.Mode(), err)
+	}
+	if n, _ := unix.Llistxattr(p("lib/xattr"), nil); n > 0 {
+		t.Error("lib/xattr kept the app's extended attribute")
+	}
+
+	// The restage's own writes are not the next app's: an untouched
+	// sandbox keeps everything at the next reset.
+	b.restore(s.keep(dir))
+	if len(s.kept) != len(first) {
+		t.Errorf("after a reset with nothing changed, kept %d of %d entries", len(s.kept), len(first))
+	}
+	s.restage(dir)
 }

@@ -4,8 +4,10 @@
 // overwritten, a property on the root window, the CLIPBOARD selection
 // owned, a key held down (XTEST), a window kept after its client's
 // end (close-down mode RetainPermanent), a daemon (setsid) that keeps
-// writing, and in the home directory itself an extended attribute and
-// times of its choosing — and prints "dirty: ready". A relaunch must leave the next
+// writing, in the home directory itself an extended attribute and
+// times of its choosing, and in its own staged files (its app directory
+// as the host staged it) a changed mode, an extended attribute, and
+// bytes written through a shared mapping — and prints "dirty: ready". A relaunch must leave the next
 // instance nothing: it prints "dirty: clean".
 package main
 
@@ -70,6 +72,14 @@ func main() {
 			found = append(found, fmt.Sprintf("the app's own mode %v", fi.Mode().Perm()))
 		}
 	}
+	if self, err := os.Executable(); err == nil {
+		if n, err := unix.Getxattr(self, "user.dirty", nil); err == nil && n > 0 {
+			found = append(found, "the app's own extended attribute user.dirty")
+		}
+	}
+	if b, err := os.ReadFile("data.txt"); err != nil || string(b) != "staged\n" {
+		found = append(found, fmt.Sprintf("staged data.txt %q (%v)", b, err))
+	}
 	if b, err := os.ReadFile(filepath.Join(home, "input.txt")); err != nil || string(b) != "staged\n" {
 		found = append(found, fmt.Sprintf("input %q (%v)", b, err))
 	}
@@ -117,6 +127,20 @@ func main() {
 	must(os.WriteFile("dirty-appdir.txt", []byte("dirt\n"), 0o644))
 	if self, err := os.Executable(); err == nil { // the staged app itself, changed
 		must(os.Chmod(self, 0o700))
+		_ = unix.Setxattr(self, "user.dirty", []byte("dirt"), 0)
+	}
+	// A staged file changed in place through a shared mapping, its size
+	// and times as they were: only the kernel's word tells of it.
+	if f, err := os.OpenFile("data.txt", os.O_RDWR, 0); err == nil {
+		fi, _ := f.Stat()
+		if m, err := unix.Mmap(int(f.Fd()), 0, 6, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err == nil {
+			copy(m, "DIRTY!")
+			_ = unix.Munmap(m)
+		}
+		f.Close()
+		if fi != nil {
+			_ = os.Chtimes("data.txt", fi.ModTime(), fi.ModTime())
+		}
 	}
 	must(os.WriteFile(filepath.Join(home, "input.txt"), []byte("overwritten\n"), 0o644))
 	must(xproto.ChangePropertyChecked(xc, xproto.PropModeReplace, root, prop, xproto.AtomString, 8, 4, []byte("dirt")).Check())
