@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
 	"path/filepath"
 	"syscall"
 
@@ -25,12 +26,19 @@ import (
 // descriptors are closed before its exit is reported), a change of mode,
 // owner, times, extended attributes or link count (IN_ATTRIB), a rename
 // or removal (IN_MOVE_SELF, IN_DELETE_SELF). An entry is unchanged when
-// no event came for it since the guest last wrote it and its path still
-// names the inode watched. Times are not trusted for this: they have the
-// kernel's coarse clock, and a write within the same tick would not move
-// them. An overflowed queue, a watch that could not be added, or no
-// inotify at all leaves every entry (or that one) to be written again,
-// as before.
+// no event came for it since the guest last wrote it, its path still
+// names the inode watched, and that inode's change time is the one read
+// when the guest last settled the watch. The change time is the second
+// witness for the one change inotify may report late: a write through a
+// shared mapping (no event of its own) whose last descriptor is closed
+// only after the reset looked (held in a unix socket's message, freed by
+// the kernel's collector later). Such a write moves the change time at
+// once — on kernels whose file systems give fine-grained change times
+// once one was read (6.13 on), always; on others only in a later tick of
+// the coarse clock, so there an entry whose change time is not older
+// than the clock's tick when the watch settles is not kept. An
+// overflowed queue, a watch that could not be added, or no inotify at
+// all leaves every entry (or that one) to be written again, as before.
 
 // maxWatched bounds the watches of one sandbox: they count against the
 // user's inotify watches, which the sandboxes of a machine (and their
@@ -47,10 +55,15 @@ const changeMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
 // them. The zero value watches nothing (every entry counts as changed).
 type stageWatch struct {
 	fd    int              // the inotify instance, non-blocking; 0: not yet made
+	dir   string           // the app directory
 	wds   map[int32]string // watch → entry (path below the app directory, slashes)
 	ino   map[string]uint64
+	ctime map[string]unix.Timespec // as settle read it
 	dirty map[string]bool
 	all   bool // the queue overflowed or could not be read
+	// fine: the app directory's file system gives a fine-grained change
+	// time to a change after one was read (finePending).
+	fine bool
 }
 
 // watch watches the entry rel below dir, just written by the guest.
@@ -60,7 +73,8 @@ func (w *stageWatch) watch(dir, rel string) {
 		if err != nil {
 			fd = -1
 		}
-		w.fd, w.wds, w.ino, w.dirty = fd, map[int32]string{}, map[string]uint64{}, map[string]bool{}
+		w.fd, w.dir, w.wds, w.ino, w.ctime, w.dirty = fd, dir, map[int32]string{}, map[string]uint64{}, map[string]unix.Timespec{}, map[string]bool{}
+		w.fine = fineCtime(dir)
 	}
 	delete(w.ino, rel)
 	if w.fd < 0 || len(w.wds) >= maxWatched {
@@ -135,18 +149,80 @@ func (w *stageWatch) settle() {
 	w.read()
 	clear(w.dirty)
 	w.all = false
+	var coarse unix.Timespec
+	if !w.fine {
+		_ = unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &coarse)
+	}
+	for rel := range w.ino {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(w.dir, filepath.FromSlash(rel)), &st) != nil {
+			w.dirty[rel] = true
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			// A directory's change time moves with what is made in
+			// it, and neither a directory nor a link has content a
+			// mapping could write: its events are enough.
+			delete(w.ctime, rel)
+			continue
+		}
+		w.ctime[rel] = st.Ctim
+		if !w.fine && !before(st.Ctim, coarse) {
+			// A write within this tick would leave it as it is.
+			w.dirty[rel] = true
+		}
+	}
+}
+
+// before reports whether a is earlier than b.
+func before(a, b unix.Timespec) bool {
+	return a.Sec < b.Sec || a.Sec == b.Sec && a.Nsec < b.Nsec
+}
+
+// fineCtime reports whether dir's file system gives a file a new change
+// time for a change made right after its change time was read (the
+// kernel's fine-grained, "multigrain", timestamps): three tries on a
+// file of its own, each change within microseconds of the read.
+func fineCtime(dir string) bool {
+	f, err := os.CreateTemp(dir, ".agentbox-ctime-*")
+	if err != nil {
+		return false
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	for i := range 3 {
+		var a, b unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &a) != nil {
+			return false
+		}
+		if _, err := f.WriteAt([]byte{byte(i)}, 0); err != nil {
+			return false
+		}
+		if unix.Fstat(int(f.Fd()), &b) != nil || a.Ctim == b.Ctim {
+			return false
+		}
+	}
+	return true
 }
 
 // unchanged reports whether the entry rel below dir is as the guest last
-// wrote it: watched, no event for it since, and its path names the same
-// inode.
+// wrote it: watched, no event for it since, its path names the same
+// inode, and, for a regular file, its change time is the one settle
+// read.
 func (w *stageWatch) unchanged(dir, rel string) bool {
 	ino, ok := w.ino[rel]
 	if !ok || w.all || w.dirty[rel] {
 		return false
 	}
 	var st unix.Stat_t
-	return unix.Lstat(filepath.Join(dir, filepath.FromSlash(rel)), &st) == nil && st.Ino == ino
+	if unix.Lstat(filepath.Join(dir, filepath.FromSlash(rel)), &st) != nil || st.Ino != ino {
+		return false
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return true
+	}
+	ctime, read := w.ctime[rel]
+	return read && st.Ctim == ctime
 }
 
 // close ends the watches.
