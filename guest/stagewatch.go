@@ -62,7 +62,7 @@ type stageWatch struct {
 	dirty map[string]bool
 	all   bool // the queue overflowed or could not be read
 	// fine: the app directory's file system gives a fine-grained change
-	// time to a change after one was read (finePending).
+	// time to a change after one was read (fineCtime).
 	fine bool
 }
 
