@@ -270,6 +270,9 @@ func (g *Guest) launch(ctx context.Context, req wire.LaunchRequest) (wire.Launch
 	go g.forward(&readers, observe.Stdout, outR, logCap, p.ready)
 	go g.forward(&readers, observe.Stderr, errR, logCap, p.ready)
 	go func() {
+		if g.obs != nil && waitExited(cmd.Process.Pid) {
+			g.obs.exiting(cmd.Process.Pid) // its status, before it is reaped
+		}
 		err := cmd.Wait()
 		e := exitOf(cmd.ProcessState, err)
 		if e.Signal == "SIGKILL" && oomKills() > oomBefore {

@@ -212,6 +212,39 @@ func (o *observer) started(pid int, argv []string) {
 	o.proc(observe.ActivityEvent{Time: time.Now(), Kind: observe.ActExec, PID: pid, PPID: st.ppid, Argv: p.argv, Cut: p.cut})
 }
 
+// exiting records the exit status of a process the guest started, read
+// from its zombie just before the guest reaps it (waitExited saw it end
+// without reaping it). Reaped first, a look between the reaping and
+// noteExit found it gone with no status ("status unknown", a process
+// check of a grade failed: TestObserverGrade beside the whole suite in
+// CI).
+func (o *observer) exiting(pid int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.procs[pid]
+	if p == nil || p.exit != nil || p.ignored {
+		return
+	}
+	st, ok := o.readStat(pid)
+	if !ok || st.state != 'Z' || st.start != p.start {
+		return
+	}
+	e := exitOfStatus(st.exitCode)
+	p.exit = &e
+}
+
+// waitExited waits until the child pid has ended, without reaping it:
+// it stays a zombie, its status readable, until the guest's Wait.
+func waitExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
+}
+
 // noteExit records the status of a process the guest waited for (the app).
 func (o *observer) noteExit(pid int, e observe.Exit) {
 	o.mu.Lock()

@@ -325,3 +325,36 @@ func BenchmarkObserverFileEvents(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 }
+
+// TestObserverExitStatusBeforeReap: the app's exit status is the
+// observer's before the guest reaps it, so a look between the reaping and
+// noteExit (a checkpoint at the wrong moment, on a busy machine) still
+// finds the exit with its status.
+func TestObserverExitStatusBeforeReap(t *testing.T) {
+	o := startTestObserver(t, t.TempDir(), false)
+	c := exec.Command("sh", "-c", "exit 3")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := c.Process.Pid
+	o.started(pid, c.Args)
+	if !waitExited(pid) {
+		t.Fatal("waitExited: false")
+	}
+	o.exiting(pid)
+	c.Wait() // reaped; noteExit has not come
+	var got *observe.ActivityEvent
+	for _, e := range o.checkpoint(0) {
+		if e.Kind == observe.ActExit && e.PID == pid {
+			got = &e
+		}
+	}
+	switch {
+	case got == nil:
+		t.Fatal("no exit event")
+	case got.Exit == nil:
+		t.Fatal("the exit has no status")
+	case got.Exit.Code != 3:
+		t.Errorf("exit status %+v, want code 3", *got.Exit)
+	}
+}
