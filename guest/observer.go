@@ -225,23 +225,8 @@ func (o *observer) exiting(pid int) {
 	if p == nil || p.exit != nil || p.ignored {
 		return
 	}
-	st, ok := o.readStat(pid)
-	if !ok || st.state != 'Z' || st.start != p.start {
-		return
-	}
-	e := exitOfStatus(st.exitCode)
-	p.exit = &e
-}
-
-// waitExited waits until the child pid has ended, without reaping it:
-// it stays a zombie, its status readable, until the guest's Wait.
-func waitExited(pid int) bool {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return err == nil
-		}
+	if st, ok := o.readStat(pid); ok && st.start == p.start {
+		p.zombie(st)
 	}
 }
 
@@ -615,9 +600,8 @@ func (o *observer) pollProcs(baseline bool) {
 				p.pending = true
 			}
 		}
-		if st.state == 'Z' && p.exit == nil && !p.ignored {
-			e := exitOfStatus(st.exitCode)
-			p.exit = &e
+		if !p.ignored {
+			p.zombie(st)
 		}
 		p.gen = o.gen
 	}
@@ -639,6 +623,14 @@ func (o *observer) pollProcs(baseline bool) {
 		}
 	}
 	o.lastPID = last
+}
+
+// zombie records a zombie's exit status, read from its stat, once.
+func (p *procSeen) zombie(st statLine) {
+	if st.state == 'Z' && p.exit == nil {
+		e := exitOfStatus(st.exitCode)
+		p.exit = &e
+	}
 }
 
 func (o *observer) gone(pid int, p *procSeen, now time.Time) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // oomKills reads the sandbox cgroup's OOM-kill counter (cgroup v2
@@ -76,4 +78,16 @@ func killOthers() int {
 		}
 	}
 	return n
+}
+
+// waitExited waits until the child pid has ended, without reaping it:
+// it stays a zombie, its status readable, until the guest's Wait.
+func waitExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
 }

@@ -403,7 +403,7 @@ func (b *baseline) restore(keep func(p string, d fs.DirEntry) bool) int {
 // after the restore).
 func (b *baseline) retime(p string) {
 	if st, ok := b.files[p]; ok {
-		_ = unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{unix.Timespec(st.atime), unix.Timespec(st.mtime)}, unix.AT_SYMLINK_NOFOLLOW)
+		setTimes(p, st.atime, st.mtime)
 	}
 }
 
@@ -422,6 +422,12 @@ func resetAttrs(p string, atime, mtime syscall.Timespec) {
 			}
 		}
 	}
+	setTimes(p, atime, mtime)
+}
+
+// setTimes sets p's access and modification times (a link's own, never
+// its target's).
+func setTimes(p string, atime, mtime syscall.Timespec) {
 	_ = unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{unix.Timespec(atime), unix.Timespec(mtime)}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
@@ -550,7 +556,7 @@ func (s *stagedApp) keep(dir string) func(p string, d fs.DirEntry) bool {
 			return false
 		}
 		rel = filepath.ToSlash(rel)
-		if !staged[rel] || !s.w.unchanged(dir, rel) {
+		if !staged[rel] || !s.w.unchanged(rel) {
 			return false
 		}
 		s.kept[rel] = true
@@ -586,8 +592,8 @@ func (s *stagedApp) restage(dir string) bool {
 	}
 	slices.Sort(paths)
 	for i := len(paths) - 1; i >= 0; i-- {
-		t := unix.Timespec(s.times[paths[i]])
-		_ = unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, filepath.FromSlash(paths[i])), []unix.Timespec{t, t}, unix.AT_SYMLINK_NOFOLLOW)
+		t := s.times[paths[i]]
+		setTimes(filepath.Join(dir, filepath.FromSlash(paths[i])), t, t)
 	}
 	s.w.settle() // the writes and times above are the guest's
 	s.kept = nil

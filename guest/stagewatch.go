@@ -205,17 +205,16 @@ func fineCtime(dir string) bool {
 	return true
 }
 
-// unchanged reports whether the entry rel below dir is as the guest last
-// wrote it: watched, no event for it since, its path names the same
-// inode, and, for a regular file, its change time is the one settle
-// read.
-func (w *stageWatch) unchanged(dir, rel string) bool {
+// unchanged reports whether the entry rel is as the guest last wrote it:
+// watched, no event for it since, its path names the same inode, and,
+// for a regular file, its change time is the one settle read.
+func (w *stageWatch) unchanged(rel string) bool {
 	ino, ok := w.ino[rel]
 	if !ok || w.all || w.dirty[rel] {
 		return false
 	}
 	var st unix.Stat_t
-	if unix.Lstat(filepath.Join(dir, filepath.FromSlash(rel)), &st) != nil || st.Ino != ino {
+	if unix.Lstat(filepath.Join(w.dir, filepath.FromSlash(rel)), &st) != nil || st.Ino != ino {
 		return false
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
